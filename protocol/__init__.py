@@ -1,0 +1,1 @@
+"""slotgate protocol package."""
