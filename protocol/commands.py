@@ -1,0 +1,562 @@
+"""The command table: one row per command, from a real redis-server 7.0's COMMAND INFO / DOCS.
+
+``commands.json`` (written by ``tools/gen_commands.py``) holds the raw replies with their RESP
+types; this module loads it once and offers:
+
+- ``COMMANDS``: ``bytes`` lower-case top-level name -> ``CommandInfo``; ``ALL_COMMANDS`` adds
+  subcommands under their full names (``b"config|get"``).
+- ``lookup(argv)``: the ``CommandInfo`` Redis would run, container commands resolved to the
+  subcommand. Like Redis' own lookup: a container alone (``[b"CONFIG"]``) gives the container
+  (whose arity check then fails), an unknown subcommand gives ``None`` (Redis answers
+  ``unknown_command_error(argv)``).
+- ``key_positions(argv)`` / ``get_keys(argv)``: the keys ``COMMAND GETKEYS`` reports, in its
+  order, movable keys included (key-specs first, Redis' per-command fallbacks when a spec is
+  incomplete or cannot be read). No arity check: with too few arguments the positions that
+  exist are returned. ``getkeys_command(argv)`` is the checked form that raises
+  ``GetKeysError`` with the exact text ``COMMAND GETKEYS`` answers.
+- ``arity_ok``, ``arity_error``, ``unknown_command_error``: Redis' exact checks and texts.
+- ``command_info_reply``, ``command_docs_reply``, ``command_count``, ``command_list``: the
+  bytes of ``COMMAND [INFO]``, ``COMMAND DOCS``, ``COMMAND COUNT``, ``COMMAND LIST`` in RESP2/3.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.overrides import route_for
+
+DATA_PATH = Path(__file__).with_name("commands.json")
+
+KeyFn = Callable[[Sequence[bytes]], list[int]]
+
+
+class GetKeysError(Exception):
+    """``COMMAND GETKEYS`` would answer an error; ``str(e)`` is the text without ``-``."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """One parsed key-spec. ``begin`` is ``index`` / ``keyword`` / ``unknown``; ``find`` is
+    ``range`` / ``keynum`` / ``unknown``. Unused numeric fields are 0."""
+
+    flags: frozenset[str]
+    begin: str
+    index: int = 0
+    keyword: bytes = b""
+    startfrom: int = 0
+    find: str = "unknown"
+    lastkey: int = 0
+    keystep: int = 0
+    limit: int = 0
+    keynumidx: int = 0
+    firstkey: int = 0
+
+    @property
+    def not_key(self) -> bool:
+        return "not_key" in self.flags
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CommandInfo:
+    name: str
+    arity: int
+    flags: frozenset[str]
+    first_key: int
+    last_key: int
+    step: int
+    key_specs: tuple[KeySpec, ...]
+    tips: tuple[str, ...]
+    acl_categories: tuple[str, ...]
+    group: str
+    subcommands: dict[str, CommandInfo]
+    route: str
+    merge: str | None
+    has_keys: bool  # COMMAND GETKEYS does not answer "The command has no key arguments"
+    container: str | None = None  # "config" for "config|get"
+    _keys: KeyFn = field(repr=False, default=lambda argv: [])
+    _keys_all: KeyFn = field(repr=False, default=lambda argv: [])
+
+    @property
+    def movable(self) -> bool:
+        return "movablekeys" in self.flags
+
+
+# --------------------------------------------------------------------------- key finding
+# C string2ll: optional '-', no '+', no leading zeros, no spaces, fits in int64.
+def _string2ll(raw: bytes) -> int | None:
+    if not raw or len(raw) > 20:
+        return None
+    digits = raw[1:] if raw[:1] == b"-" else raw
+    if not digits.isdigit() or not digits.isascii():
+        return None
+    if digits[:1] == b"0" and (len(digits) > 1 or raw[:1] == b"-"):
+        return None
+    value = int(raw)
+    return value if -(1 << 63) <= value < (1 << 63) else None
+
+
+# C atoi: leading whitespace, optional sign, digits up to the first non-digit; 0 if none.
+def _atoi(raw: bytes) -> int:
+    s = raw.lstrip(b" \t\n\v\f\r")
+    sign = 1
+    if s[:1] in (b"+", b"-"):
+        sign = -1 if s[:1] == b"-" else 1
+        s = s[1:]
+    n = 0
+    for ch in s:
+        if not 48 <= ch <= 57:
+            break
+        n = n * 10 + ch - 48
+    return max(-(1 << 31), min(sign * n, (1 << 31) - 1))
+
+
+def _walk_specs(
+    specs: Sequence[KeySpec], argv: Sequence[bytes], include_not_key: bool
+) -> list[int] | None:
+    """Redis' getKeysUsingKeySpecs: positions, or None when a spec is unusable."""
+    argc = len(argv)
+    out: list[int] = []
+    for spec in specs:
+        if spec.not_key and not include_not_key:
+            continue
+        if spec.begin == "index":
+            first = spec.index
+        elif spec.begin == "keyword":
+            first = 0
+            if spec.startfrom > 0:
+                start, end = spec.startfrom, argc - 1
+            else:
+                start, end = argc + spec.startfrom, 1
+            delta = 1 if start <= end else -1
+            i = start
+            while i != end:  # Redis stops before end_index
+                if i >= argc or i < 1:
+                    break
+                if argv[i].lower() == spec.keyword:
+                    first = i + 1
+                    break
+                i += delta
+            if not first:
+                continue
+        else:
+            return None
+        if spec.find == "range":
+            if spec.lastkey >= 0:
+                last = first + spec.lastkey
+            elif not spec.limit:
+                last = argc + spec.lastkey
+            else:
+                last = first + ((argc - first) // spec.limit + spec.lastkey)
+            step = spec.keystep
+        elif spec.find == "keynum":
+            if first + spec.keynumidx >= argc:
+                return None
+            numkeys = _string2ll(argv[first + spec.keynumidx])
+            if numkeys is None or numkeys < 0:
+                return None
+            first += spec.firstkey
+            last = first + numkeys - 1
+            step = spec.keystep
+        else:
+            return None
+        if "incomplete" in spec.flags:
+            return None
+        out.extend(i for i in range(first, last + 1, step) if i < argc)
+    return out
+
+
+def _generic(store: int, count_at: int, first: int) -> KeyFn:
+    """Redis' genericGetKeys: numkeys by atoi; the store key (if any) comes last."""
+
+    def keys(argv: Sequence[bytes]) -> list[int]:
+        argc = len(argv)
+        if count_at >= argc:
+            return []
+        num = _atoi(argv[count_at])
+        if num < 1 or num > argc - first:
+            return []
+        out = list(range(first, first + num))
+        if store:
+            out.append(store)
+        return out
+
+    return keys
+
+
+def _sort_keys(argv: Sequence[bytes]) -> list[int]:
+    """Redis' sortGetKeys: the sorted key, plus the last STORE target."""
+    out = [1]
+    store = 0
+    i = 2
+    argc = len(argv)
+    while i < argc:
+        arg = argv[i].lower()
+        if arg == b"limit":
+            i += 2
+        elif arg == b"store" and i + 1 < argc:
+            store = i + 1
+        elif arg in (b"get", b"by"):
+            i += 1
+        i += 1
+    return out + [store] if store else out
+
+
+def _migrate_keys(argv: Sequence[bytes]) -> list[int]:
+    """Redis' migrateGetKeys: argv[3], or everything after KEYS when argv[3] is empty."""
+    argc = len(argv)
+    first, num = 3, 1
+    i = 6
+    while i < argc:
+        arg = argv[i].lower()
+        if arg == b"auth":
+            i += 1
+        elif arg == b"auth2":
+            i += 2
+        elif arg == b"keys":
+            if argv[3]:
+                return []
+            first, num = i + 1, argc - i - 1
+            break
+        i += 1
+    return [p for p in range(first, first + num) if p < argc]
+
+
+def _first_key(argv: Sequence[bytes]) -> list[int]:
+    return [1] if len(argv) > 1 else []
+
+
+# Commands with a native key-finding function in Redis 7.0, used when the key-specs fail
+# (or, for variable_flags specs, always; those return the same positions).
+_NATIVE: dict[str, KeyFn] = {
+    "sort": _sort_keys,
+    "sort_ro": _first_key,
+    "migrate": _migrate_keys,
+    "set": _first_key,
+    "bitfield": _first_key,
+    "eval": _generic(0, 2, 3),
+    "evalsha": _generic(0, 2, 3),
+    "eval_ro": _generic(0, 2, 3),
+    "evalsha_ro": _generic(0, 2, 3),
+    "fcall": _generic(0, 2, 3),
+    "fcall_ro": _generic(0, 2, 3),
+    "zunionstore": _generic(1, 2, 3),
+    "zinterstore": _generic(1, 2, 3),
+    "zdiffstore": _generic(1, 2, 3),
+    "zunion": _generic(0, 1, 2),
+    "zinter": _generic(0, 1, 2),
+    "zdiff": _generic(0, 1, 2),
+    "zintercard": _generic(0, 1, 2),
+    "sintercard": _generic(0, 1, 2),
+    "lmpop": _generic(0, 1, 2),
+    "zmpop": _generic(0, 1, 2),
+    "blmpop": _generic(0, 2, 3),
+    "bzmpop": _generic(0, 2, 3),
+}
+
+
+def _fixed_fn(specs: Sequence[KeySpec]) -> KeyFn | None:
+    """Fast paths for plain index/range specs; None when the specs need walking."""
+    if any(s.begin != "index" or s.find != "range" or s.limit or s.flags & _SLOW_FLAGS
+           for s in specs):
+        return None
+    if not specs:
+        return lambda argv: []
+    if all(s.lastkey >= 0 for s in specs):
+        fixed = tuple(p for s in specs for p in range(s.index, s.index + s.lastkey + 1, s.keystep))
+        top = max(fixed)
+        if fixed == (1,):
+            return _first_key
+        return lambda argv: list(fixed) if len(argv) > top else [p for p in fixed if p < len(argv)]
+    if len(specs) == 1:
+        first, last, step = specs[0].index, specs[0].lastkey, specs[0].keystep
+        return lambda argv: list(range(first, len(argv) + last + 1, step))
+    return None
+
+
+_SLOW_FLAGS = frozenset({"not_key", "incomplete", "variable_flags"})
+
+
+def _make_keyfn(name: str, specs: tuple[KeySpec, ...], include_not_key: bool) -> KeyFn:
+    usable = specs if include_not_key else tuple(s for s in specs if not s.not_key)
+    fast = _fixed_fn(usable)
+    if fast is not None:
+        return fast
+    native = _NATIVE.get(name)
+    if any("variable_flags" in s.flags for s in usable) and native is not None:
+        return native
+
+    def keys(argv: Sequence[bytes]) -> list[int]:
+        found = _walk_specs(usable, argv, include_not_key)
+        if found is not None:
+            return found
+        return native(argv) if native is not None else []
+
+    return keys
+
+
+# --------------------------------------------------------------------------- loading
+def _text(v: str) -> str:
+    return v[1:]
+
+
+def _items(v: Any) -> list[Any]:
+    return v["~"] if isinstance(v, dict) else v
+
+
+def _parse_spec(raw: dict[str, Any]) -> KeySpec:
+    bs, fk = raw["begin_search"], raw["find_keys"]
+    bspec, fspec = bs["spec"], fk["spec"]
+    return KeySpec(
+        flags=frozenset(_text(f).lower() for f in _items(raw["flags"])),
+        begin=_text(bs["type"]),
+        index=bspec.get("index", 0),
+        keyword=_text(bspec["keyword"]).lower().encode() if "keyword" in bspec else b"",
+        startfrom=bspec.get("startfrom", 0),
+        find=_text(fk["type"]),
+        lastkey=fspec.get("lastkey", 0),
+        keystep=fspec.get("keystep", 0),
+        limit=fspec.get("limit", 0),
+        keynumidx=fspec.get("keynumidx", 0),
+        firstkey=fspec.get("firstkey", 0),
+    )
+
+
+def _build(entry: list[Any], docs: dict[str, Any], container: str | None) -> CommandInfo:
+    name = _text(entry[0])
+    flags = frozenset(_text(f) for f in _items(entry[2]))
+    specs = tuple(_parse_spec(s) for s in _items(entry[8]))
+    tips = tuple(_text(t) for t in _items(entry[7]))
+    doc = docs.get(name, {})
+    sub_docs = doc.get("subcommands", {})
+    subs = {}
+    for sub_entry in _items(entry[9]):
+        sub = _build(sub_entry, sub_docs, name)
+        subs[sub.name.partition("|")[2]] = sub
+    has_keys = name in _NATIVE or any(not s.not_key for s in specs)
+    route, merge = route_for(name, flags, tips, has_keys)
+    return CommandInfo(
+        name=name, arity=entry[1], flags=flags, first_key=entry[3], last_key=entry[4],
+        step=entry[5], key_specs=specs, tips=tips,
+        acl_categories=tuple(_text(c) for c in _items(entry[6])),
+        group=_text(doc["group"]) if "group" in doc else "", subcommands=subs,
+        route=route, merge=merge, has_keys=has_keys, container=container,
+        _keys=_make_keyfn(name, specs, False), _keys_all=_make_keyfn(name, specs, True),
+    )
+
+
+def _load() -> tuple[dict[str, Any], dict[bytes, CommandInfo], dict[bytes, CommandInfo]]:
+    raw = json.loads(DATA_PATH.read_text(encoding="utf-8"))
+    top: dict[bytes, CommandInfo] = {}
+    every: dict[bytes, CommandInfo] = {}
+    for name, entry in raw["info"].items():
+        info = _build(entry, raw["docs"], None)
+        top[name.encode()] = info
+        every[name.encode()] = info
+        for sub in info.subcommands.values():
+            every[sub.name.encode()] = sub
+    return raw, top, every
+
+
+_RAW, COMMANDS, ALL_COMMANDS = _load()
+REDIS_VERSION: str = _RAW["redis_version"]
+_SUBS: dict[bytes, dict[bytes, CommandInfo]] = {
+    name: {s.encode(): sub for s, sub in info.subcommands.items()}
+    for name, info in COMMANDS.items() if info.subcommands
+}
+
+
+# --------------------------------------------------------------------------- public API
+def lookup(argv: Sequence[bytes]) -> CommandInfo | None:
+    """The command Redis would run for ``argv`` (case-insensitive), or None if unknown.
+
+    A container with a subcommand resolves to the subcommand; an unknown subcommand is None
+    (as in Redis), a container alone is the container itself.
+    """
+    if not argv:
+        return None
+    name = argv[0].lower()
+    info = COMMANDS.get(name)
+    if info is None or len(argv) == 1 or not info.subcommands:
+        return info
+    return _SUBS[name].get(argv[1].lower())
+
+
+def lookup_name(name: bytes | str) -> CommandInfo | None:
+    """By full name, as COMMAND INFO takes it: ``get``, ``CONFIG|GET``."""
+    key = name.encode() if isinstance(name, str) else name
+    return ALL_COMMANDS.get(key.lower())
+
+
+def key_positions(argv: Sequence[bytes], include_not_key: bool = False) -> list[int]:
+    """Indexes into ``argv`` of its keys, as COMMAND GETKEYS reports them ([] if unknown).
+
+    ``include_not_key`` adds arguments that key-specs mark ``not_key`` (the shard channel of
+    SPUBLISH / SSUBSCRIBE / SUNSUBSCRIBE), which route by slot but are not keys.
+    """
+    info = lookup(argv)
+    if info is None:
+        return []
+    return info._keys_all(argv) if include_not_key else info._keys(argv)
+
+
+def get_keys(argv: Sequence[bytes], include_not_key: bool = False) -> list[bytes]:
+    return [argv[i] for i in key_positions(argv, include_not_key)]
+
+
+def arity_ok(info: CommandInfo, argc: int) -> bool:
+    """Redis' arity rule: exactly ``arity`` arguments, or at least ``-arity`` when negative."""
+    arity = info.arity
+    return argc == arity if arity > 0 else argc >= -arity
+
+
+def arity_error(info: CommandInfo) -> str:
+    return f"ERR wrong number of arguments for '{info.name}' command"
+
+
+def _c_arg(raw: bytes, limit: int) -> bytes:
+    return raw.split(b"\0", 1)[0][:limit]
+
+
+def unknown_command_error(argv: Sequence[bytes]) -> bytes:
+    """Redis' text for a command ``lookup`` returned None for (without the leading ``-``)."""
+    container = COMMANDS.get(argv[0].lower()) if argv else None
+    if container is not None and container.subcommands and len(argv) > 1:
+        text = b"ERR unknown subcommand '%s'. Try %s HELP." % (
+            _c_arg(argv[1], 128), _c_arg(argv[0], 1 << 30).upper())
+    else:
+        args = b""
+        for arg in argv[1:]:
+            if len(args) >= 128:
+                break
+            args += b"'" + _c_arg(arg, 128 - len(args)) + b"' "
+        text = b"ERR unknown command '%s', with args beginning with: %s" % (
+            _c_arg(argv[0], 128) if argv else b"", args)
+    return text.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
+def getkeys_command(argv: Sequence[bytes]) -> list[int]:
+    """``COMMAND GETKEYS <argv>``: key positions, or GetKeysError with Redis' exact text."""
+    info = lookup(argv)
+    if info is None:
+        raise GetKeysError("ERR Invalid command specified")
+    if not info.has_keys:
+        raise GetKeysError("ERR The command has no key arguments")
+    if not arity_ok(info, len(argv)):
+        raise GetKeysError("ERR Invalid number of arguments specified for command")
+    positions = info._keys(argv)
+    if not positions and "no_mandatory_keys" not in info.flags:
+        raise GetKeysError("ERR Invalid arguments specified for command")
+    return positions
+
+
+# --------------------------------------------------------------------------- COMMAND replies
+def _encode(v: Any, proto: int, out: list[bytes]) -> None:
+    if isinstance(v, str):
+        if v[0] == "+":
+            out.append(b"+%s\r\n" % v[1:].encode())
+        else:
+            raw = v[1:].encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    elif isinstance(v, bool) or v is None:
+        out.append(b"_\r\n" if proto == 3 else b"$-1\r\n")
+    elif isinstance(v, int):
+        out.append(b":%d\r\n" % v)
+    elif isinstance(v, list):
+        out.append(b"*%d\r\n" % len(v))
+        for item in v:
+            _encode(item, proto, out)
+    elif list(v) == ["~"]:
+        out.append(b"%s%d\r\n" % (b"~" if proto == 3 else b"*", len(v["~"])))
+        for item in v["~"]:
+            _encode(item, proto, out)
+    else:
+        out.append(b"%%%d\r\n" % len(v) if proto == 3 else b"*%d\r\n" % (2 * len(v)))
+        for key, item in v.items():
+            _encode("$" + key, proto, out)
+            _encode(item, proto, out)
+
+
+def encode_value(v: Any, proto: int = 2) -> bytes:
+    """Encode a typed value of commands.json (see tools/gen_commands.py) as RESP."""
+    out: list[bytes] = []
+    _encode(v, proto, out)
+    return b"".join(out)
+
+
+def _index_raw() -> tuple[dict[str, Any], dict[str, Any]]:
+    infos: dict[str, Any] = {}
+    docs: dict[str, Any] = {}
+    for name, entry in _RAW["info"].items():
+        infos[name] = entry
+        for sub in _items(entry[9]):
+            infos[_text(sub[0])] = sub
+    for name, doc in _RAW["docs"].items():
+        docs[name] = doc
+        for sub_name, sub in doc.get("subcommands", {}).items():
+            docs[sub_name] = sub
+    return infos, docs
+
+
+_RAW_INFO, _RAW_DOCS = _index_raw()
+_CACHE: dict[tuple[str, str, int], bytes] = {}
+
+
+def _cached(kind: str, name: str, proto: int) -> bytes:
+    key = (kind, name, proto)
+    hit = _CACHE.get(key)
+    if hit is None:
+        source = _RAW_INFO if kind == "info" else _RAW_DOCS
+        hit = _CACHE[key] = encode_value(source[name], proto)
+    return hit
+
+
+def command_info_reply(names: Iterable[bytes] | None = None, proto: int = 2) -> bytes:
+    """``COMMAND`` (names None: every top-level command) or ``COMMAND INFO name...``."""
+    if names is None:
+        chosen: list[str | None] = list(_RAW["info"])
+    else:
+        chosen = []
+        for n in names:
+            info = lookup_name(n)
+            chosen.append(info.name if info is not None else None)
+    parts = [b"*%d\r\n" % len(chosen)]
+    for name in chosen:
+        if name is None:
+            parts.append(b"_\r\n" if proto == 3 else b"$-1\r\n")
+        else:
+            parts.append(_cached("info", name, proto))
+    return b"".join(parts)
+
+
+def command_docs_reply(names: Iterable[bytes] | None = None, proto: int = 2) -> bytes:
+    """``COMMAND DOCS [name...]``: a map of name -> docs; unknown names are left out."""
+    if names is None:
+        chosen = list(_RAW["docs"])
+    else:
+        chosen = []
+        for n in names:
+            info = lookup_name(n)
+            if info is not None and info.name in _RAW_DOCS:
+                chosen.append(info.name)
+    parts = [b"%%%d\r\n" % len(chosen) if proto == 3 else b"*%d\r\n" % (2 * len(chosen))]
+    for name in chosen:
+        parts.append(encode_value("$" + name, proto))
+        parts.append(_cached("docs", name, proto))
+    return b"".join(parts)
+
+
+def command_count() -> int:
+    return len(COMMANDS)
+
+
+def command_list() -> list[bytes]:
+    """Every command name, each top-level command followed by its subcommands."""
+    out: list[bytes] = []
+    for name, info in COMMANDS.items():
+        out.append(name)
+        out.extend(sub.name.encode() for sub in info.subcommands.values())
+    return out
