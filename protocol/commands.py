@@ -156,7 +156,9 @@ def _walk_specs(
             if first + spec.keynumidx >= argc:
                 return None
             numkeys = _string2ll(argv[first + spec.keynumidx])
-            if numkeys is None or numkeys < 0:
+            # Redis 7.0 treats numkeys 0 as unusable too, then falls back to the native
+            # function (which finds no keys): `COMMAND GETKEYS ZUNIONSTORE d 0 a` is an error.
+            if numkeys is None or numkeys < 1:
                 return None
             first += spec.firstkey
             last = first + numkeys - 1
@@ -165,7 +167,9 @@ def _walk_specs(
             return None
         if "incomplete" in spec.flags:
             return None
-        out.extend(i for i in range(first, last + 1, step) if i < argc)
+        if last >= argc:  # Redis gives up on the specs rather than return part of them
+            return None
+        out.extend(range(first, last + 1, step))
     return out
 
 
@@ -440,6 +444,9 @@ def unknown_command_error(argv: Sequence[bytes]) -> bytes:
 
 def getkeys_command(argv: Sequence[bytes]) -> list[int]:
     """``COMMAND GETKEYS <argv>``: key positions, or GetKeysError with Redis' exact text."""
+    getkeys = ALL_COMMANDS[b"command|getkeys"]
+    if not arity_ok(getkeys, len(argv) + 2):
+        raise GetKeysError(arity_error(getkeys))
     info = lookup(argv)
     if info is None:
         raise GetKeysError("ERR Invalid command specified")
