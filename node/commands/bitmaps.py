@@ -1,0 +1,3 @@
+"""bitmaps commands (in progress)."""
+
+from __future__ import annotations

@@ -1,0 +1,377 @@
+"""Connection commands: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT ..."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from node import errors
+from node.client import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
+from node.commands.registry import command
+from node.commands.replies import OK, PONG
+from node.commands.util import parse_int
+from node.config import REDIS_VERSION
+from node.errors import CommandError
+from protocol.resp import array_header, bulk, integer, map_header, verbatim
+
+if TYPE_CHECKING:
+    from node.client import Client
+
+
+@command("ping")
+def ping(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) > 2:
+        raise CommandError(errors.wrong_args("ping"))
+    if c.subscriptions and c.resp == 2:
+        msg = argv[1] if len(argv) == 2 else b""
+        return b"*2\r\n$4\r\npong\r\n" + bulk(msg)
+    if len(argv) == 2:
+        return bulk(argv[1])
+    return PONG
+
+
+@command("echo")
+def echo(c: Client, argv: list[bytes]) -> bytes:
+    return bulk(argv[1])
+
+
+@command("quit")
+def quit_(c: Client, argv: list[bytes]) -> bytes:
+    c.close_after_reply = True
+    return OK
+
+
+def _check_password(c: Client, user: bytes, password: bytes) -> bool:
+    required = str(c.server.config.get("requirepass")).encode()
+    if user != b"default":
+        return False
+    return not required or password == required
+
+
+@command("auth")
+def auth(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) > 3:
+        raise CommandError(errors.SYNTAX)
+    if len(argv) == 2:
+        if not c.server.config.get("requirepass"):
+            raise CommandError(
+                "ERR AUTH <password> called without any password configured for the default "
+                "user. Are you sure your configuration is correct?")
+        user, password = b"default", argv[1]
+    else:
+        user, password = argv[1], argv[2]
+    if not _check_password(c, user, password):
+        raise CommandError(errors.WRONGPASS)
+    c.authenticated = True
+    c.user = user
+    c.update_slow()
+    return OK
+
+
+@command("hello")
+def hello(c: Client, argv: list[bytes]) -> bytes:
+    proto = c.resp
+    if len(argv) >= 2:
+        try:
+            proto = parse_int(argv[1])
+        except CommandError:
+            raise CommandError("ERR Protocol version is not an integer or out of range") from None
+        if proto < 2 or proto > 3:
+            raise CommandError("NOPROTO unsupported protocol version")
+    name: bytes | None = None
+    creds: tuple[bytes, bytes] | None = None
+    i = 2
+    while i < len(argv):
+        opt = argv[i].lower()
+        more = len(argv) - i - 1
+        if opt == b"auth" and more >= 2:
+            creds = (argv[i + 1], argv[i + 2])
+            i += 3
+        elif opt == b"setname" and more >= 1:
+            name = argv[i + 1]
+            i += 2
+        else:
+            raise CommandError(f"ERR Syntax error in HELLO option '{errors._shown(argv[i], 128)}'")
+    if creds is not None:
+        if not _check_password(c, *creds):
+            raise CommandError(errors.WRONGPASS)
+        c.authenticated = True
+        c.user = creds[0]
+    if not c.authenticated:
+        raise CommandError(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+            "select the RESP protocol version at the same time")
+    if name is not None:
+        _validate_name(name)
+        c.name = name
+    c.set_resp(proto)
+    c.update_slow()
+    mode = b"cluster" if c.server.cluster_enabled else b"standalone"
+    role = c.extra.get("role_for_hello", b"master")
+    return b"".join([
+        map_header(7, proto),
+        bulk(b"server"), bulk(b"redis"),
+        bulk(b"version"), bulk(REDIS_VERSION.encode()),
+        bulk(b"proto"), integer(proto),
+        bulk(b"id"), integer(c.id),
+        bulk(b"mode"), bulk(mode),
+        bulk(b"role"), bulk(role),
+        bulk(b"modules"), array_header(0),
+    ])
+
+
+@command("select")
+def select(c: Client, argv: list[bytes]) -> bytes:
+    idx = parse_int(argv[1])
+    if c.server.cluster_enabled and idx != 0:
+        raise CommandError(errors.SELECT_CLUSTER)
+    if idx < 0 or idx >= len(c.ks.dbs):
+        raise CommandError(errors.DB_INDEX_OUT_OF_RANGE)
+    c.db = c.ks.dbs[idx]
+    return OK
+
+
+@command("reset")
+def reset(c: Client, argv: list[bytes]) -> bytes:
+    c.multi = None
+    c.multi_error = False
+    c.unwatch_all()
+    c.db = c.ks.dbs[0]
+    c.set_resp(2)
+    c.name = b""
+    c.readonly = False
+    c.asking = False
+    c.reply_mode = REPLY_ON
+    if c.monitor:
+        c.monitor = False
+        if c in c.server.monitors:
+            c.server.monitors.remove(c)
+            c.server.update_slow()
+    for hook in c.server.client_close_hooks:  # pub/sub & co. drop this client's state
+        hook(c)
+    c.subscriptions = 0
+    c.authenticated = not c.server.config.get("requirepass")
+    c.update_slow()
+    return b"+RESET\r\n"
+
+
+# -- CLIENT ------------------------------------------------------------------------------------
+
+def _validate_name(name: bytes) -> None:
+    for b in name:
+        if b < 33 or b > 126:
+            raise CommandError(
+                "ERR Client names cannot contain spaces, newlines or special characters.")
+
+
+@command("client|id")
+def client_id(c: Client, argv: list[bytes]) -> bytes:
+    return integer(c.id)
+
+
+@command("client|setname")
+def client_setname(c: Client, argv: list[bytes]) -> bytes:
+    _validate_name(argv[2])
+    c.name = argv[2]
+    return OK
+
+
+@command("client|getname")
+def client_getname(c: Client, argv: list[bytes]) -> bytes:
+    return bulk(c.name) if c.name else c.null_bulk
+
+
+def client_info_line(c: Client, now_ms: int | None = None) -> str:
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    multi = -1 if c.multi is None else len(c.multi)
+    cmd = c.last_cmd
+    return (
+        f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.extra.get('fd', 8)} "
+        f"name={c.name.decode('utf-8', 'replace')} age={(now - c.created_ms) // 1000} "
+        f"idle={(now - c.last_interaction_ms) // 1000} flags={c.flags_text()} db={c.db.index} "
+        f"sub={c.extra.get('sub', 0)} psub={c.extra.get('psub', 0)} ssub={c.extra.get('ssub', 0)} "
+        f"multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 "
+        f"omem=0 tot-mem=0 events=r cmd={cmd} user={c.user.decode('utf-8', 'replace')} "
+        f"redir=-1 resp={c.resp}"
+    )
+
+
+_CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
+
+
+def _client_type(c: Client) -> bytes:
+    if c.extra.get("is_replica"):
+        return b"replica"
+    if c.extra.get("is_master"):
+        return b"master"
+    if c.subscriptions:
+        return b"pubsub"
+    return b"normal"
+
+
+@command("client|list")
+def client_list(c: Client, argv: list[bytes]) -> bytes:
+    clients = list(c.server.clients.values())
+    i = 2
+    while i < len(argv):
+        opt = argv[i].lower()
+        if opt == b"type" and i + 1 < len(argv):
+            t = argv[i + 1].lower()
+            if t not in _CLIENT_TYPES:
+                raise CommandError(f"ERR Unknown client type '{errors._shown(argv[i + 1], 128)}'")
+            t = b"replica" if t == b"slave" else t
+            clients = [x for x in clients if _client_type(x) == t]
+            i += 2
+        elif opt == b"id" and i + 1 < len(argv):
+            ids = set()
+            for raw in argv[i + 1:]:
+                try:
+                    n = parse_int(raw)
+                except CommandError:
+                    raise CommandError("ERR Invalid client ID") from None
+                if n <= 0:
+                    raise CommandError("ERR Invalid client ID")
+                ids.add(n)
+            clients = [x for x in clients if x.id in ids]
+            break
+        else:
+            raise CommandError(errors.SYNTAX)
+    text = "".join(client_info_line(x) + "\n" for x in clients)
+    return verbatim(text, "txt", c.resp)
+
+
+@command("client|info")
+def client_info(c: Client, argv: list[bytes]) -> bytes:
+    return verbatim(client_info_line(c) + "\n", "txt", c.resp)
+
+
+@command("client|kill")
+def client_kill(c: Client, argv: list[bytes]) -> bytes:
+    srv = c.server
+    if len(argv) == 3:  # old form: CLIENT KILL addr:port
+        for other in list(srv.clients.values()):
+            if other.addr.encode() == argv[2]:
+                srv.kill_client(other)
+                return OK
+        raise CommandError("ERR No such client")
+    if len(argv) % 2:
+        raise CommandError(errors.SYNTAX)
+    filters: list[tuple[bytes, bytes]] = []
+    skipme = True
+    for i in range(2, len(argv), 2):
+        opt, val = argv[i].lower(), argv[i + 1]
+        if opt == b"id":
+            try:
+                n = parse_int(val)
+            except CommandError:
+                raise CommandError("ERR client-id should be greater than 0") from None
+            if n <= 0:
+                raise CommandError("ERR client-id should be greater than 0")
+        elif opt == b"type":
+            if val.lower() not in _CLIENT_TYPES:
+                raise CommandError(f"ERR Unknown client type '{errors._shown(val, 128)}'")
+        elif opt == b"skipme":
+            if val.lower() not in (b"yes", b"no"):
+                raise CommandError(errors.SYNTAX)
+            skipme = val.lower() == b"yes"
+            continue
+        elif opt == b"maxage":
+            parse_int(val)
+        elif opt not in (b"addr", b"laddr", b"user"):
+            raise CommandError(errors.SYNTAX)
+        filters.append((opt, val))
+    killed = 0
+    now = int(time.time() * 1000)
+    for other in list(srv.clients.values()):
+        if skipme and other is c:
+            continue
+        if all(_kill_filter(other, opt, val, now) for opt, val in filters):
+            srv.kill_client(other)
+            killed += 1
+    return integer(killed)
+
+
+def _kill_filter(c: Client, opt: bytes, val: bytes, now_ms: int) -> bool:
+    if opt == b"id":
+        return c.id == int(val)
+    if opt == b"addr":
+        return c.addr.encode() == val
+    if opt == b"laddr":
+        return c.laddr.encode() == val
+    if opt == b"user":
+        return c.user == val
+    if opt == b"type":
+        t = val.lower()
+        return _client_type(c) == (b"replica" if t == b"slave" else t)
+    if opt == b"maxage":
+        return (now_ms - c.created_ms) // 1000 >= int(val)
+    return False
+
+
+@command("client|reply")
+def client_reply(c: Client, argv: list[bytes]) -> bytes:
+    mode = argv[2].lower()
+    if mode == b"on":
+        c.reply_mode = REPLY_ON
+        c.update_slow()
+        return OK
+    if mode == b"off":
+        c.reply_mode = REPLY_OFF
+    elif mode == b"skip":
+        if c.reply_mode != REPLY_OFF:
+            c.reply_mode = REPLY_SKIP_NEXT
+    else:
+        raise CommandError(errors.SYNTAX)
+    c.update_slow()
+    return b""
+
+
+@command("client|unblock")
+def client_unblock(c: Client, argv: list[bytes]) -> bytes:
+    target_id = parse_int(argv[2])
+    error = False
+    if len(argv) == 4:
+        how = argv[3].lower()
+        if how == b"error":
+            error = True
+        elif how != b"timeout":
+            raise CommandError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    elif len(argv) > 4:
+        raise CommandError(errors.SYNTAX)
+    target = c.server.clients.get(target_id)
+    if target is None or target.blocked is None:
+        return integer(0)
+    reply = b"-" + errors.UNBLOCKED.encode() + b"\r\n" if error else target.blocked.timeout_reply
+    target.unblock(reply)
+    return integer(1)
+
+
+@command("client|getredir")
+def client_getredir(c: Client, argv: list[bytes]) -> bytes:
+    return integer(-1)
+
+
+@command("client|no-evict")
+def client_no_evict(c: Client, argv: list[bytes]) -> bytes:
+    if argv[2].lower() not in (b"on", b"off"):
+        raise CommandError(errors.SYNTAX)
+    return OK
+
+
+@command("client|help")
+def client_help(c: Client, argv: list[bytes]) -> bytes:
+    lines = [
+        b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        b"ID", b"    Return the ID of the current connection.",
+        b"GETNAME", b"    Return the name of the current connection.",
+        b"KILL <ip:port>", b"    Kill connection made from <ip:port>.",
+        b"LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID id [id ...]]",
+        b"    Return information about client connections.",
+        b"REPLY (ON|OFF|SKIP)", b"    Control the replies sent to the current connection.",
+        b"SETNAME <name>", b"    Assign the name <name> to the current connection.",
+        b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        b"    Unblock the specified blocked client.",
+        b"HELP", b"    Print this help.",
+    ]
+    return array_header(len(lines)) + b"".join(b"+" + ln + b"\r\n" for ln in lines)

@@ -1,0 +1,3 @@
+"""keys commands (in progress)."""
+
+from __future__ import annotations

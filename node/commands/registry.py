@@ -1,0 +1,144 @@
+"""Command registry: handler functions by name, joined with the shared command table.
+
+``@command("get")`` registers a handler. ``build_table()`` (run once by the server) makes one
+``Command`` per registered name with arity and flags taken from ``protocol.commands`` — the one
+row per command generated from a real redis-server — and returns the dispatch dict keyed by
+lower- and upper-case name bytes. Subcommands register as ``"config|get"``; their container
+gets a ``Command`` whose ``subcommands`` dict is looked up by ``argv[1].lower()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from node.client import Client
+
+Handler = Callable[["Client", list[bytes]], bytes]
+
+HANDLERS: dict[str, Handler] = {}
+# Arity/flags for names missing from the shared table (should stay empty; see below).
+FALLBACK: dict[str, tuple[int, frozenset[str]]] = {}
+
+
+def command(
+    name: str, *, arity: int | None = None, flags: tuple[str, ...] = ()
+) -> Callable[[Handler], Handler]:
+    """Register ``handler`` for ``name`` (lower case; ``container|sub`` for subcommands).
+
+    ``arity``/``flags`` are only a fallback for commands absent from the shared table.
+    """
+
+    def deco(fn: Handler) -> Handler:
+        if name in HANDLERS:
+            raise ValueError(f"command {name!r} registered twice")
+        HANDLERS[name] = fn
+        if arity is not None:
+            FALLBACK[name] = (arity, frozenset(flags))
+        return fn
+
+    return deco
+
+
+class Command:
+    """One executable command (or container) as the dispatcher sees it."""
+
+    __slots__ = (
+        "name", "full_name", "handler", "arity", "flags", "write", "no_auth", "no_multi",
+        "denyoom", "blocking", "pubsub_ok", "skip_monitor", "movablekeys", "has_keys",
+        "subcommands", "container", "calls", "usec", "failed_calls", "rejected_calls",
+        "special",
+    )
+
+    def __init__(self, full_name: str, handler: Handler | None, arity: int, flags: frozenset[str],
+                 has_keys: bool) -> None:
+        self.full_name = full_name  # "get", "config|get"
+        self.name = full_name.split("|")[-1]
+        self.handler = handler
+        self.arity = arity
+        self.flags = flags
+        self.write = "write" in flags
+        self.no_auth = "no_auth" in flags
+        self.no_multi = "no_multi" in flags
+        self.denyoom = "denyoom" in flags
+        self.blocking = "blocking" in flags
+        self.skip_monitor = "skip_monitor" in flags or "admin" in flags
+        self.movablekeys = "movablekeys" in flags
+        self.has_keys = has_keys
+        self.pubsub_ok = full_name in _PUBSUB_CONTEXT_OK
+        self.subcommands: dict[bytes, Command] | None = None
+        self.container: Command | None = None
+        # Handled outside the fast path (containers; commands that change dispatch state).
+        self.special = False
+        self.calls = 0
+        self.usec = 0
+        self.failed_calls = 0
+        self.rejected_calls = 0
+
+
+_PUBSUB_CONTEXT_OK = frozenset({
+    "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe",
+    "ping", "quit", "reset",
+})
+
+
+def _table_info() -> dict[str, tuple[int, frozenset[str], bool]]:
+    """name -> (arity, flags, has_keys) from the shared table, subcommands as ``a|b``."""
+    from protocol import commands as pc
+
+    out: dict[str, tuple[int, frozenset[str], bool]] = {}
+
+    def add(info: pc.CommandInfo) -> None:
+        has_keys = info.has_keys
+        out[info.name] = (info.arity, frozenset(info.flags), has_keys)
+        for sub in (info.subcommands or {}).values():
+            add(sub)
+
+    for info in pc.COMMANDS.values():
+        add(info)
+    return out
+
+
+def build_table() -> dict[bytes, Command]:
+    """The dispatch dict: name bytes (lower and upper case) -> ``Command``."""
+    known = _table_info()
+    table: dict[bytes, Command] = {}
+    containers: dict[str, Command] = {}
+    for name, fn in sorted(HANDLERS.items()):
+        if name in known:
+            arity, flags, has_keys = known[name]
+        elif name in FALLBACK:
+            arity, flags = FALLBACK[name]
+            has_keys = False
+        else:
+            raise KeyError(f"command {name!r} is neither in the shared table nor given an arity")
+        cmd = Command(name, fn, arity, flags, has_keys)
+        if "|" in name:
+            parent_name, sub = name.split("|", 1)
+            parent = containers.get(parent_name)
+            if parent is None:
+                p_arity, p_flags, _ = known.get(parent_name, (-2, frozenset(), False))
+                parent = Command(parent_name, None, p_arity, p_flags, False)
+                parent.subcommands = {}
+                parent.special = True
+                containers[parent_name] = parent
+            assert parent.subcommands is not None
+            parent.subcommands[sub.encode()] = cmd
+            cmd.container = parent
+        else:
+            if name in containers:
+                raise ValueError(f"{name!r} registered both as a command and as a container")
+            containers[name] = cmd
+    for name, cmd in containers.items():
+        table[name.encode()] = cmd
+        table[name.upper().encode()] = cmd
+    return table
+
+
+def all_commands(table: dict[bytes, Command]) -> list[Command]:
+    """Every distinct top-level command in ``table``."""
+    seen: dict[str, Command] = {}
+    for cmd in table.values():
+        seen[cmd.full_name] = cmd
+    return list(seen.values())

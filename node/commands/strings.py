@@ -1,0 +1,3 @@
+"""strings commands (in progress)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""transactions commands (in progress)."""
+
+from __future__ import annotations

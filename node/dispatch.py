@@ -1,0 +1,232 @@
+"""Command execution: the fast path, Redis' processCommand checks, call(), blocked-client wakeups.
+
+Sans-IO: requests (argv lists) in, encoded replies appended to ``c.out``. The trio shell
+(node/server.py) feeds requests and sends ``c.out``.
+
+Flow per request::
+
+    argv -> TABLE lookup -> [fast: arity ok, client/server not "slow", not a container]
+                                -> handler -> reply
+                            [slow: unknown/arity/auth/no-multi/cluster/pubsub/MULTI queue]
+                                -> call() (stats, monitor, propagation) -> reply
+         -> c.out ; then serve keys made ready (blocked clients), then the next request
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from node import errors
+from node.client import BLOCKED, REPLY_OFF, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, Client
+from node.commands.registry import Command
+from node.commands.replies import QUEUED
+from node.errors import CommandError
+from protocol.commands import unknown_command_error
+
+if TYPE_CHECKING:
+    from node.server import Server
+
+log = logging.getLogger("node.dispatch")
+_perf = time.perf_counter
+_MULTI_PASSTHROUGH = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
+_PUBSUB_ERR = (
+    "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
+    "allowed in this context"
+)
+
+
+def _err(text: str) -> bytes:
+    return b"-" + text.encode("utf-8", "replace").replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+
+
+def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
+    """Execute ``reqs[start:]`` for ``c``. Returns the index of the first request NOT yet run
+    (``len(reqs)`` when all ran): execution stops after a command that blocked the client or
+    asked to close the connection."""
+    srv = c.server
+    table = srv.table
+    out = c.out
+    ks = c.ks
+    i = start
+    n_reqs = len(reqs)
+    while i < n_reqs:
+        argv = reqs[i]
+        i += 1
+        cmd = table.get(argv[0])
+        if cmd is None:
+            cmd = table.get(argv[0].lower())
+        n = len(argv)
+        if (
+            cmd is None or cmd.special or c.slow or srv.slow
+            or (n != cmd.arity if cmd.arity > 0 else n < -cmd.arity)
+        ):
+            reply = process_command(c, cmd, argv)
+        else:
+            c.last_cmd = cmd.full_name
+            t0 = _perf()
+            try:
+                reply = cmd.handler(c, argv)  # type: ignore[misc]
+            except CommandError as e:
+                reply = _err(str(e))
+                cmd.failed_calls += 1
+            except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+                reply = _internal_error(cmd, argv, e)
+            dt = _perf() - t0
+            cmd.calls += 1
+            cmd.usec += int(dt * 1e6)
+            srv.stat_numcommands += 1
+            if dt > srv.slowlog_threshold_s:
+                srv.slowlog_add(c, argv, dt)
+        if reply is BLOCKED:
+            return i
+        out.append(reply)
+        if ks.ready:
+            serve_ready_keys(srv)
+        if c.close_after_reply:
+            return i
+    return i
+
+
+def _internal_error(cmd: Command, argv: list[bytes], exc: Exception) -> bytes:
+    log.exception("command %s failed unexpectedly", cmd.full_name, exc_info=exc)
+    cmd.failed_calls += 1
+    return _err(f"ERR internal error in '{cmd.full_name}': {type(exc).__name__}")
+
+
+def resolve(cmd: Command | None, argv: list[bytes]) -> tuple[Command | None, bytes | None]:
+    """Container -> subcommand, then arity. Returns (command, None) or (None, error reply)."""
+    if cmd is None:
+        return None, b"-" + unknown_command_error(argv) + b"\r\n"
+    if cmd.subcommands is not None and len(argv) >= 2:
+        sub = cmd.subcommands.get(argv[1].lower())
+        if sub is None:
+            return None, b"-" + unknown_command_error(argv) + b"\r\n"
+        cmd = sub
+    n = len(argv)
+    if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+        cmd.rejected_calls += 1
+        return None, _err(errors.wrong_args(cmd.full_name))
+    if cmd.handler is None:  # a bare container (e.g. "CONFIG") with right arity: nothing to run
+        return None, _err(errors.wrong_args(cmd.full_name))
+    return cmd, None
+
+
+def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
+    """Redis' processCommand for everything off the fast path."""
+    srv = c.server
+    real, rejected = resolve(cmd, argv)
+    if rejected is not None:
+        if c.multi is not None:
+            c.multi_error = True
+        return rejected
+    assert real is not None
+    cmd = real
+    if not c.authenticated and not cmd.no_auth:
+        return _reject(c, cmd, errors.NOAUTH)
+    if c.multi is not None and cmd.no_multi:
+        return _reject(c, cmd, errors.NOT_IN_MULTI)
+    route = srv.cluster_route
+    if route is not None:
+        redirect = route(c, cmd, argv)
+        if redirect is not None:
+            cmd.rejected_calls += 1
+            if c.multi is not None:
+                c.multi_error = True
+            return redirect
+    if c.subscriptions and c.resp == 2 and not cmd.pubsub_ok:
+        return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name.split("|")[0])
+    if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:
+        c.multi.append((cmd, argv))
+        return QUEUED
+    mode_before = c.reply_mode
+    reply = call(c, cmd, argv)
+    if c.asking and cmd.full_name != "asking" and c.multi is None:
+        c.asking = False
+        c.update_slow()
+    if mode_before != REPLY_ON or c.reply_mode != REPLY_ON:
+        reply = _apply_reply_mode(c, mode_before, reply)
+    return reply
+
+
+def _reject(c: Client, cmd: Command, text: str) -> bytes:
+    cmd.rejected_calls += 1
+    if c.multi is not None:
+        c.multi_error = True
+    return _err(text)
+
+
+def _apply_reply_mode(c: Client, mode_before: int, reply: bytes) -> bytes:
+    mode = c.reply_mode
+    if mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP just ran: skip the NEXT reply
+        c.reply_mode = REPLY_SKIP
+        c.update_slow()
+        return b""
+    if mode_before == REPLY_SKIP:
+        if mode == REPLY_SKIP:
+            c.reply_mode = REPLY_ON
+            c.update_slow()
+        return b""
+    if mode == REPLY_OFF:
+        return b""
+    return reply
+
+
+def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
+    """Redis' call(): run the handler with stats, MONITOR feed, slowlog and propagation."""
+    srv = c.server
+    ks = c.ks
+    if srv.monitors and not cmd.skip_monitor:
+        srv.feed_monitors(c, argv)
+    dirty_before = ks.dirty
+    c.propagate_as = None
+    c.last_cmd = cmd.full_name
+    db_index = c.db.index
+    t0 = _perf()
+    try:
+        reply = cmd.handler(c, argv)  # type: ignore[misc]
+    except CommandError as e:
+        reply = _err(str(e))
+        cmd.failed_calls += 1
+    except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+        reply = _internal_error(cmd, argv, e)
+    dt = _perf() - t0
+    cmd.calls += 1
+    cmd.usec += int(dt * 1e6)
+    srv.stat_numcommands += 1
+    if dt > srv.slowlog_threshold_s:
+        srv.slowlog_add(c, argv, dt)
+    if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
+        for p_argv in c.propagate_as or (argv,):
+            ks.propagate(db_index, p_argv)
+    c.propagate_as = None
+    return reply
+
+
+def serve_ready_keys(srv: Server) -> None:
+    """handleClientsBlockedOnKeys: for each ready key (in order), try its blocked clients FIFO."""
+    ks = srv.ks
+    while ks.ready:
+        ready = ks.ready
+        ks.ready = {}
+        for db_index, key in ready:
+            db = ks.dbs[db_index]
+            queue = db.blocking.get(key)
+            if not queue:
+                continue
+            for bc in list(queue):
+                st = bc.blocked
+                if st is None or st.db is not db:
+                    continue
+                if db.lookup(key) is None:
+                    break
+                bc.propagate_as = None
+                dirty_before = ks.dirty
+                reply = st.serve(bc, db, key)
+                if reply is not None:
+                    if ks.propagate_hooks and ks.dirty != dirty_before:
+                        for p_argv in bc.propagate_as or ():
+                            ks.propagate(db_index, p_argv)
+                    bc.propagate_as = None
+                    bc.unblock(reply)

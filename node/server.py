@@ -1,0 +1,409 @@
+"""The node's trio shell: listener, one task per client, active expiry, blocking waits.
+
+Per client: ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests`` (handlers
+append encoded replies to ``c.out``) -> one ``send`` of the joined output per batch. Output for
+a client produced by someone else (a wake-up, PUBLISH, MONITOR) is sent by a short flush task
+started by ``Client.wake``. Only this module awaits.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+import socket as _stdsocket
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from node import dispatch
+from node.client import Client
+from node.commands import load_all
+from node.commands.registry import Command, build_table
+from node.config import Config
+from node.keyspace import Keyspace
+
+log = logging.getLogger("node")
+
+RECV_SIZE = 64 * 1024  # bytes per recv
+# accept() errors that mean "out of resources, try again later" (as trio's serve_listeners)
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+class Server:
+    """A Redis-compatible node. ``await Server(cfg).run()`` serves until cancelled/SHUTDOWN."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.cluster_enabled: bool = bool(config.get("cluster-enabled"))
+        self.ks = Keyspace(int(config.get("databases")), cluster=self.cluster_enabled)
+        load_all()
+        self.table: dict[bytes, Command] = build_table()
+        self.clients: dict[int, Client] = {}
+        self._next_client_id = 1
+        self.start_time = time.time()
+        self.start_monotonic = time.monotonic()
+        self.run_id = os.urandom(20).hex()
+        self.port: int = int(config.get("port"))
+        self.listen_addrs: list[tuple[str, int]] = []
+        # stats (INFO)
+        self.stat_numcommands = 0
+        self.stat_numconnections = 0
+        self.stat_rejected_conn = 0
+        self.stat_net_input_bytes = 0
+        self.stat_net_output_bytes = 0
+        self.blocked_clients = 0
+        self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()
+        self.slowlog_next_id = 0
+        self.slowlog_threshold_s = math.inf
+        self.monitors: list[Client] = []
+        self.slow = False  # every client's commands take the full path
+        self.cluster_route: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+        self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
+        self.client_close_hooks: list[Callable[[Client], None]] = []
+        self.shutdown_hooks: list[Callable[[], None]] = []
+        self.nursery: trio.Nursery | None = None
+        self.last_save_time = int(time.time())
+        self.apply_config()
+
+    # -- configuration-derived state -------------------------------------------------------
+    def apply_config(self) -> None:
+        """Re-read settings that live in fast fields (after start and after CONFIG SET)."""
+        cfg = self.config
+        thr_us = int(cfg.get("slowlog-log-slower-than"))
+        self.slowlog_threshold_s = math.inf if thr_us < 0 else thr_us / 1e6
+        from node.commands.server_cmds import parse_notify_flags
+
+        self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
+        self.update_slow()
+
+    def update_slow(self) -> None:
+        self.slow = bool(self.ks.propagate_hooks or self.monitors or self.cluster_enabled
+                         or self.cluster_route is not None)
+
+    def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
+        self.ks.propagate_hooks.append(hook)
+        self.update_slow()
+
+    def block_deadline(self, timeout_s: float) -> float | None:
+        return None if timeout_s <= 0 else trio.current_time() + timeout_s
+
+    # -- slowlog / monitor ---------------------------------------------------------------
+    def slowlog_add(self, c: Client, argv: list[bytes], dt_s: float) -> None:
+        max_len = int(self.config.get("slowlog-max-len"))
+        shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
+                 for a in argv[:31]]
+        if len(argv) > 32:
+            shown.append(b"... (%d more arguments)" % (len(argv) - 31))
+        elif len(argv) == 32:
+            shown.append(argv[31])
+        self.slowlog.appendleft((self.slowlog_next_id, int(time.time()), int(dt_s * 1e6), shown,
+                                 c.addr, c.name))
+        self.slowlog_next_id += 1
+        while len(self.slowlog) > max_len:
+            self.slowlog.pop()
+
+    def feed_monitors(self, c: Client, argv: list[bytes]) -> None:
+        now = time.time()
+        args = " ".join('"' + _repr_arg(a) + '"' for a in argv)
+        line = f"+{now:.6f} [{c.db.index} {c.addr}] {args}\r\n".encode()
+        for m in self.monitors:
+            if m is not c:
+                m.out.append(line)
+                m.wake()
+
+    # -- clients -------------------------------------------------------------------------
+    def _new_client(self, addr: str, laddr: str) -> Client:
+        cid = self._next_client_id
+        self._next_client_id += 1
+        c = Client(self, cid, addr, laddr)
+        self.clients[cid] = c
+        return c
+
+    def _drop_client(self, c: Client) -> None:
+        self.clients.pop(c.id, None)
+        if c.blocked is not None:
+            c.wake = _noop
+            c.unblock(None)
+        c.unwatch_all()
+        if c.monitor and c in self.monitors:
+            self.monitors.remove(c)
+            self.update_slow()
+        for hook in self.client_close_hooks:
+            hook(c)
+
+    def kill_client(self, c: Client) -> None:
+        """CLIENT KILL: close ``c`` (after the current reply if it is the caller)."""
+        c.killed = True
+        c.close_after_reply = True
+        scope = c.extra.get("cancel_scope")
+        if scope is not None and not c.extra.get("running"):
+            scope.cancel()
+
+    async def _flush(self, c: Client, sock: trio.socket.SocketType) -> None:
+        if c.extra.get("sending"):
+            return
+        c.extra["sending"] = True
+        try:
+            out = c.out
+            while out:
+                data = out[0] if len(out) == 1 else b"".join(out)
+                out.clear()
+                self.stat_net_output_bytes += len(data)
+                view = memoryview(data)
+                while view:
+                    sent = await sock.send(view)
+                    view = view[sent:]
+        finally:
+            c.extra["sending"] = False
+
+    async def _flush_task(self, c: Client, sock: trio.socket.SocketType) -> None:
+        c.extra["flush_scheduled"] = False
+        try:
+            await self._flush(c, sock)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            self.kill_client(c)
+
+    async def _handle(self, sock: trio.socket.SocketType) -> None:
+        try:
+            peer = sock.getpeername()
+            local = sock.getsockname()
+            addr = f"{peer[0]}:{peer[1]}"
+            laddr = f"{local[0]}:{local[1]}"
+        except OSError:
+            sock.close()
+            return
+        self.stat_numconnections += 1
+        if len(self.clients) >= int(self.config.get("maxclients")):
+            self.stat_rejected_conn += 1
+            try:
+                await sock.send(b"-ERR max number of clients reached\r\n")
+            except OSError:
+                pass
+            sock.close()
+            return
+        c = self._new_client(addr, laddr)
+        try:
+            with trio.CancelScope() as scope:
+                c.extra["cancel_scope"] = scope
+                await self._client_loop(c, sock)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._drop_client(c)
+            sock.close()
+
+    async def _client_loop(self, c: Client, sock: trio.socket.SocketType) -> None:
+        from protocol.resp import ProtocolError, RequestReader
+
+        cfg = self.config
+        reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
+        qbuf_limit = int(cfg.get("client-query-buffer-limit"))
+        nursery = self.nursery
+        assert nursery is not None
+
+        def wake() -> None:
+            ev = c.extra.get("unblock_event")
+            if ev is not None:
+                ev.set()
+                return
+            if c.out and not c.extra.get("flush_scheduled") and not c.extra.get("running"):
+                c.extra["flush_scheduled"] = True
+                nursery.start_soon(self._flush_task, c, sock)
+            if c.killed and not c.extra.get("running"):
+                scope = c.extra.get("cancel_scope")
+                if scope is not None:
+                    scope.cancel()
+
+        c.wake = wake
+        run = dispatch.run_requests
+        qbuf = 0
+        extra = c.extra
+        while True:
+            data = await sock.recv(RECV_SIZE)
+            if not data:
+                return
+            self.stat_net_input_bytes += len(data)
+            reader.feed(data)
+            qbuf += len(data)
+            extra["running"] = True
+            try:
+                while True:
+                    try:
+                        reqs = reader.get_requests()
+                    except ProtocolError as e:
+                        c.out.append(b"-" + str(e).encode() + b"\r\n")
+                        await self._flush(c, sock)
+                        log.debug("protocol error from %s: %s", c.addr, e)
+                        return
+                    if not reqs:
+                        break
+                    qbuf = 0
+                    idx = 0
+                    while idx < len(reqs):
+                        idx = run(c, reqs, idx)
+                        if c.close_after_reply:
+                            await self._flush(c, sock)
+                            return
+                        if c.blocked is not None:
+                            await self._flush(c, sock)
+                            extra["running"] = False
+                            await self._wait_unblocked(c, sock, reader)
+                            extra["running"] = True
+                            if c.killed:
+                                return
+                    c.last_interaction_ms = int(time.time() * 1000)
+            finally:
+                extra["running"] = False
+            if c.out:
+                await self._flush(c, sock)
+            if qbuf > qbuf_limit:
+                log.warning("Closing client that reached max query buffer length: id=%d addr=%s",
+                            c.id, c.addr)
+                return
+
+    async def _wait_unblocked(self, c: Client, sock: trio.socket.SocketType, reader: Any) -> None:
+        """Park until ``c`` is served, times out, is unblocked or disconnects. Input that
+        arrives meanwhile is buffered, not executed (as Redis does for blocked clients)."""
+        st = c.blocked
+        assert st is not None
+        ev = trio.Event()
+        c.extra["unblock_event"] = ev
+
+        async def watch_socket(cancel: trio.CancelScope) -> None:
+            while True:
+                data = await sock.recv(RECV_SIZE)
+                if not data:
+                    c.killed = True
+                    break
+                self.stat_net_input_bytes += len(data)
+                reader.feed(data)
+            cancel.cancel()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_socket, nursery.cancel_scope)
+                deadline = st.deadline_s if st.deadline_s is not None else math.inf
+                with trio.move_on_at(deadline):
+                    await ev.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            c.extra.pop("unblock_event", None)
+            if c.blocked is not None:
+                c.unblock(None if c.killed else c.blocked.timeout_reply)
+        if c.out and not c.killed:
+            await self._flush(c, sock)
+
+    # -- background ----------------------------------------------------------------------
+    async def _cron(self) -> None:
+        while True:
+            hz = max(1, min(500, int(self.config.get("hz"))))
+            await trio.sleep(1.0 / hz)
+            self.ks.active_expire_cycle()
+            if self.ks.ready:
+                dispatch.serve_ready_keys(self)
+
+    def request_shutdown(self) -> None:
+        for hook in self.shutdown_hooks:
+            hook()
+        if self.nursery is not None:
+            self.nursery.cancel_scope.cancel()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on every ``bind`` address at ``port`` and serve until cancelled or SHUTDOWN.
+
+        Raises OSError when a listener cannot be opened (the caller reports "Failed listening").
+        """
+        listeners = await self._open_listeners()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                for lsock in listeners:
+                    nursery.start_soon(self._accept_loop, lsock)
+                nursery.start_soon(self._cron)
+                task_status.started()
+                log.info("Ready to accept connections")
+        finally:
+            for lsock in listeners:
+                lsock.close()
+            self.nursery = None
+
+    async def _open_listeners(self) -> list[trio.socket.SocketType]:
+        addrs = str(self.config.get("bind")).split()
+        socks: list[trio.socket.SocketType] = []
+        port = self.port
+        try:
+            for raw in addrs:
+                optional = raw.startswith("-")
+                host = raw.lstrip("-")
+                if host == "*":
+                    host = "0.0.0.0"
+                family = _stdsocket.AF_INET6 if ":" in host else _stdsocket.AF_INET
+                if host == "::*":
+                    host = "::"
+                sock = trio.socket.socket(family, _stdsocket.SOCK_STREAM)
+                sock.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
+                if family == _stdsocket.AF_INET6:
+                    sock.setsockopt(_stdsocket.IPPROTO_IPV6, _stdsocket.IPV6_V6ONLY, 1)
+                try:
+                    await sock.bind((host, port))
+                except OSError:
+                    sock.close()
+                    if optional:
+                        continue
+                    raise
+                sock.listen(int(self.config.get("tcp-backlog")))
+                if port == 0:
+                    port = sock.getsockname()[1]
+                socks.append(sock)
+                self.listen_addrs.append((host, port))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        self.port = port
+        return socks
+
+    async def _accept_loop(self, lsock: trio.socket.SocketType) -> None:
+        assert self.nursery is not None
+        while True:
+            try:
+                sock, _ = await lsock.accept()
+            except OSError as exc:
+                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
+                    log.warning("accept() failed: %s; sleeping 100 ms", exc)
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+            self.nursery.start_soon(self._handle, sock)
+
+    def uptime_s(self) -> int:
+        return int(time.monotonic() - self.start_monotonic)
+
+
+def _repr_arg(a: bytes) -> str:
+    out = []
+    for b in a:
+        ch = chr(b)
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif 32 <= b < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\x{b:02x}")
+    return "".join(out)
+
+
+def _noop() -> None:
+    return None
