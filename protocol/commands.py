@@ -114,63 +114,84 @@ def _atoi(raw: bytes) -> int:
     return max(-(1 << 31), min(sign * n, (1 << 31) - 1))
 
 
-def _walk_specs(
-    specs: Sequence[KeySpec], argv: Sequence[bytes], include_not_key: bool
-) -> list[int] | None:
-    """Redis' getKeysUsingKeySpecs: positions, or None when a spec is unusable."""
-    argc = len(argv)
-    out: list[int] = []
-    for spec in specs:
-        if spec.not_key and not include_not_key:
-            continue
-        if spec.begin == "index":
-            first = spec.index
-        elif spec.begin == "keyword":
-            first = 0
-            if spec.startfrom > 0:
-                start, end = spec.startfrom, argc - 1
-            else:
-                start, end = argc + spec.startfrom, 1
-            delta = 1 if start <= end else -1
-            i = start
-            while i != end:  # Redis stops before end_index
-                if i >= argc or i < 1:
-                    break
-                if argv[i].lower() == spec.keyword:
-                    first = i + 1
-                    break
-                i += delta
-            if not first:
-                continue
+_SpecFn = Callable[[Sequence[bytes], int], "range | None"]
+_NO_KEYS = range(0)
+_INT32 = 1 << 32
+
+
+def _numkeys(raw: bytes) -> int | None:
+    """A keynum argument as Redis reads it: string2ll, then cast to a C int."""
+    if raw.isdigit() and raw[0] != 48 and len(raw) < 10:  # the common case
+        return int(raw)
+    value = _string2ll(raw)
+    if value is None or value < 0:
+        return None
+    return (value + (1 << 31)) % _INT32 - (1 << 31)
+
+
+def _compile_begin(spec: KeySpec) -> Callable[[Sequence[bytes], int], int]:
+    """begin_search: the first key's index, 0 when the keyword is absent."""
+    if spec.begin == "index":
+        index = spec.index
+        return lambda argv, argc: index
+    keyword, startfrom = spec.keyword, spec.startfrom
+
+    def search(argv: Sequence[bytes], argc: int) -> int:
+        if startfrom > 0:
+            start, end = startfrom, argc - 1
         else:
-            return None
-        if spec.find == "range":
-            if spec.lastkey >= 0:
-                last = first + spec.lastkey
-            elif not spec.limit:
-                last = argc + spec.lastkey
+            start, end = argc + startfrom, 1
+        delta = 1 if start <= end else -1
+        i = start
+        while i != end:  # Redis stops before end_index
+            if i >= argc or i < 1:
+                break
+            if argv[i].lower() == keyword:
+                return i + 1
+            i += delta
+        return 0
+
+    return search
+
+
+def _compile_spec(spec: KeySpec) -> _SpecFn:
+    """One key-spec as a function: its positions, or None when Redis deems it unusable
+    (unknown or incomplete spec, bad numkeys, a range outside argv)."""
+    if spec.begin not in ("index", "keyword") or spec.find not in ("range", "keynum"):
+        return lambda argv, argc: None
+    begin = _compile_begin(spec)
+    incomplete = "incomplete" in spec.flags
+    lastkey, keystep, limit = spec.lastkey, spec.keystep, spec.limit
+    keynumidx, firstkey = spec.keynumidx, spec.firstkey
+    is_range = spec.find == "range"
+
+    def positions(argv: Sequence[bytes], argc: int) -> range | None:
+        first = begin(argv, argc)
+        if not first:
+            return _NO_KEYS  # keyword not found: this spec has no keys
+        if is_range:
+            if lastkey >= 0:
+                last = first + lastkey
+            elif not limit:
+                last = argc + lastkey
             else:
-                last = first + ((argc - first) // spec.limit + spec.lastkey)
-            step = spec.keystep
-        elif spec.find == "keynum":
-            if first + spec.keynumidx >= argc:
+                last = first + ((argc - first) // limit + lastkey)
+        else:
+            if first + keynumidx >= argc:
                 return None
-            numkeys = _string2ll(argv[first + spec.keynumidx])
-            # Redis 7.0 treats numkeys 0 as unusable too, then falls back to the native
-            # function (which finds no keys): `COMMAND GETKEYS ZUNIONSTORE d 0 a` is an error.
-            if numkeys is None or numkeys < 1:
+            numkeys = _numkeys(argv[first + keynumidx])
+            if numkeys is None:
                 return None
-            first += spec.firstkey
+            first += firstkey
             last = first + numkeys - 1
-            step = spec.keystep
-        else:
+        if incomplete:
             return None
-        if "incomplete" in spec.flags:
+        # Out of bounds means a syntax error: Redis drops the specs' answer (numkeys 0 too).
+        if last >= argc or last < first or first >= argc:
             return None
-        if last >= argc:  # Redis gives up on the specs rather than return part of them
-            return None
-        out.extend(range(first, last + 1, step))
-    return out
+        return range(first, last + 1, keystep)
+
+    return positions
 
 
 def _generic(store: int, count_at: int, first: int) -> KeyFn:
@@ -277,8 +298,22 @@ def _fixed_fn(specs: Sequence[KeySpec]) -> KeyFn | None:
         return lambda argv: list(fixed) if len(argv) > top else [p for p in fixed if p < len(argv)]
     if len(specs) == 1:
         first, last, step = specs[0].index, specs[0].lastkey, specs[0].keystep
-        return lambda argv: list(range(first, len(argv) + last + 1, step))
+        by_argc: dict[int, tuple[int, ...]] = {}  # list(tuple) is faster than list(range)
+
+        def ranged(argv: Sequence[bytes]) -> list[int]:
+            argc = len(argv)
+            hit = by_argc.get(argc)
+            if hit is None:
+                hit = tuple(range(first, argc + last + 1, step))
+                if argc <= _RANGE_CACHE_MAX_ARGC:
+                    by_argc[argc] = hit
+            return list(hit)
+
+        return ranged
     return None
+
+
+_RANGE_CACHE_MAX_ARGC = 64
 
 
 _SLOW_FLAGS = frozenset({"not_key", "incomplete", "variable_flags"})
@@ -292,14 +327,28 @@ def _make_keyfn(name: str, specs: tuple[KeySpec, ...], include_not_key: bool) ->
     native = _NATIVE.get(name)
     if any("variable_flags" in s.flags for s in usable) and native is not None:
         return native
+    fallback = native if native is not None else (lambda argv: [])
+    fns = tuple(_compile_spec(s) for s in usable)
+    if len(fns) == 1:
+        only = fns[0]
 
-    def keys(argv: Sequence[bytes]) -> list[int]:
-        found = _walk_specs(usable, argv, include_not_key)
-        if found is not None:
-            return found
-        return native(argv) if native is not None else []
+        def one(argv: Sequence[bytes]) -> list[int]:
+            found = only(argv, len(argv))
+            return list(found) if found is not None else fallback(argv)
 
-    return keys
+        return one
+
+    def walk(argv: Sequence[bytes]) -> list[int]:
+        argc = len(argv)
+        out: list[int] = []
+        for fn in fns:
+            found = fn(argv, argc)
+            if found is None:
+                return fallback(argv)
+            out.extend(found)
+        return out
+
+    return walk
 
 
 # --------------------------------------------------------------------------- loading
@@ -371,6 +420,15 @@ _SUBS: dict[bytes, dict[bytes, CommandInfo]] = {
     name: {s.encode(): sub for s, sub in info.subcommands.items()}
     for name, info in COMMANDS.items() if info.subcommands
 }
+# Hot-path indexes: plain (non-container) commands under their lower- and upper-case names,
+# so the usual spellings skip bytes.lower().
+_PLAIN: dict[bytes, CommandInfo] = {}
+_PLAIN_KEYS: dict[bytes, KeyFn] = {}
+for _name, _info in COMMANDS.items():
+    if not _info.subcommands:
+        for _spelling in (_name, _name.upper()):
+            _PLAIN[_spelling] = _info
+            _PLAIN_KEYS[_spelling] = _info._keys
 
 
 # --------------------------------------------------------------------------- public API
@@ -382,6 +440,9 @@ def lookup(argv: Sequence[bytes]) -> CommandInfo | None:
     """
     if not argv:
         return None
+    info = _PLAIN.get(argv[0])
+    if info is not None:
+        return info
     name = argv[0].lower()
     info = COMMANDS.get(name)
     if info is None or len(argv) == 1 or not info.subcommands:
@@ -401,6 +462,10 @@ def key_positions(argv: Sequence[bytes], include_not_key: bool = False) -> list[
     ``include_not_key`` adds arguments that key-specs mark ``not_key`` (the shard channel of
     SPUBLISH / SSUBSCRIBE / SUNSUBSCRIBE), which route by slot but are not keys.
     """
+    if not include_not_key and argv:
+        fn = _PLAIN_KEYS.get(argv[0])
+        if fn is not None:
+            return fn(argv)
     info = lookup(argv)
     if info is None:
         return []

@@ -254,3 +254,43 @@ def test_routes_for_well_known_commands() -> None:
     assert row(b"SUBSCRIBE", b"c") == ("pubsub", None)
     assert row(b"EXEC") == ("transaction", None)
     assert row(b"SHUTDOWN") == ("unsupported", None)
+
+
+def _split_aggregate(reply: bytes) -> tuple[bytes, list[bytes]]:
+    """The header line and the raw top-level elements of one aggregate reply."""
+    head_end = reply.index(b"\r\n") + 2
+    items, pos = [], head_end
+    while pos < len(reply):
+        end = _frame_end(reply, pos)
+        assert end is not None
+        items.append(reply[pos:end])
+        pos = end
+    return reply[:head_end], items
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_full_command_and_docs_replies(redis_standalone: ManagedProcess, proto: int) -> None:
+    # Same entries as the server's, which come in its hash-table order; containers' entries
+    # differ only in their subcommands' order (covered by the drift test).
+    containers = {n.decode() for n, i in C.COMMANDS.items() if i.subcommands}
+    server_info, server_docs = _raw_replies(redis_standalone.port, proto,
+                                            [[b"COMMAND"], [b"COMMAND", b"DOCS"]])
+    head, theirs = _split_aggregate(server_info)
+    our_head, ours = _split_aggregate(C.command_info_reply(None, proto))
+    assert head == our_head and len(ours) == len(theirs) == len(C.COMMANDS)
+
+    def plain(entries: list[bytes]) -> list[bytes]:
+        return sorted(e for e in entries
+                      if not any(e.split(b"\r\n")[2] == c.encode() for c in containers))
+
+    assert plain(ours) == plain(theirs)
+    assert len(plain(ours)) == len(C.COMMANDS) - len(containers)
+    head, theirs = _split_aggregate(server_docs)
+    our_head, ours = _split_aggregate(C.command_docs_reply(None, proto))
+    assert head == our_head
+    pairs = {theirs[i]: theirs[i + 1] for i in range(0, len(theirs), 2)}
+    our_pairs = {ours[i]: ours[i + 1] for i in range(0, len(ours), 2)}
+    assert pairs.keys() == our_pairs.keys()
+    for key, value in pairs.items():
+        if key.split(b"\r\n")[1].decode() not in containers:
+            assert our_pairs[key] == value, key
