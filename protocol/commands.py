@@ -62,6 +62,10 @@ class KeySpec:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CommandInfo:
+    """One command's row. ``flags``, ``tips``, ``acl_categories`` (``@read``...) as Redis
+    prints them; ``group`` from COMMAND DOCS; ``subcommands`` keyed by the part after ``|``;
+    ``route`` / ``merge`` from ``protocol.overrides``."""
+
     name: str
     arity: int
     flags: frozenset[str]
