@@ -1,0 +1,807 @@
+"""RESP2/RESP3 codec, sans-IO: bytes in, values (or raw frames) out. No sockets here.
+
+Three parts:
+
+* ``RequestReader`` -- what a server reads from a client. Redis decides per request by its
+  first byte: ``*`` starts a multibulk request, anything else is an inline command (a line
+  typed by hand). Multibulk runs through ``hiredis.Reader`` (C speed); inline commands, and
+  every stream hiredis cannot be trusted with, run through a pure-Python parser that mirrors
+  Redis' ``processMultibulkBuffer``/``processInlineBuffer`` exactly, limits and error texts
+  included.
+* ``ReplyFramer`` -- what a proxy reads from a backend: where each complete reply frame ends,
+  and its type byte, without building Python objects, so replies can be forwarded as raw bytes.
+* Encoders -- ``bulk()``, ``integer()``, ... and a convenience ``encode(value, proto)``.
+
+How the request reader keeps hiredis fast and still exact
+----------------------------------------------------------
+hiredis parses *replies*: it accepts ``+``/``:``/nested items inside an array, RESP3 types, and
+enforces no size limits; after an error its buffered bytes are lost. So we keep our own buffer
+and only hand hiredis a span ``[pos, stop)`` that
+
+1. starts with ``*`` and ends right before a later ``\\r\\n*`` (or at the end of the buffer if
+   it ends in ``\\r\\n``), so a partial request at the tail never reaches hiredis -- the tail's
+   headers are checked by the Python parser *before* anything is buffered for them;
+2. contains no ``\\r\\n`` followed by a type byte that hiredis would turn into ``bytes`` or a
+   list (``+ = ( | ~ >``) -- those would hide a Redis protocol error. Payloads that merely
+   start with such a byte (``+inf``) only cost a trip through the slow path.
+
+Every hiredis result must be a list of ``bytes`` (checked by ``b"".join`` in C), and after the
+span we feed hiredis a probe ``*0\\r\\n``: it comes back as ``[]`` only if hiredis consumed the
+span exactly, ending at a request boundary. Anything else (a hiredis error, a non-list, a
+non-bytes item, a failed probe, an oversized argument) discards the hiredis results and the
+same span is parsed again by the exact Python parser, which raises the Redis error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import hiredis
+
+__all__ = [
+    "Attribute", "BigNumber", "ProtocolError", "Push", "Raw", "ReplyFramer", "RequestReader",
+    "RespError", "Verbatim", "array", "array_header", "attribute_header", "big_number",
+    "boolean", "bulk", "double", "encode", "encode_command", "error", "format_double",
+    "format_long_double", "integer", "map_header", "null", "null_array", "push_header",
+    "set_header", "simple", "to_long_double", "verbatim",
+]
+
+# Limits, named as in redis.conf / server.h.
+PROTO_MAX_BULK_LEN = 512 * 1024 * 1024  # bytes, proto-max-bulk-len default
+PROTO_INLINE_MAX_SIZE = 64 * 1024  # bytes; also bounds an unterminated multibulk header line
+PROTO_MAX_MULTIBULK_LEN = 1024 * 1024  # elements; Redis 7.0 itself allows up to INT_MAX
+INT_MAX = 2**31 - 1
+
+# Client-visible error texts, exactly as redis-server 7.0 sends them (without the "-").
+ERR_MULTIBULK_LEN = "ERR Protocol error: invalid multibulk length"
+ERR_BULK_LEN = "ERR Protocol error: invalid bulk length"
+ERR_INLINE_TOO_BIG = "ERR Protocol error: too big inline request"
+ERR_MBULK_COUNT_TOO_BIG = "ERR Protocol error: too big mbulk count string"
+ERR_BULK_COUNT_TOO_BIG = "ERR Protocol error: too big bulk count string"
+ERR_UNBALANCED_QUOTES = "ERR Protocol error: unbalanced quotes in request"
+ERR_EXPECTED_DOLLAR = "ERR Protocol error: expected '$', got '{}'"
+
+
+class ProtocolError(Exception):
+    """Bad protocol bytes. ``str(e)`` is the exact Redis error text without the leading ``-``.
+
+    A server answers with ``e.as_reply()`` and closes that connection only. Texts may carry
+    one raw byte (``got '\\x80'``); they are kept as latin-1 so ``as_reply`` restores it.
+    """
+
+    def as_reply(self) -> bytes:
+        return b"-" + str(self).encode("latin-1") + b"\r\n"
+
+
+def _expected_dollar(byte: int) -> ProtocolError:
+    # Redis maps CR and LF inside error texts to spaces.
+    ch = " " if byte in (10, 13) else chr(byte)
+    return ProtocolError(ERR_EXPECTED_DOLLAR.format(ch))
+
+
+def _string2ll(s: bytes) -> int | None:
+    """Redis' strict string2ll: optional '-', no '+', no spaces, no leading zeros; None if bad."""
+    if not s or len(s) > 20:
+        return None
+    digits = s[1:] if s[:1] == b"-" else s
+    if not digits.isdigit() or (digits[0] == 48 and len(s) > 1):  # "0" alone is fine, "-0" not
+        return None
+    v = int(s)
+    return v if -(2**63) <= v < 2**63 else None
+
+
+# --------------------------------------------------------------------------------------------
+# Inline commands: sdssplitargs()
+# --------------------------------------------------------------------------------------------
+
+_C_ISSPACE = b" \t\n\v\f\r"  # isspace() in the C locale: skipped between arguments
+_TOKEN_END = b" \n\r\t"  # what ends an unquoted argument (\v and \f do not)
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """Split an inline command line like Redis' sdssplitargs; None means unbalanced quotes."""
+    if b'"' not in line and b"'" not in line and b"\v" not in line and b"\f" not in line:
+        return line.split()  # same separators as Redis when no quotes/\v/\f are involved
+    out: list[bytes] = []
+    n = len(line)
+    i = 0
+    while True:
+        while i < n and line[i] in _C_ISSPACE:
+            i += 1
+        if i >= n:
+            return out
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            c = line[i] if i < n else 0
+            nxt = line[i + 1] if i + 1 < n else 0
+            if inq:
+                if c == 92 and nxt == 120 and i + 3 < n and line[i + 2] in _HEX and line[i + 3] in _HEX:
+                    cur.append(int(line[i + 2 : i + 4], 16))
+                    i += 3
+                elif c == 92 and nxt:
+                    i += 1
+                    cur.append(_ESCAPES.get(nxt, nxt))
+                elif c == 34:  # closing '"' must be followed by a space or the end
+                    if nxt and nxt not in _C_ISSPACE:
+                        return None
+                    i += 1
+                    break
+                elif i >= n:
+                    return None
+                else:
+                    cur.append(c)
+            elif insq:
+                if c == 92 and nxt == 39:
+                    i += 1
+                    cur.append(39)
+                elif c == 39:
+                    if nxt and nxt not in _C_ISSPACE:
+                        return None
+                    i += 1
+                    break
+                elif i >= n:
+                    return None
+                else:
+                    cur.append(c)
+            elif i >= n or c in _TOKEN_END:
+                break
+            elif c == 34:
+                inq = True
+            elif c == 39:
+                insq = True
+            else:
+                cur.append(c)
+            i += 1
+        out.append(bytes(cur))
+
+
+# --------------------------------------------------------------------------------------------
+# Request reader
+# --------------------------------------------------------------------------------------------
+
+# A "\r\n" followed by a type byte hiredis would accept as bytes or a list where Redis wants
+# "$" (or, at the top level, an inline command): such spans go to the exact parser.
+_HIREDIS_UNSAFE = re.compile(rb"\r\n[+=(|~>]")
+_PROBE = b"*0\r\n"
+_HIREDIS_FAILURES = (hiredis.HiredisError, MemoryError, TypeError)
+
+
+class RequestReader:
+    """Parse client requests: ``feed(data)`` then ``get_request()`` / ``get_requests()``.
+
+    Raises ``ProtocolError`` (exact Redis text) on bad input; after that the connection is
+    finished and the reader must not be used again. Memory stays bounded: headers are checked
+    before their payload is buffered, lines without a newline are cut at ``max_inline_len``.
+    """
+
+    def __init__(
+        self,
+        max_bulk_len: int = PROTO_MAX_BULK_LEN,
+        max_inline_len: int = PROTO_INLINE_MAX_SIZE,
+        max_multibulk_len: int = PROTO_MAX_MULTIBULK_LEN,
+    ) -> None:
+        self.max_bulk_len = max_bulk_len
+        self.max_inline_len = max_inline_len
+        self.max_multibulk_len = min(max_multibulk_len, INT_MAX)
+        # A span shorter than this cannot hold an oversized argument or argument count.
+        self._span_check_bytes = min(max_bulk_len, 6 * self.max_multibulk_len)
+        self._buf = bytearray()
+        self._pos = 0
+        self._ready: deque[list[bytes]] = deque()
+        self._error: ProtocolError | None = None
+        self._hiredis = hiredis.Reader()
+        self._slow_until = 0  # parse with the exact parser up to here (a span hiredis failed)
+        # Exact parser state for a multibulk request in progress.
+        self._mb_left = 0  # arguments still to read; 0 = between requests
+        self._mb_args: list[bytes] = []
+        self._bulk_len = -1  # payload length of the argument being read; -1 = header next
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf += data
+
+    def get_request(self) -> list[bytes] | None:
+        """One complete request, or None if more bytes are needed. Raises ProtocolError."""
+        if not self._ready:
+            self._parse()
+            if not self._ready:
+                if self._error is not None:
+                    raise self._error
+                return None
+        return self._ready.popleft()
+
+    def get_requests(self) -> list[list[bytes]]:
+        """All complete requests. Bad bytes raise only once the good requests before them
+        have been returned (by this call or an earlier one)."""
+        self._parse()
+        if not self._ready:
+            if self._error is not None:
+                raise self._error
+            return []
+        out = list(self._ready)
+        self._ready.clear()
+        return out
+
+    def buffered_bytes(self) -> int:
+        """Bytes held for requests not yet complete (for client-output/query-buffer stats)."""
+        return len(self._buf) - self._pos + sum(map(len, self._mb_args))
+
+    # -- parsing ------------------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        buf = self._buf
+        if self._error is not None:
+            return
+        try:
+            while True:
+                pos = self._pos
+                end = len(buf)
+                if pos >= end:
+                    break
+                if not self._mb_left and pos >= self._slow_until and buf[pos] == 42:
+                    if buf.endswith(b"\r\n"):
+                        stop = end
+                    else:
+                        # The last request may be partial: keep it from hiredis.
+                        stop = buf.rfind(b"\r\n*", pos) + 2
+                    if stop > pos + 1 and self._fast(pos, stop):
+                        continue
+                argv = self._slow_one()
+                if argv is None:
+                    break
+                if argv:
+                    self._ready.append(argv)
+        except ProtocolError as exc:
+            self._error = exc
+        # Drop consumed bytes: cheaply when all is consumed, else once a lot piled up.
+        if self._pos:
+            if self._pos >= len(buf):
+                buf.clear()
+                self._slow_until = self._pos = 0
+            elif self._pos > 65536:
+                del buf[: self._pos]
+                self._slow_until = max(0, self._slow_until - self._pos)
+                self._pos = 0
+
+    def _fast(self, pos: int, stop: int) -> bool:
+        """Parse the span [pos, stop) with hiredis; False (nothing consumed) if not trusted."""
+        buf = self._buf
+        if _HIREDIS_UNSAFE.search(buf, pos, stop) is not None:
+            self._slow_until = stop
+            return False
+        reader = self._hiredis
+        out: list[list[bytes]] = []
+        join = b"".join
+        try:
+            reader.feed(buf, pos, stop - pos)  # type: ignore[arg-type]  # any buffer works
+            got = reader.gets()
+            while got is not False:
+                if type(got) is not list:
+                    raise TypeError
+                join(got)  # TypeError unless every argument is bytes
+                out.append(got)
+                got = reader.gets()
+            reader.feed(_PROBE)
+            if reader.gets() != []:
+                raise TypeError
+            if stop - pos >= self._span_check_bytes:
+                for argv in out:
+                    if len(argv) > self.max_multibulk_len or (
+                        argv and max(map(len, argv)) > self.max_bulk_len
+                    ):
+                        raise TypeError
+        except _HIREDIS_FAILURES:
+            self._hiredis = hiredis.Reader()
+            self._slow_until = stop
+            return False
+        self._pos = stop
+        ready = self._ready
+        for argv in out:
+            if argv:  # "*0\r\n" is skipped, as Redis does
+                ready.append(argv)
+        return True
+
+    def _slow_one(self) -> list[bytes] | None:
+        """Exact parser: one request (``[]`` = skipped), or None when more bytes are needed."""
+        if self._mb_left or self._buf[self._pos] == 42:
+            return self._slow_multibulk()
+        return self._slow_inline()
+
+    def _line_end(self, char: bytes, limit_error: str) -> int:
+        """Index of ``char`` from pos, as C strchr finds it (a NUL byte hides it); -1 if absent."""
+        buf = self._buf
+        pos = self._pos
+        nl = buf.find(char, pos)
+        if nl >= 0:
+            nul = buf.find(b"\0", pos, nl)
+            if nul < 0:
+                return nl
+        if len(buf) - pos > self.max_inline_len:
+            raise ProtocolError(limit_error)
+        return -1
+
+    def _slow_inline(self) -> list[bytes] | None:
+        buf = self._buf
+        pos = self._pos
+        nl = self._line_end(b"\n", ERR_INLINE_TOO_BIG)
+        if nl < 0:
+            return None
+        line_end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+        argv = split_args(bytes(buf[pos:line_end]))
+        if argv is None:
+            raise ProtocolError(ERR_UNBALANCED_QUOTES)
+        self._pos = nl + 1
+        return argv
+
+    def _slow_multibulk(self) -> list[bytes] | None:
+        buf = self._buf
+        if not self._mb_left:
+            cr = self._line_end(b"\r", ERR_MBULK_COUNT_TOO_BIG)
+            # Redis needs one byte after the '\r' (it skips it unseen).
+            if cr < 0 or cr + 1 >= len(buf):
+                return None
+            count = _string2ll(bytes(buf[self._pos + 1 : cr]))
+            if count is None or count > self.max_multibulk_len:
+                raise ProtocolError(ERR_MULTIBULK_LEN)
+            self._pos = cr + 2
+            if count <= 0:
+                return []
+            self._mb_left = count
+            self._mb_args = []
+        args = self._mb_args
+        while self._mb_left:
+            pos = self._pos
+            if self._bulk_len < 0:
+                cr = self._line_end(b"\r", ERR_BULK_COUNT_TOO_BIG)
+                if cr < 0 or cr + 1 >= len(buf):
+                    return None
+                if buf[pos] != 36:
+                    raise _expected_dollar(buf[pos])
+                n = _string2ll(bytes(buf[pos + 1 : cr]))
+                if n is None or n < 0 or n > self.max_bulk_len:
+                    raise ProtocolError(ERR_BULK_LEN)
+                self._bulk_len = n
+                self._pos = pos = cr + 2
+            n = self._bulk_len
+            if len(buf) - pos < n + 2:
+                return None
+            args.append(bytes(buf[pos : pos + n]))
+            self._pos = pos + n + 2  # the two bytes after the payload are not checked (Redis)
+            self._bulk_len = -1
+            self._mb_left -= 1
+        self._mb_args = []
+        return args
+
+
+# --------------------------------------------------------------------------------------------
+# Reply framer
+# --------------------------------------------------------------------------------------------
+
+_LINE, _BULK, _AGG, _MAP, _ATTR = range(5)
+# Type byte -> how its frame is delimited.
+_FRAME_KIND: dict[int, int] = {
+    ord("+"): _LINE, ord("-"): _LINE, ord(":"): _LINE, ord("_"): _LINE, ord(","): _LINE,
+    ord("#"): _LINE, ord("("): _LINE,
+    ord("$"): _BULK, ord("="): _BULK, ord("!"): _BULK,
+    ord("*"): _AGG, ord("~"): _AGG, ord(">"): _AGG,
+    ord("%"): _MAP, ord("|"): _ATTR,
+}
+
+
+def _frame_len(buf: bytes, start: int, end: int) -> int:
+    """Length field of a header line ``buf[start:end]``; -1 for a null; raises if malformed."""
+    digits = buf[start:end]
+    if digits.isdigit():
+        return int(digits)
+    if digits == b"-1":
+        return -1
+    raise ProtocolError(f"Protocol error: bad length {digits[:32]!r} in reply")
+
+
+class ReplyFramer:
+    """Split a reply stream into raw frames: ``feed(data)``, ``next_frame()``, ``frames()``.
+
+    A frame is ``(type_byte, raw_bytes)``; aggregates come whole, nested ones included. An
+    attribute (``|``) at the top level is a frame of its own, the value it annotates the next.
+    Incomplete frames are resumed where the scan stopped and a big bulk's missing bytes are
+    counted, not rescanned, so many small chunks cost linear time.
+    """
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._pos = 0
+        self._pending: list[bytes] = []  # data fed while a frame was incomplete
+        self._pending_len = 0
+        self._want = 0  # buffered bytes (from pos) needed before a rescan can progress
+        self._resume: tuple[int, int] | None = None  # (scan offset from pos, items still needed)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos >= len(self._buf) and not self._pending:
+            self._buf = bytes(data)
+            self._pos = 0
+            return
+        self._pending.append(bytes(data))
+        self._pending_len += len(data)
+
+    def buffered_bytes(self) -> int:
+        return len(self._buf) - self._pos + self._pending_len
+
+    def _merge(self) -> bool:
+        """Join pending data into the buffer if it can complete something; False if not yet."""
+        have = len(self._buf) - self._pos + self._pending_len
+        if have < self._want:
+            return False
+        self._buf = b"".join([self._buf[self._pos :], *self._pending])
+        self._pos = 0
+        self._pending = []
+        self._pending_len = 0
+        return True
+
+    def next_frame(self) -> tuple[int, bytes] | None:
+        """One complete frame, or None if more bytes are needed. Raises ProtocolError."""
+        if self._pending and not self._merge():
+            return None
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        if pos >= end:
+            return None
+        t = buf[pos]
+        kind = _FRAME_KIND.get(t)
+        if kind is None:
+            raise ProtocolError(f"Protocol error: invalid reply type byte {chr(t)!r}")
+        if self._resume is None:
+            # Single-item frames without the general scan: the proxy's hot path.
+            if kind == _LINE:
+                e = buf.find(b"\r\n", pos + 1)
+                if e < 0:
+                    self._want = end - pos + 1
+                    return None
+                self._pos = e + 2
+                self._want = 0
+                return t, buf[pos : e + 2]
+            if kind == _BULK:
+                e = buf.find(b"\r\n", pos + 1)
+                if e < 0:
+                    self._want = end - pos + 1
+                    return None
+                n = _frame_len(buf, pos + 1, e)
+                stop = e + 2 if n < 0 else e + n + 4
+                if stop > end:
+                    self._want = stop - pos
+                    return None
+                self._pos = stop
+                self._want = 0
+                return t, buf[pos:stop]
+            p, need = pos, 1
+        else:
+            off, need = self._resume
+            p = pos + off
+        p, need = self._scan(buf, p, need, end, top=p == pos)
+        if need:
+            self._resume = (p - pos, need)
+            return None
+        self._resume = None
+        self._want = 0
+        self._pos = p
+        return t, buf[pos:p]
+
+    def _scan(self, buf: bytes, p: int, need: int, end: int, top: bool) -> tuple[int, int]:
+        """Advance over ``need`` items from ``p``; returns where it stopped and what is left."""
+        kinds = _FRAME_KIND
+        while need:
+            if p >= end:
+                self._want = end - self._pos + 1
+                return p, need
+            kind = kinds.get(buf[p])
+            if kind is None:
+                raise ProtocolError(f"Protocol error: invalid reply type byte {chr(buf[p])!r}")
+            e = buf.find(b"\r\n", p + 1)
+            if e < 0:
+                self._want = end - self._pos + 1
+                return p, need
+            if kind == _LINE:
+                p = e + 2
+                need -= 1
+                top = False
+                continue
+            n = _frame_len(buf, p + 1, e)
+            if kind == _BULK:
+                stop = e + 2 if n < 0 else e + n + 4
+                if stop > end:
+                    self._want = stop - self._pos
+                    return p, need
+                p = stop
+                need -= 1
+            elif kind == _ATTR and not top:
+                # An attribute annotates the next item and does not fill a slot itself.
+                p = e + 2
+                need += 2 * max(n, 0)
+            else:
+                p = e + 2
+                need += max(n, 0) * (1 if kind == _AGG else 2) - 1
+            top = False
+        return p, need
+
+    def frames(self) -> list[tuple[int, bytes]]:
+        """All complete frames now buffered."""
+        out = []
+        frame = self.next_frame()
+        while frame is not None:
+            out.append(frame)
+            frame = self.next_frame()
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Encoders
+# --------------------------------------------------------------------------------------------
+
+NULL2 = b"$-1\r\n"
+NULL_ARRAY2 = b"*-1\r\n"
+NULL3 = b"_\r\n"
+OK = b"+OK\r\n"
+
+
+def _arg_bytes(a: Any) -> bytes:
+    if isinstance(a, bytes | bytearray | memoryview):
+        return bytes(a)
+    if isinstance(a, str):
+        return a.encode()
+    if isinstance(a, int):
+        return b"%d" % a
+    if isinstance(a, float):
+        return repr(a).encode()
+    raise TypeError(f"cannot encode {type(a).__name__} as a command argument")
+
+
+def encode_command(*args: bytes | str | int | float) -> bytes:
+    """A multibulk request."""
+    parts = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if type(a) is bytes else _arg_bytes(a)
+        parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(parts)
+
+
+def _b(s: str | bytes) -> bytes:
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+def simple(s: str | bytes) -> bytes:
+    """``+s`` (s must not contain CR or LF)."""
+    return b"+" + _b(s) + b"\r\n"
+
+
+def error(msg: str | bytes) -> bytes:
+    """``-msg``, msg with its code (``ERR ...``, ``WRONGTYPE ...``); no CR/LF inside."""
+    return b"-" + _b(msg) + b"\r\n"
+
+
+def integer(n: int) -> bytes:
+    return b":%d\r\n" % n
+
+
+def bulk(b: bytes | str) -> bytes:
+    b = _b(b)
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def null(proto: int = 2) -> bytes:
+    return NULL3 if proto >= 3 else NULL2
+
+
+def null_array(proto: int = 2) -> bytes:
+    return NULL3 if proto >= 3 else NULL_ARRAY2
+
+
+def array_header(n: int) -> bytes:
+    return b"*%d\r\n" % n
+
+
+def array(items_encoded: Iterable[bytes]) -> bytes:
+    items = list(items_encoded)
+    return b"*%d\r\n" % len(items) + b"".join(items)
+
+
+def map_header(n: int, proto: int = 2) -> bytes:
+    """``%n`` in RESP3, a flat ``*2n`` array in RESP2 (n = number of pairs)."""
+    return b"%%%d\r\n" % n if proto >= 3 else b"*%d\r\n" % (2 * n)
+
+
+def set_header(n: int, proto: int = 2) -> bytes:
+    return b"~%d\r\n" % n if proto >= 3 else b"*%d\r\n" % n
+
+
+def push_header(n: int, proto: int = 2) -> bytes:
+    return b">%d\r\n" % n if proto >= 3 else b"*%d\r\n" % n
+
+
+def attribute_header(n: int) -> bytes:
+    """RESP3 only: ``|n`` followed by n key/value pairs, then the annotated value."""
+    return b"|%d\r\n" % n
+
+
+def format_double(x: float) -> bytes:
+    """A double as Redis 7.0 prints it in replies: ``%.17g``, and ``inf``/``-inf``."""
+    if math.isinf(x):
+        return b"inf" if x > 0 else b"-inf"
+    return b"%.17g" % x
+
+
+def double(x: float, proto: int = 2) -> bytes:
+    """``,x`` in RESP3; in RESP2 a bulk string of ``format_double(x)``."""
+    s = format_double(x)
+    if proto >= 3:
+        return b"," + s + b"\r\n"
+    return b"$%d\r\n%s\r\n" % (len(s), s)
+
+
+def boolean(b: bool, proto: int = 2) -> bytes:
+    if proto >= 3:
+        return b"#t\r\n" if b else b"#f\r\n"
+    return b":1\r\n" if b else b":0\r\n"
+
+
+def big_number(s: str | bytes | int, proto: int = 2) -> bytes:
+    """``(digits`` in RESP3; a bulk string in RESP2 (as Redis' addReplyBigNum)."""
+    d = b"%d" % s if isinstance(s, int) else _b(s)
+    return b"(" + d + b"\r\n" if proto >= 3 else bulk(d)
+
+
+def verbatim(text: str | bytes, fmt: str = "txt", proto: int = 2) -> bytes:
+    """``=len\\r\\nfmt:text`` in RESP3 (fmt is 3 characters); a plain bulk in RESP2."""
+    t = _b(text)
+    if proto >= 3:
+        body = fmt.encode() + b":" + t
+        return b"=%d\r\n%s\r\n" % (len(body), body)
+    return bulk(t)
+
+
+# --------------------------------------------------------------------------------------------
+# Long doubles (INCRBYFLOAT, HINCRBYFLOAT)
+# --------------------------------------------------------------------------------------------
+
+# x86-64 long double: 64-bit significand. Values are exact Fractions rounded to that grid.
+LONG_DOUBLE_MANT_BITS = 64
+
+
+def to_long_double(v: float | int | str | bytes | Fraction) -> Fraction:
+    """``v`` rounded (half to even) to the nearest long double, as strtold would.
+
+    Accepts decimal text (``b"10.5"``, ``"1e3"``); inf/nan are the caller's to reject.
+    """
+    if isinstance(v, bytes):
+        v = v.decode("ascii")
+    f = Fraction(v.strip()) if isinstance(v, str) else Fraction(v)
+    if f == 0:
+        return f
+    sign = -1 if f < 0 else 1
+    a = abs(f)
+    exp = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** exp > a:
+        exp -= 1
+    # a in [2**exp, 2**(exp+1)): keep MANT_BITS bits.
+    scale = Fraction(2) ** (LONG_DOUBLE_MANT_BITS - 1 - exp)
+    m = round(a * scale)  # round() on a Fraction is half-to-even
+    return sign * Fraction(m) / scale
+
+
+def format_long_double(x: float | int | str | bytes | Fraction) -> bytes:
+    """A long double as Redis prints INCRBYFLOAT results: ``%.17Lf``, trailing zeros and a
+    trailing ``.`` removed, ``-0`` as ``0``. ``x`` is first rounded to a long double."""
+    if isinstance(x, float) and math.isinf(x):
+        return b"inf" if x > 0 else b"-inf"
+    v = to_long_double(x)
+    q = round(v * 10**17)  # %.17Lf rounds the exact binary value half to even
+    sign = "-" if q < 0 or (q == 0 and v < 0) else ""
+    digits = str(abs(q)).rjust(18, "0")
+    s = (sign + digits[:-17] + "." + digits[-17:]).rstrip("0").rstrip(".")
+    return b"0" if s == "-0" else s.encode()
+
+
+# --------------------------------------------------------------------------------------------
+# Generic encoding (convenience; not for hot paths)
+# --------------------------------------------------------------------------------------------
+
+
+class Raw(bytes):
+    """Already-encoded RESP, written as is."""
+
+
+@dataclass(frozen=True)
+class RespError:
+    """An error reply value; ``message`` includes its code (``ERR ...``)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Verbatim:
+    text: bytes
+    fmt: str = "txt"
+
+
+@dataclass(frozen=True)
+class Push:
+    """An out-of-band push (pub/sub message, invalidation): ``>`` in RESP3, ``*`` in RESP2."""
+
+    items: list[Any]
+
+
+@dataclass(frozen=True)
+class BigNumber:
+    digits: str
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """RESP3 attribute ``|``: ``pairs`` annotating ``value``. RESP2 drops the attribute."""
+
+    pairs: dict[Any, Any]
+    value: Any
+
+
+def _enc_list(v: Any, proto: int) -> bytes:
+    return b"*%d\r\n" % len(v) + b"".join(encode(x, proto) for x in v)
+
+
+def _enc_map(v: Any, proto: int) -> bytes:
+    return map_header(len(v), proto) + b"".join(
+        encode(k, proto) + encode(x, proto) for k, x in v.items()
+    )
+
+
+def _enc_set(v: Any, proto: int) -> bytes:
+    return set_header(len(v), proto) + b"".join(encode(x, proto) for x in v)
+
+
+def _enc_push(v: Any, proto: int) -> bytes:
+    return push_header(len(v.items), proto) + b"".join(encode(x, proto) for x in v.items)
+
+
+def _enc_attribute(v: Any, proto: int) -> bytes:
+    value = encode(v.value, proto)
+    if proto < 3:
+        return value
+    return attribute_header(len(v.pairs)) + b"".join(
+        encode(k, proto) + encode(x, proto) for k, x in v.pairs.items()
+    ) + value
+
+
+_ENCODERS: dict[type, Callable[[Any, int], bytes]] = {
+    bytes: lambda v, p: bulk(v),
+    bytearray: lambda v, p: bulk(bytes(v)),
+    str: lambda v, p: simple(v),
+    int: lambda v, p: integer(v),
+    bool: boolean,
+    float: double,
+    type(None): lambda v, p: null(p),
+    list: _enc_list,
+    tuple: _enc_list,
+    dict: _enc_map,
+    set: _enc_set,
+    frozenset: _enc_set,
+    Raw: lambda v, p: bytes(v),
+    RespError: lambda v, p: error(v.message),
+    Verbatim: lambda v, p: verbatim(v.text, v.fmt, p),
+    Push: _enc_push,
+    BigNumber: lambda v, p: big_number(v.digits, p),
+    Attribute: _enc_attribute,
+}
+
+
+def encode(value: Any, proto: int = 2) -> bytes:
+    """Encode a Python value (see the table above) for RESP ``proto`` (2 or 3)."""
+    enc = _ENCODERS.get(type(value))
+    if enc is None:
+        raise TypeError(f"cannot encode {type(value).__name__} as RESP")
+    return enc(value, proto)

@@ -1,0 +1,457 @@
+"""protocol/resp.py: request reader, reply framer, encoders -- with a real redis-server as oracle."""
+
+from __future__ import annotations
+
+import random
+import socket
+
+import hiredis
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from protocol import resp
+from protocol.resp import (
+    Attribute,
+    BigNumber,
+    ProtocolError,
+    Push,
+    Raw,
+    ReplyFramer,
+    RequestReader,
+    RespError,
+    Verbatim,
+    encode,
+    encode_command,
+    format_double,
+    format_long_double,
+    split_args,
+    to_long_double,
+)
+
+
+class SlowReader(RequestReader):
+    """The exact Python parser alone: the reference the hiredis fast path must agree with."""
+
+    def _fast(self, pos: int, stop: int) -> bool:
+        return False
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    out, last = [], 0
+    for p in points:
+        out.append(data[last:p])
+        last = p
+    out.append(data[last:])
+    return out
+
+
+def read_all(reader: RequestReader, chunks: list[bytes]) -> tuple[list[list[bytes]], str | None]:
+    """Feed chunk by chunk, collect requests; the error text if one was raised."""
+    got: list[list[bytes]] = []
+    try:
+        for c in chunks:
+            reader.feed(c)
+            got.extend(reader.get_requests())
+        while more := reader.get_requests():  # an error after good requests comes next call
+            got.extend(more)
+    except ProtocolError as exc:
+        return got, str(exc)
+    return got, None
+
+
+# -- request reader: examples ------------------------------------------------------------------
+
+
+def test_multibulk_pipeline_and_partial_tail() -> None:
+    r = RequestReader()
+    data = encode_command("SET", "k", "v") * 3 + encode_command("GET", "k")
+    r.feed(data[:-3])
+    assert r.get_requests() == [[b"SET", b"k", b"v"]] * 3
+    assert r.get_request() is None
+    r.feed(data[-3:])
+    assert r.get_request() == [b"GET", b"k"]
+    assert r.get_request() is None
+
+
+def test_inline_and_multibulk_mixed_per_request() -> None:
+    r = RequestReader()
+    r.feed(b"PING\r\n" + encode_command("ECHO", "x") + b"\r\n\n  \r\nSET a 'b c'\n" + b"+PING\r\n$4\r\n")
+    assert r.get_requests() == [[b"PING"], [b"ECHO", b"x"], [b"SET", b"a", b"b c"], [b"+PING"], [b"$4"]]
+
+
+def test_payload_starting_with_type_byte_is_not_an_error() -> None:
+    # "+inf" right after a header's CRLF makes the span unsafe for hiredis; the slow path parses it.
+    r = RequestReader()
+    r.feed(encode_command("ZADD", "z", "+inf", "m") + encode_command("ZRANGEBYSCORE", "z", "(1", "+inf"))
+    assert r.get_requests() == [[b"ZADD", b"z", b"+inf", b"m"], [b"ZRANGEBYSCORE", b"z", b"(1", b"+inf"]]
+
+
+def test_empty_and_negative_multibulk_are_skipped() -> None:
+    r = RequestReader()
+    r.feed(b"*0\r\n*-1\r\n*-5\r\n" + encode_command("PING"))
+    assert r.get_requests() == [[b"PING"]]
+
+
+def test_good_requests_come_before_the_error() -> None:
+    r = RequestReader()
+    r.feed(encode_command("PING") + b"PING\r\n" + b"*1\r\n:1\r\n")
+    assert r.get_requests() == [[b"PING"], [b"PING"]]
+    with pytest.raises(ProtocolError, match=r"expected '\$', got ':'"):
+        r.get_requests()
+    r2 = RequestReader()
+    r2.feed(encode_command("PING") + b"*1\r\n:1\r\n")
+    assert r2.get_request() == [b"PING"]
+    with pytest.raises(ProtocolError):
+        r2.get_request()
+
+
+def test_bulk_header_over_limit_is_rejected_before_payload() -> None:
+    r = RequestReader()
+    r.feed(b"*1\r\n$600000000\r\n")
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        r.get_request()
+    small = RequestReader(max_bulk_len=10)
+    small.feed(encode_command("x" * 10))
+    assert small.get_request() == [b"x" * 10]
+    small.feed(encode_command("x" * 11))
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        small.get_request()
+
+
+def test_limits_apply_inside_a_complete_fast_span() -> None:
+    r = RequestReader(max_bulk_len=3, max_multibulk_len=2)
+    r.feed(encode_command("a", "b") + encode_command("abcd"))
+    assert r.get_request() == [b"a", b"b"]
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        r.get_request()
+    r = RequestReader(max_multibulk_len=2)
+    r.feed(encode_command("a", "b", "c"))
+    with pytest.raises(ProtocolError, match="invalid multibulk length"):
+        r.get_request()
+
+
+def test_multibulk_count_over_limit() -> None:
+    r = RequestReader()
+    r.feed(b"*1048577\r\n")
+    with pytest.raises(ProtocolError, match="invalid multibulk length"):
+        r.get_request()
+    r = RequestReader()
+    r.feed(b"*1048576\r\n")
+    assert r.get_request() is None
+
+
+def test_endless_inline_line_is_bounded() -> None:
+    r = RequestReader()
+    for _ in range(16):
+        r.feed(b"a" * 4096)
+        assert r.get_request() is None  # exactly 64 KiB buffered: still waiting, as Redis
+    assert r.buffered_bytes() == 65536
+    r.feed(b"a")
+    with pytest.raises(ProtocolError, match="too big inline request"):
+        r.get_request()
+
+
+def test_big_bulk_in_many_chunks_is_linear() -> None:
+    value = bytes(range(256)) * 4096  # 1 MiB
+    data = encode_command("SET", "k", value)
+    r = RequestReader()
+    for i in range(0, len(data), 1000):
+        r.feed(data[i : i + 1000])
+        got = r.get_requests()
+        if got:
+            assert got == [[b"SET", b"k", value]]
+            assert i + 1000 >= len(data)
+    assert r.buffered_bytes() == 0
+
+
+def test_split_args_quoting() -> None:
+    assert split_args(b'set "a\\x41\\n\\t\\"" \'b\\\'c\' x"y z"') == [b"set", b'aA\n\t"', b"b'c", b"xy z"]
+    assert split_args(b"a\x0bb \x0bc") == [b"a\x0bb", b"c"]
+    assert split_args(b'"\\xZZ"') == [b"xZZ"]
+    for bad in [b'"abc', b"'abc", b'"a"b', b"'a'b", b'"a\\"']:
+        assert split_args(bad) is None, bad
+    assert split_args(b"   ") == []
+
+
+# -- request reader: properties -----------------------------------------------------------------
+
+argv_st = st.lists(st.binary(max_size=40), min_size=1, max_size=6)
+inline_token = st.binary(min_size=1, max_size=10).filter(
+    lambda b: not set(b) & set(b" \t\r\n\v\f\"'\0")
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(argv_st, min_size=1, max_size=20), st.lists(st.integers(0, 10**6), max_size=8))
+def test_roundtrip_multibulk_random_chunks(requests: list[list[bytes]], cuts: list[int]) -> None:
+    data = b"".join(encode_command(*a) for a in requests)
+    got, err = read_all(RequestReader(), chunked(data, cuts))
+    assert err is None
+    assert got == requests
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.one_of(argv_st.map(lambda a: ("mb", a)), st.lists(inline_token, min_size=1, max_size=4).map(lambda a: ("in", a))), min_size=1, max_size=12),
+    st.lists(st.integers(0, 10**6), max_size=8),
+)
+def test_roundtrip_mixed_inline_and_multibulk(reqs: list[tuple[str, list[bytes]]], cuts: list[int]) -> None:
+    assume(all(kind == "mb" or a[0][:1] != b"*" for kind, a in reqs))
+    data = b"".join(encode_command(*a) if kind == "mb" else b" ".join(a) + b"\r\n" for kind, a in reqs)
+    got, err = read_all(RequestReader(), chunked(data, cuts))
+    assert err is None
+    assert got == [a for _, a in reqs]
+
+
+_FRAGMENTS = [b"*", b"$", b"\r\n", b"\r", b"\n", b"+", b":", b"-1", b"0", b"1", b"3", b"12",
+              b"PING", b'"', b"'", b"\\x4", b" ", b"\0", b"%", b"~", b">", b"|", b"(", b"="]
+
+
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.binary(max_size=6)), max_size=40),
+       st.lists(st.integers(0, 10**6), max_size=5))
+def test_fuzz_fast_path_agrees_with_exact_parser(parts: list[bytes], cuts: list[int]) -> None:
+    """Random protocol-ish bytes: only ProtocolError escapes, and hiredis changes nothing."""
+    data = b"".join(parts)
+    chunks = chunked(data, cuts)
+    fast = read_all(RequestReader(max_bulk_len=20, max_multibulk_len=5), chunks)
+    slow = read_all(SlowReader(max_bulk_len=20, max_multibulk_len=5), [data])
+    assert fast == slow
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_fuzz_random_bytes_only_protocol_error(data: bytes) -> None:
+    r = RequestReader()
+    r.feed(data)
+    try:
+        while r.get_request() is not None:
+            pass
+    except ProtocolError as exc:
+        assert str(exc).startswith("ERR Protocol error: ")
+
+
+# -- reply framer ----------------------------------------------------------------------------------
+
+scalar3 = st.one_of(
+    st.binary(max_size=30), st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=20),
+    st.integers(-(2**63), 2**63 - 1), st.booleans(), st.none(),
+    st.floats(allow_nan=False), st.builds(RespError, st.just("ERR boom")),
+    st.builds(Verbatim, st.binary(max_size=20)), st.builds(BigNumber, st.integers().map(str)),
+)
+
+
+def _nested(children: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.binary(max_size=5), children, max_size=3),
+        st.frozensets(st.binary(max_size=5), max_size=3),
+        st.builds(Push, st.lists(children, max_size=3)),
+        st.builds(Attribute, st.dictionaries(st.binary(max_size=5), children, max_size=2), children),
+    )
+
+
+value_st = st.recursive(scalar3, _nested, max_leaves=20)
+
+
+def expected_frames(value: object, proto: int) -> list[tuple[int, bytes]]:
+    if isinstance(value, Attribute) and proto >= 3:
+        head = resp.attribute_header(len(value.pairs)) + b"".join(
+            encode(k, proto) + encode(v, proto) for k, v in value.pairs.items()
+        )
+        return [(ord("|"), head), *expected_frames(value.value, proto)]
+    raw = encode(value, proto)
+    return [(raw[0], raw)]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(value_st, min_size=1, max_size=8), st.sampled_from([2, 3]),
+       st.lists(st.integers(0, 10**6), max_size=10))
+def test_framer_returns_exactly_the_encoded_frames(values: list[object], proto: int, cuts: list[int]) -> None:
+    want = [f for v in values for f in expected_frames(v, proto)]
+    data = b"".join(raw for _, raw in want)
+    framer = ReplyFramer()
+    got = []
+    for c in chunked(data, cuts):
+        framer.feed(c)
+        got.extend(framer.frames())
+    assert got == want
+    assert framer.buffered_bytes() == 0
+
+
+def test_framer_frames_agree_with_hiredis() -> None:
+    # Every frame the framer cuts is one complete reply for hiredis too.
+    data = (b"+OK\r\n" + b"$3\r\nbar\r\n" + b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n" + b"%1\r\n+a\r\n~2\r\n,1.5\r\n#t\r\n"
+            + b"*-1\r\n$-1\r\n_\r\n>2\r\n+message\r\n=7\r\ntxt:abc\r\n(12345678901234567890\r\n-ERR x\r\n")
+    framer = ReplyFramer()
+    framer.feed(data)
+    frames = framer.frames()
+    assert b"".join(raw for _, raw in frames) == data
+    for _, raw in frames:
+        reader = hiredis.Reader()
+        reader.feed(raw)
+        assert reader.gets() is not False
+        assert not reader.has_data()
+
+
+def test_framer_big_bulk_in_chunks_waits_without_rescanning() -> None:
+    payload = b"x" * 300_000
+    data = resp.bulk(payload) + b"+OK\r\n"
+    framer = ReplyFramer()
+    head = len(data) - 6  # everything but the bulk's last byte and the +OK
+    for i in range(0, head, 1000):
+        framer.feed(data[i : min(i + 1000, head)])
+        assert framer.next_frame() is None
+    framer.feed(data[head:])
+    assert framer.frames() == [(ord("$"), resp.bulk(payload)), (ord("+"), b"+OK\r\n")]
+
+
+def test_framer_rejects_garbage() -> None:
+    framer = ReplyFramer()
+    framer.feed(b"?what\r\n")
+    with pytest.raises(ProtocolError):
+        framer.next_frame()
+    framer = ReplyFramer()
+    framer.feed(b"$1x\r\nab\r\n")
+    with pytest.raises(ProtocolError):
+        framer.next_frame()
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_framer_fuzz_only_protocol_error(data: bytes) -> None:
+    framer = ReplyFramer()
+    framer.feed(data)
+    try:
+        framer.frames()
+    except ProtocolError:
+        pass
+    else:
+        assert framer.buffered_bytes() <= len(data)
+
+
+# -- encoders ----------------------------------------------------------------------------------
+
+
+def test_encoders_resp2_and_resp3() -> None:
+    assert encode_command("SET", b"k", 5, 1.5) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n5\r\n$3\r\n1.5\r\n"
+    assert resp.null(2) == b"$-1\r\n" and resp.null(3) == b"_\r\n"
+    assert resp.null_array(2) == b"*-1\r\n" and resp.null_array(3) == b"_\r\n"
+    assert resp.map_header(2, 2) == b"*4\r\n" and resp.map_header(2, 3) == b"%2\r\n"
+    assert resp.set_header(2, 2) == b"*2\r\n" and resp.set_header(2, 3) == b"~2\r\n"
+    assert resp.push_header(3, 2) == b"*3\r\n" and resp.push_header(3, 3) == b">3\r\n"
+    assert resp.boolean(True, 2) == b":1\r\n" and resp.boolean(False, 3) == b"#f\r\n"
+    assert resp.double(1.5, 3) == b",1.5\r\n" and resp.double(float("-inf"), 2) == b"$4\r\n-inf\r\n"
+    assert resp.big_number(12, 3) == b"(12\r\n" and resp.big_number("12", 2) == b"$2\r\n12\r\n"
+    assert resp.verbatim("hi", proto=3) == b"=6\r\ntxt:hi\r\n" and resp.verbatim("hi") == b"$2\r\nhi\r\n"
+    assert encode({b"a": [1, None, "OK"]}, 3) == b"%1\r\n$1\r\na\r\n*3\r\n:1\r\n_\r\n+OK\r\n"
+    assert encode({b"a": [1, None, "OK"]}, 2) == b"*2\r\n$1\r\na\r\n*3\r\n:1\r\n$-1\r\n+OK\r\n"
+    assert encode(RespError("ERR x")) == b"-ERR x\r\n" and encode(Raw(b"+OK\r\n")) == b"+OK\r\n"
+    with pytest.raises(TypeError):
+        encode(object())
+
+
+def test_long_double_rounding() -> None:
+    assert to_long_double("0.1") != to_long_double(0.1)  # 64-bit vs 53-bit significand
+    assert format_long_double(to_long_double("10.5") + to_long_double("0.1")) == b"10.6"
+    assert format_long_double(3) == b"3" and format_long_double("-0.0") == b"0"
+
+
+# -- against a real redis-server -----------------------------------------------------------------
+
+
+def raw_exchange(port: int, data: bytes, timeout_s: float = 2.0) -> bytes:
+    """Send raw bytes, read until the server closes (or the timeout)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except TimeoutError:
+            pass
+    return out
+
+
+MALFORMED = [
+    b"*2147483648\r\n", b"*01\r\n", b"*-\r\n", b"*1x\r\n", b"*1\r\n$600000000\r\n",
+    b"*1\r\n$536870913\r\n", b"*1\r\n$-1\r\n", b"*1\r\n$01\r\n", b"*1\r\n+foo\r\n",
+    b"*1\r\n:1\r\n", b"*1\r\n*1\r\n", b"*1\r\n\n$4\r\nPING\r\n", b"*1\r\n\x80\r\n",
+    b'"a\r\n', b"a'b'c\r\n", b'ECHO "x"y\r\n', b"x" * 70000, b"*" + b"1" * 70000,
+    b"*1\r\n$" + b"1" * 70000, b"PING\r\n*1\r\n%1\r\n",
+]
+
+
+@pytest.mark.parametrize("data", MALFORMED, ids=lambda d: repr(d[:24]))
+def test_error_texts_match_real_redis(redis_standalone, data: bytes) -> None:
+    reply = raw_exchange(redis_standalone.port, data)
+    assert reply.count(b"-ERR Protocol error") == 1, reply[:200]
+    server_error = reply[reply.index(b"-ERR Protocol error") :]
+    r = RequestReader()
+    r.feed(data)
+    with pytest.raises(ProtocolError) as info:
+        while r.get_request() is not None:
+            pass
+    assert info.value.as_reply() == server_error
+
+
+def test_inline_parsing_matches_real_redis(redis_standalone) -> None:
+    lines = [b'ECHO "a\\x41\\n\\t\\"\\\\"', b"ECHO 'b\\'c'", b"ECHO x\"y z\"", b"ECHO \x0bq\x0br"]
+    data = b"".join(line + b"\r\n" for line in lines) + b"QUIT\r\n"
+    reply = raw_exchange(redis_standalone.port, data)
+    r = RequestReader()
+    r.feed(data)
+    want = b"".join(resp.bulk(argv[1]) for argv in r.get_requests()[:-1]) + b"+OK\r\n"
+    assert reply == want
+
+
+class RawClient:
+    """Commands over a plain socket; replies as raw frames (no client-side conversions)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.framer = ReplyFramer()
+
+    def __call__(self, *args: bytes | str | int | float) -> bytes:
+        self.sock.sendall(encode_command(*args))
+        while (frame := self.framer.next_frame()) is None:
+            data = self.sock.recv(65536)
+            assert data, "server closed the connection"
+            self.framer.feed(data)
+        return frame[1]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def raw_client(redis_standalone):
+    client = RawClient(redis_standalone.port)
+    yield client
+    client.close()
+
+
+def test_format_double_matches_zscore(raw_client: RawClient) -> None:
+    for x in [1.5, 0.1, 1e20, 3.0, -2.5e-7, 123456789.123, float("inf"), float("-inf"), 1 / 3]:
+        raw_client("ZADD", "resp:z", repr(x), "m")
+        assert raw_client("ZSCORE", "resp:z", "m") == resp.bulk(format_double(x)), x
+    assert raw_client("HELLO", "3")[:1] == b"%"
+    for x in [1.5, 0.1, 1e20, 3.0, float("inf"), float("-inf")]:
+        raw_client("ZADD", "resp:z", repr(x), "m")
+        assert raw_client("ZSCORE", "resp:z", "m") == resp.double(x, 3), x
+    raw_client("DEL", "resp:z")
+
+
+def test_format_long_double_matches_incrbyfloat(raw_client: RawClient) -> None:
+    rng = random.Random(7)
+    cases = [("10.5", "0.1"), ("0", "0.1"), ("1", "1e20"), ("3.0e3", "-3000"), ("5", "-5.5"),
+             ("0.1", "0.2"), ("1e-5", "0")]
+    cases += [(f"{rng.uniform(-1e6, 1e6):.6f}", f"{rng.uniform(-10, 10):.3f}") for _ in range(20)]
+    for start, incr in cases:
+        raw_client("SET", "resp:f", start)
+        got = raw_client("INCRBYFLOAT", "resp:f", incr)
+        want = format_long_double(to_long_double(start) + to_long_double(incr))
+        assert resp.bulk(want) == got, (start, incr)
+    raw_client("DEL", "resp:f")
