@@ -52,3 +52,40 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Mana
     finally:
         for n in nodes:
             n.stop()
+
+
+class ClusterBackend:
+    """What the proxy tests need from a cluster: seed ports and node handles.
+
+    ``kind`` names the implementation ("real" redis-server; later our bundled nodes), so the
+    same proxy tests can run against each.
+    """
+
+    def __init__(self, kind: str, nodes: list[ManagedProcess]) -> None:
+        self.kind = kind
+        self.nodes = nodes
+
+    @property
+    def ports(self) -> list[int]:
+        return [n.port for n in self.nodes]
+
+
+@pytest.fixture(scope="session", params=["real"])
+def cluster_backend(request: pytest.FixtureRequest) -> ClusterBackend:
+    """The cluster behind the proxy; parametrize ``params`` to add more implementations."""
+    if request.param == "real":
+        return ClusterBackend("real", request.getfixturevalue("real_cluster"))
+    raise ValueError(f"unknown cluster backend {request.param!r}")
+
+
+@pytest.fixture(scope="session")
+def slotgate(cluster_backend: ClusterBackend,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
+    """The proxy (a real ``python -m proxy`` process) in front of ``cluster_backend``."""
+    from tests.support import slotgate_proxy
+
+    proc = slotgate_proxy(tmp_path_factory.mktemp("slotgate"), cluster_backend.ports[:2]).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

@@ -183,3 +183,18 @@ def wait_cluster_ok(nodes: Sequence[ManagedProcess], timeout_s: float = 60.0) ->
             return
         time.sleep(0.1)
     raise TimeoutError(f"cluster not ok after {timeout_s}s: {last[:200]}")
+
+
+def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[str] = ()) -> ManagedProcess:
+    """The slotgate proxy as a real subprocess (``python -m proxy``), not yet started.
+
+    ``seeds`` are ports on 127.0.0.1 or ``host:port`` strings.
+    """
+    import sys
+
+    port = free_port()
+    argv = [sys.executable, "-m", "proxy", "--listen", f"127.0.0.1:{port}"]
+    for seed in seeds:
+        argv += ["--seed", seed if isinstance(seed, str) else f"127.0.0.1:{seed}"]
+    argv += list(extra)
+    return ManagedProcess(argv, port, workdir / f"proxy-{port}", "proxy.log")

@@ -1,0 +1,224 @@
+"""Requests that become several backend requests: cross-slot splits and all-node fan-out.
+
+Planning and merging are the pure functions of ``splitter.py``; this module sends the parts
+through the router and fills the client's reply slot once every part has answered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from protocol.commands import CommandInfo
+from protocol.resp import encode_command
+from proxy import errors, splitter
+from proxy.redirect import error_frame
+from proxy.router import Call, Gather
+
+if TYPE_CHECKING:
+    from proxy.session import ReplySlot, Session
+
+CLUSTER_DOWN = error_frame("CLUSTERDOWN The cluster is down")
+
+
+def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    """MGET / MSET / DEL / UNLINK / EXISTS / TOUCH across slots."""
+    first, step, merge = splitter.SPLIT_SHAPES[argv[0].lower()]
+    if (len(argv) - first) % step:
+        s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+        return
+    readonly = "readonly" in info.flags
+    parts = splitter.split_by_slot(argv, first, step)
+    if len(parts) == 1:
+        s.router.send(Call(s.router, encode_command(*argv), parts[0].slot, readonly, s.proto,
+                           s.id, s.new_slot(info.name)))
+        return
+    slot = s.new_slot(info.name)
+    total_keys = (len(argv) - first) // step
+
+    def finish(replies: list[bytes]) -> None:
+        if merge == "in_order":
+            slot(splitter.merge_in_order(parts, replies, total_keys))
+        elif merge == "sum":
+            slot(splitter.merge_sum(replies))
+        else:
+            slot(splitter.merge_all_ok(replies))
+
+    gather = Gather(len(parts), finish)
+    s.metrics.fanout(len(parts))
+    for i, part in enumerate(parts):
+        s.router.send(Call(s.router, encode_command(*part.argv), part.slot, readonly, s.proto,
+                           s.id, gather.part(i)))
+
+
+def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:
+    """(slot, fixed node) per target: masters by their first slot, replicas by address."""
+    slot_map = s.router.topology.slot_map
+    targets = [(slot, "") for slot in slot_map.first_slots]
+    if info.route == "all_nodes":
+        for master in slot_map.masters:
+            targets.extend((-1, r) for r in slot_map.replicas.get(master, ()))
+    return targets
+
+
+def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo, slot: ReplySlot,
+         merge: splitter.Merge) -> None:
+    targets = _targets(s, info)
+    if not targets:
+        slot(CLUSTER_DOWN)
+        return
+    payload = encode_command(*argv)
+    readonly = "readonly" in info.flags
+    gather = Gather(len(targets), lambda replies: slot(merge(replies)))
+    s.metrics.fanout(len(targets))
+    for i, (target_slot, node) in enumerate(targets):
+        s.router.send(Call(s.router, payload, target_slot, readonly, s.proto, s.id,
+                           gather.part(i), fixed_node=node))
+
+
+def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    """Every master (or every node): DBSIZE, KEYS, FLUSHALL, SCRIPT …, INFO, SCAN."""
+    merge_name = info.merge or ""
+    special = _SPECIAL.get(merge_name)
+    if special is not None:
+        special(s, argv, info)
+        return
+    merge = splitter.ALL_MERGES.get(merge_name)
+    if merge is None:
+        s.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
+        return
+    _fan(s, argv, info, s.new_slot(info.name), merge)
+
+
+# --- SCAN ----------------------------------------------------------------------------------
+def scan(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    slot = s.new_slot(info.name)
+    decoded = splitter.scan_decode_cursor(argv[1])
+    first_slots = s.router.topology.slot_map.first_slots
+    if decoded is None or decoded[0] >= max(len(first_slots), 1):
+        slot(error_frame(errors.INVALID_CURSOR))
+        return
+    if not first_slots:
+        slot(CLUSTER_DOWN)
+        return
+    index, node_cursor = decoded
+    n_nodes = len(first_slots)
+
+    def done(raw: bytes) -> None:
+        if raw[:1] == b"-":
+            slot(raw)
+            return
+        next_cursor, keys = splitter.scan_split_reply(raw)
+        if next_cursor:
+            cursor = splitter.scan_encode_cursor(index, next_cursor)
+        elif index + 1 < n_nodes:
+            cursor = splitter.scan_encode_cursor(index + 1, 0)
+        else:
+            cursor = b"0"
+        slot(splitter.scan_reply(cursor, keys))
+
+    node_argv = [argv[0], str(node_cursor).encode(), *argv[2:]]
+    s.router.send(Call(s.router, encode_command(*node_argv), first_slots[index], True, s.proto,
+                       s.id, done))
+
+
+# --- INFO ----------------------------------------------------------------------------------
+_KEYSPACE_LINE = re.compile(rb"^db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)$")
+_PROXY_SECTIONS = {b"all", b"everything", b"default", b"proxy"}
+
+
+def _info_text(raw: bytes) -> bytes:
+    body = raw[raw.index(b"\r\n") + 2 : -2]
+    return body[4:] if raw[:1] == b"=" else body  # verbatim: drop "txt:"
+
+
+def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
+    """The first master's INFO, with the keyspace summed over all masters, the cluster
+    section saying this endpoint is not a cluster node, and a ``# Proxy`` section."""
+    for r in replies:
+        if r[:1] == b"-":
+            return r
+    texts = [_info_text(r) for r in replies]
+    totals: dict[int, list[int]] = {}
+    for text in texts:
+        for line in text.split(b"\r\n"):
+            m = _KEYSPACE_LINE.match(line)
+            if m:
+                t = totals.setdefault(int(m[1]), [0, 0, 0, 0])
+                keys, expires, avg_ttl = int(m[2]), int(m[3]), int(m[4])
+                t[0] += keys
+                t[1] += expires
+                t[2] += avg_ttl * keys
+                t[3] += keys if avg_ttl else 0
+    out: list[bytes] = []
+    in_keyspace = False
+    for line in texts[0].split(b"\r\n"):
+        if line.startswith(b"# "):
+            in_keyspace = line == b"# Keyspace"
+            out.append(line)
+            if in_keyspace:
+                for db, (keys, expires, ttl_sum, ttl_keys) in sorted(totals.items()):
+                    avg = ttl_sum // ttl_keys if ttl_keys else 0
+                    out.append(b"db%d:keys=%d,expires=%d,avg_ttl=%d" % (db, keys, expires, avg))
+            continue
+        if in_keyspace and line:
+            continue
+        if line == b"cluster_enabled:1":
+            line = b"cluster_enabled:0"
+        out.append(line)
+    text = b"\r\n".join(out).rstrip(b"\r\n") + b"\r\n"
+    sections = {a.lower() for a in argv[1:]}
+    if not sections or sections & _PROXY_SECTIONS:
+        text += b"\r\n" + _proxy_section(s)
+    if s.proto == 3:
+        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
+    return b"$%d\r\n%s\r\n" % (len(text), text)
+
+
+def _proxy_section(s: Session) -> bytes:
+    m = s.metrics
+    topo = s.router.topology
+    lines = [
+        "# Proxy",
+        f"proxy_listen:{s.proxy.listen_address}",
+        f"proxy_connected_clients:{m.clients_connected}",
+        f"proxy_commands_processed:{m.commands_total}",
+        f"cluster_masters:{len(topo.slot_map.masters)}",
+        f"cluster_slots_covered:{topo.slot_map.covered()}",
+        f"topology_version:{topo.version}",
+        f"redirects_moved:{m.total('redirect', 'MOVED')}",
+        f"redirects_ask:{m.total('redirect', 'ASK')}",
+        f"redirects_tryagain:{m.total('redirect', 'TRYAGAIN')}",
+        f"redirects_clusterdown:{m.total('redirect', 'CLUSTERDOWN')}",
+        f"unknown_fate_writes:{m.total('unknown_fate_write')}",
+    ]
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def info(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    slot = s.new_slot(info.name)
+    _fan(s, argv, info, slot, lambda replies: merge_info(s, argv, replies))
+
+
+# --- RANDOMKEY -----------------------------------------------------------------------------
+def merge_any(replies: Sequence[bytes]) -> bytes:
+    """The first non-null reply (a random key from some master), else the null."""
+    for r in replies:
+        if r[:1] == b"-":
+            return r
+    for r in replies:
+        if r not in (b"$-1\r\n", b"_\r\n"):
+            return r
+    return replies[0]
+
+
+def randomkey(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    _fan(s, argv, info, s.new_slot(info.name), merge_any)
+
+
+_SPECIAL = {
+    "scan": scan,
+    "info": info,
+    "any": randomkey,
+}

@@ -1,0 +1,117 @@
+"""``Proxy``: the listener plus everything behind it, as one structured-concurrency component.
+
+    proxy = Proxy(settings, metrics)
+    await nursery.start(proxy.run)   # returns once listening (proxy.listen_address is set)
+    proxy.shutdown()                 # stop accepting, finish in-flight requests, return
+
+Inside ``run``: the topology refresher, the backend pool's connection tasks, the listener,
+and one task per client session, all in one nursery that ``run`` owns.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+
+import trio
+
+from proxy import errors
+from proxy.backend import BackendPool
+from proxy.metrics import ProxyMetrics
+from proxy.redirect import error_frame
+from proxy.router import Router
+from proxy.session import Session
+from proxy.settings import ProxySettings
+from proxy.topology import Topology
+
+log = logging.getLogger("slotgate.proxy")
+
+# accept() errors that mean "out of resources right now", not "the listener is broken".
+ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_CAPACITY_SLEEP_S = 0.1
+
+
+class Proxy:
+    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics | None = None) -> None:
+        settings.validate()
+        self.settings = settings
+        self.metrics = metrics if metrics is not None else ProxyMetrics()
+        self.topology = Topology(settings, self.metrics)
+        self.router: Router  # set in run()
+        self.listen_address = ""
+        self.sessions: set[Session] = set()
+        self._ids = itertools.count(1)
+        self._accepting = trio.CancelScope()
+        self._shutdown = trio.Event()
+
+    def shutdown(self) -> None:
+        """Stop accepting; sessions finish what they have in flight (grace period); run()
+        then returns."""
+        self._shutdown.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        s = self.settings
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.topology.run)
+            pool = BackendPool(s, self.metrics, nursery,
+                               lambda node: self.topology.request_refresh("conn_lost"))
+            self.router = Router(s, self.metrics, self.topology, pool, nursery)
+            listeners = await trio.open_tcp_listeners(s.listen_port, host=s.listen_host)
+            host, port = listeners[0].socket.getsockname()[:2]
+            self.listen_address = f"{host}:{port}"
+            log.info("listening on %s", self.listen_address)
+            async with trio.open_nursery() as clients:
+                clients.start_soon(self._accept_loop, listeners, clients)
+                task_status.started()
+                await self._shutdown.wait()
+                self._accepting.cancel()
+                for session in list(self.sessions):
+                    session.stop_reading()
+                # Sessions drain (bounded by their grace period) and close themselves.
+            nursery.cancel_scope.cancel()
+
+    async def _accept_loop(self, listeners: list[trio.SocketListener],
+                           clients: trio.Nursery) -> None:
+        with self._accepting:
+            try:
+                async with trio.open_nursery() as accept_nursery:
+                    for listener in listeners:
+                        accept_nursery.start_soon(self._accept_one_listener, listener, clients)
+            finally:
+                with trio.CancelScope(shield=True):
+                    for listener in listeners:
+                        await listener.aclose()
+
+    async def _accept_one_listener(self, listener: trio.SocketListener,
+                                   clients: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
+                    log.error("accept: %s; sleeping %.1f s", exc, ACCEPT_CAPACITY_SLEEP_S)
+                    await trio.sleep(ACCEPT_CAPACITY_SLEEP_S)
+                    continue
+                raise
+            clients.start_soon(self._serve, stream)
+
+    async def _serve(self, stream: trio.SocketStream) -> None:
+        if len(self.sessions) >= self.settings.max_clients:
+            try:
+                await stream.send_all(error_frame(errors.MAX_CLIENTS))
+            except (trio.BrokenResourceError, OSError):
+                pass  # the client is gone already; nothing else to tell it
+            await stream.aclose()
+            return
+        try:
+            peer_host, peer_port = stream.socket.getpeername()[:2]
+            peer = f"{peer_host}:{peer_port}"
+        except OSError:
+            peer = "?"
+        session = Session(self, stream, next(self._ids), peer)
+        self.sessions.add(session)
+        try:
+            await session.run()
+        finally:
+            self.sessions.discard(session)

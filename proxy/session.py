@@ -1,0 +1,291 @@
+"""One client connection: pipelined requests in, replies out strictly in request order.
+
+    socket ─▶ RequestReader ─▶ dispatch(argv) ─┬▶ local answer ──────────────┐
+                                               ├▶ Call(s) to backend(s) ─────┤ fill ReplySlot
+                                               └▶ awaited: MULTI/EXEC, WATCH,│ (any order)
+                                                  blocking commands          ▼
+    socket ◀─ writer (coalesced send_all) ◀─ head-of-line flush of filled slots
+
+Every request gets a ``ReplySlot`` at the tail of a queue when it is read. Backend replies
+fill slots in whatever order they arrive; the filled prefix of the queue moves to the output
+buffer, and the writer sends it in one ``send_all``. Requests are dispatched as they are read
+(no task per request): most complete through callbacks. Requests that need the session's
+earlier requests to have finished first (transactions, WATCH, blocking commands) wait until
+the session is idle, run on a connection of their own, and hold up later requests meanwhile,
+exactly as one Redis server would.
+
+The reading side stops when the client closes, sends QUIT, sends bad protocol (Redis' error
+is sent, then the connection closes) or the proxy shuts down; replies still owed are flushed
+within the shutdown grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.commands import CommandInfo, arity_ok, key_positions, lookup, unknown_command_error
+from protocol.resp import ProtocolError, RequestReader, encode_command
+from protocol.slots import SLOT_COUNT, key_slot
+from proxy import errors
+from proxy.backend import DirectConnection
+from proxy.redirect import error_frame
+from proxy.router import Call
+
+if TYPE_CHECKING:
+    from proxy.server import Proxy
+
+log = logging.getLogger("slotgate.session")
+
+RECV_BUFFER_BYTES = 64 * 1024
+CROSSSLOT = error_frame(errors.CROSSSLOT)
+_ROUTE_HANDLERS: dict[str, str] = {}  # route -> Session method name, filled below
+
+
+class ReplySlot:
+    """A place in the client's reply order; calling it with the raw reply fills it."""
+
+    __slots__ = ("session", "data", "name", "start_s")
+
+    def __init__(self, session: Session, name: str, start_s: float) -> None:
+        self.session = session
+        self.data: bytes | None = None
+        self.name = name
+        self.start_s = start_s
+
+    def __call__(self, raw: bytes) -> None:
+        if self.data is not None:
+            return  # filled already (a late duplicate after a failure): keep the first
+        self.data = raw
+        s = self.session
+        s.unfilled -= 1
+        s.metrics.command(self.name, "error" if raw[:1] == b"-" else "ok",
+                          trio.current_time() - self.start_s)
+        if s.slots[0] is self:
+            s.flush_ready()
+
+
+class Session:
+    def __init__(self, proxy: Proxy, stream: trio.SocketStream, client_id: int, peer: str) -> None:
+        self.proxy = proxy
+        self.router = proxy.router
+        self.metrics = proxy.metrics
+        self.settings = proxy.settings
+        self.stream = stream
+        self.id = client_id
+        self.peer = peer
+        self.proto = 2
+        self.name: bytes | None = None
+        # A slot whose owner answers this client's keyless commands (stable per client).
+        self.any_slot = (client_id * 2654435761) % SLOT_COUNT
+        self.slots: deque[ReplySlot] = deque()
+        self.unfilled = 0
+        self._out: list[bytes] = []
+        self._writer_wakeup = trio.Event()
+        self._progress = trio.Event()  # set whenever replies were flushed
+        self.quit = False
+        self._read_scope = trio.CancelScope()
+        # Transactions (see pinned.py).
+        self.multi: list[list[bytes]] | None = None
+        self.multi_dirty = False
+        self.watch: DirectConnection | None = None
+        self.direct: dict[str, DirectConnection] = {}
+
+    # --- replies ---------------------------------------------------------------------------
+    def new_slot(self, name: str) -> ReplySlot:
+        slot = ReplySlot(self, name, trio.current_time())
+        self.slots.append(slot)
+        self.unfilled += 1
+        return slot
+
+    def reply(self, name: str, raw: bytes) -> None:
+        self.new_slot(name)(raw)
+
+    def flush_ready(self) -> None:
+        slots = self.slots
+        out = self._out
+        was_empty = not out
+        while slots and slots[0].data is not None:
+            out.append(slots.popleft().data)  # type: ignore[arg-type]
+        if was_empty and out:
+            self._writer_wakeup.set()
+        self._progress.set()
+
+    async def wait_idle(self) -> None:
+        """Until every request dispatched before the caller's has its reply (the caller's
+        own reply slot is the one left unfilled)."""
+        while self.unfilled > 1:
+            self._progress = trio.Event()
+            await self._progress.wait()
+
+    async def _write_loop(self) -> None:
+        out = self._out
+        while True:
+            if not out:
+                self._writer_wakeup = trio.Event()
+                await self._writer_wakeup.wait()
+                continue
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            await self.stream.send_all(data)
+
+    async def _drain(self) -> None:
+        """Until every owed reply has been written."""
+        while self.slots or self._out:
+            self._progress = trio.Event()
+            with trio.move_on_after(0.01):
+                await self._progress.wait()
+
+    # --- reading and dispatch ----------------------------------------------------------------
+    def stop_reading(self) -> None:
+        self._read_scope.cancel()
+
+    async def run(self) -> None:
+        self.metrics.client_connected()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write_loop)
+                eof = await self._read_loop()
+                if not eof:
+                    with trio.move_on_after(self.settings.shutdown_grace_ms / 1000):
+                        await self._drain()
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
+            # The client went away (reset, broken pipe): nothing to answer any more.
+            log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
+        finally:
+            self.metrics.client_disconnected()
+            with trio.CancelScope(shield=True):
+                await self._close_pinned()
+                await self.stream.aclose()
+
+    async def _close_pinned(self) -> None:
+        conns = list(self.direct.values())
+        if self.watch is not None:
+            conns.append(self.watch)
+        self.direct.clear()
+        self.watch = None
+        for conn in conns:
+            await conn.aclose()
+
+    async def _read_loop(self) -> bool:
+        """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
+        s = self.settings
+        reader = RequestReader(max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
+                               max_multibulk_len=s.max_multibulk_len)
+        depth = s.max_pipeline_depth
+        with self._read_scope:
+            while True:
+                while len(self.slots) >= depth:
+                    self._progress = trio.Event()
+                    await self._progress.wait()
+                data = await self.stream.receive_some(RECV_BUFFER_BYTES)
+                if not data:
+                    return True
+                reader.feed(data)
+                while True:
+                    try:
+                        requests = reader.get_requests()
+                    except ProtocolError as exc:
+                        self.metrics.protocol_error()
+                        self.reply("protocol_error", error_frame(str(exc)))
+                        return False
+                    if not requests:
+                        break
+                    for argv in requests:
+                        pending = self.dispatch(argv)
+                        if pending is not None:
+                            await pending
+                        if self.quit:
+                            return False
+        return False
+
+    def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
+        """Route one request. Returns an awaitable when the request must finish before the
+        next one is read (the caller awaits it), else None."""
+        if self.multi is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
+            pinned.queue(self, argv)
+            return None
+        info = lookup(argv)
+        if info is None:
+            extra = local.EXTRA.get(b"|".join(a.lower() for a in argv[:2]))
+            if extra is not None:
+                self.reply("other", extra(self, argv))
+                return None
+            self.reply("other", b"-" + unknown_command_error(argv) + b"\r\n")
+            return None
+        if not arity_ok(info, len(argv)):
+            self.reply(info.name, error_frame(f"ERR wrong number of arguments for '{info.name}' command"))
+            return None
+        return getattr(self, _ROUTE_HANDLERS[info.route])(argv, info)
+
+    # --- routes ------------------------------------------------------------------------------
+    def slot_of(self, argv: list[bytes]) -> int | None:
+        """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots."""
+        positions = key_positions(argv)
+        if not positions:
+            return self.any_slot
+        slot = key_slot(argv[positions[0]])
+        for p in positions[1:]:
+            if key_slot(argv[p]) != slot:
+                return None
+        return slot
+
+    def route_single(self, argv: list[bytes], info: CommandInfo) -> None:
+        slot = self.slot_of(argv)
+        if slot is None:
+            self.reply(info.name, CROSSSLOT)
+            return
+        self.router.send(Call(self.router, encode_command(*argv), slot, "readonly" in info.flags,
+                              self.proto, self.id, self.new_slot(info.name)))
+
+    def route_keyless(self, argv: list[bytes], info: CommandInfo) -> None:
+        self.router.send(Call(self.router, encode_command(*argv), self.any_slot,
+                              "readonly" in info.flags, self.proto, self.id,
+                              self.new_slot(info.name)))
+
+    def route_split(self, argv: list[bytes], info: CommandInfo) -> None:
+        fanout.split(self, argv, info)
+
+    def route_all(self, argv: list[bytes], info: CommandInfo) -> None:
+        fanout.all_nodes(self, argv, info)
+
+    def route_proxy(self, argv: list[bytes], info: CommandInfo) -> None:
+        self.reply(info.name, local.HANDLERS[info.name](self, argv))
+
+    def route_pubsub(self, argv: list[bytes], info: CommandInfo) -> None:
+        self.reply(info.name, error_frame(errors.PUBSUB_NOT_SUPPORTED.format(name=info.name)))
+
+    def route_unsupported(self, argv: list[bytes], info: CommandInfo) -> None:
+        self.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
+
+    def route_transaction(self, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
+        return pinned.TRANSACTION[info.name](self, argv)
+
+    def route_blocking(self, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
+        slot = self.slot_of(argv)
+        if slot is None:
+            self.reply(info.name, CROSSSLOT)
+            return None
+        return pinned.blocking(self, argv, info, slot)
+
+
+_ROUTE_HANDLERS.update({
+    "single": "route_single",
+    "keyless": "route_keyless",
+    "split": "route_split",
+    "all_masters": "route_all",
+    "all_nodes": "route_all",
+    "proxy": "route_proxy",
+    "pubsub": "route_pubsub",
+    "unsupported": "route_unsupported",
+    "transaction": "route_transaction",
+    "blocking": "route_blocking",
+})
+
+# Imported last: these modules take a Session and use the names above.
+from proxy import fanout, local, pinned  # noqa: E402

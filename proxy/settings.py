@@ -1,0 +1,79 @@
+"""Proxy settings: one plain dataclass, filled by the CLI (and later by the config loader).
+
+Every duration carries its unit in its name. Nothing here does I/O; ``validate()`` names the bad
+field in its message so a config layer can pass it straight to the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Address = tuple[str, int]
+
+
+def parse_address(text: str) -> Address:
+    """``"host:port"`` -> ``(host, port)``; raises ``ValueError`` naming the bad text."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad address {text!r}: expected host:port")
+    return host, int(port)
+
+
+@dataclass
+class ProxySettings:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 7777
+    seeds: list[Address] = field(default_factory=list)
+
+    # Backend connections.
+    backend_connections_per_node: int = 1
+    connect_timeout_ms: int = 1000
+    # A pipelined backend connection whose oldest request waits longer than this is declared
+    # dead (its sent writes get the unknown-fate error). Blocking commands are exempt.
+    command_timeout_ms: int = 5000
+    reconnect_backoff_min_ms: int = 10
+    reconnect_backoff_max_ms: int = 1000
+
+    # Redirects and retries.
+    max_redirects: int = 16
+    # How long one request may spend retrying (CLUSTERDOWN, TRYAGAIN, lost connections,
+    # unserved slots) before its error is returned. Longer than a typical failover.
+    retry_deadline_ms: int = 10000
+    retry_backoff_min_ms: int = 10
+    retry_backoff_max_ms: int = 500
+
+    # Topology.
+    topology_refresh_interval_ms: int = 5000
+    # MOVED storms and dying connections trigger at most one refresh per this gap.
+    topology_refresh_min_gap_ms: int = 100
+
+    # Client limits.
+    max_clients: int = 10000
+    # Replies a client may have outstanding before the proxy stops reading its socket.
+    max_pipeline_depth: int = 1000
+    max_bulk_len: int = 512 * 1024 * 1024
+    max_inline_len: int = 64 * 1024
+    max_multibulk_len: int = 1024 * 1024
+
+    # Shutdown.
+    shutdown_grace_ms: int = 5000
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field."""
+        if not self.seeds:
+            raise ValueError("seeds: at least one seed address is required")
+        if not 0 <= self.listen_port < 65536:
+            raise ValueError(f"listen_port: {self.listen_port} is not a TCP port")
+        positive = (
+            "backend_connections_per_node", "connect_timeout_ms", "command_timeout_ms",
+            "reconnect_backoff_min_ms", "reconnect_backoff_max_ms", "max_redirects",
+            "retry_deadline_ms", "retry_backoff_min_ms", "retry_backoff_max_ms",
+            "topology_refresh_interval_ms", "max_clients", "max_pipeline_depth",
+            "max_bulk_len", "max_inline_len", "max_multibulk_len",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
