@@ -135,6 +135,13 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
             if c.multi is not None:
                 c.multi_error = True
             return redirect
+    for check in srv.command_checks:
+        refused = check(c, cmd, argv)
+        if refused is not None:
+            cmd.rejected_calls += 1
+            if c.multi is not None:
+                c.multi_error = True
+            return refused
     if c.subscriptions and c.resp == 2 and not cmd.pubsub_ok:
         return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name.split("|")[0])
     if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:

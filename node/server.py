@@ -9,13 +9,14 @@ started by ``Client.wake``. Only this module awaits.
 from __future__ import annotations
 
 import errno
+import importlib
 import logging
 import math
 import os
 import socket as _stdsocket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -32,6 +33,9 @@ log = logging.getLogger("node")
 RECV_SIZE = 64 * 1024  # bytes per recv
 # accept() errors that mean "out of resources, try again later" (as trio's serve_listeners)
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+# Subsystems: importing registers their commands; ``install(server)`` (after the table is
+# built) adds hooks, command checks, INFO sections and background tasks.
+SUBSYSTEMS = ("node.persistence", "node.replication")
 
 
 class Server:
@@ -42,6 +46,7 @@ class Server:
         self.cluster_enabled: bool = bool(config.get("cluster-enabled"))
         self.ks = Keyspace(int(config.get("databases")), cluster=self.cluster_enabled)
         load_all()
+        subsystems = [importlib.import_module(name) for name in SUBSYSTEMS]
         self.table: dict[bytes, Command] = build_table()
         self.clients: dict[int, Client] = {}
         self._next_client_id = 1
@@ -68,6 +73,13 @@ class Server:
         self.shutdown_hooks: list[Callable[[], None]] = []
         self.nursery: trio.Nursery | None = None
         self.last_save_time = int(time.time())
+        # Checks run before every command off the fast path (replica READONLY, NOREPLICAS):
+        # fn(c, cmd, argv) -> an error reply, or None to go on.
+        self.command_checks: list[Callable[[Client, Command, list[bytes]], bytes | None]] = []
+        self.config_hooks: list[Callable[[], None]] = []  # after start and after CONFIG SET
+        self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
+        for mod in subsystems:
+            mod.install(self)
         self.apply_config()
 
     # -- configuration-derived state -------------------------------------------------------
@@ -79,11 +91,13 @@ class Server:
         from node.commands.server_cmds import parse_notify_flags
 
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
+        for hook in self.config_hooks:
+            hook()
         self.update_slow()
 
     def update_slow(self) -> None:
         self.slow = bool(self.ks.propagate_hooks or self.monitors or self.cluster_enabled
-                         or self.cluster_route is not None)
+                         or self.cluster_route is not None or self.command_checks)
 
     def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
         self.ks.propagate_hooks.append(hook)
@@ -325,6 +339,8 @@ class Server:
                 for lsock in listeners:
                     nursery.start_soon(self._accept_loop, lsock)
                 nursery.start_soon(self._cron)
+                for task in self.background_tasks:
+                    nursery.start_soon(task)
                 task_status.started()
                 log.info("Ready to accept connections")
         finally:
