@@ -113,6 +113,7 @@ MODULES = [
     "node.commands.strings",
     "node.commands.bitmaps",
     "node.commands.transactions",
+    "node.commands.dump", "node.commands.pubsub",
 ]
 
 
