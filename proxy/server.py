@@ -3,6 +3,7 @@
     proxy = Proxy(settings, metrics)
     await nursery.start(proxy.run)   # returns once listening (proxy.listen_address is set)
     proxy.shutdown()                 # stop accepting, finish in-flight requests, return
+    proxy.apply_settings(new)        # SIGHUP: take what can change without dropping clients
 
 Inside ``run``: the topology refresher, the backend pool's connection tasks, the listener,
 and one task per client session, all in one nursery that ``run`` owns.
@@ -10,6 +11,7 @@ and one task per client session, all in one nursery that ``run`` owns.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import itertools
 import logging
@@ -30,6 +32,8 @@ log = logging.getLogger("slotgate.proxy")
 # accept() errors that mean "out of resources right now", not "the listener is broken".
 ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 ACCEPT_CAPACITY_SLEEP_S = 0.1
+# Settings fixed for the life of a Proxy: the listener and the pool's shape.
+RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node"})
 
 
 class Proxy:
@@ -44,6 +48,23 @@ class Proxy:
         self._ids = itertools.count(1)
         self._accepting = trio.CancelScope()
         self._shutdown = trio.Event()
+
+    def apply_settings(self, new: ProxySettings) -> None:
+        """Take new settings while running (SIGHUP reload); raises ``ValueError`` if invalid.
+
+        Components read ``self.settings`` (one shared object) at use time, so its fields are
+        updated in place: timeouts and limits apply to the next request, node connection or
+        client session. ``RESTART_ONLY_FIELDS`` keep their running values. The two values
+        components copy at start-up (the seed list, the redirect limit) are refreshed here.
+        """
+        new.validate()
+        for f in dataclasses.fields(new):
+            if f.name not in RESTART_ONLY_FIELDS:
+                setattr(self.settings, f.name, getattr(new, f.name))
+        self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
+        router = getattr(self, "router", None)
+        if router is not None:
+            router._max_redirects = new.max_redirects
 
     def shutdown(self) -> None:
         """Stop accepting; sessions finish what they have in flight (grace period); run()
