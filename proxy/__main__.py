@@ -1,9 +1,12 @@
 """``slotgate-proxy`` / ``python -m proxy``: one address for a whole Redis Cluster.
 
-    slotgate-proxy --listen 127.0.0.1:7777 --seed 127.0.0.1:7000 [--seed ...]
+    slotgate-proxy --config proxy.yaml
+    slotgate-proxy --listen 127.0.0.1:7777 --seed 127.0.0.1:7000 [--seed ...] [--metrics H:P]
 
-SIGTERM and SIGINT stop accepting, let in-flight requests finish (``--shutdown-grace-ms``)
-and exit 0.
+Flags override the file (proxy/config.py, docs/CONFIG.md). SIGTERM and SIGINT stop accepting,
+let in-flight requests finish (``shutdown.grace``) and exit 0; a second signal stops at once.
+SIGHUP re-reads the configuration and applies what can change without dropping clients.
+Exit status 2: the configuration is invalid (one ``config error:`` line per problem).
 """
 
 from __future__ import annotations
@@ -12,61 +15,75 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import trio
 
+from proxy.config import (
+    Config,
+    ConfigError,
+    arg_parser,
+    config_from_args,
+    describe,
+    reload_on_sighup,
+    set_log_level,
+)
+from proxy.metrics import MetricsServer, PrometheusMetrics, check_health
 from proxy.server import Proxy
-from proxy.settings import ProxySettings, parse_address
 
 
-def parse_args(argv: Sequence[str] | None = None) -> ProxySettings:
-    """Command line -> ``ProxySettings`` (the one place arguments are parsed)."""
-    p = argparse.ArgumentParser(prog="slotgate-proxy", description=__doc__.splitlines()[0])
-    d = ProxySettings()
-    p.add_argument("--listen", default=f"{d.listen_host}:{d.listen_port}",
-                   help="host:port to accept clients on (default %(default)s)")
-    p.add_argument("--seed", action="append", default=[], required=True,
-                   help="host:port of a cluster node; repeat for more (any reachable subset works)")
-    for name in ("backend_connections_per_node", "connect_timeout_ms", "command_timeout_ms",
-                 "retry_deadline_ms", "max_redirects", "topology_refresh_interval_ms",
-                 "max_clients", "max_pipeline_depth", "shutdown_grace_ms"):
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
-    p.add_argument("--log-level", default="WARNING")
-    ns = p.parse_args(argv)
-    try:
-        host, port = parse_address(ns.listen)
-        seeds = [parse_address(s) for s in ns.seed]
-    except ValueError as exc:
-        p.error(str(exc))
-    settings = ProxySettings(listen_host=host, listen_port=port, seeds=seeds)
-    for name in ("backend_connections_per_node", "connect_timeout_ms", "command_timeout_ms",
-                 "retry_deadline_ms", "max_redirects", "topology_refresh_interval_ms",
-                 "max_clients", "max_pipeline_depth", "shutdown_grace_ms"):
-        setattr(settings, name, getattr(ns, name))
-    try:
-        settings.validate()
-    except ValueError as exc:
-        p.error(str(exc))
-    logging.basicConfig(level=ns.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return settings
+async def serve(config: Config, ns: argparse.Namespace) -> None:
+    metrics = PrometheusMetrics()
+    proxy = Proxy(config.proxy, metrics)
+    metrics.topology = proxy.topology
 
+    def apply(new: Config) -> None:
+        set_log_level(new.log_level)
+        proxy.apply_settings(new.proxy)
 
-async def serve(settings: ProxySettings) -> None:
-    proxy = Proxy(settings)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(proxy.run)
-            print(f"slotgate-proxy listening on {proxy.listen_address}", flush=True)
+        await _serve(proxy, metrics, config, ns, apply, signals)
+
+
+async def _serve(proxy: Proxy, metrics: PrometheusMetrics, config: Config, ns: argparse.Namespace,
+                 apply: Callable[[Config], None], signals: AsyncIterator[int]) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def run_proxy(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            await proxy.run(task_status=task_status)
+            nursery.cancel_scope.cancel()  # drained: stop the metrics endpoint and watchers
+
+        async def stop_on_signal() -> None:
             async for _ in signals:
                 proxy.shutdown()
                 break
+            async for _ in signals:
+                nursery.cancel_scope.cancel()  # a second signal: stop without draining
+                return
+
+        nursery.start_soon(stop_on_signal)
+        await nursery.start(run_proxy)
+        if config.metrics_listen is not None:
+            await nursery.start(MetricsServer(metrics, *config.metrics_listen).run)
+        await nursery.start(reload_on_sighup, ns, config, apply)
+        print(f"slotgate-proxy listening on {proxy.listen_address}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    settings = parse_args(argv)
-    trio.run(serve, settings)
+    ns = arg_parser().parse_args(argv)
+    if ns.check_health:
+        return check_health(ns.check_health)
+    try:
+        config = config_from_args(ns)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if ns.check_config:
+        print(describe(config))
+        return 0
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    trio.run(serve, config, ns)
     return 0
 
 
