@@ -267,8 +267,13 @@ def _string_bytes(s: bytes) -> bytes:
 
 
 # --- listpack -----------------------------------------------------------------------------
+_ONE_BYTE = [bytes((i,)) for i in range(256)]
+
+
 def _lp_backlen(n: int) -> bytes:
     """``lpEncodeBacklen``: 7 bits a byte, most significant first, bit 7 set on all but it."""
+    if n <= 127:
+        return _ONE_BYTE[n]
     size = 1 if n <= 127 else 2 if n < 16383 else 3 if n < 2097151 else 4 if n < 268435455 else 5
     groups = [(n >> (7 * i)) & 127 for i in range(size - 1, -1, -1)]
     return bytes([groups[0]] + [g | 128 for g in groups[1:]])
@@ -299,14 +304,15 @@ def _lp_entry(s: bytes) -> bytes:
     return enc + _lp_backlen(len(enc))
 
 
-def listpack_encode(items: Iterable[bytes]) -> bytes:
-    body = bytearray()
-    count = 0
-    for it in items:
-        body += _lp_entry(it)
-        count += 1
+def _listpack_from_entries(entries: list[bytes]) -> bytes:
+    body = b"".join(entries)
     total = 6 + len(body) + 1
-    return total.to_bytes(4, "little") + min(count, 65535).to_bytes(2, "little") + body + b"\xff"
+    return (total.to_bytes(4, "little") + min(len(entries), 65535).to_bytes(2, "little")
+            + body + b"\xff")
+
+
+def listpack_encode(items: Iterable[bytes]) -> bytes:
+    return _listpack_from_entries([_lp_entry(it) for it in items])
 
 
 _LP_INT = {0xF1: 2, 0xF2: 3, 0xF3: 4, 0xF4: 8}
@@ -483,21 +489,22 @@ def _encode_list(v: list[bytes], lim: EncodingLimits) -> bytes:
     nodes: list[bytes] = []
     cur: list[bytes] = []
     cur_bytes = 0
+    packed = _len_bytes(QUICKLIST_NODE_PACKED)
     for item in v:
         if len(item) >= lim.list_packed_threshold_bytes:
             if cur:
-                nodes.append(_len_bytes(QUICKLIST_NODE_PACKED) + _string_bytes(listpack_encode(cur)))
+                nodes.append(packed + _string_bytes(_listpack_from_entries(cur)))
                 cur, cur_bytes = [], 0
             nodes.append(_len_bytes(QUICKLIST_NODE_PLAIN) + _string_bytes(item))
             continue
-        entry_bytes = len(_lp_entry(item))
-        if cur and 7 + cur_bytes + entry_bytes > lim.list_node_max_bytes:
-            nodes.append(_len_bytes(QUICKLIST_NODE_PACKED) + _string_bytes(listpack_encode(cur)))
+        entry = _lp_entry(item)
+        if cur and 7 + cur_bytes + len(entry) > lim.list_node_max_bytes:
+            nodes.append(packed + _string_bytes(_listpack_from_entries(cur)))
             cur, cur_bytes = [], 0
-        cur.append(item)
-        cur_bytes += entry_bytes
+        cur.append(entry)
+        cur_bytes += len(entry)
     if cur:
-        nodes.append(_len_bytes(QUICKLIST_NODE_PACKED) + _string_bytes(listpack_encode(cur)))
+        nodes.append(packed + _string_bytes(_listpack_from_entries(cur)))
     return bytes((T_LIST_QUICKLIST_2,)) + _len_bytes(len(nodes)) + b"".join(nodes)
 
 

@@ -114,6 +114,7 @@ MODULES = [
     "node.commands.bitmaps",
     "node.commands.transactions",
     "node.commands.dump", "node.commands.pubsub",
+    "node.commands.lists",
 ]
 
 
