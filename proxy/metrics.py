@@ -174,6 +174,8 @@ class PrometheusMetrics(ProxyMetrics):
             (n, r): 0 for n in (*names, OTHER) for r in COMMAND_RESULTS
         }
         self.command_latency = Histogram(COMMAND_BUCKETS_S)
+        self._latency_counts = self.command_latency.counts
+        self._latency_bounds = self.command_latency.bounds
         self.refresh_duration: dict[tuple[str, str], Histogram] = {
             (r, o): Histogram(REFRESH_BUCKETS_S) for r in REFRESH_REASONS for o in REFRESH_OUTCOMES
         }
@@ -186,17 +188,16 @@ class PrometheusMetrics(ProxyMetrics):
     # --- hot path ----------------------------------------------------------------------------
     def command(self, name: str, result: str, latency_s: float) -> None:
         self.commands_total += 1
-        key = (name, result)
-        counts = self.command_counts
-        if key in counts:
-            counts[key] += 1
+        try:
+            self.command_counts[name, result] += 1
+        except KeyError:
+            self._command_slow(name, result)
+        else:
             if result != "ok":
                 self.counters["command_error", name] += 1
-        else:
-            self._command_slow(name, result)
-        h = self.command_latency  # Histogram.observe, inlined
-        h.counts[bisect_left(h.bounds, latency_s)] += 1
-        h.sum += latency_s
+        # Histogram.observe, inlined: the bucket list and bounds are bound once in __init__.
+        self._latency_counts[bisect_left(self._latency_bounds, latency_s)] += 1
+        self.command_latency.sum += latency_s
 
     def _command_slow(self, name: str | bytes, result: str) -> None:
         """A name or result outside the table: count it under its bounded labels."""
