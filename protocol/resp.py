@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,6 +55,7 @@ __all__ = [
 PROTO_MAX_BULK_LEN = 512 * 1024 * 1024  # bytes, proto-max-bulk-len default
 PROTO_INLINE_MAX_SIZE = 64 * 1024  # bytes; also bounds an unterminated multibulk header line
 PROTO_MAX_MULTIBULK_LEN = 1024 * 1024  # elements; Redis 7.0 itself allows up to INT_MAX
+PROTO_MBULK_BIG_ARG = 32 * 1024  # bytes; bigger payloads are collected outside the buffer
 INT_MAX = 2**31 - 1
 
 # Client-visible error texts, exactly as redis-server 7.0 sends them (without the "-").
@@ -183,6 +183,8 @@ class RequestReader:
     before their payload is buffered, lines without a newline are cut at ``max_inline_len``.
     """
 
+    use_hiredis = True  # False: the exact Python parser alone (reference for tests, benches)
+
     def __init__(
         self,
         max_bulk_len: int = PROTO_MAX_BULK_LEN,
@@ -194,9 +196,10 @@ class RequestReader:
         self.max_multibulk_len = min(max_multibulk_len, INT_MAX)
         # A span shorter than this cannot hold an oversized argument or argument count.
         self._span_check_bytes = min(max_bulk_len, 6 * self.max_multibulk_len)
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""  # bytes while fed whole, bytearray once appended to
         self._pos = 0
-        self._ready: deque[list[bytes]] = deque()
+        self._ready: list[list[bytes]] = []
+        self._head = 0  # next request of _ready to hand out
         self._error: ProtocolError | None = None
         self._hiredis = hiredis.Reader()
         self._slow_until = 0  # parse with the exact parser up to here (a span hiredis failed)
@@ -204,135 +207,144 @@ class RequestReader:
         self._mb_left = 0  # arguments still to read; 0 = between requests
         self._mb_args: list[bytes] = []
         self._bulk_len = -1  # payload length of the argument being read; -1 = header next
+        # A big argument's payload is collected as chunks, never appended to _buf.
+        self._big: list[bytes] = []
+        self._big_left = 0  # payload bytes still to come
+        self._skip_left = 0  # bytes of the two after the payload still to come
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
+        if self._big_left or self._skip_left:
+            data = self._feed_big(data)
+            if not data:
+                return
+        buf = self._buf
+        pos = self._pos
+        if pos >= len(buf):
+            self._buf = data if type(data) is bytes else bytes(data)
+            self._pos = self._slow_until = 0
+        elif type(buf) is bytearray:
+            buf += data
+        else:
+            grown = bytearray(memoryview(buf)[pos:])
+            grown += data
+            self._buf = grown
+            self._pos = 0
+            self._slow_until = max(0, self._slow_until - pos)
 
     def get_request(self) -> list[bytes] | None:
         """One complete request, or None if more bytes are needed. Raises ProtocolError."""
-        if not self._ready:
+        ready = self._ready
+        if self._head >= len(ready):
+            ready.clear()
+            self._head = 0
             self._parse()
-            if not self._ready:
+            if not ready:
                 if self._error is not None:
                     raise self._error
                 return None
-        return self._ready.popleft()
+        self._head += 1
+        return ready[self._head - 1]
 
     def get_requests(self) -> list[list[bytes]]:
         """All complete requests. Bad bytes raise only once the good requests before them
         have been returned (by this call or an earlier one)."""
         self._parse()
-        if not self._ready:
-            if self._error is not None:
-                raise self._error
-            return []
-        out = list(self._ready)
-        self._ready.clear()
+        out = self._ready
+        if self._head:
+            out = out[self._head :]
+            self._head = 0
+        self._ready = []
+        if not out and self._error is not None:
+            raise self._error
         return out
 
     def buffered_bytes(self) -> int:
-        """Bytes held for requests not yet complete (for client-output/query-buffer stats)."""
-        return len(self._buf) - self._pos + sum(map(len, self._mb_args))
+        """Bytes held for requests not yet complete (for query-buffer stats and limits)."""
+        held = len(self._buf) - self._pos + sum(map(len, self._mb_args))
+        return held + sum(map(len, self._big))
 
     # -- parsing ------------------------------------------------------------------------------
 
     def _parse(self) -> None:
-        buf = self._buf
         if self._error is not None:
             return
+        ready = self._ready
         try:
             while True:
+                buf = self._buf
                 pos = self._pos
                 end = len(buf)
                 if pos >= end:
                     break
-                if not self._mb_left and pos >= self._slow_until and buf[pos] == 42:
+                if buf[pos] == 42 and not self._mb_left and pos >= self._slow_until and self.use_hiredis:
                     if buf.endswith(b"\r\n"):
                         stop = end
                     else:
                         # The last request may be partial: keep it from hiredis.
                         stop = buf.rfind(b"\r\n*", pos) + 2
-                    if stop > pos + 1 and self._fast(pos, stop):
+                    if stop > pos + 1 and self._fast(buf, pos, stop):
                         continue
-                argv = self._slow_one()
+                argv = self._slow_multibulk() if self._mb_left or buf[pos] == 42 else self._slow_inline()
                 if argv is None:
                     break
                 if argv:
-                    self._ready.append(argv)
+                    ready.append(argv)
         except ProtocolError as exc:
             self._error = exc
         # Drop consumed bytes: cheaply when all is consumed, else once a lot piled up.
-        if self._pos:
-            if self._pos >= len(buf):
-                buf.clear()
+        pos = self._pos
+        if pos:
+            buf = self._buf
+            if pos >= len(buf):
+                self._buf = b""
                 self._slow_until = self._pos = 0
-            elif self._pos > 65536:
-                del buf[: self._pos]
-                self._slow_until = max(0, self._slow_until - self._pos)
+            elif pos > 65536 and type(buf) is bytearray:
+                del buf[:pos]
+                self._slow_until = max(0, self._slow_until - pos)
                 self._pos = 0
 
-    def _fast(self, pos: int, stop: int) -> bool:
+    def _fast(self, buf: bytes | bytearray, pos: int, stop: int) -> bool:
         """Parse the span [pos, stop) with hiredis; False (nothing consumed) if not trusted."""
-        buf = self._buf
         if _HIREDIS_UNSAFE.search(buf, pos, stop) is not None:
             self._slow_until = stop
             return False
         reader = self._hiredis
         out: list[list[bytes]] = []
+        append = out.append
         join = b"".join
+        gets = reader.gets
         try:
             reader.feed(buf, pos, stop - pos)  # type: ignore[arg-type]  # any buffer works
-            got = reader.gets()
+            got = gets()
             while got is not False:
                 if type(got) is not list:
                     raise TypeError
                 join(got)  # TypeError unless every argument is bytes
-                out.append(got)
-                got = reader.gets()
+                if got:  # "*0\r\n" is skipped, as Redis does
+                    append(got)
+                got = gets()
             reader.feed(_PROBE)
-            if reader.gets() != []:
+            if gets() != []:
                 raise TypeError
             if stop - pos >= self._span_check_bytes:
                 for argv in out:
-                    if len(argv) > self.max_multibulk_len or (
-                        argv and max(map(len, argv)) > self.max_bulk_len
-                    ):
+                    if len(argv) > self.max_multibulk_len or max(map(len, argv)) > self.max_bulk_len:
                         raise TypeError
         except _HIREDIS_FAILURES:
             self._hiredis = hiredis.Reader()
             self._slow_until = stop
             return False
         self._pos = stop
-        ready = self._ready
-        for argv in out:
-            if argv:  # "*0\r\n" is skipped, as Redis does
-                ready.append(argv)
+        self._ready += out
         return True
-
-    def _slow_one(self) -> list[bytes] | None:
-        """Exact parser: one request (``[]`` = skipped), or None when more bytes are needed."""
-        if self._mb_left or self._buf[self._pos] == 42:
-            return self._slow_multibulk()
-        return self._slow_inline()
-
-    def _line_end(self, char: bytes, limit_error: str) -> int:
-        """Index of ``char`` from pos, as C strchr finds it (a NUL byte hides it); -1 if absent."""
-        buf = self._buf
-        pos = self._pos
-        nl = buf.find(char, pos)
-        if nl >= 0:
-            nul = buf.find(b"\0", pos, nl)
-            if nul < 0:
-                return nl
-        if len(buf) - pos > self.max_inline_len:
-            raise ProtocolError(limit_error)
-        return -1
 
     def _slow_inline(self) -> list[bytes] | None:
         buf = self._buf
         pos = self._pos
-        nl = self._line_end(b"\n", ERR_INLINE_TOO_BIG)
-        if nl < 0:
+        nl = buf.find(b"\n", pos)
+        if nl < 0 or buf.find(b"\0", pos, nl) >= 0:  # C strchr stops at a NUL byte
+            if len(buf) - pos > self.max_inline_len:
+                raise ProtocolError(ERR_INLINE_TOO_BIG)
             return None
         line_end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
         argv = split_args(bytes(buf[pos:line_end]))
@@ -341,14 +353,25 @@ class RequestReader:
         self._pos = nl + 1
         return argv
 
+    def _header_end(self, buf: bytes | bytearray, pos: int, error: str) -> int:
+        """Where a header line starting at pos ends ('\\r'), as Redis finds it; -1 = wait."""
+        cr = buf.find(b"\r", pos)
+        if cr >= 0 and buf.find(b"\0", pos, cr) < 0:  # C strchr stops at a NUL byte
+            # Redis also needs the byte after '\r' (it skips it unseen).
+            return cr if cr + 1 < len(buf) else -1
+        if len(buf) - pos > self.max_inline_len:
+            raise ProtocolError(error)
+        return -1
+
     def _slow_multibulk(self) -> list[bytes] | None:
+        """Exact multibulk parser: a request, ``[]`` (skipped), or None (more bytes needed)."""
         buf = self._buf
+        pos = self._pos
         if not self._mb_left:
-            cr = self._line_end(b"\r", ERR_MBULK_COUNT_TOO_BIG)
-            # Redis needs one byte after the '\r' (it skips it unseen).
-            if cr < 0 or cr + 1 >= len(buf):
+            cr = self._header_end(buf, pos, ERR_MBULK_COUNT_TOO_BIG)
+            if cr < 0:
                 return None
-            count = _string2ll(bytes(buf[self._pos + 1 : cr]))
+            count = _string2ll(bytes(buf[pos + 1 : cr]))
             if count is None or count > self.max_multibulk_len:
                 raise ProtocolError(ERR_MULTIBULK_LEN)
             self._pos = cr + 2
@@ -356,29 +379,92 @@ class RequestReader:
                 return []
             self._mb_left = count
             self._mb_args = []
+            pos = cr + 2
         args = self._mb_args
-        while self._mb_left:
-            pos = self._pos
-            if self._bulk_len < 0:
-                cr = self._line_end(b"\r", ERR_BULK_COUNT_TOO_BIG)
-                if cr < 0 or cr + 1 >= len(buf):
+        left = self._mb_left
+        n = self._bulk_len
+        end = len(buf)
+        find = buf.find
+        copy = type(buf) is bytearray
+        max_bulk = self.max_bulk_len
+        while left:
+            if n < 0:
+                # Common case inline: "$<digits>\r?" with no leading zero and within limits.
+                cr = find(b"\r", pos)
+                h = buf[pos + 1 : cr]
+                if (
+                    pos < cr < end - 1 and buf[pos] == 36 and h.isdigit() and len(h) < 19
+                    and (h[0] != 48 or len(h) == 1) and int(h) <= max_bulk
+                ):
+                    n = int(h)
+                    pos = cr + 2
+                else:
+                    n = self._bulk_header(buf, pos)
+                    if n < 0:
+                        break
+                    pos = find(b"\r", pos) + 2
+            if end - pos < n + 2:
+                if n >= PROTO_MBULK_BIG_ARG:
+                    self._pos = end
+                    self._mb_left = left
+                    self._bulk_len = n
+                    self._start_big(bytes(buf[pos:]), n)
                     return None
-                if buf[pos] != 36:
-                    raise _expected_dollar(buf[pos])
-                n = _string2ll(bytes(buf[pos + 1 : cr]))
-                if n is None or n < 0 or n > self.max_bulk_len:
-                    raise ProtocolError(ERR_BULK_LEN)
-                self._bulk_len = n
-                self._pos = pos = cr + 2
-            n = self._bulk_len
-            if len(buf) - pos < n + 2:
-                return None
-            args.append(bytes(buf[pos : pos + n]))
-            self._pos = pos + n + 2  # the two bytes after the payload are not checked (Redis)
-            self._bulk_len = -1
-            self._mb_left -= 1
+                break
+            args.append(bytes(buf[pos : pos + n]) if copy else buf[pos : pos + n])  # type: ignore[arg-type]
+            pos += n + 2  # the two bytes after the payload are not checked (as Redis)
+            n = -1
+            left -= 1
+        self._pos = pos
+        self._mb_left = left
+        self._bulk_len = n
+        if left:
+            return None
         self._mb_args = []
         return args
+
+    def _bulk_header(self, buf: bytes | bytearray, pos: int) -> int:
+        """The exact path for a bulk header at pos: its length, -1 to wait, or raise."""
+        cr = self._header_end(buf, pos, ERR_BULK_COUNT_TOO_BIG)
+        if cr < 0:
+            return -1
+        if buf[pos] != 36:
+            raise _expected_dollar(buf[pos])
+        n = _string2ll(bytes(buf[pos + 1 : cr]))
+        if n is None or n < 0 or n > self.max_bulk_len:
+            raise ProtocolError(ERR_BULK_LEN)
+        return n
+
+    def _start_big(self, head: bytes, n: int) -> None:
+        self._big = []
+        self._big_left = n
+        self._skip_left = 0
+        self._feed_big(head)
+
+    def _feed_big(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+        """Take a big argument's payload (and the two bytes after it) from data; the rest back."""
+        take = min(len(data), self._big_left)
+        if take:
+            whole = take == len(data) and type(data) is bytes
+            self._big.append(data if whole else bytes(data[:take]))  # type: ignore[arg-type]
+            self._big_left -= take
+            data = data[take:]
+            if self._big_left:
+                return b""
+            big = self._big
+            self._mb_args.append(big[0] if len(big) == 1 else b"".join(big))
+            self._big = []
+            self._skip_left = 2
+        skip = min(len(data), self._skip_left)
+        self._skip_left -= skip
+        if self._skip_left:
+            return b""
+        self._bulk_len = -1
+        self._mb_left -= 1
+        if not self._mb_left:
+            self._ready.append(self._mb_args)
+            self._mb_args = []
+        return data[skip:]
 
 
 # --------------------------------------------------------------------------------------------
@@ -411,8 +497,9 @@ class ReplyFramer:
 
     A frame is ``(type_byte, raw_bytes)``; aggregates come whole, nested ones included. An
     attribute (``|``) at the top level is a frame of its own, the value it annotates the next.
-    Incomplete frames are resumed where the scan stopped and a big bulk's missing bytes are
-    counted, not rescanned, so many small chunks cost linear time.
+    Incomplete frames are resumed where the scan stopped, and data fed meanwhile is only
+    joined once it can complete the frame, so a big bulk in many chunks costs linear time.
+    Garbage raises ``ProtocolError`` once the frames before it have been returned.
     """
 
     def __init__(self) -> None:
@@ -420,12 +507,12 @@ class ReplyFramer:
         self._pos = 0
         self._pending: list[bytes] = []  # data fed while a frame was incomplete
         self._pending_len = 0
-        self._want = 0  # buffered bytes (from pos) needed before a rescan can progress
+        self._want = 0  # bytes (from pos) needed before a rescan can progress
         self._resume: tuple[int, int] | None = None  # (scan offset from pos, items still needed)
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._pos >= len(self._buf) and not self._pending:
-            self._buf = bytes(data)
+            self._buf = data if type(data) is bytes else bytes(data)
             self._pos = 0
             return
         self._pending.append(bytes(data))
@@ -436,14 +523,60 @@ class ReplyFramer:
 
     def _merge(self) -> bool:
         """Join pending data into the buffer if it can complete something; False if not yet."""
-        have = len(self._buf) - self._pos + self._pending_len
-        if have < self._want:
+        if len(self._buf) - self._pos + self._pending_len < self._want:
             return False
         self._buf = b"".join([self._buf[self._pos :], *self._pending])
         self._pos = 0
         self._pending = []
         self._pending_len = 0
         return True
+
+    def frames(self) -> list[tuple[int, bytes]]:
+        """All complete frames now buffered."""
+        out: list[tuple[int, bytes]] = []
+        if self._pending and not self._merge():
+            return out
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        find = buf.find
+        kinds = _FRAME_KIND
+        # Single-item frames inline: the proxy's hot path (+OK, $3 bar, :1 ...).
+        while pos < end and self._resume is None:
+            t = buf[pos]
+            kind = kinds.get(t)
+            if kind == _LINE:
+                e = find(b"\r\n", pos + 1)
+                if e < 0:
+                    break
+                e += 2
+            elif kind == _BULK:
+                e = find(b"\r\n", pos + 1)
+                if e < 0:
+                    break
+                h = buf[pos + 1 : e]
+                if h.isdigit():
+                    e += int(h) + 4
+                elif h == b"-1":
+                    e += 2
+                else:
+                    break  # next_frame raises
+                if e > end:
+                    break
+            else:
+                break
+            out.append((t, buf[pos:e]))
+            pos = e
+        self._pos = pos
+        if out:
+            self._want = 0
+        try:
+            while (frame := self.next_frame()) is not None:
+                out.append(frame)
+        except ProtocolError:
+            if not out:
+                raise
+        return out
 
     def next_frame(self) -> tuple[int, bytes] | None:
         """One complete frame, or None if more bytes are needed. Raises ProtocolError."""
@@ -455,37 +588,21 @@ class ReplyFramer:
         if pos >= end:
             return None
         t = buf[pos]
-        kind = _FRAME_KIND.get(t)
-        if kind is None:
-            raise ProtocolError(f"Protocol error: invalid reply type byte {chr(t)!r}")
-        if self._resume is None:
-            # Single-item frames without the general scan: the proxy's hot path.
-            if kind == _LINE:
-                e = buf.find(b"\r\n", pos + 1)
-                if e < 0:
-                    self._want = end - pos + 1
-                    return None
-                self._pos = e + 2
-                self._want = 0
-                return t, buf[pos : e + 2]
-            if kind == _BULK:
-                e = buf.find(b"\r\n", pos + 1)
-                if e < 0:
-                    self._want = end - pos + 1
-                    return None
-                n = _frame_len(buf, pos + 1, e)
-                stop = e + 2 if n < 0 else e + n + 4
-                if stop > end:
-                    self._want = stop - pos
-                    return None
-                self._pos = stop
-                self._want = 0
-                return t, buf[pos:stop]
-            p, need = pos, 1
-        else:
+        if self._resume is not None:
             off, need = self._resume
             p = pos + off
-        p, need = self._scan(buf, p, need, end, top=p == pos)
+        else:
+            kind = _FRAME_KIND.get(t)
+            if kind is None:
+                raise ProtocolError(f"Protocol error: invalid reply type byte {chr(t)!r}")
+            p, need = pos, 1
+            if kind == _ATTR:  # at the top level an attribute is a frame of its own
+                e = buf.find(b"\r\n", pos + 1)
+                if e < 0:
+                    self._want = end - pos + 1
+                    return None
+                p, need = e + 2, 2 * _frame_len(buf, pos + 1, e)
+        p, need = self._scan(buf, p, need, end)
         if need:
             self._resume = (p - pos, need)
             return None
@@ -494,51 +611,50 @@ class ReplyFramer:
         self._pos = p
         return t, buf[pos:p]
 
-    def _scan(self, buf: bytes, p: int, need: int, end: int, top: bool) -> tuple[int, int]:
+    def _scan(self, buf: bytes, p: int, need: int, end: int) -> tuple[int, int]:
         """Advance over ``need`` items from ``p``; returns where it stopped and what is left."""
         kinds = _FRAME_KIND
+        find = buf.find
         while need:
             if p >= end:
-                self._want = end - self._pos + 1
-                return p, need
+                break
             kind = kinds.get(buf[p])
             if kind is None:
                 raise ProtocolError(f"Protocol error: invalid reply type byte {chr(buf[p])!r}")
-            e = buf.find(b"\r\n", p + 1)
+            e = find(b"\r\n", p + 1)
             if e < 0:
-                self._want = end - self._pos + 1
-                return p, need
+                break
             if kind == _LINE:
                 p = e + 2
                 need -= 1
-                top = False
                 continue
-            n = _frame_len(buf, p + 1, e)
+            h = buf[p + 1 : e]
+            if h.isdigit():
+                n = int(h)
+            elif h == b"-1":
+                n = -1
+            else:
+                raise ProtocolError(f"Protocol error: bad length {h[:32]!r} in reply")
             if kind == _BULK:
-                stop = e + 2 if n < 0 else e + n + 4
+                stop = e + n + 4 if n >= 0 else e + 2
                 if stop > end:
                     self._want = stop - self._pos
                     return p, need
                 p = stop
                 need -= 1
-            elif kind == _ATTR and not top:
-                # An attribute annotates the next item and does not fill a slot itself.
+            elif kind == _AGG:
                 p = e + 2
-                need += 2 * max(n, 0)
-            else:
+                need += n - 1 if n > 0 else -1
+            elif kind == _MAP:
                 p = e + 2
-                need += max(n, 0) * (1 if kind == _AGG else 2) - 1
-            top = False
+                need += 2 * n - 1 if n > 0 else -1
+            else:  # an attribute annotates the next item and does not fill a slot itself
+                p = e + 2
+                need += 2 * n if n > 0 else 0
+        else:
+            return p, 0
+        self._want = end - self._pos + 1
         return p, need
-
-    def frames(self) -> list[tuple[int, bytes]]:
-        """All complete frames now buffered."""
-        out = []
-        frame = self.next_frame()
-        while frame is not None:
-            out.append(frame)
-            frame = self.next_frame()
-        return out
 
 
 # --------------------------------------------------------------------------------------------
