@@ -24,6 +24,7 @@ import logging
 import math
 import re
 import signal
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,79 +168,107 @@ class Key:
     ``path``: dotted YAML path. ``check``: raw YAML value -> typed value (raises ``_Bad``).
     ``fields``: the attributes it fills (on ``ProxySettings``, or ``Config``'s own
     ``metrics_listen``/``log_level``); ``convert``: typed value -> one value per field (e.g.
-    seconds -> ms). ``reload``: a running proxy takes a new value on SIGHUP (False: the change
-    waits for a restart). ``default``: the default as written in YAML (for the example file and
-    docs; a test checks it parses to the code's default). ``doc``: one sentence or two.
+    seconds -> ms); ``show``: the fields' values -> YAML text (for --check-config, the example
+    file and the docs; defaults are always the code's, never restated here). ``reload``: a
+    running proxy takes a new value on SIGHUP (False: the change waits for a restart).
     """
 
     path: str
     check: Callable[[object], Any]
     fields: tuple[str, ...]
     reload: bool
-    default: str
     doc: str
     convert: Callable[[Any], tuple[Any, ...]] = lambda v: (v,)
+    show: Callable[[tuple[Any, ...]], str] = lambda vs: str(vs[0])
+
+
+def _addr(a: tuple[str, int]) -> str:
+    return f"[{a[0]}]:{a[1]}" if ":" in a[0] else f"{a[0]}:{a[1]}"
 
 
 def _to_ms(seconds: float) -> tuple[int]:
     return (round(seconds * 1000),)
 
 
+def _show_ms(vs: tuple[Any, ...]) -> str:
+    ms = vs[0]
+    return f'"{ms // 1000}s"' if ms >= 1000 and ms % 1000 == 0 else f'"{ms}ms"'
+
+
 def _pair(v: tuple[str, int]) -> tuple[str, int]:
     return v
+
+
+def _show_pair(vs: tuple[Any, ...]) -> str:
+    return f'"{_addr((vs[0], vs[1]))}"'
 
 
 def _as_list(v: tuple[tuple[str, int], ...]) -> tuple[list[tuple[str, int]]]:
     return (list(v),)
 
 
+def _show_list(vs: tuple[Any, ...]) -> str:
+    return "[" + ", ".join(f'"{_addr(a)}"' for a in vs[0]) + "]"
+
+
+def _show_optional(vs: tuple[Any, ...]) -> str:
+    return "null" if vs[0] is None else f'"{_addr(vs[0])}"'
+
+
+def _ms_key(path: str, check: Callable[[object], float], field: str, reload: bool, doc: str) -> Key:
+    return Key(path, check, (field,), reload, doc, _to_ms, _show_ms)
+
+
 SCHEMA: tuple[Key, ...] = (
-    Key("listen", host_port, ("listen_host", "listen_port"), False, '"127.0.0.1:7777"',
-        "Address clients connect to.", _pair),
-    Key("seeds", host_port_list, ("seeds",), True, "[]  # required",
-        "Cluster nodes to learn the topology from; one reachable seed is enough.", _as_list),
-    Key("log_level", choice(*LOG_LEVELS), ("log_level",), True, "info",
+    Key("listen", host_port, ("listen_host", "listen_port"), False,
+        "Address clients connect to.", _pair, _show_pair),
+    Key("seeds", host_port_list, ("seeds",), True,
+        "Cluster nodes to learn the topology from; one reachable seed is enough.", _as_list,
+        _show_list),
+    Key("log_level", choice(*LOG_LEVELS), ("log_level",), True,
         "One of debug, info, warning, error, critical."),
-    Key("metrics.listen", optional(host_port), ("metrics_listen",), False, "null",
-        'HTTP endpoint for /metrics and /healthz, e.g. "127.0.0.1:9716"; null: off.'),
+    Key("metrics.listen", optional(host_port), ("metrics_listen",), False,
+        'HTTP endpoint for /metrics and /healthz, e.g. "127.0.0.1:9716"; null: off.',
+        show=_show_optional),
     Key("backend.connections_per_node", integer(1, 64), ("backend_connections_per_node",), False,
-        "1", "Pipelined connections the proxy keeps to each cluster node."),
-    Key("backend.connect_timeout", duration_s(0.001), ("connect_timeout_ms",), True, '"1s"',
-        "Time allowed to open a connection to a node.", _to_ms),
-    Key("backend.command_timeout", duration_s(0.001), ("command_timeout_ms",), True, '"5s"',
-        "A node connection whose oldest request waits longer than this is declared dead; its "
-        "in-flight writes get the unknown-fate error. Blocking commands are exempt.", _to_ms),
-    Key("backend.reconnect_backoff_min", duration_s(0.001), ("reconnect_backoff_min_ms",), True,
-        '"10ms"', "First wait before reconnecting to a node; doubles up to the maximum.", _to_ms),
-    Key("backend.reconnect_backoff_max", duration_s(0.001), ("reconnect_backoff_max_ms",), True,
-        '"1s"', "Longest wait between reconnection attempts.", _to_ms),
-    Key("redirects.max", integer(1, 1000), ("max_redirects",), True, "16",
+        "Pipelined connections the proxy keeps to each cluster node."),
+    _ms_key("backend.connect_timeout", duration_s(0.001), "connect_timeout_ms", True,
+            "Time allowed to open a connection to a node."),
+    _ms_key("backend.command_timeout", duration_s(0.001), "command_timeout_ms", True,
+            "A node connection whose oldest request waits longer than this is declared dead; "
+            "its in-flight writes get the unknown-fate error. Blocking commands are exempt. "
+            "A new value applies to node connections opened after the reload."),
+    _ms_key("backend.reconnect_backoff_min", duration_s(0.001), "reconnect_backoff_min_ms", True,
+            "First wait before reconnecting to a node; doubles up to the maximum."),
+    _ms_key("backend.reconnect_backoff_max", duration_s(0.001), "reconnect_backoff_max_ms", True,
+            "Longest wait between reconnection attempts."),
+    Key("redirects.max", integer(1, 1000), ("max_redirects",), True,
         "MOVED/ASK redirects followed for one request before it fails."),
-    Key("retry.deadline", duration_s(0.001), ("retry_deadline_ms",), True, '"10s"',
-        "How long one request may keep retrying (CLUSTERDOWN, TRYAGAIN, lost connections, "
-        "unserved slots) before its error is returned; longer than a typical failover.", _to_ms),
-    Key("retry.backoff_min", duration_s(0.001), ("retry_backoff_min_ms",), True, '"10ms"',
-        "First wait between retries; doubles up to the maximum.", _to_ms),
-    Key("retry.backoff_max", duration_s(0.001), ("retry_backoff_max_ms",), True, '"500ms"',
-        "Longest wait between retries.", _to_ms),
-    Key("topology.refresh_interval", duration_s(0.01), ("topology_refresh_interval_ms",), True,
-        '"5s"', "Periodic slot-map refresh.", _to_ms),
-    Key("topology.refresh_min_gap", duration_s(zero_ok=True), ("topology_refresh_min_gap_ms",),
-        True, '"100ms"',
-        "MOVED storms and dying connections trigger at most one refresh per gap.", _to_ms),
-    Key("clients.max_clients", integer(1), ("max_clients",), True, "10000",
+    _ms_key("retry.deadline", duration_s(0.001), "retry_deadline_ms", True,
+            "How long one request may keep retrying (CLUSTERDOWN, TRYAGAIN, lost connections, "
+            "unserved slots) before its error is returned; longer than a typical failover."),
+    _ms_key("retry.backoff_min", duration_s(0.001), "retry_backoff_min_ms", True,
+            "First wait between retries; doubles up to the maximum."),
+    _ms_key("retry.backoff_max", duration_s(0.001), "retry_backoff_max_ms", True,
+            "Longest wait between retries."),
+    _ms_key("topology.refresh_interval", duration_s(0.01), "topology_refresh_interval_ms", True,
+            "Periodic slot-map refresh."),
+    _ms_key("topology.refresh_min_gap", duration_s(zero_ok=True), "topology_refresh_min_gap_ms",
+            True, "MOVED storms and dying connections trigger at most one refresh per gap."),
+    Key("clients.max_clients", integer(1), ("max_clients",), True,
         "Further connections get -ERR max number of clients reached and are closed."),
-    Key("clients.max_pipeline_depth", integer(1), ("max_pipeline_depth",), True, "1000",
-        "Replies a client may have outstanding before the proxy stops reading its socket."),
+    Key("clients.max_pipeline_depth", integer(1), ("max_pipeline_depth",), True,
+        "Replies a client may have outstanding before the proxy stops reading its socket. "
+        "Client limits apply to connections accepted after a reload."),
     Key("clients.max_bulk_bytes", integer(1, 512 * 1024 * 1024), ("max_bulk_len",), True,
-        "536870912", "Largest bulk string a client may send, in bytes (as Redis: 512 MiB)."),
-    Key("clients.max_inline_bytes", integer(1), ("max_inline_len",), True, "65536",
+        "Largest bulk string a client may send, in bytes (as Redis: 512 MiB)."),
+    Key("clients.max_inline_bytes", integer(1), ("max_inline_len",), True,
         "Longest inline (telnet-style) command line, in bytes."),
-    Key("clients.max_multibulk_len", integer(1), ("max_multibulk_len",), True, "1048576",
+    Key("clients.max_multibulk_len", integer(1, 2**31 - 1), ("max_multibulk_len",), True,
         "Most arguments in one command."),
-    Key("shutdown.grace", duration_s(zero_ok=True), ("shutdown_grace_ms",), True, '"5s"',
-        "On SIGTERM/SIGINT: how long in-flight requests may finish before connections close.",
-        _to_ms),
+    _ms_key("shutdown.grace", duration_s(zero_ok=True), "shutdown_grace_ms", True,
+            "On SIGTERM/SIGINT: how long in-flight requests may finish before connections "
+            "close."),
 )
 KEYS: dict[str, Key] = {k.path: k for k in SCHEMA}
 SECTIONS = frozenset(k.path.rpartition(".")[0] for k in SCHEMA if "." in k.path)
@@ -434,26 +463,52 @@ def config_from_args(ns: argparse.Namespace) -> Config:
 
 
 def describe(config: Config) -> str:
-    """The effective configuration as YAML-ish ``key: value`` lines (for --check-config)."""
-    lines = []
+    """The effective configuration as ``key: value`` lines in the file's syntax."""
+    return "\n".join(f"{k.path}: {k.show(tuple(config.value(f) for f in k.fields))}" for k in SCHEMA)
+
+
+EXAMPLE_HEADER = """\
+# slotgate proxy configuration: every key, set to its default.
+#
+#   slotgate-proxy --config config.example.yaml
+#   slotgate-proxy --config config.example.yaml --check-config   # validate, print, exit
+#
+# Durations are strings with a unit: "250ms", "2s", "1.5s", "1m" (a bare number is an error).
+# Sizes are whole numbers of bytes. Unknown keys are errors. Flags (--listen, --seed,
+# --metrics, --log-level) override this file. On SIGHUP the proxy re-reads the file and applies
+# every key marked [reload] without dropping clients; keys marked [restart] keep their running
+# value until the proxy restarts (a warning says so). Reference: docs/CONFIG.md.
+# (Generated by proxy.config.example_yaml().)
+"""
+EXAMPLE_SEEDS = ("127.0.0.1", 7000)
+
+
+def example_yaml() -> str:
+    """config.example.yaml: every key with its doc and the code's default."""
+    defaults = Config(proxy=ProxySettings(seeds=[EXAMPLE_SEEDS]))
+    out = [EXAMPLE_HEADER.rstrip("\n")]
+    section = None
     for key in SCHEMA:
-        values = [config.value(f) for f in key.fields]
-        if key.fields[0].endswith("_ms"):
-            text = f'"{values[0]}ms"'
-        elif key.path == "listen":
-            text = f'"{_addr(tuple(values))}"'
-        elif key.path == "seeds":
-            text = "[" + ", ".join(f'"{_addr(a)}"' for a in values[0]) + "]"
-        elif key.path == "metrics.listen":
-            text = f'"{_addr(values[0])}"' if values[0] else "null"
-        else:
-            text = str(values[0])
-        lines.append(f"{key.path}: {text}")
-    return "\n".join(lines)
+        sec, _, name = key.path.rpartition(".")
+        if sec != section:
+            out.append("")
+            if sec:
+                out.append(f"{sec}:")
+            section = sec
+        indent = "  " if sec else ""
+        tag = "[reload]" if key.reload else "[restart]"
+        doc = key.doc + (" Required: no default." if key.path == "seeds" else "")
+        out += [f"{indent}# {line}" for line in textwrap.wrap(f"{tag} {doc}", 96 - len(indent))]
+        out.append(f"{indent}{name}: {key.show(tuple(defaults.value(f) for f in key.fields))}")
+    return "\n".join(out) + "\n"
 
 
-def _addr(a: tuple[str, int]) -> str:
-    return f"[{a[0]}]:{a[1]}" if ":" in a[0] else f"{a[0]}:{a[1]}"
+def default_text(key: Key) -> str:
+    """The key's default in the file's syntax (``required`` for seeds)."""
+    if key.path == "seeds":
+        return "required"
+    defaults = Config(proxy=ProxySettings())
+    return key.show(tuple(defaults.value(f) for f in key.fields))
 
 
 # -- reload -----------------------------------------------------------------------------------
