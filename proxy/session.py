@@ -88,7 +88,8 @@ class Session:
         self._writer_wakeup = trio.Event()
         self._progress = trio.Event()  # set whenever replies were flushed
         self.quit = False
-        self._read_scope = trio.CancelScope()
+        self._stopping = False
+        self._recv_scope: trio.CancelScope | None = None
         # Transactions (see pinned.py).
         self.multi: list[list[bytes]] | None = None
         self.multi_dirty = False
@@ -142,7 +143,10 @@ class Session:
 
     # --- reading and dispatch ----------------------------------------------------------------
     def stop_reading(self) -> None:
-        self._read_scope.cancel()
+        """Read no more requests (shutdown); requests already read still get their replies."""
+        self._stopping = True
+        if self._recv_scope is not None:
+            self._recv_scope.cancel()
 
     async def run(self) -> None:
         self.metrics.client_connected()
@@ -178,30 +182,36 @@ class Session:
         reader = RequestReader(max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
                                max_multibulk_len=s.max_multibulk_len)
         depth = s.max_pipeline_depth
-        with self._read_scope:
-            while True:
+        while not self._stopping:
+            # Only waiting for input is cancelled by stop_reading(); a request being
+            # dispatched (a blocking command, a transaction) runs to its end.
+            data = b""
+            with trio.CancelScope() as self._recv_scope:
                 while len(self.slots) >= depth:
                     self._progress = trio.Event()
                     await self._progress.wait()
                 data = await self.stream.receive_some(RECV_BUFFER_BYTES)
                 if not data:
                     return True
-                reader.feed(data)
-                while True:
-                    try:
-                        requests = reader.get_requests()
-                    except ProtocolError as exc:
-                        self.metrics.protocol_error()
-                        self.reply("protocol_error", error_frame(str(exc)))
+            self._recv_scope = None
+            if not data:
+                break
+            reader.feed(data)
+            while True:
+                try:
+                    requests = reader.get_requests()
+                except ProtocolError as exc:
+                    self.metrics.protocol_error()
+                    self.reply("protocol_error", error_frame(str(exc)))
+                    return False
+                if not requests:
+                    break
+                for argv in requests:
+                    pending = self.dispatch(argv)
+                    if pending is not None:
+                        await pending
+                    if self.quit:
                         return False
-                    if not requests:
-                        break
-                    for argv in requests:
-                        pending = self.dispatch(argv)
-                        if pending is not None:
-                            await pending
-                        if self.quit:
-                            return False
         return False
 
     def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:

@@ -53,7 +53,8 @@ class ProxySettings:
     max_pipeline_depth: int = 1000
     max_bulk_len: int = 512 * 1024 * 1024
     max_inline_len: int = 64 * 1024
-    max_multibulk_len: int = 1024 * 1024
+    # Redis accepts up to INT_MAX elements in a request (memory is bounded by what arrives).
+    max_multibulk_len: int = 2**31 - 1
 
     # Shutdown.
     shutdown_grace_ms: int = 5000

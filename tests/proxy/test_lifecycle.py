@@ -1,0 +1,92 @@
+"""Proxy processes of their own: lost connections with unknown write fate, and shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from protocol.resp import encode_command
+from protocol.slots import key_slot
+from tests.conftest import ClusterBackend
+from tests.proxy.rawclient import RawClient
+from tests.proxy.test_redirects import slot_owner
+from tests.support import slotgate_proxy
+
+
+def test_write_with_unknown_fate_gets_an_error_and_reads_are_retried(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text('backend:\n  command_timeout: "300ms"\n')
+    proxy = slotgate_proxy(tmp_path, cluster_backend.ports, ["--config", str(config)]).start()
+    key = f"fate{uuid.uuid4().hex[:6]}"
+    owner = slot_owner(cluster_backend, key_slot(key.encode()))
+    try:
+        with RawClient(proxy.port) as writer, RawClient(proxy.port) as reader:
+            assert writer.call("SET", key, "before") == b"+OK\r\n"
+            os.kill(owner.pid, signal.SIGSTOP)
+            try:
+                writer.send(encode_command("SET", key, "after"))
+                time.sleep(0.05)
+                reader.send(encode_command("GET", key))
+                write_reply = writer.read_frames(1)[0]
+                assert write_reply == (
+                    f"-ERR slotgate: connection to 127.0.0.1:{owner.port} lost; "
+                    "write may or may not have been applied\r\n").encode()
+                time.sleep(0.5)
+            finally:
+                os.kill(owner.pid, signal.SIGCONT)
+            # The read was retried on a new connection until the node answered again.
+            assert reader.read_frames(1)[0] in (b"$6\r\nbefore\r\n", b"$5\r\nafter\r\n")
+            info = proxy.client().info("proxy")
+            assert info["unknown_fate_writes"] == 1
+            assert writer.call("DEL", key) == b":1\r\n"
+    finally:
+        proxy.stop()
+
+
+def test_sigterm_finishes_in_flight_requests_then_exits(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    proxy = slotgate_proxy(tmp_path, cluster_backend.ports[:1]).start()
+    q = f"q{uuid.uuid4().hex[:6]}"
+    try:
+        with RawClient(proxy.port) as c:
+            assert c.call("PING") == b"+PONG\r\n"
+            c.send(encode_command("BLPOP", q, "1.5"))
+            time.sleep(0.3)
+            started = time.monotonic()
+            os.kill(proxy.pid, signal.SIGTERM)
+            time.sleep(0.2)
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
+            # The in-flight blocking command still gets its (timeout) reply, then the close.
+            assert c.read_until_closed() == b"*-1\r\n"
+            assert time.monotonic() - started > 1.0
+        assert proxy.proc is not None
+        assert proxy.proc.wait(10) == 0
+    finally:
+        proxy.stop()
+
+
+def test_starts_with_some_seeds_down_and_serves(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    from tests.support import free_port
+
+    dead = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    proxy = slotgate_proxy(tmp_path, [*dead, cluster_backend.ports[-1]]).start()
+    try:
+        r = proxy.client()
+        keys = [f"seed{uuid.uuid4().hex[:6]}:{i}" for i in range(30)]
+        assert r.mset({k: "1" for k in keys}) is True
+        assert r.delete(*keys) == 30
+        assert r.info("proxy")["cluster_slots_covered"] == 16384
+    finally:
+        proxy.stop()
