@@ -115,6 +115,7 @@ MODULES = [
     "node.commands.transactions",
     "node.commands.dump", "node.commands.pubsub",
     "node.commands.lists",
+    "node.commands.hashes",
 ]
 
 

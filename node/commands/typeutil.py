@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from node.commands.util import LONG_MAX, parse_int
-from node.errors import NOT_INTEGER, TIMEOUT_NEGATIVE, TIMEOUT_NOT_FLOAT, CommandError
+from node.errors import NOT_INTEGER, SYNTAX, TIMEOUT_NEGATIVE, TIMEOUT_NOT_FLOAT, CommandError
+from node.glob import compile_glob
 
 MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 NUMKEYS_POSITIVE = "ERR numkeys should be greater than 0"
@@ -33,7 +37,7 @@ def parse_range(arg: bytes, lo: int, hi: int, err: str | None = None) -> int:
     except CommandError:
         raise CommandError(err or NOT_INTEGER) from None
     if not lo <= n <= hi:
-        raise CommandError(err or f"ERR value is out of range, must be between {lo} and {hi}")
+        raise CommandError(err or f"ERR value is out of range, value must between {lo} and {hi}")
     return n
 
 
@@ -89,3 +93,76 @@ def xor_digest(digest: bytearray, data: bytes) -> None:
 def mix_digest(digest: bytearray, data: bytes) -> None:
     xor_digest(digest, data)
     digest[:] = _sha1(bytes(digest))
+
+
+# --- HSCAN / SSCAN / ZSCAN -----------------------------------------------------------------
+
+INVALID_CURSOR = "ERR invalid cursor"
+EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
+_SNAPSHOT_LIMIT = 64
+_snapshots: OrderedDict[int, list[Any]] = OrderedDict()
+_next_snapshot = [1]
+
+
+def parse_cursor(arg: bytes) -> int:
+    """parseScanCursorOrReply (strtoul): optional sign, decimal digits, unsigned 64-bit; a
+    negative number wraps like strtoul's, and an empty argument is cursor 0."""
+    if not arg:
+        return 0
+    digits = arg[1:] if arg[:1] in (b"+", b"-") else arg
+    if not digits.isdigit():
+        raise CommandError(INVALID_CURSOR)
+    n = int(digits)
+    if n > 2**64 - 1:
+        raise CommandError(INVALID_CURSOR)
+    return (2**64 - n) % 2**64 if arg[:1] == b"-" else n
+
+
+def parse_scan_opts(argv: list[bytes], start: int) -> tuple[int, Callable[[bytes], Any] | None]:
+    """``[MATCH pattern] [COUNT n]`` of a collection SCAN -> (count, match function or None)."""
+    count = 10
+    pattern: bytes | None = None
+    i = start
+    n = len(argv)
+    while i < n:
+        opt = argv[i].lower()
+        if opt == b"count" and i + 1 < n:
+            count = parse_int(argv[i + 1])
+            if count < 1:
+                raise CommandError(SYNTAX)
+        elif opt == b"match" and i + 1 < n:
+            pattern = argv[i + 1]
+        else:
+            raise CommandError(SYNTAX)
+        i += 2
+    if pattern is None or pattern == b"*":
+        return count, None
+    return count, compile_glob(pattern).fullmatch
+
+
+def scan_snapshot(cursor: int, count: int, items_of: Callable[[], list[Any]]) -> tuple[int, list[Any]]:
+    """A page of a large collection: cursor 0 snapshots the items, so every item present
+    during the whole scan is returned (exactly once). Returns (next cursor, page)."""
+    snap_id, pos = cursor >> 32, cursor & 0xFFFFFFFF
+    snap = _snapshots.get(snap_id) if cursor else None
+    if snap is None:
+        snap_id = _next_snapshot[0]
+        _next_snapshot[0] = snap_id % 0xFFFFFFF + 1
+        snap = items_of()
+        pos = 0
+        _snapshots[snap_id] = snap
+        while len(_snapshots) > _SNAPSHOT_LIMIT:
+            _snapshots.popitem(last=False)
+    else:
+        _snapshots.move_to_end(snap_id)
+    page = snap[pos : pos + count]
+    nxt = pos + len(page)
+    if nxt >= len(snap):
+        _snapshots.pop(snap_id, None)
+        return 0, page
+    return (snap_id << 32) | nxt, page
+
+
+def scan_reply(cursor: int, flat: list[bytes]) -> bytes:
+    cur = b"%d" % cursor
+    return b"*2\r\n$%d\r\n%s\r\n%s" % (len(cur), cur, bulks(flat))

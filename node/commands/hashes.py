@@ -1,0 +1,426 @@
+"""Hash commands: HSET HSETNX HGET HMSET HMGET HDEL HLEN HSTRLEN HEXISTS HKEYS HVALS HGETALL
+HINCRBY HINCRBYFLOAT HRANDFIELD HSCAN.
+
+A hash is an ``RHash`` (a ``dict`` subclass, insertion ordered like Redis' listpack). ``ht``
+records whether Redis would have converted it to a hashtable (more than
+``hash-max-listpack-entries`` fields, or a field/value longer than
+``hash-max-listpack-value``); like Redis the conversion is one-way. While small, field order,
+HSCAN (everything in one call, cursor 0) and OBJECT ENCODING match Redis exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from node.commands.registry import command
+from node.commands.replies import EMPTY_ARRAY, ONE, OK, ZERO
+from node.commands.typeutil import (
+    EMPTY_SCAN,
+    bulks,
+    mix_digest,
+    parse_cursor,
+    parse_range,
+    parse_scan_opts,
+    scan_reply,
+    scan_snapshot,
+    xor_digest,
+)
+from node.commands.util import LONG_MAX, LONG_MIN, parse_int
+from node.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE, CommandError
+from node.keyspace import NOTIFY_GENERIC, NOTIFY_HASH, register_type
+from protocol.resp import format_long_double, to_long_double
+
+if TYPE_CHECKING:
+    from node.client import Client
+    from node.keyspace import Database
+
+HASH_NOT_INTEGER = "ERR hash value is not an integer"
+HASH_NOT_FLOAT = "ERR hash value is not a float"
+NAN_OR_INF = "ERR value is NaN or Infinity"
+WOULD_BE_NAN_OR_INF = "ERR increment would produce NaN or Infinity"
+OUT_OF_RANGE = "ERR value is out of range"
+
+# hash-max-listpack-entries / -value, refreshed from the config by every write
+LIMITS = {"entries": 512, "value": 64}
+
+
+class RHash(dict):  # type: ignore[type-arg]
+    """A hash value; ``ht`` is True once Redis would use the hashtable encoding."""
+
+    __slots__ = ("ht",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.ht = False
+
+
+def _limits(c: Client) -> tuple[int, int]:
+    values = c.server.config.values
+    e = LIMITS["entries"] = values["hash-max-listpack-entries"]
+    v = LIMITS["value"] = values["hash-max-listpack-value"]
+    return e, v
+
+
+def _check_lengths(h: RHash, args: list[bytes], max_value: int) -> None:
+    """hashTypeTryConversion: any field or value longer than the limit converts."""
+    if not h.ht:
+        for a in args:
+            if len(a) > max_value:
+                h.ht = True
+                return
+
+
+def _copy(h: RHash) -> RHash:
+    n = RHash(h)
+    n.ht = h.ht
+    return n
+
+
+def _digest(h: RHash) -> bytes:
+    d = bytearray(20)
+    for f, v in h.items():
+        e = bytearray(20)
+        mix_digest(e, f)
+        mix_digest(e, v)
+        xor_digest(d, bytes(e))
+    return bytes(d)
+
+
+register_type(RHash, b"hash", lambda h: b"hashtable" if h.ht else b"listpack", _digest, _copy)
+
+
+def _from_rdb(d: dict[bytes, bytes]) -> RHash:
+    h = RHash(d)
+    h.ht = len(h) > LIMITS["entries"] or any(
+        len(k) > LIMITS["value"] or len(v) > LIMITS["value"] for k, v in h.items())
+    return h
+
+
+def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[..., object]]]:
+    """DUMP/RESTORE: a hash travels as ``dict[bytes, bytes]``."""
+    return [(RHash, "hash", dict, _from_rdb)]
+
+
+def _get(db: Database, key: bytes) -> RHash | None:
+    v = db.lookup(key)
+    if v is not None and type(v) is not RHash:
+        raise CommandError(WRONGTYPE)
+    return v
+
+
+def _get_read(db: Database, key: bytes) -> RHash | None:
+    v = db.lookup_read(key)
+    if v is not None and type(v) is not RHash:
+        raise CommandError(WRONGTYPE)
+    return v
+
+
+def _get_or_create(c: Client, key: bytes) -> RHash:
+    db = c.db
+    h = db.lookup(key)
+    if h is None:
+        h = RHash()
+        db.set(key, h)
+    elif type(h) is not RHash:
+        raise CommandError(WRONGTYPE)
+    return h
+
+
+def _wrong_args(argv: list[bytes]) -> CommandError:
+    name = argv[0].decode("utf-8", "replace").lower()
+    return CommandError(f"ERR wrong number of arguments for '{name}' command")
+
+
+def _bulk(x: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(x), x)
+
+
+# --- writes ---------------------------------------------------------------------------------
+
+
+def _hset(c: Client, argv: list[bytes]) -> int:
+    n = len(argv)
+    if n % 2:
+        raise _wrong_args(argv)
+    db = c.db
+    key = argv[1]
+    h = db.lookup(key)
+    if h is None:
+        h = RHash()
+        created = True
+    elif type(h) is RHash:
+        created = False
+    else:
+        raise CommandError(WRONGTYPE)
+    max_entries, max_value = _limits(c)
+    _check_lengths(h, argv[2:], max_value)
+    before = len(h)
+    for i in range(2, n, 2):
+        h[argv[i]] = argv[i + 1]
+    if len(h) > max_entries:
+        h.ht = True
+    if created:
+        db.set(key, h)
+    else:
+        db.modified(key)
+    db.notify(NOTIFY_HASH, b"hset", key)
+    c.ks.dirty += (n - 2) // 2
+    return len(h) - before
+
+
+@command("hset")
+def hset(c: Client, argv: list[bytes]) -> bytes:
+    return b":%d\r\n" % _hset(c, argv)
+
+
+@command("hmset")
+def hmset(c: Client, argv: list[bytes]) -> bytes:
+    _hset(c, argv)
+    return OK
+
+
+@command("hsetnx")
+def hsetnx(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_or_create(c, argv[1])
+    max_entries, max_value = _limits(c)
+    _check_lengths(h, argv[2:4], max_value)
+    if argv[2] in h:
+        return ZERO
+    h[argv[2]] = argv[3]
+    if len(h) > max_entries:
+        h.ht = True
+    db = c.db
+    db.modified(argv[1])
+    db.notify(NOTIFY_HASH, b"hset", argv[1])
+    c.ks.dirty += 1
+    return ONE
+
+
+@command("hdel")
+def hdel(c: Client, argv: list[bytes]) -> bytes:
+    db = c.db
+    key = argv[1]
+    h = _get(db, key)
+    if h is None:
+        return ZERO
+    deleted = 0
+    for f in argv[2:]:
+        if h.pop(f, None) is not None:
+            deleted += 1
+            if not h:
+                break
+    if deleted:
+        db.modified(key)
+        db.notify(NOTIFY_HASH, b"hdel", key)
+        if not h:
+            db.delete(key)
+            db.notify(NOTIFY_GENERIC, b"del", key)
+        c.ks.dirty += deleted
+    return b":%d\r\n" % deleted
+
+
+@command("hincrby")
+def hincrby(c: Client, argv: list[bytes]) -> bytes:
+    incr = parse_int(argv[3])
+    key, field = argv[1], argv[2]
+    h = _get_or_create(c, key)
+    old = h.get(field)
+    if old is None:
+        cur = 0
+    else:
+        try:
+            cur = parse_int(old)
+        except CommandError:
+            raise CommandError(HASH_NOT_INTEGER) from None
+    new = cur + incr
+    if not LONG_MIN <= new <= LONG_MAX:
+        raise CommandError(OVERFLOW)
+    text = b"%d" % new
+    h[field] = text
+    max_entries, max_value = _limits(c)
+    _check_lengths(h, [field, text], max_value)
+    if len(h) > max_entries:
+        h.ht = True
+    db = c.db
+    db.modified(key)
+    db.notify(NOTIFY_HASH, b"hincrby", key)
+    c.ks.dirty += 1
+    return b":%d\r\n" % new
+
+
+def _long_double(raw: bytes, err: str) -> Fraction | float:
+    """string2ld: the exact long double (a Fraction), or +-inf; CommandError(err) otherwise."""
+    if not raw or raw[:1].isspace() or raw[-1:].isspace() or b"_" in raw or len(raw) > 5000:
+        raise CommandError(err)
+    try:
+        x = float(raw)
+    except ValueError:
+        raise CommandError(err) from None
+    if math.isnan(x):
+        raise CommandError(err)
+    if math.isinf(x):
+        return x
+    return to_long_double(raw)
+
+
+@command("hincrbyfloat")
+def hincrbyfloat(c: Client, argv: list[bytes]) -> bytes:
+    incr = _long_double(argv[3], NOT_FLOAT)
+    if isinstance(incr, float):
+        raise CommandError(NAN_OR_INF)
+    key, field = argv[1], argv[2]
+    h = _get_or_create(c, key)
+    old = h.get(field)
+    cur = _long_double(old, HASH_NOT_FLOAT) if old is not None else Fraction(0)
+    if isinstance(cur, float):
+        raise CommandError(WOULD_BE_NAN_OR_INF)
+    text = format_long_double(cur + incr)
+    h[field] = text
+    max_entries, max_value = _limits(c)
+    _check_lengths(h, [field, text], max_value)
+    if len(h) > max_entries:
+        h.ht = True
+    db = c.db
+    db.modified(key)
+    db.notify(NOTIFY_HASH, b"hincrbyfloat", key)
+    c.ks.dirty += 1
+    c.propagate_as = [[b"HSET", key, field, text]]
+    return _bulk(text)
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+@command("hget")
+def hget(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    if h is None:
+        return c.null_bulk
+    v = h.get(argv[2])
+    return c.null_bulk if v is None else b"$%d\r\n%s\r\n" % (len(v), v)
+
+
+@command("hmget")
+def hmget(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    fields = argv[2:]
+    if h is None:
+        return b"*%d\r\n" % len(fields) + c.null_bulk * len(fields)
+    null = c.null_bulk
+    out = [b"*%d\r\n" % len(fields)]
+    for f in fields:
+        v = h.get(f)
+        out.append(null if v is None else b"$%d\r\n%s\r\n" % (len(v), v))
+    return b"".join(out)
+
+
+@command("hlen")
+def hlen(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    return b":%d\r\n" % (len(h) if h is not None else 0)
+
+
+@command("hstrlen")
+def hstrlen(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    v = h.get(argv[2]) if h is not None else None
+    return b":%d\r\n" % (len(v) if v is not None else 0)
+
+
+@command("hexists")
+def hexists(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    return ONE if h is not None and argv[2] in h else ZERO
+
+
+@command("hkeys")
+def hkeys(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    return EMPTY_ARRAY if h is None else bulks(h.keys())
+
+
+@command("hvals")
+def hvals(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    return EMPTY_ARRAY if h is None else bulks(h.values())
+
+
+@command("hgetall")
+def hgetall(c: Client, argv: list[bytes]) -> bytes:
+    h = _get_read(c.db, argv[1])
+    if h is None:
+        return b"%0\r\n" if c.resp == 3 else EMPTY_ARRAY
+    head = b"%%%d\r\n" % len(h) if c.resp == 3 else b"*%d\r\n" % (2 * len(h))
+    return head + b"".join(
+        [b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(f), f, len(v), v) for f, v in h.items()])
+
+
+# --- HRANDFIELD -----------------------------------------------------------------------------
+
+
+def _pairs_reply(c: Client, pairs: list[tuple[bytes, bytes]], withvalues: bool) -> bytes:
+    if not withvalues:
+        return bulks([f for f, _ in pairs])
+    if c.resp == 3:
+        return b"*%d\r\n" % len(pairs) + b"".join(
+            b"*2\r\n" + _bulk(f) + _bulk(v) for f, v in pairs)
+    return b"*%d\r\n" % (2 * len(pairs)) + b"".join(_bulk(f) + _bulk(v) for f, v in pairs)
+
+
+@command("hrandfield")
+def hrandfield(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) == 2:
+        h = _get_read(c.db, argv[1])
+        if h is None:
+            return c.null_bulk
+        return _bulk(random.choice(list(h)))
+    n = parse_range(argv[2], -LONG_MAX, LONG_MAX)
+    withvalues = False
+    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withvalues"):
+        raise CommandError(SYNTAX)
+    if len(argv) == 4:
+        withvalues = True
+        if n < -(LONG_MAX // 2) or n > LONG_MAX // 2:
+            raise CommandError(OUT_OF_RANGE)
+    h = _get_read(c.db, argv[1])
+    if h is None or n == 0:
+        return EMPTY_ARRAY
+    items = list(h.items())
+    if n < 0:  # repetitions allowed, random order
+        return _pairs_reply(c, [random.choice(items) for _ in range(-n)], withvalues)
+    if n >= len(items):
+        return _pairs_reply(c, items, withvalues)
+    picked = sorted(random.sample(range(len(items)), n))
+    if n == 1 or h.ht:
+        random.shuffle(picked)
+    return _pairs_reply(c, [items[i] for i in picked], withvalues)
+
+
+# --- HSCAN ----------------------------------------------------------------------------------
+
+
+@command("hscan")
+def hscan(c: Client, argv: list[bytes]) -> bytes:
+    cursor = parse_cursor(argv[2])
+    h = _get_read(c.db, argv[1])
+    if h is None:
+        return EMPTY_SCAN
+    count, match = parse_scan_opts(argv, 3)
+    if not h.ht:
+        pairs = list(h.items())
+        nxt = 0
+    else:
+        nxt, pairs = scan_snapshot(cursor, count, lambda: list(h.items()))
+    flat: list[bytes] = []
+    for f, v in pairs:
+        if match is not None and match(f) is None:
+            continue
+        if h.ht and f not in h:
+            continue
+        flat.append(f)
+        flat.append(h[f] if h.ht else v)
+    return scan_reply(nxt, flat)
