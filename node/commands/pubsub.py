@@ -154,7 +154,10 @@ class Hub:
             buf = st.buf = bytearray(frame)
             out.append(buf)  # type: ignore[arg-type]  # sent like bytes by the server
         self._check_limits(rc, st, len(buf))
-        rc.wake()
+        if rc.blocked is None:
+            # The server's wake() ends a blocking wait (BLPOP...); a RESP3 subscriber that is
+            # blocked gets its pushes with the reply that unblocks it instead.
+            rc.wake()
 
     def _check_limits(self, rc: Client, st: ClientSubs, queued: int) -> None:
         hard, soft, soft_s = self.pubsub_limits()
@@ -292,6 +295,8 @@ def psubscribe(c: Client, argv: list[bytes]) -> bytes:
 
 @command("ssubscribe")
 def ssubscribe(c: Client, argv: list[bytes]) -> bytes:
+    if c.in_exec:  # Redis refuses it to any client that expects one reply per command
+        raise CommandError("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
     return _subscribe(c, argv[1:], _SHARD)
 
 

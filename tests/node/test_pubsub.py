@@ -283,6 +283,22 @@ def test_reset_leaves_subscribe_mode(servers: dict[str, ManagedProcess]) -> None
     assert_same(servers, script)
 
 
+def test_subscribe_inside_multi(servers: dict[str, ManagedProcess]) -> None:
+    def script(connect: Callable[[], Conn]) -> list[object]:
+        c = connect()
+        t: list[object] = []
+        t += c.call("MULTI")
+        t += c.call("SUBSCRIBE", "m1")
+        t += c.call("SSUBSCRIBE", "m2")
+        t += c.call("GET", "m1")
+        t += c.call("EXEC")
+        t += c.call("UNSUBSCRIBE", frames=1)
+        t += c.call("SUNSUBSCRIBE", frames=1)
+        return t
+
+    assert_same(servers, script)
+
+
 @pytest.fixture(scope="module")
 def notify_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ManagedProcess]]:
     """Both servers started with notify-keyspace-events KEA."""
