@@ -213,6 +213,8 @@ class RequestReader:
         self._skip_left = 0  # bytes of the two after the payload still to come
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._error is not None or not data:
+            return  # after a protocol error the connection is done: keep no more bytes
         if self._big_left or self._skip_left:
             data = self._feed_big(data)
             if not data:
@@ -443,6 +445,8 @@ class RequestReader:
 
     def _feed_big(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
         """Take a big argument's payload (and the two bytes after it) from data; the rest back."""
+        if not data:
+            return data
         take = min(len(data), self._big_left)
         if take:
             whole = take == len(data) and type(data) is bytes
@@ -601,7 +605,10 @@ class ReplyFramer:
                 if e < 0:
                     self._want = end - pos + 1
                     return None
-                p, need = e + 2, 2 * _frame_len(buf, pos + 1, e)
+                n = _frame_len(buf, pos + 1, e)
+                if n < 0:
+                    raise ProtocolError("Protocol error: invalid attribute length in reply")
+                p, need = e + 2, 2 * n
         p, need = self._scan(buf, p, need, end)
         if need:
             self._resume = (p - pos, need)

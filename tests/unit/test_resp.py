@@ -218,6 +218,19 @@ def test_roundtrip_big_arguments_random_chunks(requests: list[list[bytes]], cuts
         assert reader.buffered_bytes() == 0
 
 
+def test_empty_feeds_while_a_big_argument_arrives() -> None:
+    value = b"v" * 100_000
+    data = encode_command("SET", "k", value)
+    r = RequestReader()
+    r.feed(data[:30])
+    for i in range(30, len(data), 25_000):
+        r.feed(b"")
+        assert r.get_request() is None
+        r.feed(data[i : i + 25_000])
+    r.feed(b"")
+    assert r.get_requests() == [[b"SET", b"k", value]]
+
+
 def test_get_request_and_get_requests_interleave() -> None:
     r = RequestReader()
     r.feed(b"".join(encode_command("ECHO", str(i)) for i in range(5)))
