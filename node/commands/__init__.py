@@ -116,6 +116,7 @@ MODULES = [
     "node.commands.dump", "node.commands.pubsub",
     "node.commands.lists",
     "node.commands.hashes",
+    "node.commands.sets",
 ]
 
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from node.commands.registry import command
-from node.commands.replies import EMPTY_ARRAY, ONE, OK, ZERO
+from node.commands.replies import EMPTY_ARRAY, OK, ONE, ZERO
 from node.commands.typeutil import (
     EMPTY_SCAN,
     bulks,
