@@ -148,6 +148,7 @@ _RESTORE_OPTS: dict[bytes, tuple[int, Callable[[Client, list[bytes], int, dict[s
 }
 
 
+@command("restore-asking")  # what MIGRATE sends in cluster mode; the router honours "asking"
 @command("restore")
 def restore_cmd(c: Client, argv: list[bytes]) -> bytes:
     key = argv[1]

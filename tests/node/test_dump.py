@@ -124,6 +124,9 @@ def test_restore_option_and_error_order(both: dict[str, redis.Redis]) -> None:
         ("GET", "busy"),
         ("RESTORE", "new"),
         ("RESTORE", "new", 0),
+        ("RESTORE-ASKING", "asked", 0, good),
+        ("RESTORE-ASKING", "asked", 0, good),
+        ("GET", "asked"),
     ]
     for argv in cases:
         same(both, *argv)

@@ -269,6 +269,25 @@ def test_pubsub_introspection(servers: dict[str, ManagedProcess]) -> None:
     assert_same(servers, script)
 
 
+def test_pubsub_introspection_resp3(servers: dict[str, ManagedProcess]) -> None:
+    def script(connect: Callable[[], Conn]) -> list[object]:
+        a, q = connect(), connect()
+        q.call("HELLO", "3")
+        a.call("SUBSCRIBE", "r3", frames=1)
+        a.call("SSUBSCRIBE", "s3", frames=1)
+        wait_numsub(q, "r3", 1)
+        t: list[object] = []
+        t += q.call("PUBSUB", "NUMSUB", "r3", "zz")
+        t += q.call("PUBSUB", "SHARDNUMSUB", "s3")
+        t += q.call("PUBSUB", "CHANNELS", "r*")
+        t += q.call("PUBSUB", "SHARDCHANNELS")
+        t += q.call("PUBSUB", "NUMPAT")
+        t += q.call("UNSUBSCRIBE", frames=1)  # not subscribed, RESP3: a null name
+        return t
+
+    assert_same(servers, script)
+
+
 def test_reset_leaves_subscribe_mode(servers: dict[str, ManagedProcess]) -> None:
     def script(connect: Callable[[], Conn]) -> list[object]:
         c, pub = connect(), connect()
