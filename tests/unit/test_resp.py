@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import socket
+import time
 
 import hiredis
 import pytest
@@ -497,3 +498,43 @@ def test_format_long_double_matches_incrbyfloat(raw_client: RawClient) -> None:
         want = format_long_double(to_long_double(start) + to_long_double(incr))
         assert resp.bulk(want) == got, (start, incr)
     raw_client("DEL", "resp:f")
+
+
+_SAFE_FRAGMENTS = [b"*", b"$", b"\r\n", b"\r\n", b"\r", b"\n", b"+", b":", b"-1", b"0", b"1", b"2",
+                   b"3", b"12", b"PING", b"PING", b'"', b"'", b"\\x41", b"\\", b" ", b"\0", b"~",
+                   b"a", b"\t", b"\x0b", b"*1\r\n", b"*2\r\n", b"$1\r\n", b"$4\r\n", b"*1\r\n$4\r\n",
+                   b"*1\r\n$4\r\nPING\r\n", b"*2\r\n$4\r\nPING\r\n$1\r\n", b"$-1\r\n", b"*0\r\n"]
+
+
+def test_random_streams_match_real_redis(redis_standalone) -> None:
+    """Random protocol-ish streams (only PING or unknown commands can come of them): as many
+    requests as the server answered, and the same protocol error if it sent one."""
+    rng = random.Random(20240611)
+    cases = [b"".join(rng.choice(_SAFE_FRAGMENTS) for _ in range(rng.randrange(1, 30)))
+             for _ in range(400)]
+    socks = []
+    try:
+        for data in cases:
+            s = socket.create_connection(("127.0.0.1", redis_standalone.port), timeout=5)
+            socks.append(s)
+            s.sendall(data)
+        time.sleep(0.5)  # every reply the server will send for these bytes is sent by now
+        for s, data in zip(socks, cases, strict=True):
+            s.setblocking(False)
+            framer = ReplyFramer()
+            try:
+                while chunk := s.recv(65536):
+                    framer.feed(chunk)
+            except BlockingIOError:
+                pass
+            frames = [raw for _, raw in framer.frames()]
+            server_error = None
+            if frames and frames[-1].startswith(b"-ERR Protocol error"):
+                server_error = frames.pop()
+            got, err = read_all(RequestReader(), [data])
+            assert len(got) == len(frames), (data, got, frames)
+            ours = ProtocolError(err).as_reply() if err is not None else None
+            assert ours == server_error, data
+    finally:
+        for s in socks:
+            s.close()
