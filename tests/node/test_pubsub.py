@@ -219,6 +219,29 @@ def test_resp3_pushes_and_commands_while_subscribed(servers: dict[str, ManagedPr
     assert any(isinstance(f, bytes) and f.startswith(b">3\r\n$7\r\nmessage") for f in transcript)
 
 
+def test_resp3_subscriber_blocked_in_blpop_keeps_waiting(
+        servers: dict[str, ManagedProcess]) -> None:
+    """A push to a RESP3 subscriber parked in BLPOP must not end its wait."""
+
+    def script(connect: Callable[[], Conn]) -> list[object]:
+        c, other = connect(), connect()
+        c.call("HELLO", "3")
+        t: list[object] = []
+        t += c.call("SUBSCRIBE", "bl", frames=1)
+        c.send("BLPOP", "blk", "5")
+        wait_numsub(other, "bl", 1)
+        time.sleep(0.1)  # let BLPOP park
+        t += other.call("PUBLISH", "bl", "while-blocked")
+        time.sleep(0.1)
+        t += other.call("RPUSH", "blk", "item")
+        t += c.frames(2)  # the push, then BLPOP's answer with the item
+        t += other.call("DEL", "blk")
+        return t
+
+    transcript = assert_same(servers, script)
+    assert transcript[-2] == b"*2\r\n$3\r\nblk\r\n$4\r\nitem\r\n"
+
+
 def test_sharded_pubsub(servers: dict[str, ManagedProcess]) -> None:
     def script(connect: Callable[[], Conn]) -> list[object]:
         s, pub = connect(), connect()
