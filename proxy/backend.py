@@ -156,6 +156,7 @@ class BackendConnection:
                 if len(pending) <= self._unsent:
                     raise BackendError(f"{self.address} sent a reply nobody asked for")
                 pending.popleft().on_frame(type_byte, raw)
+            self._pool.after_batch()
 
     async def _watchdog(self, scope: trio.CancelScope) -> None:
         timeout_s = self._pool.settings.command_timeout_ms / 1000
@@ -182,6 +183,7 @@ class BackendConnection:
         self._pool.on_connection_failed(self)
         for i, p in enumerate(pending):
             p.on_failure(exc, i < n_sent)
+        self._pool.after_batch()
 
 
 class _Timeout(BackendError):
@@ -197,11 +199,14 @@ class BackendPool:
         metrics: ProxyMetrics,
         nursery: trio.Nursery,
         on_failure: Callable[[str], None],
+        after_batch: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
         self.nursery = nursery
         self._on_failure = on_failure
+        # Called after each batch of replies/failures was delivered (flushes client output).
+        self.after_batch = after_batch
         self._conns: dict[tuple[str, int], list[BackendConnection]] = {}
         self._per_node = settings.backend_connections_per_node
 

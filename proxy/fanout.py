@@ -7,11 +7,12 @@ through the router and fills the client's reply slot once every part has answere
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import hiredis
+
 from protocol.commands import CommandInfo
-from protocol.resp import encode_command
 from proxy import errors, splitter
 from proxy.redirect import error_frame
 from proxy.router import Call, Gather
@@ -19,6 +20,8 @@ from proxy.router import Call, Gather
 if TYPE_CHECKING:
     from proxy.session import ReplySlot, Session
 
+# argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
+pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 CLUSTER_DOWN = error_frame("CLUSTERDOWN The cluster is down")
 
 
@@ -31,7 +34,7 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     readonly = "readonly" in info.flags
     parts = splitter.split_by_slot(argv, first, step)
     if len(parts) == 1:
-        s.router.send(Call(s.router, encode_command(*argv), parts[0].slot, readonly, s.proto,
+        s.router.send(Call(s.router, pack_command(tuple(argv)), parts[0].slot, readonly, s.proto,
                            s.id, s.new_slot(info.name)))
         return
     slot = s.new_slot(info.name)
@@ -48,7 +51,7 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     gather = Gather(len(parts), finish)
     s.metrics.fanout(len(parts))
     for i, part in enumerate(parts):
-        s.router.send(Call(s.router, encode_command(*part.argv), part.slot, readonly, s.proto,
+        s.router.send(Call(s.router, pack_command(tuple(part.argv)), part.slot, readonly, s.proto,
                            s.id, gather.part(i)))
 
 
@@ -68,7 +71,7 @@ def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo, slot: ReplySlot,
     if not targets:
         slot(CLUSTER_DOWN)
         return
-    payload = encode_command(*argv)
+    payload = pack_command(tuple(argv))
     readonly = "readonly" in info.flags
     gather = Gather(len(targets), lambda replies: slot(merge(replies)))
     s.metrics.fanout(len(targets))
@@ -119,7 +122,7 @@ def scan(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         slot(splitter.scan_reply(cursor, keys))
 
     node_argv = [argv[0], str(node_cursor).encode(), *argv[2:]]
-    s.router.send(Call(s.router, encode_command(*node_argv), first_slots[index], True, s.proto,
+    s.router.send(Call(s.router, pack_command(tuple(node_argv)), first_slots[index], True, s.proto,
                        s.id, done))
 
 

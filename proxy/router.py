@@ -178,6 +178,7 @@ class Router:
     async def _resend_later(self, call: Call, delay_s: float) -> None:
         await trio.sleep(max(delay_s, 0.0))
         self.send(call)
+        self.pool.after_batch()
 
 
 class Gather:

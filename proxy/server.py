@@ -23,7 +23,7 @@ from proxy.backend import BackendPool
 from proxy.metrics import ProxyMetrics
 from proxy.redirect import error_frame
 from proxy.router import Router
-from proxy.session import Session
+from proxy.session import OutputFlusher, Session
 from proxy.settings import ProxySettings
 from proxy.topology import Topology
 
@@ -45,6 +45,7 @@ class Proxy:
         self.router: Router  # set in run()
         self.listen_address = ""
         self.sessions: set[Session] = set()
+        self.flusher = OutputFlusher()
         self._ids = itertools.count(1)
         self._accepting = trio.CancelScope()
         self._shutdown = trio.Event()
@@ -76,7 +77,8 @@ class Proxy:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.topology.run)
             pool = BackendPool(s, self.metrics, nursery,
-                               lambda node: self.topology.request_refresh("conn_lost"))
+                               lambda node: self.topology.request_refresh("conn_lost"),
+                               self.flusher.flush)
             self.router = Router(s, self.metrics, self.topology, pool, nursery)
             listeners = await trio.open_tcp_listeners(s.listen_port, host=s.listen_host)
             host, port = listeners[0].socket.getsockname()[:2]
