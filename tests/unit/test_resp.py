@@ -362,17 +362,27 @@ def test_framer_returns_good_frames_before_garbage() -> None:
         framer.frames()
 
 
-@settings(max_examples=300)
-@given(st.binary(max_size=200))
-def test_framer_fuzz_only_protocol_error(data: bytes) -> None:
+def frame_all(chunks: list[bytes]) -> tuple[list[tuple[int, bytes]], bool]:
     framer = ReplyFramer()
-    framer.feed(data)
+    got: list[tuple[int, bytes]] = []
     try:
-        framer.frames()
+        for c in chunks:
+            framer.feed(c)
+            got.extend(framer.frames())
+        got.extend(framer.frames())
     except ProtocolError:
-        pass
-    else:
-        assert framer.buffered_bytes() <= len(data)
+        return got, True
+    assert framer.buffered_bytes() == sum(map(len, chunks)) - sum(len(raw) for _, raw in got)
+    return got, False
+
+
+@settings(max_examples=500)
+@given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.binary(max_size=6)), max_size=40),
+       st.lists(st.integers(0, 10**6), max_size=5))
+def test_framer_fuzz_chunking_changes_nothing(parts: list[bytes], cuts: list[int]) -> None:
+    """Garbage raises only ProtocolError, and where the chunks end never changes the frames."""
+    data = b"".join(parts)
+    assert frame_all(chunked(data, cuts)) == frame_all([data])
 
 
 # -- encoders ----------------------------------------------------------------------------------
