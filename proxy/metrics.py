@@ -361,6 +361,8 @@ def _counter(name: str, doc: str, labels: Sequence[str],
 
 HTTP_HEAD_LIMIT = 8192  # bytes; a request head longer than this gets 431
 HTTP_READ_TIMEOUT_S = 5.0
+HTTP_LINGER_S = 1.0  # after answering a too-large request: how long we drain its rest
+HTTP_LINGER_BYTES = 1024 * 1024
 PROBE_TIMEOUT_S = 1.0  # per master, for /healthz
 PROBE_CACHE_S = 1.0  # /healthz reuses a probe this recent
 _PING = b"*1\r\n$4\r\nPING\r\n"
@@ -421,7 +423,8 @@ class Health:
 
 
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 400: "Bad Request",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+            431: "Request Header Fields Too Large", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
 def _response(status: int, body: bytes, content_type: str, head_only: bool) -> bytes:
@@ -465,6 +468,17 @@ class MetricsServer:
             async with stream:
                 head = await self._read_head(stream)
                 await stream.send_all(await self._answer(head))
+                if head is None:
+                    # Unread request bytes would make close() send a reset, which can destroy
+                    # the answer before the client reads it: half-close, then drain a little.
+                    await stream.send_eof()
+                    with trio.move_on_after(HTTP_LINGER_S):
+                        drained = 0
+                        while drained < HTTP_LINGER_BYTES:
+                            data = await stream.receive_some(65536)
+                            if not data:
+                                break
+                            drained += len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
             pass  # the scraper went away or was too slow; nothing to answer to
 
@@ -492,7 +506,11 @@ class MetricsServer:
             return _response(404, b"not found; try /metrics or /healthz\n", "text/plain", False)
         if method not in (b"GET", b"HEAD"):
             return _response(405, b"GET or HEAD only\n", "text/plain", False)
-        status, body, ctype = await route()
+        try:
+            status, body, ctype = await route()
+        except Exception:  # a bug here must not take the data path down with it: log it, 500
+            log.exception("%s failed", target)
+            return _response(500, b"internal error; see the proxy log\n", "text/plain", False)
         return _response(status, body, ctype, method == b"HEAD")
 
 

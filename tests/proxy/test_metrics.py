@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.slots import SLOT_COUNT
-from proxy.metrics import COMMAND_BUCKETS_S, PrometheusMetrics
+from proxy.metrics import COMMAND_BUCKETS_S, MetricsServer, PrometheusMetrics
 from proxy.topology import SlotMap
 from tests.support import ManagedProcess, free_port, slotgate_proxy
 
@@ -129,6 +130,45 @@ def test_topology_gauges_read_the_slot_map() -> None:
     assert value(samples, "slotgate_nodes", role="master") == 1
     assert value(samples, "slotgate_nodes", role="replica") == 2
     assert value(samples, "slotgate_redirects_total", kind="moved", node="c:1") == 0
+
+
+async def http_raw(port: int, request: bytes) -> bytes:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(request)
+        data = b""
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    return data
+
+
+async def test_http_server_edges() -> None:
+    """Bad requests get HTTP errors; a failing collector answers 500 and the server lives on."""
+    m = PrometheusMetrics(process_metrics=False)
+    port = free_port()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(MetricsServer(m, "127.0.0.1", port).run)
+        ok = await http_raw(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert ok.startswith(b"HTTP/1.1 200 OK\r\n") and b"slotgate_commands_total" in ok
+        assert (await http_raw(port, b"garbage\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
+        huge = b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n"
+        assert (await http_raw(port, huge)).startswith(b"HTTP/1.1 431 ")
+        unhealthy = await http_raw(port, b"GET /healthz HTTP/1.0\r\n\r\n")
+        assert unhealthy.startswith(b"HTTP/1.1 503 ")
+        assert unhealthy.endswith(f"slots covered 0/{SLOT_COUNT}\n".encode())
+
+        class Broken:
+            @property
+            def slot_map(self) -> None:
+                raise RuntimeError("boom")
+
+        m.topology = Broken()
+        assert (await http_raw(port, b"GET /metrics HTTP/1.1\r\n\r\n")).startswith(
+            b"HTTP/1.1 500 ")
+        m.topology = None
+        assert (await http_raw(port, b"GET /metrics HTTP/1.1\r\n\r\n")).startswith(
+            b"HTTP/1.1 200 ")
+        nursery.cancel_scope.cancel()
 
 
 # --- a real proxy process -------------------------------------------------------------------
