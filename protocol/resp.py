@@ -18,9 +18,10 @@ hiredis parses *replies*: it accepts ``+``/``:``/nested items inside an array, R
 enforces no size limits; after an error its buffered bytes are lost. So we keep our own buffer
 and only hand hiredis a span ``[pos, stop)`` that
 
-1. starts with ``*`` and ends right before a later ``\\r\\n*`` (or at the end of the buffer if
-   it ends in ``\\r\\n``), so a partial request at the tail never reaches hiredis -- the tail's
-   headers are checked by the Python parser *before* anything is buffered for them;
+1. starts with ``*`` and ends just before the ``*`` of the last ``\\r\\n*`` (or at the end
+   of the buffer if it ends in ``\\r\\n``), so a request still arriving normally stays with the
+   Python parser, which checks its headers *before* anything is buffered for them (hiredis only
+   ever sees bytes already fed, and is reset whenever it is left mid-request);
 2. contains no ``\\r\\n`` followed by a type byte that hiredis would turn into ``bytes`` or a
    list (``+ = ( | ~ >``) -- those would hide a Redis protocol error. Payloads that merely
    start with such a byte (``+inf``) only cost a trip through the slow path.
@@ -30,6 +31,11 @@ span we feed hiredis a probe ``*0\\r\\n``: it comes back as ``[]`` only if hired
 span exactly, ending at a request boundary. Anything else (a hiredis error, a non-list, a
 non-bytes item, a failed probe, an oversized argument) discards the hiredis results and the
 same span is parsed again by the exact Python parser, which raises the Redis error.
+
+Known difference: Redis skips the two bytes after a bulk payload without looking at them. If
+a client puts something other than CRLF there *and* follows it with a ``+``/``=``/``(`` item
+(or, at the top level, a ``~``/``>``/``|`` one), hiredis may accept what Redis rejects or
+reads as inline commands. Only such malformed streams differ; limits hold regardless.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ __all__ = [
     "RespError", "Verbatim", "array", "array_header", "attribute_header", "big_number",
     "boolean", "bulk", "double", "encode", "encode_command", "error", "format_double",
     "format_long_double", "integer", "map_header", "null", "null_array", "push_header",
-    "set_header", "simple", "to_long_double", "verbatim",
+    "set_header", "simple", "split_args", "to_long_double", "verbatim",
 ]
 
 # Limits, named as in redis.conf / server.h.
