@@ -198,3 +198,24 @@ def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[st
         argv += ["--seed", seed if isinstance(seed, str) else f"127.0.0.1:{seed}"]
     argv += list(extra)
     return ManagedProcess(argv, port, workdir / f"proxy-{port}", "proxy.log")
+
+
+def slotgate_node(workdir: Path, *, port: int | None = None, cluster: bool = False,
+                  extra: Sequence[str] = ()) -> ManagedProcess:
+    """Our bundled node (``python -m node``) on a free loopback port, not yet started.
+
+    Its ``--dir`` is ``workdir/node-<port>`` (kept across restarts of the same port, so a
+    ManagedProcess can be started again to test recovery). ``extra`` are more
+    ``--directive value`` words.
+    """
+    import sys
+
+    port = port if port is not None else free_port(cluster=cluster)
+    d = workdir / f"node-{port}"
+    argv = [sys.executable, "-m", "node", "--port", str(port), "--bind", "127.0.0.1",
+            "--dir", str(d), "--save", ""]
+    if cluster:
+        argv += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+                 "--cluster-node-timeout", "2000"]
+    argv += list(extra)
+    return ManagedProcess(argv, port, d, "node.log")

@@ -1,0 +1,257 @@
+"""Replication between real node processes: full sync, stream, partial resync, failover ids,
+WAIT, min-replicas-to-write, read-only replicas, ROLE / INFO replication.
+
+Error texts are compared with a real redis-server in the same situation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support import ManagedProcess, redis_server, slotgate_node
+
+
+def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or cond}")
+
+
+def info(r: redis.Redis, section: str = "replication") -> dict[str, str]:
+    """INFO <section> as strings (redis-py parses INFO; ``slaveN`` comes back as a dict)."""
+    out = {}
+    for k, v in r.info(section).items():
+        if isinstance(v, dict):
+            v = ",".join(f"{a}={b}" for a, b in v.items())
+        out[k] = str(v)
+    return out
+
+
+def linked(replica: redis.Redis) -> bool:
+    return info(replica).get("master_link_status") == "up"
+
+
+def in_sync(master: redis.Redis, replica: redis.Redis) -> bool:
+    m, r = info(master), info(replica)
+    return r.get("master_link_status") == "up" and \
+        r.get("slave_repl_offset") == m.get("master_repl_offset")
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[Callable[..., ManagedProcess]]:
+    started: list[ManagedProcess] = []
+
+    def start(*extra: str) -> ManagedProcess:
+        p = slotgate_node(tmp_path, extra=["--repl-ping-replica-period", "1", *extra]).start()
+        started.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in started:
+            p.stop()
+
+
+def make_replica(replica: ManagedProcess, master: ManagedProcess) -> redis.Redis:
+    r = replica.client()
+    assert r.execute_command("REPLICAOF", "127.0.0.1", master.port) == b"OK"
+    wait_until(lambda: linked(r), what="replica link up")
+    return r
+
+
+def test_full_sync_then_stream_roles_and_info(nodes: Callable[..., ManagedProcess]) -> None:
+    m_proc, r_proc = nodes(), nodes()
+    m = m_proc.client()
+    m.set("before", "1")
+    m.execute_command("SELECT", 0)
+    db3 = redis.Redis(host="127.0.0.1", port=m_proc.port, db=3)
+    db3.set("in-db3", "x")
+    m.rpush("list", "a", "b", "c")
+    m.hset("hash", mapping={"f": "v"})
+    m.set("ttl-key", "v", px=60_000)
+    r = make_replica(r_proc, m_proc)
+    assert r.execute_command("REPLICAOF", "127.0.0.1", m_proc.port) == \
+        b"OK Already connected to specified master"
+    m.set("after", "2")
+    db3.incr("counter-db3")
+    wait_until(lambda: in_sync(m, r), what="offsets equal")
+    assert r.get("before") == b"1" and r.get("after") == b"2"
+    assert r.lrange("list", 0, -1) == [b"a", b"b", b"c"]
+    assert r.hgetall("hash") == {b"f": b"v"}
+    assert 0 < r.pttl("ttl-key") <= 60_000
+    r3 = redis.Redis(host="127.0.0.1", port=r_proc.port, db=3)
+    assert r3.get("in-db3") == b"x" and r3.get("counter-db3") == b"1"
+
+    mi, ri = info(m), info(r)
+    assert mi["role"] == "master" and mi["connected_slaves"] == "1"
+    assert mi["slave0"].startswith(f"ip=127.0.0.1,port={r_proc.port},state=online,")
+    assert ri["role"] == "slave" and ri["master_port"] == str(m_proc.port)
+    assert ri["master_replid"] == mi["master_replid"]
+    assert ri["master_sync_in_progress"] == "0" and ri["slave_read_only"] == "1"
+    assert int(mi["repl_backlog_histlen"]) > 0 and mi["repl_backlog_active"] == "1"
+
+    off = int(mi["master_repl_offset"])
+    role = m.execute_command("ROLE")
+    assert role[0] == b"master" and role[1] >= off
+    assert role[2] == [[b"127.0.0.1", str(r_proc.port).encode(), role[2][0][2]]]
+    rrole = r.execute_command("ROLE")
+    assert rrole[:4] == [b"slave", b"127.0.0.1", m_proc.port, b"connected"]
+    assert isinstance(rrole[4], int) and rrole[4] >= off
+
+    # WAIT: one replica acknowledges; asking for two waits out the timeout and says 1.
+    m.set("w", "1")
+    assert m.execute_command("WAIT", 1, 0) == 1
+    t0 = time.monotonic()
+    assert m.execute_command("WAIT", 2, 300) == 1
+    assert time.monotonic() - t0 >= 0.25
+
+    # Replica back to master: writable, keeps data, new replid with the old one as replid2.
+    assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    ri2 = info(r)
+    assert ri2["role"] == "master" and ri2["master_replid2"] == mi["master_replid"]
+    assert ri2["master_replid"] != mi["master_replid"]
+    assert int(ri2["second_repl_offset"]) == int(ri["slave_repl_offset"]) + 1 or \
+        int(ri2["second_repl_offset"]) > off
+    assert r.set("now-writable", "1")
+    assert r.get("after") == b"2"
+
+
+def test_error_texts_match_real_redis(nodes: Callable[..., ManagedProcess], tmp_path: Path) -> None:
+    real_replica = redis_server(tmp_path, extra=["--replicaof", "127.0.0.1", "1"]).start()
+    real_minrep = redis_server(tmp_path, extra=["--min-replicas-to-write", "1"]).start()
+    try:
+        ours_replica = nodes("--replicaof", "127.0.0.1 1")
+        ours_minrep = nodes("--min-replicas-to-write", "1")
+        pairs = [
+            (real_replica.client(), ours_replica.client(), ("SET", "k", "v")),
+            (real_replica.client(), ours_replica.client(), ("WAIT", 1, 10)),
+            (real_minrep.client(), ours_minrep.client(), ("SET", "k", "v")),
+            (real_minrep.client(), ours_minrep.client(), ("REPLCONF", "bogus", "1")),
+            (real_minrep.client(), ours_minrep.client(), ("WAIT", 0, -1)),
+        ]
+        for real, ours, cmd in pairs:
+            with pytest.raises(redis.ResponseError) as want:
+                real.execute_command(*cmd)
+            with pytest.raises(redis.ResponseError) as got:
+                ours.execute_command(*cmd)
+            assert str(got.value) == str(want.value), cmd
+        # Reads still work on both.
+        assert ours_replica.client().get("k") is None
+        assert real_minrep.client().get("k") == ours_minrep.client().get("k")
+        # Replica ROLE before any link: same shape as real redis.
+        ours_role = ours_replica.client().execute_command("ROLE")
+        real_role = real_replica.client().execute_command("ROLE")
+        assert ours_role[:3] == real_role[:3] and ours_role[4] == real_role[4] == -1
+    finally:
+        real_replica.stop()
+        real_minrep.stop()
+
+
+def test_min_replicas_to_write_counts_good_replicas(nodes: Callable[..., ManagedProcess]) -> None:
+    m_proc, r_proc = nodes("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2"), nodes()
+    m = m_proc.client()
+    with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+        m.set("a", "1")
+    r = make_replica(r_proc, m_proc)
+    wait_until(lambda: _set_ok(m), what="write accepted with one good replica")
+    wait_until(lambda: r.get("a") == b"1", what="write replicated")
+    # A stopped replica stops acking: after max-lag the master refuses writes again.
+    os.kill(r_proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: not _set_ok(m), timeout_s=8, what="NOREPLICAS after lag")
+    finally:
+        os.kill(r_proc.pid, signal.SIGCONT)
+    wait_until(lambda: _set_ok(m), timeout_s=8, what="writes accepted again")
+    assert m.config_set("min-replicas-to-write", 0)
+    os.kill(r_proc.pid, signal.SIGSTOP)
+    try:
+        assert m.set("free", "1")
+    finally:
+        os.kill(r_proc.pid, signal.SIGCONT)
+
+
+def _set_ok(m: redis.Redis) -> bool:
+    try:
+        return bool(m.set("a", "1"))
+    except redis.ResponseError as exc:
+        assert str(exc).startswith("NOREPLICAS Not enough good replicas to write.")
+        return False
+
+
+def _disconnect_replica(m: redis.Redis, r_proc: ManagedProcess, write: Callable[[], None]) -> None:
+    """Freeze the replica, cut its link on the master, run ``write``, thaw the replica."""
+    os.kill(r_proc.pid, signal.SIGSTOP)
+    try:
+        assert m.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+        write()
+    finally:
+        os.kill(r_proc.pid, signal.SIGCONT)
+
+
+def test_partial_resync_after_short_disconnect(nodes: Callable[..., ManagedProcess]) -> None:
+    m_proc, r_proc = nodes(), nodes()
+    m = m_proc.client()
+    m.set("k0", "v0")
+    r = make_replica(r_proc, m_proc)
+    wait_until(lambda: in_sync(m, r))
+    _disconnect_replica(m, r_proc, lambda: [m.set(f"gap{i}", i) for i in range(50)])
+    wait_until(lambda: in_sync(m, r), what="resynced")
+    assert r.mget([f"gap{i}" for i in range(50)]) == [str(i).encode() for i in range(50)]
+    log = m_proc.log_text()
+    assert log.count("Full resync requested") == 1
+    assert "Partial resynchronization request from" in log
+
+
+def test_replica_behind_more_than_backlog_resyncs_fully(nodes: Callable[..., ManagedProcess]) -> None:
+    m_proc, r_proc = nodes("--repl-backlog-size", "16384"), nodes()
+    m = m_proc.client()
+    r = make_replica(r_proc, m_proc)
+    wait_until(lambda: in_sync(m, r))
+    big = b"x" * 1000
+
+    def write() -> None:
+        pipe = m.pipeline(transaction=False)
+        for i in range(100):  # ~100 KB, far beyond the 16 KB backlog
+            pipe.set(f"big{i}", big)
+        pipe.execute()
+
+    _disconnect_replica(m, r_proc, write)
+    wait_until(lambda: in_sync(m, r), timeout_s=15, what="full resync")
+    assert r.mget([f"big{i}" for i in range(100)]) == [big] * 100
+    log = m_proc.log_text()
+    assert log.count("Full resync requested") == 2
+    assert "Partial resynchronization request from" not in log
+
+
+def test_promoted_replica_continues_history_with_replid2(nodes: Callable[..., ManagedProcess]) -> None:
+    m_proc, a_proc, b_proc = nodes(), nodes(), nodes()
+    m = m_proc.client()
+    a = make_replica(a_proc, m_proc)
+    b = make_replica(b_proc, m_proc)
+    for i in range(20):
+        m.set(f"k{i}", i)
+    wait_until(lambda: in_sync(m, a) and in_sync(m, b))
+    old_id = info(m)["master_replid"]
+    m_proc.kill()
+    assert a.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    ai = info(a)
+    assert ai["master_replid2"] == old_id and ai["master_replid"] != old_id
+    a.set("after-failover", "1")
+    assert b.execute_command("REPLICAOF", "127.0.0.1", a_proc.port) == b"OK"
+    wait_until(lambda: in_sync(a, b), what="b follows a")
+    assert b.get("after-failover") == b"1" and b.get("k19") == b"19"
+    assert "Partial resynchronization request from" in a_proc.log_text()
+    assert "Full resync requested" not in a_proc.log_text()
+    bi = info(b)
+    assert bi["master_replid"] == ai["master_replid"] and bi["master_replid2"] == old_id
