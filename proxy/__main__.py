@@ -6,7 +6,8 @@
 Flags override the file (proxy/config.py, docs/CONFIG.md). SIGTERM and SIGINT stop accepting,
 let in-flight requests finish (``shutdown.grace``) and exit 0; a second signal stops at once.
 SIGHUP re-reads the configuration and applies what can change without dropping clients.
-Exit status 2: the configuration is invalid (one ``config error:`` line per problem).
+Exit status 2: the configuration is invalid (one ``config error:`` line per problem); 1: the
+proxy could not start (e.g. its address is in use).
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ async def _serve(proxy: Proxy, metrics: PrometheusMetrics, config: Config, ns: a
         print(f"slotgate-proxy listening on {proxy.listen_address}", flush=True)
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = arg_parser().parse_args(argv)
     if ns.check_health:
@@ -83,8 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    trio.run(serve, config, ns)
-    return 0
+    status = 0
+    try:
+        trio.run(serve, config, ns)
+    except* OSError as group:  # e.g. a listen address in use: say so, no traceback
+        for err in _leaves(group):
+            logging.getLogger("slotgate").debug("fatal", exc_info=err)
+            print(f"slotgate-proxy: {err}", file=sys.stderr)
+        status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -306,3 +306,13 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert 'backend.command_timeout: "250ms"' in ok.stdout.splitlines()
     assert run("--config", str(REPO / "config.example.yaml"), "--check-config").returncode == 0
+    # A valid configuration whose address is taken: status 1, one line, no traceback.
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = run("--listen", f"127.0.0.1:{taken.getsockname()[1]}", "--seed", "127.0.0.1:1")
+    assert busy.returncode == 1
+    assert busy.stderr.splitlines()[-1] == "slotgate-proxy: [Errno 98] Address already in use"
+    assert "Traceback" not in busy.stderr
