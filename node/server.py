@@ -35,7 +35,7 @@ RECV_SIZE = 64 * 1024  # bytes per recv
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) adds hooks, command checks, INFO sections and background tasks.
-SUBSYSTEMS = ("node.persistence", "node.replication")
+SUBSYSTEMS = ("node.persistence", "node.replication", "node.cluster")
 
 
 class Server:

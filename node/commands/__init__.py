@@ -117,6 +117,7 @@ MODULES = [
     "node.commands.lists",
     "node.commands.hashes",
     "node.commands.sets",
+    "node.commands.cluster",
 ]
 
 

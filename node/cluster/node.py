@@ -1,0 +1,220 @@
+"""Cluster mode wired into the server: state + engine + transport + routing + INFO.
+
+``install(server)`` (called by the server when cluster-enabled is yes) loads or creates
+``nodes.conf`` (locked for the process lifetime), builds the engine, and plugs into the
+server's hooks: ``cluster_route`` (routing.py), ``info_sections["cluster"]`` and a start hook
+that runs the bus transport and the 100 ms cron. Settings are read live from the server's
+config, so CONFIG SET of cluster directives takes effect on the next use.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from node.cluster import bus, nodesconf
+from node.cluster.gossip import CRON_INTERVAL_MS, Engine, Hooks
+from node.cluster.routing import Router
+from node.cluster.state import (
+    CLUSTER_BUS_PORT_OFFSET,
+    TODO_FSYNC,
+    TODO_SAVE,
+    TODO_UPDATE_STATE,
+    ClusterState,
+    Node,
+    random_name,
+)
+from node.cluster.transport import Transport
+
+if TYPE_CHECKING:
+    from node.server import Server
+
+log = logging.getLogger("node.cluster")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ServerSettings:
+    """The engine's ``Settings`` read from the server's live config."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.cfg = server.config
+
+    @property
+    def node_timeout_ms(self) -> int:
+        return int(self.cfg.get("cluster-node-timeout"))
+
+    @property
+    def port(self) -> int:
+        return int(self.cfg.get("cluster-announce-port")) or self.server.port
+
+    @property
+    def bus_port(self) -> int:
+        """The port the bus listens on."""
+        return int(self.cfg.get("cluster-port")) or self.server.port + CLUSTER_BUS_PORT_OFFSET
+
+    @property
+    def cport(self) -> int:
+        return int(self.cfg.get("cluster-announce-bus-port")) or self.bus_port
+
+    @property
+    def pport(self) -> int:
+        return 0
+
+    @property
+    def announce_ip(self) -> str:
+        return str(self.cfg.get("cluster-announce-ip"))
+
+    @property
+    def hostname(self) -> str:
+        return str(self.cfg.get("cluster-announce-hostname"))
+
+    @property
+    def require_full_coverage(self) -> bool:
+        return bool(self.cfg.get("cluster-require-full-coverage"))
+
+    @property
+    def allow_replica_migration(self) -> bool:
+        return bool(self.cfg.get("cluster-allow-replica-migration"))
+
+    @property
+    def replica_no_failover(self) -> bool:
+        return bool(self.cfg.get("cluster-replica-no-failover"))
+
+
+class ClusterNode:
+    """Everything cluster mode adds to one server."""
+
+    def __init__(self, server: Server, clock_ms: Callable[[], int] = wall_clock_ms,
+                 rng: random.Random | None = None) -> None:
+        self.server = server
+        self.clock_ms = clock_ms
+        self.settings = ServerSettings(server)
+        path = str(server.config.get("cluster-config-file"))
+        self.config_file = nodesconf.ConfigFile(path)
+        self.config_file.lock()
+        text = self.config_file.read()
+        if text is None:
+            me = Node(random_name(), bus.F_MYSELF | bus.F_MASTER, clock_ms())
+            self.state = ClusterState(me, clock_ms)
+            log.info("No cluster configuration found, I'm %s", me.name.decode())
+            must_save = True
+        else:
+            self.state = nodesconf.load(text, path, clock_ms)
+            log.info("Node configuration loaded, I'm %.40s", self.state.myself.name.decode())
+            must_save = False
+        hooks = Hooks()
+        self.hooks = hooks
+        self.engine = Engine(self.state, self.settings, hooks, clock_ms, rng or random.Random())
+        self.transport: Transport | None = None
+        hooks.save = self.save
+        hooks.count_keys_in_slot = lambda slot: server.ks.dbs[0].count_keys_in_slot(slot)
+        hooks.delete_keys_in_slot = self.delete_keys_in_slot
+        hooks.publish = self._deliver_publish
+        self.router = Router(self)
+        self.refresh_myself()
+        if must_save:
+            self.save(True)
+
+    # -- wiring --------------------------------------------------------------------------------
+    def refresh_myself(self) -> None:
+        """Announced ports and hostname of myself (clusterUpdateMyselfAnnouncedPorts)."""
+        me = self.state.myself
+        s = self.settings
+        me.port, me.cport, me.pport = s.port, s.cport, s.pport
+        me.hostname = s.hostname
+        if s.announce_ip and me.ip != s.announce_ip:
+            me.ip = s.announce_ip
+            self.state.changed(TODO_SAVE)
+
+    def save(self, fsync: bool) -> None:
+        st = self.state
+        try:
+            self.config_file.save(nodesconf.render(st), fsync)
+        except OSError as e:
+            log.warning("Could not save the cluster config file: %s", e)
+            raise
+
+    def before_sleep(self) -> None:
+        self.engine.before_sleep()
+
+    def delete_keys_in_slot(self, slot: int) -> int:
+        db = self.server.ks.dbs[0]
+        keys = list(db.keys_in_slot(slot))
+        for key in keys:
+            db.delete(key)
+            self.server.ks.propagate(0, [b"DEL", key])
+        return len(keys)
+
+    def _deliver_publish(self, channel: bytes, message: bytes, shard: bool) -> None:
+        from node.commands import pubsub
+
+        h = pubsub.hub(self.server)
+        if shard:
+            h.deliver_shard(channel, message)
+        else:
+            h.deliver(channel, message)
+
+    def endpoint(self, node: Node) -> str:
+        kind = self.server.config.get("cluster-preferred-endpoint-type")
+        if kind == "hostname":
+            return node.hostname or "?"
+        if kind == "unknown-endpoint":
+            return ""
+        return node.ip
+
+    def redirect(self, kind: bytes, slot: int, node: Node) -> bytes:
+        return b"-%s %d %s:%d\r\n" % (kind, slot, self.endpoint(node).encode(), node.port)
+
+    # -- run -----------------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the bus and run the cron until cancelled. OSError if the bus port is taken."""
+        binds = str(self.server.config.get("bind")).split()
+        transport = Transport(self.engine, binds, self.settings.bus_port, self.before_sleep)
+        self.transport = transport
+        self.hooks.connect = transport.connect
+        self.hooks.close = transport.close
+        self._hook_pubsub()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(transport.run)
+            self.refresh_myself()
+            self.engine.update_state()
+            task_status.started()
+            while True:
+                await trio.sleep(CRON_INTERVAL_MS / 1000)
+                self.refresh_myself()
+                self.engine.cron()
+                self.before_sleep()
+
+    def _hook_pubsub(self) -> None:
+        try:
+            from node.commands import pubsub
+        except ImportError:
+            return
+        pubsub.hub(self.server).publish_hooks.append(self.engine.publish)
+
+    # -- INFO ----------------------------------------------------------------------------------
+    def info_fields(self, server: Any) -> list[tuple[str, object]]:
+        return [("cluster_enabled", 1)]
+
+    def mark_changed(self, fsync: bool = False) -> None:
+        self.state.changed(TODO_SAVE | TODO_UPDATE_STATE | (TODO_FSYNC if fsync else 0))
+
+
+def install(server: Server) -> ClusterNode:
+    """Turn cluster mode on for ``server`` (called from the server when cluster-enabled)."""
+    cn = ClusterNode(server)
+    server.cluster = cn  # type: ignore[attr-defined]
+    server.cluster_route = cn.router.route
+    server.info_sections["cluster"] = cn.info_fields
+    server.background_tasks.append(cn.run)
+    server.update_slow()
+    return cn

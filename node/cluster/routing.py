@@ -1,0 +1,195 @@
+"""Which node serves a request (Redis' getNodeByQuery), as the server's ``cluster_route`` hook.
+
+Hot path: the hook runs for every command. Per command name we cache how to find its keys
+(``None`` for key-less commands, which always run). A ``bytearray`` of 16384 flags marks the
+slots that can be served without any further thought (mine, not migrating or importing, and
+the cluster state is ok); it is rebuilt only when ``ClusterState.generation`` moves. Only
+requests outside that fast case take the full path below, which mirrors Redis step by step:
+
+    first key -> slot; unbound -> CLUSTERDOWN Hash slot not served
+    other keys in another slot -> CROSSSLOT
+    open slot: count missing keys (db 0)
+    state not ok -> CLUSTERDOWN (reads may run with cluster-allow-reads-when-down)
+    MIGRATE on an open slot -> local
+    migrating and keys missing -> TRYAGAIN (some present) or ASK (none present)
+    importing and ASKING (or an ``asking``-flagged command) -> local, or TRYAGAIN when a
+      multi-key request misses keys
+    READONLY client on a replica of the owner, not a write -> local
+    owner is not me -> MOVED
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from node.cluster import bus
+from protocol import commands as pc
+from protocol.slots import key_slot
+
+if TYPE_CHECKING:
+    from node.client import Client
+    from node.cluster.node import ClusterNode
+    from node.cluster.state import Node
+    from node.commands.registry import Command
+
+CROSSSLOT = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+TRYAGAIN = b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+DOWN_STATE = b"-CLUSTERDOWN The cluster is down\r\n"
+DOWN_RO_STATE = b"-CLUSTERDOWN The cluster is down and only accepts read commands\r\n"
+DOWN_UNBOUND = b"-CLUSTERDOWN Hash slot not served\r\n"
+
+KeyFn = Callable[[Sequence[bytes]], list[int]]
+_SHARD_PUBSUB = frozenset({"spublish", "ssubscribe", "sunsubscribe"})
+_NO_KEYS: KeyFn | None = None
+
+
+def _key_fn(full_name: str) -> KeyFn | None:
+    info = pc.lookup_name(full_name)
+    if info is None or not (info.has_keys or info.movable):
+        return None
+    if full_name in _SHARD_PUBSUB:
+        return info._keys_all
+    return info._keys
+
+
+class Router:
+    """``route(c, cmd, argv) -> error reply | None`` for one cluster node."""
+
+    def __init__(self, cn: ClusterNode) -> None:
+        self.cn = cn
+        self.st = cn.state
+        self._gen = -1
+        self._fast = bytearray(16384)
+        self._keyfns: dict[str, KeyFn | None] = {}
+        self._asking_cmds = frozenset({"restore-asking"})
+
+    def _refresh(self) -> None:
+        st = self.st
+        fast = bytearray(16384)
+        if st.state == bus.STATE_OK:
+            me = st.myself
+            for slot, owner in enumerate(st.slots):
+                if owner is me:
+                    fast[slot] = 1
+            for slot in st.migrating:
+                fast[slot] = 0
+            for slot in st.importing:
+                fast[slot] = 0
+        self._fast = fast
+        self._gen = st.generation
+
+    def route(self, c: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
+        name = cmd.full_name
+        if c.in_exec:
+            return None  # queued commands were checked together at EXEC
+        keyfns = self._keyfns
+        if name in keyfns:
+            fn = keyfns[name]
+        else:
+            fn = keyfns[name] = _key_fn(name)
+        if fn is None:
+            if name != "exec" or not c.multi:
+                return None
+            reply = self._full(c, cmd, c.multi)
+            if reply is not None:  # a redirect at EXEC discards the transaction
+                c.multi = None
+                c.multi_error = False
+                c.unwatch_all()
+                c.update_slow()
+            return reply
+        if self._gen != self.st.generation:
+            self._refresh()
+        if not c.asking:
+            pos = fn(argv)
+            if not pos:
+                return None
+            slot = key_slot(argv[pos[0]])
+            if self._fast[slot]:
+                for i in pos[1:]:
+                    if key_slot(argv[i]) != slot:
+                        break
+                else:
+                    return None
+        return self._full(c, cmd, [(cmd, argv)])
+
+    def _full(self, c: Client, cmd: Command,
+              reqs: list[tuple[Command, list[bytes]]]) -> bytes | None:
+        st = self.st
+        me = st.myself
+        keyfns = self._keyfns
+        db0 = c.ks.dbs[0]
+        first: bytes | None = None
+        slot = 0
+        owner: Node | None = None
+        migrating = importing = multiple = False
+        missing = existing = 0
+        is_write = cmd.write
+        is_shard_pubsub = False
+        for q_cmd, q_argv in reqs:
+            qname = q_cmd.full_name
+            if qname not in keyfns:
+                keyfns[qname] = _key_fn(qname)
+            qfn = keyfns[qname]
+            if qfn is None:
+                continue
+            if q_cmd.write:
+                is_write = True
+            if qname in _SHARD_PUBSUB:
+                is_shard_pubsub = True
+            for i in qfn(q_argv):
+                key = q_argv[i]
+                this_slot = key_slot(key)
+                if first is None:
+                    first = key
+                    slot = this_slot
+                    owner = st.slots[slot]
+                    if owner is None:
+                        return self._redirect_error(c, DOWN_UNBOUND)
+                    if owner is me and slot in st.migrating:
+                        migrating = True
+                    elif slot in st.importing:
+                        importing = True
+                else:
+                    if this_slot != slot:
+                        return self._redirect_error(c, CROSSSLOT)
+                    if not multiple and key != first:
+                        multiple = True
+                if (migrating or importing) and not is_shard_pubsub:
+                    if db0.lookup(key) is None:
+                        missing += 1
+                    else:
+                        existing += 1
+        if owner is None:
+            return None
+        if st.state != bus.STATE_OK:
+            cfg = self.cn.server.config
+            if is_shard_pubsub:
+                if not cfg.get("cluster-allow-pubsubshard-when-down"):
+                    return self._redirect_error(c, DOWN_STATE)
+            elif not cfg.get("cluster-allow-reads-when-down"):
+                return self._redirect_error(c, DOWN_STATE)
+            elif is_write:
+                return self._redirect_error(c, DOWN_RO_STATE)
+        if (migrating or importing) and cmd.full_name == "migrate":
+            return None
+        if migrating and missing:
+            if existing:
+                return self._redirect_error(c, TRYAGAIN)
+            return self._redirect_error(c, self.cn.redirect(b"ASK", slot, st.migrating[slot]))
+        if importing and (c.asking or cmd.full_name in self._asking_cmds):
+            if multiple and missing:
+                return self._redirect_error(c, TRYAGAIN)
+            return None
+        if ((c.readonly or is_shard_pubsub) and not is_write and me.is_replica
+                and me.slaveof is owner):
+            return None
+        if owner is not me:
+            return self._redirect_error(c, self.cn.redirect(b"MOVED", slot, owner))
+        return None
+
+    def _redirect_error(self, c: Client, reply: bytes) -> bytes:
+        if c.asking and c.multi is None:
+            c.asking = False  # the ASKING flag lasts one command, even a rejected one
+            c.update_slow()
+        return reply

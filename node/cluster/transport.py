@@ -1,0 +1,211 @@
+"""The cluster bus transport (trio): listener on the bus port, outbound and inbound links.
+
+The engine (node/cluster/gossip.py) never awaits: it queues bytes on ``Link.out`` and asks for
+connections through ``Hooks.connect``. This shell opens/accepts TCP connections, splits the
+byte stream into messages (``bus.FrameReader``), feeds them to the engine, runs the engine's
+``before_sleep`` (state update + nodes.conf save) before anything is written, and drains
+``Link.out`` in one writer task per link. A framing error or any socket error closes that
+link only; the engine's cron reconnects outbound links.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket as _stdsocket
+from collections.abc import Callable
+
+import trio
+
+from node.cluster import bus
+from node.cluster.gossip import Engine, Link
+
+log = logging.getLogger("node.cluster")
+
+RECV_SIZE = 64 * 1024  # bytes per recv
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+class Transport:
+    """Owns every bus socket. ``run`` serves until cancelled."""
+
+    def __init__(self, engine: Engine, bind_addrs: list[str], port: int,
+                 after_input: Callable[[], None]) -> None:
+        self.engine = engine
+        self.bind_addrs = bind_addrs
+        self.port = port
+        self.after_input = after_input  # engine.before_sleep + whatever the node adds
+        self._nursery: trio.Nursery | None = None
+        self._scopes: dict[Link, trio.CancelScope] = {}
+        self._pending: list[Link] = []
+
+    # hooks the engine calls -----------------------------------------------------------------
+    def connect(self, link: Link) -> None:
+        if self._nursery is None:
+            self._pending.append(link)
+            return
+        self._nursery.start_soon(self._outbound, link)
+
+    def close(self, link: Link) -> None:
+        scope = self._scopes.get(link)
+        if scope is not None:
+            scope.cancel()
+
+    # tasks ------------------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on the bus port (OSError if it cannot be bound), then serve until cancelled."""
+        listeners = await self._open_listeners()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for lsock in listeners:
+                    nursery.start_soon(self._accept_loop, lsock)
+                for link in self._pending:
+                    nursery.start_soon(self._outbound, link)
+                self._pending.clear()
+                task_status.started()
+        finally:
+            self._nursery = None
+            for lsock in listeners:
+                lsock.close()
+
+    async def _open_listeners(self) -> list[trio.socket.SocketType]:
+        socks: list[trio.socket.SocketType] = []
+        try:
+            for raw in self.bind_addrs:
+                optional = raw.startswith("-")
+                host = raw.lstrip("-")
+                if host == "*":
+                    host = "0.0.0.0"
+                if host == "::*":
+                    host = "::"
+                family = _stdsocket.AF_INET6 if ":" in host else _stdsocket.AF_INET
+                sock = trio.socket.socket(family, _stdsocket.SOCK_STREAM)
+                sock.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
+                if family == _stdsocket.AF_INET6:
+                    sock.setsockopt(_stdsocket.IPPROTO_IPV6, _stdsocket.IPV6_V6ONLY, 1)
+                try:
+                    await sock.bind((host, self.port))
+                except OSError:
+                    sock.close()
+                    if optional:
+                        continue
+                    raise
+                sock.listen(511)
+                socks.append(sock)
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        return socks
+
+    async def _accept_loop(self, lsock: trio.socket.SocketType) -> None:
+        assert self._nursery is not None
+        while True:
+            try:
+                sock, _ = await lsock.accept()
+            except OSError as exc:
+                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            self._nursery.start_soon(self._inbound, sock)
+
+    async def _inbound(self, sock: trio.socket.SocketType) -> None:
+        try:
+            peer = sock.getpeername()[0]
+            local = sock.getsockname()[0]
+        except OSError:
+            sock.close()
+            return
+        link = self.engine.accept(_plain_ip(peer), _plain_ip(local))
+        await self._serve_link(link, trio.SocketStream(sock))
+
+    async def _outbound(self, link: Link) -> None:
+        node = link.node
+        assert node is not None
+        timeout_s = max(self.engine.cfg.node_timeout_ms, 1000) / 1000
+        stream: trio.SocketStream | None = None
+        with trio.move_on_after(timeout_s):
+            try:
+                stream = await trio.open_tcp_stream(node.ip, node.cport)
+            except OSError as e:
+                log.debug("Connecting with node %s at %s:%d failed: %s", node.name.decode(),
+                          node.ip, node.cport, e)
+        if stream is None or link.closed:
+            if stream is not None:
+                await stream.aclose()
+            self.engine.on_link_closed(link)
+            return
+        try:
+            link.local_ip = _plain_ip(stream.socket.getsockname()[0])
+        except OSError:
+            pass
+        await self._serve_link(link, stream)
+
+    async def _serve_link(self, link: Link, stream: trio.SocketStream) -> None:
+        try:
+            stream.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        wake_event = trio.Event()
+
+        def wake() -> None:
+            wake_event.set()
+
+        link.wake = wake
+        try:
+            with trio.CancelScope() as scope:
+                self._scopes[link] = scope
+                if link.closed:
+                    scope.cancel()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer, link, stream)
+                    await self._reader(link, stream)
+                    nursery.cancel_scope.cancel()
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, bus.BusError) as e:
+            log.debug("cluster link closed: %s", e)
+        finally:
+            self._scopes.pop(link, None)
+            link.wake = _noop
+            self.engine.on_link_closed(link)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            self.after_input()
+
+    async def _reader(self, link: Link, stream: trio.SocketStream) -> None:
+        reader = bus.FrameReader()
+        engine = self.engine
+        while True:
+            data = await stream.receive_some(RECV_SIZE)
+            if not data:
+                return
+            reader.feed(data)
+            for msg in reader.messages():
+                engine.on_message(link, msg)
+                if link.closed:
+                    self.after_input()
+                    return
+            self.after_input()
+
+    async def _writer(self, link: Link, stream: trio.SocketStream) -> None:
+        while True:
+            while link.out:
+                data = b"".join(link.out)
+                link.out.clear()
+                await stream.send_all(data)
+                link.send_bytes = sum(len(b) for b in link.out)
+            event = trio.Event()
+            link.wake = event.set
+            if link.out:
+                continue
+            await event.wait()
+
+
+def _plain_ip(ip: str) -> str:
+    # IPv4-mapped IPv6 (::ffff:1.2.3.4) -> 1.2.3.4, as Redis' anetFdToString does
+    return ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
+
+
+def _noop() -> None:
+    return None
