@@ -3,6 +3,7 @@ trio's MockClock (node timeouts of seconds run in milliseconds of wall time)."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,8 +49,8 @@ class Net:
         hooks = Hooks()
         eng = Engine(st, FakeSettings(timeout_ms, port, port + 10000), hooks, mock_ms,
                      random.Random(seed or port))
-        hooks.connect = lambda link, e=eng: self._connect(e, link)
-        hooks.close = lambda link, e=eng: self._close(e, link)
+        hooks.connect = functools.partial(self._connect, eng)
+        hooks.close = functools.partial(self._close, eng)
         self.engines[port + 10000] = eng
         return eng
 
