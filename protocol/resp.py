@@ -44,6 +44,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -803,14 +804,31 @@ def verbatim(text: str | bytes, fmt: str = "txt", proto: int = 2) -> bytes:
 LONG_DOUBLE_MANT_BITS = 64
 
 
-def to_long_double(v: float | int | str | bytes | Fraction) -> Fraction:
-    """``v`` rounded (half to even) to the nearest long double, as strtold would.
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# Beyond these decimal exponents a long double is 0 or overflows (LDBL_MAX ~ 1.19e4932).
+_LD_MIN_EXP10 = -4970
+_LD_MAX_EXP10 = 4932
 
-    Accepts decimal text (``b"10.5"``, ``"1e3"``); inf/nan are the caller's to reject.
+
+def to_long_double(v: float | int | str | bytes | Fraction) -> Fraction:
+    """``v`` rounded (half to even) to the nearest long double (64-bit significand), exact.
+
+    Text must be plain decimal (``b"10.5"``, ``"-1e3"``, no spaces): anything else raises
+    ValueError, a magnitude beyond long double range OverflowError, and values below it give 0.
+    Redis rejects those (and inf/nan) with its own error texts; that check is the caller's.
     """
-    if isinstance(v, bytes):
-        v = v.decode("ascii")
-    f = Fraction(v.strip()) if isinstance(v, str) else Fraction(v)
+    if isinstance(v, bytes | str):
+        text = v.decode("ascii") if isinstance(v, bytes) else v
+        if _DECIMAL_TEXT.fullmatch(text) is None:
+            raise ValueError(f"not a decimal number: {text[:40]!r}")
+        d = Decimal(text)
+        if d and d.adjusted() > _LD_MAX_EXP10:
+            raise OverflowError("long double overflow")
+        if d.adjusted() < _LD_MIN_EXP10:
+            return Fraction(0)
+        f = Fraction(d)
+    else:
+        f = Fraction(v)
     if f == 0:
         return f
     sign = -1 if f < 0 else 1
@@ -818,7 +836,7 @@ def to_long_double(v: float | int | str | bytes | Fraction) -> Fraction:
     exp = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** exp > a:
         exp -= 1
-    # a in [2**exp, 2**(exp+1)): keep MANT_BITS bits.
+    # a in [2**exp, 2**(exp+1)): keep LONG_DOUBLE_MANT_BITS bits.
     scale = Fraction(2) ** (LONG_DOUBLE_MANT_BITS - 1 - exp)
     m = round(a * scale)  # round() on a Fraction is half-to-even
     return sign * Fraction(m) / scale
@@ -832,7 +850,8 @@ def format_long_double(x: float | int | str | bytes | Fraction) -> bytes:
     v = to_long_double(x)
     q = round(v * 10**17)  # %.17Lf rounds the exact binary value half to even
     sign = "-" if q < 0 or (q == 0 and v < 0) else ""
-    digits = str(abs(q)).rjust(18, "0")
+    # Decimal: no int->str digit limit for the 4000-digit values a long double can hold.
+    digits = format(Decimal(abs(q)), "f").rjust(18, "0")
     s = (sign + digits[:-17] + "." + digits[-17:]).rstrip("0").rstrip(".")
     return b"0" if s == "-0" else s.encode()
 

@@ -406,6 +406,15 @@ def test_encoders_resp2_and_resp3() -> None:
         encode(object())
 
 
+def test_to_long_double_rejects_what_is_not_plain_decimal() -> None:
+    for bad in ["3/4", "1_0", " 1", "1 ", "inf", "nan", "0x10", "", "1e"]:
+        with pytest.raises(ValueError):
+            to_long_double(bad)
+    with pytest.raises(OverflowError):
+        to_long_double("1e99999")
+    assert to_long_double("1e-99999") == 0  # underflow; Redis' string2ld rejects it (ERANGE)
+
+
 def test_long_double_rounding() -> None:
     assert to_long_double("0.1") != to_long_double(0.1)  # 64-bit vs 53-bit significand
     assert format_long_double(to_long_double("10.5") + to_long_double("0.1")) == b"10.6"
@@ -500,7 +509,8 @@ def test_format_double_matches_zscore(raw_client: RawClient) -> None:
 def test_format_long_double_matches_incrbyfloat(raw_client: RawClient) -> None:
     rng = random.Random(7)
     cases = [("10.5", "0.1"), ("0", "0.1"), ("1", "1e20"), ("3.0e3", "-3000"), ("5", "-5.5"),
-             ("0.1", "0.2"), ("1e-5", "0")]
+             ("0.1", "0.2"), ("1e-5", "0"), ("0", "1e4000"), ("1e300", "-1e-300"), ("-0.0", "0"),
+             ("0", "-1e-20"), (".5", "5."), ("123456789012345678901234567890", "1")]
     cases += [(f"{rng.uniform(-1e6, 1e6):.6f}", f"{rng.uniform(-10, 10):.3f}") for _ in range(20)]
     for start, incr in cases:
         raw_client("SET", "resp:f", start)
