@@ -118,6 +118,8 @@ MODULES = [
     "node.commands.hashes",
     "node.commands.sets",
     "node.commands.cluster",
+    "node.commands.zsets",
+    "node.commands.zsetops",
 ]
 
 
