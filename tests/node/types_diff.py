@@ -1,0 +1,223 @@
+"""Differential helpers for the collection-type tests: the same commands go to our node and
+to a real redis-server 7.0 over raw sockets, and the raw reply bytes must be equal.
+
+``Pair`` holds one raw connection to each server. ``script`` runs a list of command lines
+(shell-quoted, as typed in redis-cli) in RESP2 or RESP3 and returns every line whose replies
+differ, so a test asserts that list is empty and a failure shows all mismatches at once.
+Replies whose order Redis leaves unspecified (a hashtable set's members) are compared with
+``unordered``, which sorts the elements of an array reply.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import hiredis
+import pytest
+
+from protocol.resp import ReplyFramer, encode_command
+from tests.support import ManagedProcess, free_port, redis_server
+
+FRAME_TIMEOUT_S = 10.0
+
+
+def node_process(workdir: Path, *extra: str) -> ManagedProcess:
+    port = free_port()
+    argv = [sys.executable, "-m", "node", "--port", str(port), "--bind", "127.0.0.1", *extra]
+    return ManagedProcess(argv, port, workdir / f"node-{port}", "node.log")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ManagedProcess]]:
+    """Our node and a real redis-server, fresh for the test module."""
+    d = tmp_path_factory.mktemp("types")
+    ours = node_process(d).start()
+    try:
+        real = redis_server(d).start()
+        try:
+            yield {"ours": ours, "real": real}
+        finally:
+            real.stop()
+    finally:
+        ours.stop()
+
+
+class Conn:
+    """A raw RESP connection that returns whole reply frames as bytes."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=FRAME_TIMEOUT_S)
+        self.framer = ReplyFramer()
+
+    def send(self, *args: bytes | str | int) -> None:
+        self.sock.sendall(encode_command(*args))
+
+    def read(self, timeout_s: float = FRAME_TIMEOUT_S) -> bytes:
+        self.sock.settimeout(timeout_s)
+        while True:
+            fr = self.framer.next_frame()
+            if fr is not None:
+                return fr[1]
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            self.framer.feed(data)
+
+    def cmd(self, *args: bytes | str | int) -> bytes:
+        self.send(*args)
+        return self.read()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def parse(raw: bytes) -> object:
+    reader = hiredis.Reader()
+    reader.feed(raw)
+    return reader.gets()
+
+
+def unordered(raw: bytes) -> object:
+    """An array reply with its elements sorted (for replies in hashtable order)."""
+    v = parse(raw)
+    if isinstance(v, list):
+        return sorted(v, key=repr)
+    return v
+
+
+class Pair:
+    """One connection to each server, same protocol version."""
+
+    def __init__(self, servers: dict[str, ManagedProcess], proto: int = 2) -> None:
+        self.real = Conn(servers["real"].port)
+        self.ours = Conn(servers["ours"].port)
+        self.proto = proto
+        for c in (self.real, self.ours):
+            if proto == 3:
+                c.cmd("HELLO", "3")
+
+    def both(self, *args: bytes | str | int) -> tuple[bytes, bytes]:
+        return self.real.cmd(*args), self.ours.cmd(*args)
+
+    def script(self, text: str, unordered_cmds: frozenset[str] = frozenset()) -> list[str]:
+        """Run each non-empty, non-comment line; return descriptions of the mismatches."""
+        diffs = []
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            args = [a.encode() for a in shlex.split(line)]
+            real, ours = self.both(*args)
+            if args[0].decode().lower() in unordered_cmds:
+                same = unordered(real) == unordered(ours)
+            else:
+                same = real == ours
+            if not same:
+                diffs.append(f"RESP{self.proto} {line!r}: real {real[:200]!r} ours {ours[:200]!r}")
+        return diffs
+
+    def close(self) -> None:
+        self.real.close()
+        self.ours.close()
+
+
+def flush(servers: dict[str, ManagedProcess]) -> None:
+    for name in ("real", "ours"):
+        c = Conn(servers[name].port)
+        assert c.cmd("FLUSHALL") == b"+OK\r\n"
+        c.close()
+
+
+def run_script(servers: dict[str, ManagedProcess], text: str,
+               unordered_cmds: frozenset[str] = frozenset()) -> list[str]:
+    """``text`` from empty databases, in RESP2 and then RESP3; all mismatches."""
+    diffs = []
+    for proto in (2, 3):
+        flush(servers)
+        p = Pair(servers, proto)
+        try:
+            diffs += p.script(text, unordered_cmds)
+        finally:
+            p.close()
+    return diffs
+
+
+def blocked_count(conn: Conn) -> int:
+    """Clients whose CLIENT LIST flags include ``b`` (blocked)."""
+    text = parse(conn.cmd("CLIENT", "LIST"))
+    assert isinstance(text, bytes), text
+    n = 0
+    for line in text.split(b"\n"):
+        for field in line.split():
+            if field.startswith(b"flags=") and b"b" in field[6:]:
+                n += 1
+    return n
+
+
+def wait_blocked(conn: Conn, n: int, timeout_s: float = 5.0) -> None:
+    """Wait until the server shows at least ``n`` blocked clients."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if blocked_count(conn) >= n:
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"fewer than {n} blocked clients after {timeout_s}s")
+
+
+# --- multi-client scenarios (blocking commands) ---------------------------------------------
+
+Step = tuple[object, ...]
+
+
+def scenario(port: int, steps: list[Step], proto: int = 2) -> list[tuple[int, bytes]]:
+    """Run ``steps`` against one server with several clients; the replies, in order.
+
+    Steps: ``("cmd", cid, *args)`` send and read the reply; ``("send", cid, *args)`` send
+    only (a blocking command); ``("read", cid)`` read one pending reply;
+    ``("blocked", n)`` wait until ``n`` clients are blocked; ``("flush",)`` FLUSHALL.
+    """
+    conns: dict[int, Conn] = {}
+    admin = Conn(port)
+    out: list[tuple[int, bytes]] = []
+
+    def conn(cid: object) -> Conn:
+        assert isinstance(cid, int)
+        if cid not in conns:
+            conns[cid] = Conn(port)
+            if proto == 3:
+                conns[cid].cmd("HELLO", "3")
+        return conns[cid]
+
+    try:
+        for step in steps:
+            kind = step[0]
+            if kind == "cmd":
+                out.append((int(step[1]), conn(step[1]).cmd(*step[2:])))  # type: ignore[arg-type]
+            elif kind == "send":
+                conn(step[1]).send(*step[2:])  # type: ignore[arg-type]
+            elif kind == "read":
+                out.append((int(step[1]), conn(step[1]).read()))  # type: ignore[call-overload]
+            elif kind == "blocked":
+                wait_blocked(admin, int(step[1]))  # type: ignore[call-overload]
+            elif kind == "flush":
+                admin.cmd("FLUSHALL")
+            else:
+                raise ValueError(f"unknown step {step!r}")
+    finally:
+        for c in conns.values():
+            c.close()
+        admin.close()
+    return out
+
+
+def compare_scenario(servers: dict[str, ManagedProcess], steps: list[Step]) -> None:
+    """The scenario's replies must be byte-identical on both servers, RESP2 and RESP3."""
+    for proto in (2, 3):
+        real = scenario(servers["real"].port, [("flush",), *steps], proto)
+        ours = scenario(servers["ours"].port, [("flush",), *steps], proto)
+        assert ours == real, f"RESP{proto}"
