@@ -219,3 +219,22 @@ def slotgate_node(workdir: Path, *, port: int | None = None, cluster: bool = Fal
                  "--cluster-node-timeout", "2000"]
     argv += list(extra)
     return ManagedProcess(argv, port, d, "node.log")
+
+
+def start_nodes(workdir: Path, count: int, *, cluster: bool = True,
+                extra: Sequence[str] = ()) -> list[ManagedProcess]:
+    """Start ``count`` of our nodes (cluster-enabled by default) on free cluster ports.
+
+    If one fails to start, the ones already started are stopped and the error re-raised.
+    """
+    nodes = [slotgate_node(workdir, cluster=cluster, extra=extra) for _ in range(count)]
+    started: list[ManagedProcess] = []
+    try:
+        for n in nodes:
+            n.start()
+            started.append(n)
+    except Exception:
+        for n in started:
+            n.stop()
+        raise
+    return nodes
