@@ -52,6 +52,8 @@ log = logging.getLogger("node.replication")
 
 CRON_INTERVAL_S = 0.1
 NEWLINE_KEEPALIVE_S = 1.0  # while a replica waits for its snapshot, send "\n" this often
+SNAPSHOT_CHUNK_BYTES = 1 << 20  # snapshot bytes queued to a replica at a time
+DRAIN_POLL_S = 0.001  # how often a snapshot sender looks whether the last chunk left
 
 ERR_READONLY = b"-READONLY You can't write against a read only replica.\r\n"
 ERR_NOREPLICAS = b"-NOREPLICAS Not enough good replicas to write.\r\n"
@@ -289,18 +291,41 @@ class Replication:
 
     def _snapshot_done(self, r: Replica, ok: bool) -> None:
         r.child = 0
-        path = r.snap_path
         if not ok:
             log.warning("Snapshot for replica %s failed; closing it", r.client.addr)
             self.server.kill_client(r.client)
             self._forget(r)
             return
+        nursery = self.server.nursery
+        assert nursery is not None
+        nursery.start_soon(self._send_snapshot, r)
+
+    async def _send_snapshot(self, r: Replica) -> None:
+        """Stream the snapshot file in chunks (at most about two queued at a time, so the
+        event loop never copies the whole file at once), then the bytes held meanwhile."""
+        c = r.client
+        path = r.snap_path
+        sent = 0
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            async with await trio.open_file(path, "rb") as f:
+                size = (await trio.Path(path).stat()).st_size
+                c.out.append(b"$%d\r\n" % size)
+                c.wake()
+                while True:
+                    chunk = await f.read(SNAPSHOT_CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    # The core has no "output drained" event for a client: poll.
+                    while c.out and not c.killed:  # noqa: ASYNC110
+                        await trio.sleep(DRAIN_POLL_S)
+                    if c.killed or self.replicas.get(c.id) is not r:
+                        return
+                    c.out.append(chunk)
+                    sent += len(chunk)
+                    c.wake()
         except OSError as exc:
-            log.warning("Cannot read the replica snapshot %s: %s", path, exc)
-            self.server.kill_client(r.client)
+            log.warning("Cannot send the replica snapshot %s: %s", path, exc)
+            self.server.kill_client(c)
             self._forget(r)
             return
         finally:
@@ -308,14 +333,13 @@ class Replication:
                 os.unlink(path)
             except OSError:
                 pass
-        r.client.out.append(b"$%d\r\n" % len(data))
-        r.client.out.append(data)
-        r.client.out.extend(r.pending)
+            r.snap_path = ""
+        c.out.extend(r.pending)
         r.pending = []
         r.state = "online"
         r.ack_time = time.monotonic()
-        r.client.wake()
-        log.info("Synchronization with replica %s succeeded (%d bytes)", r.client.addr, len(data))
+        c.wake()
+        log.info("Synchronization with replica %s succeeded (%d bytes)", c.addr, sent)
 
     def _forget(self, r: Replica) -> None:
         self.replicas.pop(r.client.id, None)
@@ -431,7 +455,7 @@ class Replication:
                 self.server.kill_client(r.client)
                 self._forget(r)
                 continue
-            if r.state != "online" and now - r.last_newline >= NEWLINE_KEEPALIVE_S:
+            if r.child and now - r.last_newline >= NEWLINE_KEEPALIVE_S:
                 r.last_newline = now
                 r.send(b"\n")
         period = int(self.cfg.get("repl-ping-replica-period"))
