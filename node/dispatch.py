@@ -71,8 +71,10 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
             except CommandError as e:
                 reply = _err(str(e))
                 cmd.failed_calls += 1
+                srv.count_error(reply)
             except Exception as e:  # noqa: BLE001 - a bug must not take the server down
                 reply = _internal_error(cmd, argv, e)
+                srv.count_error(reply)
             dt = _perf() - t0
             cmd.calls += 1
             cmd.usec += int(dt * 1e6)
@@ -118,6 +120,7 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     srv = c.server
     real, rejected = resolve(cmd, argv)
     if rejected is not None:
+        srv.count_error(rejected)
         if c.multi is not None:
             c.multi_error = True
         return rejected
@@ -161,7 +164,9 @@ def _reject(c: Client, cmd: Command, text: str) -> bytes:
     cmd.rejected_calls += 1
     if c.multi is not None:
         c.multi_error = True
-    return _err(text)
+    reply = _err(text)
+    c.server.count_error(reply)
+    return reply
 
 
 def _apply_reply_mode(c: Client, mode_before: int, reply: bytes) -> bytes:
@@ -196,8 +201,10 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     except CommandError as e:
         reply = _err(str(e))
         cmd.failed_calls += 1
+        srv.count_error(reply)
     except Exception as e:  # noqa: BLE001 - a bug must not take the server down
         reply = _internal_error(cmd, argv, e)
+        srv.count_error(reply)
     dt = _perf() - t0
     cmd.calls += 1
     cmd.usec += int(dt * 1e6)
@@ -205,6 +212,9 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     if dt > srv.slowlog_threshold_s:
         srv.slowlog_add(c, argv, dt)
     if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
+        if c.in_exec and not c.extra.get("exec_multi_propagated", True):
+            c.extra["exec_multi_propagated"] = True
+            ks.propagate(db_index, [b"MULTI"])
         for p_argv in c.propagate_as or (argv,):
             ks.propagate(db_index, p_argv)
     c.propagate_as = None
@@ -233,7 +243,8 @@ def serve_ready_keys(srv: Server) -> None:
                 reply = st.serve(bc, db, key)
                 if reply is not None:
                     if ks.propagate_hooks and ks.dirty != dirty_before:
-                        for p_argv in bc.propagate_as or ():
-                            ks.propagate(db_index, p_argv)
+                        served: list[list[bytes]] = bc.propagate_as or []
+                        for served_argv in served:
+                            ks.propagate(db_index, served_argv)
                     bc.propagate_as = None
                     bc.unblock(reply)

@@ -62,6 +62,11 @@ class Server:
         self.stat_net_input_bytes = 0
         self.stat_net_output_bytes = 0
         self.blocked_clients = 0
+        self.total_error_replies = 0
+        self.error_counts: dict[str, int] = {}  # INFO errorstats: prefix -> count
+        self.extra_stats: dict[str, int] = {}  # other modules' INFO stats fields
+        self.ops_per_sec = 0
+        self._ops_sample: tuple[float, int] = (time.monotonic(), 0)
         self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()
         self.slowlog_next_id = 0
         self.slowlog_threshold_s = math.inf
@@ -102,6 +107,12 @@ class Server:
     def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
         self.ks.propagate_hooks.append(hook)
         self.update_slow()
+
+    def count_error(self, reply: bytes) -> None:
+        """INFO errorstats / total_error_replies for an error reply ``-PREFIX text``."""
+        self.total_error_replies += 1
+        prefix = reply[1:].split(b" ", 1)[0].decode("utf-8", "replace")
+        self.error_counts[prefix] = self.error_counts.get(prefix, 0) + 1
 
     def block_deadline(self, timeout_s: float) -> float | None:
         return None if timeout_s <= 0 else trio.current_time() + timeout_s
@@ -318,6 +329,11 @@ class Server:
             hz = max(1, min(500, int(self.config.get("hz"))))
             await trio.sleep(1.0 / hz)
             self.ks.active_expire_cycle()
+            now = time.monotonic()
+            t0, n0 = self._ops_sample
+            if now - t0 >= 1.0:
+                self.ops_per_sec = int((self.stat_numcommands - n0) / (now - t0))
+                self._ops_sample = (now, self.stat_numcommands)
             if self.ks.ready:
                 dispatch.serve_ready_keys(self)
 

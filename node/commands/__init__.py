@@ -109,6 +109,7 @@ import importlib
 MODULES = [
     "node.commands.connection",
     "node.commands.server_cmds",
+    "node.commands.info",
     "node.commands.keys",
     "node.commands.strings",
     "node.commands.bitmaps",
@@ -118,6 +119,7 @@ MODULES = [
     "node.commands.hashes",
     "node.commands.sets",
     "node.commands.cluster",
+    "node.commands.migrate",
     "node.commands.zsets",
     "node.commands.zsetops",
 ]

@@ -104,7 +104,8 @@ def build_table() -> dict[bytes, Command]:
     """The dispatch dict: name bytes (lower and upper case) -> ``Command``."""
     known = _table_info()
     table: dict[bytes, Command] = {}
-    containers: dict[str, Command] = {}
+    top: dict[str, Command] = {}
+    subs: list[tuple[str, str, Command]] = []
     for name, fn in sorted(HANDLERS.items()):
         if name in known:
             arity, flags, has_keys = known[name]
@@ -116,21 +117,20 @@ def build_table() -> dict[bytes, Command]:
         cmd = Command(name, fn, arity, flags, has_keys)
         if "|" in name:
             parent_name, sub = name.split("|", 1)
-            parent = containers.get(parent_name)
-            if parent is None:
-                p_arity, p_flags, _ = known.get(parent_name, (-2, frozenset(), False))
-                parent = Command(parent_name, None, p_arity, p_flags, False)
-                parent.subcommands = {}
-                parent.special = True
-                containers[parent_name] = parent
-            assert parent.subcommands is not None
-            parent.subcommands[sub.encode()] = cmd
-            cmd.container = parent
+            subs.append((parent_name, sub, cmd))
         else:
-            if name in containers:
-                raise ValueError(f"{name!r} registered both as a command and as a container")
-            containers[name] = cmd
-    for name, cmd in containers.items():
+            top[name] = cmd
+    for parent_name, sub, cmd in subs:
+        parent = top.get(parent_name)
+        if parent is None:
+            p_arity, p_flags, _ = known.get(parent_name, (-2, frozenset(), False))
+            parent = top[parent_name] = Command(parent_name, None, p_arity, p_flags, False)
+        if parent.subcommands is None:
+            parent.subcommands = {}
+            parent.special = True
+        parent.subcommands[sub.encode()] = cmd
+        cmd.container = parent
+    for name, cmd in top.items():
         table[name.encode()] = cmd
         table[name.upper().encode()] = cmd
     return table

@@ -1,3 +1,114 @@
-"""transactions commands (in progress)."""
+"""Transactions: MULTI EXEC DISCARD WATCH UNWATCH.
+
+Queue-time rejections (unknown command, arity, NOAUTH, ...) flag the transaction in the
+dispatcher, so EXEC answers EXECABORT. A watched key touched by a write, an expiry or a FLUSH
+sets ``c.dirty_cas`` (see ``Database.touch_watched``); EXEC then answers a null array.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node import dispatch
+from node.commands.registry import command
+from node.commands.replies import OK
+from node.errors import (
+    DISCARD_WITHOUT_MULTI,
+    EXEC_WITHOUT_MULTI,
+    EXECABORT,
+    NESTED_MULTI,
+    WATCH_IN_MULTI,
+    CommandError,
+)
+from node.keyspace import now_ms
+from protocol.resp import array_header
+
+if TYPE_CHECKING:
+    from node.client import Client
+
+
+@command("multi")
+def multi(c: Client, argv: list[bytes]) -> bytes:
+    if c.multi is not None:
+        raise CommandError(NESTED_MULTI)
+    c.multi = []
+    c.multi_error = False
+    c.update_slow()
+    return OK
+
+
+def discard_transaction(c: Client) -> None:
+    c.multi = None
+    c.multi_error = False
+    c.unwatch_all()
+    c.update_slow()
+
+
+@command("discard")
+def discard(c: Client, argv: list[bytes]) -> bytes:
+    if c.multi is None:
+        raise CommandError(DISCARD_WITHOUT_MULTI)
+    discard_transaction(c)
+    return OK
+
+
+def _watched_key_expired(c: Client) -> bool:
+    now = now_ms()
+    for db, key in c.watched:
+        clients = db.watched.get(key)
+        if clients is None or clients.get(c, False):
+            continue  # already expired when watched: not a change
+        when = db.expires.get(key) if db.expires else None
+        if when is not None and when <= now and key in db.data:
+            return True
+    return False
+
+
+@command("exec")
+def exec_(c: Client, argv: list[bytes]) -> bytes:
+    queued = c.multi
+    if queued is None:
+        raise CommandError(EXEC_WITHOUT_MULTI)
+    if _watched_key_expired(c):
+        c.dirty_cas = True
+    if c.multi_error or c.dirty_cas:
+        reply = b"-" + EXECABORT.encode() + b"\r\n" if c.multi_error else c.null_array
+        discard_transaction(c)
+        return reply
+    c.unwatch_all()
+    c.multi = None
+    c.update_slow()
+    parts = [array_header(len(queued))]
+    c.in_exec = True
+    c.extra["exec_multi_propagated"] = False
+    try:
+        for cmd, q_argv in queued:
+            parts.append(dispatch.call(c, cmd, q_argv))
+    finally:
+        c.in_exec = False
+        if c.extra.pop("exec_multi_propagated", False):
+            c.ks.propagate(c.db.index, [b"EXEC"])
+    c.multi_error = False
+    return b"".join(parts)
+
+
+@command("watch")
+def watch(c: Client, argv: list[bytes]) -> bytes:
+    if c.multi is not None:
+        raise CommandError(WATCH_IN_MULTI)
+    db = c.db
+    now = now_ms()
+    for key in argv[1:]:
+        if (db, key) in c.watched:
+            continue
+        when = db.expires.get(key) if db.expires else None
+        expired = when is not None and when <= now and key in db.data
+        db.watched.setdefault(key, {})[c] = expired
+        c.watched.append((db, key))
+    return OK
+
+
+@command("unwatch")
+def unwatch(c: Client, argv: list[bytes]) -> bytes:
+    c.unwatch_all()
+    return OK
