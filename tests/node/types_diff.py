@@ -82,12 +82,15 @@ def parse(raw: bytes) -> object:
     return reader.gets()
 
 
-def unordered(raw: bytes) -> object:
-    """An array reply with its elements sorted (for replies in hashtable order)."""
-    v = parse(raw)
+def _sorted_deep(v: object) -> object:
     if isinstance(v, list):
-        return sorted(v, key=repr)
+        return sorted((_sorted_deep(x) for x in v), key=repr)
     return v
+
+
+def unordered(raw: bytes) -> object:
+    """A reply with the elements of every array sorted (for replies in hashtable order)."""
+    return _sorted_deep(parse(raw))
 
 
 class Pair:
