@@ -110,18 +110,29 @@ def get_zset_read(db: Database, key: bytes) -> ZSet | None:
     return v
 
 
+_INF = float("inf")
+
+
 def parse_score(arg: bytes, err: str = NOT_FLOAT) -> float:
     """getDoubleFromObject: strtod without leading space; overflow/underflow are errors."""
+    try:
+        x = float(arg)
+    except ValueError:
+        pass
+    else:  # the common case: a plain finite non-zero number
+        if 0.0 < abs(x) < _INF and b"_" not in arg and not arg[:1].isspace() \
+                and not arg[-1:].isspace():
+            return x
     if not arg or arg[:1].isspace():
         raise CommandError(err)
-    x = strtod(arg)
-    if x is None or x != x:
+    y = strtod(arg)
+    if y is None or y != y:
         raise CommandError(err)
-    if x in (float("inf"), float("-inf")) and b"inf" not in arg.lower():
+    if y in (_INF, -_INF) and b"inf" not in arg.lower():
         raise CommandError(err)  # ERANGE overflow
-    if x == 0.0 and any(ch in b"123456789" for ch in arg.lower().split(b"e")[0]):
+    if y == 0.0 and any(ch in b"123456789" for ch in arg.lower().split(b"e")[0]):
         raise CommandError(err)  # ERANGE underflow to zero
-    return x
+    return y
 
 
 def dbl(c: Client, x: float) -> bytes:
@@ -235,7 +246,42 @@ def _zadd(c: Client, argv: list[bytes], incr: bool) -> bytes:
 
 @command("zadd")
 def zadd(c: Client, argv: list[bytes]) -> bytes:
-    return _zadd(c, argv, False)
+    if len(argv) != 4 or argv[2].lower() in _ZADD_OPTS:
+        return _zadd(c, argv, False)
+    # Fast path: one score/member pair, no options, existing key.
+    score = parse_score(argv[2])
+    db = c.db
+    key = argv[1]
+    z = db.lookup(key)
+    if z is None:
+        return _zadd(c, argv, False)
+    if type(z) is not ZSet:
+        raise CommandError(WRONGTYPE)
+    member = argv[3]
+    scores = z.scores
+    cur = scores.get(member)
+    if cur is None:
+        if not z.big:
+            values = c.server.config.values
+            if (len(scores) + 1 > values["zset-max-listpack-entries"]
+                    or len(member) > values["zset-max-listpack-value"]):
+                z.big = True
+            elif score == 0.0:
+                score = 0.0  # a listpack stores -0 as the integer 0
+        z.insert(member, score)
+        added = 1
+    else:
+        if score == 0.0 and not z.big:
+            score = 0.0
+        if score == cur:
+            return ZERO
+        z.update(member, cur, score)
+        added = 0
+    c.ks.dirty += 1
+    db.modified(key)
+    db.signal_ready(key)
+    db.notify(NOTIFY_ZSET, b"zadd", key)
+    return b":%d\r\n" % added
 
 
 @command("zincrby")
