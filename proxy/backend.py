@@ -78,7 +78,7 @@ class BackendConnection:
         self._retry_at = 0.0
         self._failures = 0
         self._writer_wakeup = trio.Event()
-        self._progress_s = 0.0  # last time a reply arrived or the pipe went from empty to busy
+        self._batches = 0  # reply batches received; the watchdog looks for progress in it
 
     # --- hot path --------------------------------------------------------------------------
     def send(self, payload: bytes, pending: Pending) -> None:
@@ -92,8 +92,6 @@ class BackendConnection:
                 self._pool.nursery.start_soon(self._run)
         elif not self._out:
             self._writer_wakeup.set()
-        if not self._pending:
-            self._progress_s = trio.current_time()
         self._out.append(payload)
         self._pending.append(pending)
         self._unsent += 1
@@ -151,7 +149,7 @@ class BackendConnection:
             frames = framer.frames()
             if not frames:
                 continue
-            self._progress_s = trio.current_time()
+            self._batches += 1
             for type_byte, raw in frames:
                 if len(pending) <= self._unsent:
                     raise BackendError(f"{self.address} sent a reply nobody asked for")
@@ -159,15 +157,22 @@ class BackendConnection:
             self._pool.after_batch()
 
     async def _watchdog(self, scope: trio.CancelScope) -> None:
-        timeout_s = self._pool.settings.command_timeout_ms / 1000
+        """Declare the connection dead when requests wait and no reply arrived for
+        ``command_timeout_ms`` (checked every quarter of it; no clock reads on the hot path)."""
+        timeout_ms = self._pool.settings.command_timeout_ms
+        tick_s = timeout_ms / 4000
+        seen = self._batches
+        stalled_ticks = 0
         while True:
-            await trio.sleep(timeout_s / 4)
-            if len(self._pending) > self._unsent and (
-                trio.current_time() - self._progress_s > timeout_s
-            ):
-                raise _Timeout(
-                    f"{self.address} did not answer within {self._pool.settings.command_timeout_ms} ms"
-                )
+            await trio.sleep(tick_s)
+            waiting = len(self._pending) > self._unsent
+            if not waiting or self._batches != seen:
+                seen = self._batches
+                stalled_ticks = 0
+                continue
+            stalled_ticks += 1
+            if stalled_ticks >= 4:
+                raise _Timeout(f"{self.address} did not answer within {timeout_ms} ms")
 
     def _fail(self, exc: Exception) -> None:
         s = self._pool.settings
@@ -207,13 +212,15 @@ class BackendPool:
         self._on_failure = on_failure
         # Called after each batch of replies/failures was delivered (flushes client output).
         self.after_batch = after_batch
-        self._conns: dict[tuple[str, int], list[BackendConnection]] = {}
+        # RESP version -> node address -> that node's connections.
+        self._conns: dict[int, dict[str, list[BackendConnection]]] = {2: {}, 3: {}}
         self._per_node = settings.backend_connections_per_node
 
     def get(self, address: str, proto: int, sticky: int) -> BackendConnection:
-        conns = self._conns.get((address, proto))
+        by_node = self._conns[proto]
+        conns = by_node.get(address)
         if conns is None:
-            conns = self._conns[address, proto] = [
+            conns = by_node[address] = [
                 BackendConnection(self, address, proto) for _ in range(self._per_node)
             ]
         return conns[sticky % self._per_node]

@@ -123,6 +123,7 @@ class Session:
         self.multi_dirty = False
         self.watch: DirectConnection | None = None
         self.direct: dict[str, DirectConnection] = {}
+        self._routes = {route: getattr(self, method) for route, method in _ROUTE_HANDLERS.items()}
 
     # --- replies ---------------------------------------------------------------------------
     def new_slot(self, name: str) -> ReplySlot:
@@ -281,7 +282,7 @@ class Session:
         if not arity_ok(info, len(argv)):
             self.reply(info.name, error_frame(f"ERR wrong number of arguments for '{info.name}' command"))
             return None
-        return getattr(self, _ROUTE_HANDLERS[info.route])(argv, info)
+        return self._routes[info.route](argv, info)
 
     # --- routes ------------------------------------------------------------------------------
     def slot_of(self, argv: list[bytes]) -> int | None:
