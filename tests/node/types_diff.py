@@ -85,6 +85,8 @@ def parse(raw: bytes) -> object:
 def _sorted_deep(v: object) -> object:
     if isinstance(v, list):
         return sorted((_sorted_deep(x) for x in v), key=repr)
+    if isinstance(v, Exception):  # hiredis returns error replies as (incomparable) objects
+        return ("error", str(v))
     return v
 
 
