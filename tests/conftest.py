@@ -89,3 +89,16 @@ def slotgate(cluster_backend: ClusterBackend,
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def node_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
+    """One of our nodes, standalone (debug command on). Tests must not rely on its data."""
+    from tests.support import slotgate_node
+
+    proc = slotgate_node(tmp_path_factory.mktemp("node-standalone"),
+                         extra=["--enable-debug-command", "yes"]).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

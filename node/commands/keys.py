@@ -193,15 +193,21 @@ _SCAN_SNAPSHOTS: OrderedDict[tuple[int, int], list[bytes]] = OrderedDict()
 _next_snapshot = [1]
 
 
+def parse_cursor(raw: bytes) -> int:
+    """strtoul like Redis: optional sign (a '-' wraps around), digits only, <= 2**64-1."""
+    body = raw[1:] if raw[:1] in (b"+", b"-") else raw
+    if not body or not body.isdigit():
+        raise CommandError("ERR invalid cursor")
+    n = int(body)
+    if n > 2**64 - 1:
+        raise CommandError("ERR invalid cursor")
+    return (-n) % 2**64 if raw[:1] == b"-" else n
+
+
 def scan_page(c: Client, cursor_arg: bytes, keys_of: Any, argv_opts: list[bytes],
               allow_type: bool) -> tuple[int, list[bytes], int, bytes | None, Any]:
     """Parse ``cursor [MATCH p] [COUNT n] [TYPE t]`` -> (snapshot id, keys, next pos, type, match)."""
-    try:
-        cursor = int(cursor_arg)
-        if cursor < 0 or cursor > 2**64 - 1 or str(cursor).encode() != cursor_arg:
-            raise ValueError
-    except ValueError:
-        raise CommandError("ERR invalid cursor") from None
+    cursor = parse_cursor(cursor_arg)
     count = 10
     pattern = None
     type_filter = None
@@ -225,6 +231,9 @@ def scan_page(c: Client, cursor_arg: bytes, keys_of: Any, argv_opts: list[bytes]
     snap_id, pos = cursor >> 32, cursor & 0xFFFFFFFF
     key = (id(c.db), snap_id)
     snap = _SCAN_SNAPSHOTS.get(key)
+    if cursor != 0 and snap is None:
+        # Not a cursor we handed out (or one from a long-gone scan): the iteration is over.
+        return 0, [], 0, type_filter, None
     if cursor == 0 or snap is None:
         snap_id = _next_snapshot[0]
         _next_snapshot[0] = (snap_id % 0xFFFFFFF) + 1

@@ -137,7 +137,7 @@ def config_set(c: Client, argv: list[bytes]) -> bytes:
                 try:
                     parse_notify_flags(value)
                 except ValueError:
-                    raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmd'.") from None
+                    raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.") from None
             cfg.config_set(name, value)
     except ConfigError as e:
         cfg.values = backup
@@ -371,7 +371,7 @@ def _debug_digest_value(c: Client, argv: list[bytes]) -> bytes:
 
 def _debug_populate(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) < 3 or len(argv) > 5:
-        raise CommandError(errors.wrong_args("debug|populate") if False else SYNTAX)
+        raise CommandError(SYNTAX)
     count = parse_int(argv[2])
     if count < 0:
         raise CommandError("ERR Invalid count")

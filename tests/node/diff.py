@@ -1,0 +1,236 @@
+"""Differential harness: the same command lines go to our node and to a real redis-server 7.0
+over raw sockets; the RAW reply bytes must be identical, errors included.
+
+Adding cases (other engineers: this is all you need)::
+
+    from tests.node.diff import Case, check_cases
+
+    CASES = [
+        Case("incr on a string", ["SET k abc", "INCR k"]),
+        Case("keys, any order", ["MSET a 1 b 2", ("KEYS *", "sorted")]),
+    ]
+
+    @pytest.mark.parametrize("proto", [2, 3])
+    def test_mine(diff_pair, proto):
+        assert check_cases(diff_pair, CASES, proto) == []
+
+- A case runs on fresh connections after ``FLUSHALL`` on both servers, after ``HELLO 3`` for
+  ``proto=3``. A line is shell-quoted as typed in redis-cli (``SET k "a b"``), or a
+  ``(line, normalizer)`` pair.
+- Normalizers are for replies Redis leaves nondeterministic; each is a named, documented
+  function in ``NORMALIZERS`` (add yours there, with the reason). A normalizer gets the raw
+  reply bytes and returns what is compared. ``"sorted"``: array elements in sorted order
+  (KEYS, SMEMBERS of a hashtable set); ``"pairs"``: map entries sorted by key (CONFIG GET
+  with a pattern); ``"type"``: only the reply's type byte (a value that
+  differs by nature, e.g. TIME); ``"noreply"``: nothing is read (CLIENT REPLY OFF and the
+  commands after it; a later reply shows any stray bytes); ``"ttl"``: an integer within 1 of the other side's (clock
+  ticks between the two sends); ``"scan"``: a SCAN reply's keys sorted, cursor ignored.
+- The ``diff_pair`` fixture (see tests/node/conftest.py) is module scoped: our node and a
+  real redis-server, both with ``enable-debug-command yes``.
+
+``check_cases`` returns a list of human-readable mismatches (empty = identical), so one
+assertion shows all differences at once.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import hiredis
+
+from protocol.resp import ReplyFramer, encode_command
+
+READ_TIMEOUT_S = 10.0
+
+Line = str | tuple[str, str]
+
+
+@dataclass
+class Case:
+    """One scenario: command lines run in order on fresh connections after FLUSHALL."""
+
+    name: str
+    lines: list[Line]
+    setup: list[str] = field(default_factory=list)  # run on both, replies not compared
+
+
+class Conn:
+    """A raw RESP connection returning whole reply frames as bytes."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT_S)
+        self.framer = ReplyFramer()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, argv: Sequence[bytes]) -> None:
+        self.sock.sendall(encode_command(*argv))
+
+    def read(self, timeout_s: float = READ_TIMEOUT_S) -> bytes:
+        self.sock.settimeout(timeout_s)
+        while True:
+            fr = self.framer.next_frame()
+            if fr is not None:
+                return fr[1]
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            self.framer.feed(data)
+
+    def call(self, argv: Sequence[bytes]) -> bytes:
+        self.send(argv)
+        return self.read()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- normalizers ---------------------------------------------------------------------------------
+def _parse(raw: bytes) -> object:
+    r = hiredis.Reader(notEnoughData=None)
+    r.feed(raw)
+    return r.gets()
+
+
+def _frames_of_array(raw: bytes) -> list[bytes]:
+    """The raw element frames of an array/set reply (one level)."""
+    framer = ReplyFramer()
+    nl = raw.index(b"\r\n")
+    framer.feed(raw[nl + 2 :])
+    return [f[1] for f in framer.frames()]
+
+
+def norm_sorted(raw: bytes) -> bytes:
+    """Array/set elements in sorted order: Redis returns hash-table order (KEYS, SMEMBERS)."""
+    if raw[:1] not in (b"*", b"~") or raw.startswith((b"*-1", b"*0")):
+        return raw
+    return raw[: raw.index(b"\r\n") + 2] + b"".join(sorted(_frames_of_array(raw)))
+
+
+def norm_type(raw: bytes) -> bytes:
+    """Only the RESP type byte: the value differs by nature (TIME, run ids, CLIENT ID)."""
+    return raw[:1]
+
+
+def norm_scan(raw: bytes) -> bytes:
+    """SCAN-like replies: cursor values are implementation-defined; keys compared sorted."""
+    frames = _frames_of_array(raw)
+    if len(frames) != 2:
+        return raw
+    return b"scan:" + norm_sorted(frames[1])
+
+
+def norm_pairs(raw: bytes) -> bytes:
+    """Map (or RESP2 flat key/value array) entries sorted by key: CONFIG GET walks a dict."""
+    if raw[:1] not in (b"*", b"%") or raw.startswith((b"*-1", b"*0", b"%0")):
+        return raw
+    frames = _frames_of_array(raw)
+    pairs = sorted(zip(frames[::2], frames[1::2], strict=True))
+    return raw[: raw.index(b"\r\n") + 2] + b"".join(k + v for k, v in pairs)
+
+
+NORMALIZERS: dict[str, Callable[[bytes], bytes]] = {
+    "sorted": norm_sorted,
+    "pairs": norm_pairs,
+    "type": norm_type,
+    "scan": norm_scan,
+}
+
+
+def _ttl_close(a: bytes, b: bytes) -> bool:
+    """TTL/PTTL: both integers within 1 unit... or 50 ms for PTTL-scale values."""
+    if a[:1] != b":" or b[:1] != b":":
+        return a == b
+    x, y = int(a[1:-2]), int(b[1:-2])
+    return abs(x - y) <= (1 if max(abs(x), abs(y)) < 10_000 else 100)
+
+
+# -- running ------------------------------------------------------------------------------------
+def split_line(line: str) -> list[bytes]:
+    return [w.encode("utf-8", "surrogateescape") for w in shlex.split(line)]
+
+
+class Pair:
+    """Our node and the real server, as ports."""
+
+    def __init__(self, ours_port: int, real_port: int) -> None:
+        self.ours_port = ours_port
+        self.real_port = real_port
+
+    def connect(self, proto: int = 2) -> tuple[Conn, Conn]:
+        ours, real = Conn(self.ours_port), Conn(self.real_port)
+        for conn in (ours, real):
+            conn.call([b"FLUSHALL"])
+            if proto == 3:
+                conn.call([b"HELLO", b"3"])
+        return ours, real
+
+
+def compare(ours: Conn, real: Conn, argv: list[bytes], normalizer: str | None) -> str | None:
+    """Send ``argv`` to both; a description of the difference, or None."""
+    real.send(argv)
+    ours.send(argv)
+    if normalizer == "noreply":
+        return None
+    r_reply = real.read()
+    o_reply = ours.read()
+    if normalizer == "ttl":
+        same = _ttl_close(o_reply, r_reply)
+    elif normalizer is not None:
+        fn = NORMALIZERS[normalizer]
+        same = fn(o_reply) == fn(r_reply)
+    else:
+        same = o_reply == r_reply
+    if same:
+        return None
+    return f"ours={o_reply[:300]!r}\n      real={r_reply[:300]!r}"
+
+
+def run_lines(pair: Pair, lines: Sequence[Line], proto: int = 2,
+              setup: Sequence[str] = ()) -> list[str]:
+    ours, real = pair.connect(proto)
+    problems: list[str] = []
+    try:
+        for line in setup:
+            argv = split_line(line)
+            ours.call(argv)
+            real.call(argv)
+        for item in lines:
+            text, norm = (item, None) if isinstance(item, str) else item
+            diff = compare(ours, real, split_line(text), norm)
+            if diff is not None:
+                problems.append(f"RESP{proto} {text!r}:\n      {diff}")
+    finally:
+        ours.close()
+        real.close()
+    return problems
+
+
+def check_cases(pair: Pair, cases: Sequence[Case], proto: int = 2) -> list[str]:
+    """Run every case; all mismatches as text (empty when identical)."""
+    out: list[str] = []
+    for case in cases:
+        for p in run_lines(pair, case.lines, proto, case.setup):
+            out.append(f"[{case.name}] {p}")
+    return out
+
+
+def run_argvs(pair: Pair, argvs: Sequence[list[bytes]], proto: int = 2) -> list[str]:
+    """Like ``run_lines`` for already-split argvs (generated sequences); stops at 20 diffs."""
+    ours, real = pair.connect(proto)
+    problems: list[str] = []
+    try:
+        for argv in argvs:
+            diff = compare(ours, real, argv, None)
+            if diff is not None:
+                problems.append(f"RESP{proto} {argv!r}:\n      {diff}")
+                if len(problems) >= 20:
+                    break
+    finally:
+        ours.close()
+        real.close()
+    return problems

@@ -1,0 +1,77 @@
+"""Connection, transaction and server commands: identical raw replies to redis-server 7.0."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.node.diff import Case, Pair, check_cases
+
+CASES = [
+    Case("ping echo", ["PING", "PING hello", "PING a b", "ECHO x", "ECHO", "ECHO a b", "ping",
+                       "PiNg"]),
+    Case("unknown and arity", ["FOO", "FOO bar baz", "FOO " + "x" * 200, "GET", "SET a",
+                               "CONFIG", "CONFIG FOO", "CLIENT FOO", "OBJECT", "GETSET a",
+                               "FOO a b c d e f g h i j k l m n o p q r s t u v w x y z "
+                               + " ".join(["abcdefghij"] * 20)]),
+    Case("hello", ["HELLO 4", "HELLO x", "HELLO 2 FOO", "HELLO 2 AUTH default", "HELLO 1",
+                   ("HELLO 2 AUTH default wrong", "type"), "HELLO 2 SETNAME 'a b'"]),
+    Case("auth without password", ["AUTH x", "AUTH default x", "AUTH a b c", "AUTH foo bar"]),
+    Case("multi exec", ["MULTI", "SET a 1", "INCR a", "GET a", "EXEC", "EXEC", "DISCARD",
+                        "MULTI", "MULTI", "WATCH a", "DISCARD", "MULTI", "SET a", "GET a", "EXEC",
+                        "MULTI", "FOO", "EXEC", "MULTI", "SET a x", "INCR a", "GET a", "EXEC",
+                        "MULTI", "EXEC"]),
+    Case("watch", ["SET w 1", "WATCH w", "SET w 2", "MULTI", "GET w", "EXEC", "WATCH w",
+                   "MULTI", "GET w", "EXEC", "WATCH w", "UNWATCH", "SET w 3", "MULTI", "GET w",
+                   "EXEC", "WATCH nokey", "SET nokey 1", "MULTI", "EXEC", "WATCH w", "FLUSHALL",
+                   "MULTI", "EXEC", "SET w 1", "WATCH w", "DEL w", "MULTI", "EXEC", "WATCH w",
+                   "MULTI", "PING", "EXEC", "WATCH", "WATCH a b c", "SET c 1", "MULTI", "EXEC"]),
+    Case("watch and expiry", ["SET w 1 PX 1", "DEBUG SLEEP 0.05", "WATCH w", "MULTI", "PING",
+                              "EXEC", "SET w 1 PX 40", "WATCH w", "DEBUG SLEEP 0.08", "MULTI",
+                              "PING", "EXEC", "SET x 1", "WATCH x", "PEXPIRE x 1",
+                              "DEBUG SLEEP 0.05", "MULTI", "PING", "EXEC"]),
+    Case("watch and swapdb", ["SET w 1", "WATCH w", "SWAPDB 0 1", "MULTI", "PING", "EXEC"]),
+    Case("client basics", ["CLIENT GETNAME", "CLIENT SETNAME foo", "CLIENT GETNAME",
+                           "CLIENT SETNAME 'a b'", "CLIENT SETNAME ''", "CLIENT GETNAME",
+                           ("CLIENT ID", "type"), "CLIENT KILL 1.2.3.4:5", "CLIENT KILL ID 0",
+                           "CLIENT KILL ID x", "CLIENT KILL ID 999999", "CLIENT KILL FOO bar",
+                           "CLIENT KILL TYPE foo", "CLIENT LIST TYPE foo", "CLIENT UNBLOCK 9999",
+                           "CLIENT UNBLOCK x", "CLIENT UNBLOCK 1 FOO", "CLIENT REPLY FOO",
+                           "CLIENT NO-EVICT maybe", "CLIENT NO-EVICT on", "CLIENT GETREDIR"]),
+    Case("client reply", [("CLIENT REPLY OFF", "noreply"), ("SET a 1", "noreply"),
+                          ("GET a", "noreply"), "CLIENT REPLY ON", "GET a",
+                          ("CLIENT REPLY SKIP", "noreply"), ("SET a 2", "noreply"), "GET a",
+                          ("CLIENT REPLY OFF", "noreply"), ("CLIENT REPLY SKIP", "noreply"),
+                          "CLIENT REPLY ON", "GET a"]),
+    Case("config", ["CONFIG GET maxclients", "CONFIG GET maxmemory", "CONFIG GET appendonly",
+                    "CONFIG GET databases", "CONFIG GET nosuch", "CONFIG GET cluster-enabled",
+                    "CONFIG GET cluster-node-timeout", "CONFIG GET client-output-buffer-limit",
+                    "CONFIG GET proto-max-bulk-len", "CONFIG GET appendfsync",
+                    "CONFIG GET slave-read-only", "CONFIG SET maxclients abc",
+                    "CONFIG SET maxclients 0", "CONFIG SET foo 1", "CONFIG SET databases 3",
+                    "CONFIG SET maxmemory 1x", "CONFIG SET appendfsync foo",
+                    "CONFIG SET hz 20 hz 30", "CONFIG SET hz", "CONFIG SET hz 20", "CONFIG GET hz",
+                    "CONFIG SET hz 10", "CONFIG SET maxmemory 1gb", "CONFIG GET maxmemory",
+                    "CONFIG SET maxmemory 0", "CONFIG SET save '1 2 3'",
+                    "CONFIG SET notify-keyspace-events Q", "CONFIG SET slowlog-max-len 64",
+                    "CONFIG GET slowlog-max-len", "CONFIG SET slowlog-max-len 128",
+                    "CONFIG GET", "CONFIG REWRITE", ("CONFIG GET max*clients", "pairs")]),
+    Case("command", ["COMMAND COUNT", "COMMAND INFO get", "COMMAND INFO config|get",
+                     "COMMAND INFO nosuch get", "COMMAND DOCS get", "COMMAND DOCS nosuch",
+                     "COMMAND GETKEYS get a", "COMMAND GETKEYS mset a 1 b 2", "COMMAND GETKEYS",
+                     "COMMAND GETKEYS ping", "COMMAND GETKEYS nosuch", "COMMAND GETKEYS get",
+                     ("COMMAND LIST FILTERBY PATTERN get*", "sorted"), "COMMAND FOO",
+                     "COMMAND LIST FILTERBY foo bar"]),
+    Case("debug", ["DEBUG DIGEST", "DEBUG FOO", "DEBUG SET-ACTIVE-EXPIRE 1", "DEBUG OBJECT no",
+                   "DEBUG DIGEST-VALUE no", "DEBUG SLEEP 0"]),
+    Case("slowlog and misc", ["SLOWLOG LEN", "SLOWLOG RESET", "SLOWLOG GET", "SLOWLOG GET x",
+                              "SLOWLOG GET -2", "SLOWLOG FOO", "SLOWLOG HELP", "LATENCY LATEST",
+                              "LATENCY RESET", ("TIME", "type"), ("LASTSAVE", "type"),
+                              "DBSIZE", "SWAPDB 0 0"]),
+    Case("inline-typed ops", ["SET 'a b' 'c d'", "GET 'a b'", "SET e ''", "GET e", "STRLEN e"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_server_commands_match_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, CASES, proto)
+    assert not problems, "\n".join(problems)
