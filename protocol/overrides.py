@@ -90,6 +90,9 @@ OVERRIDES: dict[str, Row] = {
     "client|info": _PROXY,
     "client|list": _PROXY,
     "cluster|keyslot": _PROXY,
+    # Static help texts and flag lookups: any master answers them exactly.
+    "command|help": _KEYLESS,
+    "command|getkeysandflags": _KEYLESS,
     # Fan-out to every master.
     "dbsize": ("all_masters", "sum"),
     "keys": ("all_masters", "concat"),

@@ -25,9 +25,6 @@ EXEC_WITHOUT_MULTI = "ERR EXEC without MULTI"
 DISCARD_WITHOUT_MULTI = "ERR DISCARD without MULTI"
 WATCH_IN_MULTI = "ERR WATCH inside MULTI is not allowed"
 EXECABORT = "EXECABORT Transaction discarded because of previous errors."
-UNKNOWN_SUBCOMMAND = (
-    "ERR unknown subcommand '{sub}'. Try {name} HELP."
-)
 
 # The proxy's own errors.
 UNKNOWN_FATE_WRITE = (
@@ -37,16 +34,5 @@ NODE_UNREACHABLE = "ERR slotgate: no connection to {node} within the retry deadl
 TOO_MANY_REDIRECTS = "ERR slotgate: too many redirects ({count}) for slot {slot}"
 NOT_SUPPORTED = "ERR slotgate: '{name}' is not supported through the proxy"
 PUBSUB_NOT_SUPPORTED = "ERR slotgate: pub/sub ('{name}') is not supported through the proxy yet"
-SHUTTING_DOWN = "ERR slotgate: proxy is shutting down"
 MAX_CLIENTS = "ERR max number of clients reached"
 
-
-def unknown_command(argv: list[bytes]) -> str:
-    """Redis 7.0's unknown-command error: args quoted, whole arg list capped at 128 chars."""
-    args = ""
-    for a in argv[1:]:
-        if len(args) >= 128:
-            break
-        args += "'" + a[: 128 - len(args)].decode("utf-8", "replace") + "' "
-    name = argv[0][:128].decode("utf-8", "replace")
-    return f"ERR unknown command '{name}', with args beginning with: {args}"

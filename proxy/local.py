@@ -17,7 +17,8 @@ from proxy.redirect import error_frame
 if TYPE_CHECKING:
     from proxy.session import Session
 
-Handler = Callable[["Session", list[bytes]], bytes]
+# A handler returns the reply frame, or None: "not mine after all, forward to one master".
+Handler = Callable[["Session", list[bytes]], bytes | None]
 
 OK = b"+OK\r\n"
 
@@ -206,9 +207,9 @@ def command_docs(s: Session, argv: list[bytes]) -> bytes:
     return commands.command_docs_reply(argv[2:] or None, s.proto)
 
 
-def command_list(s: Session, argv: list[bytes]) -> bytes:
+def command_list(s: Session, argv: list[bytes]) -> bytes | None:
     if len(argv) > 2:
-        return error_frame("ERR slotgate: 'command|list' FILTERBY is not supported through the proxy")
+        return None  # FILTERBY: a master answers it from the same table
     names = commands.command_list()
     return b"*%d\r\n" % len(names) + b"".join(_bulk(n) for n in names)
 
@@ -220,13 +221,6 @@ def command_getkeys(s: Session, argv: list[bytes]) -> bytes:
         return error_frame(str(exc))
     keys = [argv[2 + p] for p in positions]
     return b"*%d\r\n" % len(keys) + b"".join(_bulk(k) for k in keys)
-
-
-def _not_here(name: str) -> Handler:
-    def handler(s: Session, argv: list[bytes]) -> bytes:
-        return error_frame(errors.NOT_SUPPORTED.format(name=name))
-
-    return handler
 
 
 HANDLERS: dict[str, Handler] = {
@@ -245,8 +239,6 @@ HANDLERS: dict[str, Handler] = {
     "command|docs": command_docs,
     "command|list": command_list,
     "command|getkeys": command_getkeys,
-    "command|getkeysandflags": _not_here("command|getkeysandflags"),
-    "command|help": _not_here("command|help"),
     "client|setname": client_setname,
     "client|getname": client_getname,
     "client|id": client_id,

@@ -108,17 +108,6 @@ class Router:
         call.node = owner
         self.pool.get(owner, call.proto, call.sticky).send(call.payload, call)
 
-    def call(
-        self,
-        payload: bytes,
-        slot: int,
-        readonly: bool,
-        proto: int,
-        sticky: int,
-        done: Callable[[bytes], None],
-    ) -> None:
-        self.send(Call(self, payload, slot, readonly, proto, sticky, done))
-
     # --- replies that are errors -----------------------------------------------------------
     def on_error(self, call: Call, raw: bytes) -> None:
         if call.fixed_node:

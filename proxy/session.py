@@ -274,8 +274,9 @@ class Session:
         info = lookup(argv)
         if info is None:
             extra = local.EXTRA.get(b"|".join(a.lower() for a in argv[:2]))
-            if extra is not None:
-                self.reply("other", extra(self, argv))
+            reply = extra(self, argv) if extra is not None else None
+            if reply is not None:
+                self.reply("other", reply)
                 return None
             self.reply("other", b"-" + unknown_command_error(argv) + b"\r\n")
             return None
@@ -316,7 +317,11 @@ class Session:
         fanout.all_nodes(self, argv, info)
 
     def route_proxy(self, argv: list[bytes], info: CommandInfo) -> None:
-        self.reply(info.name, local.HANDLERS[info.name](self, argv))
+        reply = local.HANDLERS[info.name](self, argv)
+        if reply is None:
+            self.route_keyless(argv, info)
+        else:
+            self.reply(info.name, reply)
 
     def route_pubsub(self, argv: list[bytes], info: CommandInfo) -> None:
         self.reply(info.name, error_frame(errors.PUBSUB_NOT_SUPPORTED.format(name=info.name)))
