@@ -33,6 +33,5 @@ UNKNOWN_FATE_WRITE = (
 NODE_UNREACHABLE = "ERR slotgate: no connection to {node} within the retry deadline"
 TOO_MANY_REDIRECTS = "ERR slotgate: too many redirects ({count}) for slot {slot}"
 NOT_SUPPORTED = "ERR slotgate: '{name}' is not supported through the proxy"
-PUBSUB_NOT_SUPPORTED = "ERR slotgate: pub/sub ('{name}') is not supported through the proxy yet"
 MAX_CLIENTS = "ERR max number of clients reached"
 

@@ -123,6 +123,10 @@ def reset(s: Session, argv: list[bytes]) -> bytes:
     if s.watch is not None:
         watch, s.watch = s.watch, None
         s.router.nursery.start_soon(watch.aclose)
+    if s.link is not None:
+        link, s.link = s.link, None
+        link.closed = True
+        s.router.nursery.start_soon(link.aclose)
     s.proto = 2
     s.name = None
     return b"+RESET\r\n"

@@ -123,6 +123,8 @@ class Session:
         self.multi_dirty = False
         self.watch: DirectConnection | None = None
         self.direct: dict[str, DirectConnection] = {}
+        self.link: pubsub.Link | None = None  # subscriber mode (see pubsub.py)
+        self._nursery: trio.Nursery | None = None
         self._routes = {route: getattr(self, method) for route, method in _ROUTE_HANDLERS.items()}
 
     # --- replies ---------------------------------------------------------------------------
@@ -163,12 +165,32 @@ class Session:
             out.append(data[written:])
             self._writer_wakeup.set()
 
-    async def wait_idle(self) -> None:
-        """Until every request dispatched before the caller's has its reply (the caller's
-        own reply slot is the one left unfilled)."""
-        while self.unfilled > 1:
+    async def wait_idle(self, own: int = 1) -> None:
+        """Until every request dispatched before the caller's has its reply (``own``: how
+        many reply slots the caller itself holds, left unfilled)."""
+        while self.unfilled > own:
             self._progress = trio.Event()
             await self._progress.wait()
+
+    def write_raw(self, raw: bytes) -> None:
+        """Output that is not the reply to a request (subscriber-mode frames)."""
+        self._out.append(raw)
+        if not self._dirty:
+            self._dirty = True
+            self._flusher.pending.append(self)
+
+    def flush_output(self) -> None:
+        self._flusher.flush()
+
+    def spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` as long as this session lives."""
+        assert self._nursery is not None
+        self._nursery.start_soon(fn)
+
+    def abort(self) -> None:
+        """Close this client's connection now (its subscriber link died)."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
 
     async def _write_loop(self) -> None:
         out = self._out
@@ -201,6 +223,7 @@ class Session:
         self.metrics.client_connected()
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._write_loop)
                 eof = await self._read_loop()
                 if not eof:
@@ -217,11 +240,14 @@ class Session:
                 await self.stream.aclose()
 
     async def _close_pinned(self) -> None:
-        conns = list(self.direct.values())
+        conns: list[DirectConnection | pubsub.Link] = list(self.direct.values())
         if self.watch is not None:
             conns.append(self.watch)
+        if self.link is not None:
+            conns.append(self.link)
         self.direct.clear()
         self.watch = None
+        self.link = None
         for conn in conns:
             await conn.aclose()
 
@@ -283,12 +309,21 @@ class Session:
         if not arity_ok(info, len(argv)):
             self.reply(info.name, error_frame(f"ERR wrong number of arguments for '{info.name}' command"))
             return None
+        if self.link is not None:
+            name = argv[0].lower()
+            if pubsub.refused_while_subscribed(self, name):
+                self.reply(info.name, error_frame(pubsub.CANT_EXECUTE.format(name=info.name)))
+                return None
+            if pubsub.forwarded_ping(self, name):
+                return pubsub.command(self, argv, info.name)
         return self._routes[info.route](argv, info)
 
     # --- routes ------------------------------------------------------------------------------
     def slot_of(self, argv: list[bytes]) -> int | None:
-        """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots."""
-        positions = key_positions(argv)
+        """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots.
+
+        Arguments that route by slot without being keys (SPUBLISH's shard channel) count."""
+        positions = key_positions(argv, include_not_key=True)
         if not positions:
             return self.any_slot
         slot = key_slot(argv[positions[0]])
@@ -306,7 +341,8 @@ class Session:
                               self.proto, self.id, self.new_slot(info.name)))
 
     def route_keyless(self, argv: list[bytes], info: CommandInfo) -> None:
-        self.router.send(Call(self.router, pack_command(tuple(argv)), self.any_slot,
+        slot = _KEYLESS_HOME.get(info.name, self.any_slot)
+        self.router.send(Call(self.router, pack_command(tuple(argv)), slot,
                               "readonly" in info.flags, self.proto, self.id,
                               self.new_slot(info.name)))
 
@@ -323,8 +359,8 @@ class Session:
         else:
             self.reply(info.name, reply)
 
-    def route_pubsub(self, argv: list[bytes], info: CommandInfo) -> None:
-        self.reply(info.name, error_frame(errors.PUBSUB_NOT_SUPPORTED.format(name=info.name)))
+    def route_pubsub(self, argv: list[bytes], info: CommandInfo) -> Awaitable[None]:
+        return pubsub.command(self, argv, info.name)
 
     def route_unsupported(self, argv: list[bytes], info: CommandInfo) -> None:
         self.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
@@ -354,4 +390,10 @@ _ROUTE_HANDLERS.update({
 })
 
 # Imported last: these modules take a Session and use the names above.
-from proxy import fanout, local, pinned  # noqa: E402
+from proxy import fanout, local, pinned, pubsub  # noqa: E402
+
+# Keyless commands that must reach one fixed node: classic pub/sub lives on the pub/sub home.
+_KEYLESS_HOME = {
+    name: pubsub.PUBSUB_HOME_SLOT
+    for name in ("publish", "pubsub|channels", "pubsub|numsub", "pubsub|numpat")
+}

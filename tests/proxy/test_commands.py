@@ -244,10 +244,3 @@ def test_blocking_command_gets_value_pushed_by_another_client(slotgate: ManagedP
         t.join()
     assert r.ping() is True
     assert r.blpop([q], timeout=0.2) is None
-
-
-def test_pubsub_is_refused_clearly(slotgate: ManagedProcess) -> None:
-    with RawClient(slotgate.port) as c:
-        assert c.call("SUBSCRIBE", "ch") == \
-            b"-ERR slotgate: pub/sub ('subscribe') is not supported through the proxy yet\r\n"
-        assert c.call("PING") == b"+PONG\r\n"
