@@ -110,6 +110,17 @@ def wait_replicas(nodes: list[ManagedProcess], count: int, timeout_s: float = 30
     raise AssertionError("replicas not known everywhere")
 
 
+def wait_known(nodes: list[ManagedProcess], timeout_s: float = 30.0) -> None:
+    """Until every node knows every other (gossip spreads a newly met node)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        views = [[f for f in nodes_lines(n) if "handshake" not in f[2]] for n in nodes]
+        if all(len(v) == len(nodes) for v in views):
+            return
+        time.sleep(0.2)
+    raise AssertionError("nodes do not know each other")
+
+
 def test_create_topology(six: list[ManagedProcess]) -> None:
     wait_agree(six)
     wait_replicas(six, 3)
@@ -297,11 +308,14 @@ def test_add_node_reshard_rebalance_del_node(three: list[ManagedProcess]) -> Non
     _load(masters[0], 3000).close()
     out = redis_cli("--cluster", "add-node", addr(new), addr(masters[0]), timeout_s=60)
     assert "[OK] New node added correctly." in out.stdout
+    wait_known(three)
     wait_agree(three)
+    wait_cluster_ok(three)  # a newly joined master waits the rejoin delay before going ok
     new_id = new.client().execute_command("CLUSTER", "MYID").decode()
+    # a small weight keeps the move short (every slot move fsyncs nodes.conf, as in Redis)
     out = redis_cli("--cluster", "rebalance", addr(masters[0]), "--cluster-use-empty-masters",
-                    timeout_s=600)
-    assert "[ERR]" not in out.stdout, out.stdout[-2000:]
+                    "--cluster-weight", f"{new_id}=0.05", timeout_s=600, check=False)
+    assert out.returncode == 0 and "[ERR]" not in out.stdout, out.stdout[-3000:]
     wait_agree(three)
     new_line = next(f for f in nodes_lines(masters[0]) if f[0] == new_id)
     assert len(new_line) > 8  # it got slots
@@ -332,9 +346,11 @@ def test_fix_repairs_open_and_uncovered_slots(three: list[ManagedProcess]) -> No
     # and an uncovered slot: slot 2 unassigned everywhere
     for m in masters:
         m.client().execute_command("CLUSTER", "DELSLOTS", 2)
-    out = redis_cli("--cluster", "fix", addr(masters[0]), "--cluster-yes", timeout_s=120,
-                    check=False)
+    # covering uncovered slots asks for a typed "yes" even with --cluster-yes
+    out = subprocess.run(["redis-cli", "--cluster", "fix", addr(masters[0]), "--cluster-yes"],
+                         input="yes\n" * 4, capture_output=True, text=True, timeout=120)
     assert "Fixing open slot 1" in out.stdout, out.stdout[-2000:]
+    assert "Covering slot 2" in out.stdout, out.stdout[-2000:]
     wait_agree(masters)
     text = check(masters[2])
     assert "[OK] All 16384 slots covered." in text and "[WARNING]" not in text, text
