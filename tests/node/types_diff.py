@@ -12,39 +12,37 @@ from __future__ import annotations
 
 import shlex
 import socket
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Protocol
 
 import hiredis
 import pytest
 
 from protocol.resp import ReplyFramer, encode_command
-from tests.support import ManagedProcess, free_port, redis_server
+from tests.node.diff import Pair as DiffPair
 
 FRAME_TIMEOUT_S = 10.0
 
 
-def node_process(workdir: Path, *extra: str) -> ManagedProcess:
-    port = free_port()
-    argv = [sys.executable, "-m", "node", "--port", str(port), "--bind", "127.0.0.1", *extra]
-    return ManagedProcess(argv, port, workdir / f"node-{port}", "node.log")
+class HasPort(Protocol):
+    """Anything with the server's port (a process fixture or an ``_Endpoint``)."""
+
+    port: int
+
+
+class _Endpoint:
+    """A server as these helpers need it: its port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ManagedProcess]]:
-    """Our node and a real redis-server, fresh for the test module."""
-    d = tmp_path_factory.mktemp("types")
-    ours = node_process(d).start()
-    try:
-        real = redis_server(d).start()
-        try:
-            yield {"ours": ours, "real": real}
-        finally:
-            real.stop()
-    finally:
-        ours.stop()
+def servers(diff_pair: DiffPair) -> dict[str, _Endpoint]:
+    """Our node and a real redis-server: the shared differential fixture (tests/node/diff.py,
+    started by tests/node/conftest.py), by port."""
+    return {"ours": _Endpoint(diff_pair.ours_port), "real": _Endpoint(diff_pair.real_port)}
 
 
 class Conn:
@@ -98,7 +96,7 @@ def unordered(raw: bytes) -> object:
 class Pair:
     """One connection to each server, same protocol version."""
 
-    def __init__(self, servers: dict[str, ManagedProcess], proto: int = 2) -> None:
+    def __init__(self, servers: Mapping[str, HasPort], proto: int = 2) -> None:
         self.real = Conn(servers["real"].port)
         self.ours = Conn(servers["ours"].port)
         self.proto = proto
@@ -131,14 +129,14 @@ class Pair:
         self.ours.close()
 
 
-def flush(servers: dict[str, ManagedProcess]) -> None:
+def flush(servers: Mapping[str, HasPort]) -> None:
     for name in ("real", "ours"):
         c = Conn(servers[name].port)
         assert c.cmd("FLUSHALL") == b"+OK\r\n"
         c.close()
 
 
-def run_script(servers: dict[str, ManagedProcess], text: str,
+def run_script(servers: Mapping[str, HasPort], text: str,
                unordered_cmds: frozenset[str] = frozenset()) -> list[str]:
     """``text`` from empty databases, in RESP2 and then RESP3; all mismatches."""
     diffs = []
@@ -220,7 +218,7 @@ def scenario(port: int, steps: list[Step], proto: int = 2) -> list[tuple[int, by
     return out
 
 
-def compare_scenario(servers: dict[str, ManagedProcess], steps: list[Step]) -> None:
+def compare_scenario(servers: Mapping[str, HasPort], steps: list[Step]) -> None:
     """The scenario's replies must be byte-identical on both servers, RESP2 and RESP3."""
     for proto in (2, 3):
         real = scenario(servers["real"].port, [("flush",), *steps], proto)
