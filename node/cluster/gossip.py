@@ -115,6 +115,8 @@ class Engine:
         self.iteration = 0
         self.tracker = failure.StateTracker()
         self.drop_filter = -1  # DEBUG DROP-CLUSTER-PACKET-FILTER (-2: all)
+        # failover (node/cluster/failover.py): auth requests/acks, MFSTART, mflags, cron
+        self.ext: Any = None
         self.links_limit_exceeded = 0
 
     # -- message building ------------------------------------------------------------------
@@ -132,6 +134,7 @@ class Engine:
             slaveof=me.slaveof.name if me.slaveof is not None else bus.NULL_NAME,
             myip=cfg.announce_ip, port=cfg.port, cport=cfg.cport, pport=cfg.pport,
             flags=flags, state=st.state,
+            mflags=self.ext.header_mflags() if self.ext is not None else b"\0\0\0",
         )
 
     def _gossip_entry(self, n: Node) -> bus.Gossip:
@@ -324,6 +327,8 @@ class Engine:
                 sender.config_epoch = m.config_epoch
                 st.changed(TODO_SAVE | TODO_FSYNC)
             sender.repl_offset = m.offset
+            if self.ext is not None:
+                self.ext.on_sender_header(m, sender, now)
         handler = _HANDLERS.get(m.type)
         if handler is not None:
             handler(self, link, m, sender, now)
@@ -467,8 +472,8 @@ class Engine:
                             self.send_fail(node.name)
                     else:
                         failure.del_failure_report(node, sender)
-                if (node is not st.myself and not g.flags & (bus.F_FAIL | bus.F_PFAIL)
-                        and node.ping_sent == 0
+                # (myself included: a real 7.0 shows a gossiped pong time on its own line)
+                if (not g.flags & (bus.F_FAIL | bus.F_PFAIL) and node.ping_sent == 0
                         and failure.failure_reports_count(node, timeout, now) == 0):
                     pongtime = g.pong_received_s * 1000
                     if pongtime <= now + 500 and pongtime > node.pong_received:
@@ -509,6 +514,10 @@ class Engine:
         n.config_epoch = m.update_epoch
         self.st.changed(TODO_SAVE | TODO_FSYNC)
         self.update_slots_config_with(n, m.update_epoch, m.update_slots)
+
+    def _on_ext(self, link: Link, m: Message, sender: Node | None, now: int) -> None:
+        if self.ext is not None:
+            self.ext.on_message(link, m, sender, now)
 
     def _on_publish(self, link: Link, m: Message, sender: Node | None, now: int) -> None:
         if sender is None:
@@ -647,6 +656,8 @@ class Engine:
                     update = True
         if update or st.state == bus.STATE_FAIL:
             self.update_state()
+        if self.ext is not None:
+            self.ext.cron(now)
 
     def update_state(self) -> None:
         self.tracker.update(self.st, self.cfg.node_timeout_ms, self.cfg.require_full_coverage,
@@ -655,6 +666,8 @@ class Engine:
     def before_sleep(self) -> None:
         """Run pending work: state update, then save (+fsync) — before replies go out."""
         st = self.st
+        if self.ext is not None:
+            self.ext.before_sleep()
         if st.todo & TODO_UPDATE_STATE:
             self.update_state()
         if st.todo & TODO_SAVE:
@@ -683,4 +696,7 @@ _HANDLERS: dict[int, Callable[[Engine, Link, Message, Any, int], None]] = {
     bus.UPDATE: Engine._on_update,
     bus.PUBLISH: Engine._on_publish,
     bus.PUBLISHSHARD: Engine._on_publish,
+    bus.FAILOVER_AUTH_REQUEST: Engine._on_ext,
+    bus.FAILOVER_AUTH_ACK: Engine._on_ext,
+    bus.MFSTART: Engine._on_ext,
 }

@@ -213,6 +213,9 @@ def install(server: Server) -> ClusterNode:
     """Turn cluster mode on for ``server`` (called from the server when cluster-enabled)."""
     cn = ClusterNode(server)
     server.cluster = cn  # type: ignore[attr-defined]
+    from node.cluster import failover_shell
+
+    failover_shell.install(cn)  # replication follows the role; elections; manual failover
     server.cluster_route = cn.router.route
     server.info_sections["cluster"] = cn.info_fields
     server.background_tasks.append(cn.run)

@@ -462,12 +462,7 @@ def cluster_failover(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError("ERR I'm a replica but my master is unknown to me")
     if not force and not takeover and (master.failed or master.link is None):
         raise CommandError("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE")
-    if not takeover:
-        raise CommandError("ERR CLUSTER FAILOVER with an election is not supported yet; "
-                           "use CLUSTER FAILOVER TAKEOVER")
-    log.info("Taking over the master (user request).")
-    cn.engine.bump_epoch_without_consensus()
-    views.replace_my_master(cn)
+    cn.failover.manual_failover(force=force, takeover=takeover)  # type: ignore[attr-defined]
     return _done(cn, TODO_SAVE | TODO_UPDATE_STATE | TODO_FSYNC)
 
 

@@ -1,0 +1,264 @@
+"""Automatic failover with real processes on loopback: kill -9 a master of a 3+3 cluster under
+write load, ours and real redis-server side by side; the old master comes back as a replica of
+the new one and syncs; every node agrees; ``redis-cli --cluster check`` is clean.
+
+The helpers here are shared by the other tests/node/test_failover_*.py files.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from protocol.slots import key_slot
+from tests.support import ManagedProcess, redis_cli, redis_server, start_nodes, wait_cluster_ok
+
+NODE_TIMEOUT_MS = 1500
+KINDS = ("ours", "real")
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def wait_for(pred: Callable[[], object], timeout_s: float, what: str,
+             interval_s: float = 0.05) -> object:
+    """Poll ``pred`` until truthy (exceptions count as not yet) or fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            value = pred()
+        except (redis.RedisError, OSError) as exc:
+            value, last = None, exc
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+def start_cluster_nodes(kind: str, workdir: Path, count: int, timeout_ms: int = NODE_TIMEOUT_MS,
+                        extra: Sequence[str] = ()) -> list[ManagedProcess]:
+    """``count`` started cluster-enabled nodes of ``kind`` (stopped again if one fails)."""
+    args = ["--cluster-node-timeout", str(timeout_ms), *extra]
+    if kind == "ours":
+        return start_nodes(workdir, count, extra=args)
+    nodes = [redis_server(workdir, cluster=True, extra=args) for _ in range(count)]
+    started: list[ManagedProcess] = []
+    try:
+        for n in nodes:
+            n.start()
+            started.append(n)
+    except Exception:
+        for n in started:
+            n.stop()
+        raise
+    return nodes
+
+
+def create(nodes: Sequence[ManagedProcess], replicas: int = 1) -> None:
+    out = redis_cli("--cluster", "create", *[f"127.0.0.1:{n.port}" for n in nodes],
+                    "--cluster-replicas", str(replicas), "--cluster-yes", timeout_s=120)
+    assert "[OK] All 16384 slots covered." in out.stdout, out.stdout + out.stderr
+    wait_cluster_ok(nodes)
+
+
+def nodes_lines(n: ManagedProcess) -> list[list[str]]:
+    text = n.client(socket_timeout=3).execute_command("CLUSTER", "NODES").decode()
+    return [line.split() for line in text.splitlines()]
+
+
+def myid(n: ManagedProcess) -> str:
+    return n.client(socket_timeout=3).execute_command("CLUSTER", "MYID").decode()
+
+
+def role_of(n: ManagedProcess) -> tuple[str, str]:
+    """(master|slave, master id or '-') as ``n`` sees itself."""
+    for f in nodes_lines(n):
+        if "myself" in f[2].split(","):
+            return ("slave" if "slave" in f[2].split(",") else "master", f[3])
+    raise AssertionError("no myself line")
+
+
+def view(n: ManagedProcess) -> list[tuple[str, ...]]:
+    """What must agree across nodes: id, role, master, epoch, slots (not myself/fail flags)."""
+    out = []
+    for f in nodes_lines(n):
+        flags = f[2].split(",")
+        role = "slave" if "slave" in flags else "master"
+        out.append((f[0], role, f[3], f[6], *sorted(t for t in f[8:] if not t.startswith("["))))
+    return sorted(out)
+
+
+def wait_agree(nodes: Sequence[ManagedProcess], timeout_s: float = 30.0) -> None:
+    def same() -> bool:
+        return len({tuple(view(n)) for n in nodes}) == 1
+
+    wait_for(same, timeout_s, "all nodes to agree in CLUSTER NODES", 0.2)
+
+
+def replicas_synced(nodes: Sequence[ManagedProcess]) -> bool:
+    for n in nodes:
+        info = n.client(socket_timeout=3).info("replication")
+        if info["role"] == "slave" and (info.get("master_link_status") != "up"
+                                        or info.get("master_sync_in_progress")):
+            return False
+    return True
+
+
+def shard_of(nodes: Sequence[ManagedProcess], master: ManagedProcess) -> list[ManagedProcess]:
+    """The replicas of ``master`` (by node id, as ``master`` sees them)."""
+    mid = myid(master)
+    ids = {f[0] for f in nodes_lines(master) if f[3] == mid}
+    return [n for n in nodes if n is not master and myid(n) in ids]
+
+
+def first_slot(n: ManagedProcess) -> int:
+    for f in nodes_lines(n):
+        if "myself" in f[2].split(",") and len(f) > 8:
+            return int(f[8].split("-")[0])
+    raise AssertionError("node has no slots")
+
+
+def key_in_slot(slot: int, prefix: str = "k") -> str:
+    i = 0
+    while True:
+        k = f"{prefix}{i}"
+        if key_slot(k.encode()) == slot:
+            return k
+        i += 1
+
+
+def check_clean(entry: ManagedProcess) -> str:
+    out = redis_cli("--cluster", "check", f"127.0.0.1:{entry.port}", check=False)
+    text = out.stdout + out.stderr
+    assert "[OK] All nodes agree about slots configuration." in text, text
+    assert "[OK] All 16384 slots covered." in text, text
+    assert "[ERR]" not in text and "[WARNING]" not in text, text
+    return text
+
+
+def stop_all(nodes: Sequence[ManagedProcess]) -> None:
+    for n in nodes:
+        n.stop()
+
+
+class Writer:
+    """Background write load through redis-py's RedisCluster (bounded: stops when told, or
+    after ``max_s``). Counts acknowledged writes and errors; never raises."""
+
+    def __init__(self, port: int, max_s: float = 120.0) -> None:
+        self.port = port
+        self.max_s = max_s
+        self.acked: dict[str, int] = {}
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        rc = RedisCluster(host="127.0.0.1", port=self.port, socket_timeout=1,
+                          socket_connect_timeout=1)
+        end = time.monotonic() + self.max_s
+        i = 0
+        try:
+            while not self._stop.is_set() and time.monotonic() < end:
+                key = f"load:{i % 500}"
+                try:
+                    rc.set(key, i)
+                    self.acked[key] = i
+                except (redis.RedisError, OSError):
+                    self.errors += 1
+                    time.sleep(0.05)
+                i += 1
+                time.sleep(0.002)
+        finally:
+            rc.close()
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[ManagedProcess]]:
+    """Every process appended here is stopped by PID at the end of the test."""
+    procs: list[ManagedProcess] = []
+    try:
+        yield procs
+    finally:
+        stop_all(procs)
+
+
+# -- the scenario ------------------------------------------------------------------------------
+def kill9_scenario(kind: str, workdir: Path, procs: list[ManagedProcess]) -> float:
+    """Returns the failover time: kill -9 of a master -> its replica acknowledges a write."""
+    nodes = start_cluster_nodes(kind, workdir, 6)
+    procs.extend(nodes)
+    create(nodes)
+    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
+    wait_agree(nodes)
+    victim = nodes[0]
+    replica = shard_of(nodes, victim)[0]
+    victim_id, replica_id = myid(victim), myid(replica)
+    key = key_in_slot(first_slot(victim), "fo")
+    assert victim.client().set(key, "before")
+    with Writer(nodes[1].port) as writer:
+        wait_for(lambda: len(writer.acked) > 50, 20, "write load to start")
+        direct = replica.client(socket_timeout=1)
+        t0 = time.monotonic()
+        victim.kill()
+
+        def replica_writes() -> bool:
+            try:
+                return bool(direct.set(key, "after"))
+            except redis.ResponseError:
+                return False  # MOVED until promoted
+
+        wait_for(replica_writes, NODE_TIMEOUT_MS / 1000 + 10, "the replica to accept writes",
+                 0.02)
+        elapsed = time.monotonic() - t0
+    assert role_of(replica) == ("master", "-")
+    live = [n for n in nodes if n is not victim]
+    wait_for(lambda: all(any(f[0] == victim_id and "fail" in f[2].split(",")
+                             for f in nodes_lines(n)) for n in live), 20, "victim FAIL everywhere")
+    # The old master comes back on its data dir, becomes a replica of the new one, and syncs.
+    victim.start()
+    wait_for(lambda: role_of(victim) == ("slave", replica_id), 30,
+             "old master to become a replica of the new master")
+    wait_for(lambda: replicas_synced([victim]), 30, "old master to sync")
+    wait_for(lambda: _readonly_get(victim, key) == b"after", 30,
+             "old master to hold the write made after the failover")
+    wait_agree(nodes)
+    check_clean(nodes[1])
+    assert writer.acked, "the write load acknowledged nothing"
+    return elapsed
+
+
+def _readonly_get(n: ManagedProcess, key: str) -> bytes | None:
+    r = n.client(socket_timeout=3)
+    r.execute_command("READONLY")
+    value = r.get(key)
+    r.close()
+    return value if isinstance(value, bytes) else None
+
+
+TIMES: dict[str, float] = {}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kill9_master_replica_takes_over(kind: str, tmp_path: Path,
+                                         cleanup: list[ManagedProcess]) -> None:
+    elapsed = kill9_scenario(kind, tmp_path, cleanup)
+    TIMES[kind] = elapsed
+    budget_s = NODE_TIMEOUT_MS / 1000 + 2
+    print(f"\nfailover {kind}: {elapsed:.2f}s (node_timeout {NODE_TIMEOUT_MS} ms)")
+    if len(TIMES) == 2:
+        print(f"failover ratio ours/real: {TIMES['ours'] / TIMES['real']:.2f}")
+    assert elapsed <= budget_s, f"{kind}: failover took {elapsed:.2f}s > {budget_s}s"
