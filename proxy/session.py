@@ -105,6 +105,10 @@ class Session:
         self._flusher: OutputFlusher = proxy.flusher
         self._dirty = False
         self._writing = False
+        # Set before the socket closes: late backend replies must never reach os.write, whose
+        # file descriptor number may by then belong to another connection.
+        self.closed = False
+        self._client_eof = False
         self.id = client_id
         self.peer = peer
         self.proto = 2
@@ -143,7 +147,7 @@ class Session:
         was_empty = not out
         while slots and slots[0].data is not None:
             out.append(slots.popleft().data)  # type: ignore[arg-type]
-        if was_empty and out and not self._dirty:
+        if was_empty and out and not self._dirty and not self.closed:
             self._dirty = True
             self._flusher.pending.append(self)
         self._progress.set()
@@ -152,7 +156,7 @@ class Session:
         """Write the output buffer without blocking; the writer task takes any rest."""
         self._dirty = False
         out = self._out
-        if not out or self._writing:
+        if not out or self._writing or self.closed:
             return  # the writer task is mid-send and will take what is queued, in order
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
@@ -175,7 +179,7 @@ class Session:
     def write_raw(self, raw: bytes) -> None:
         """Output that is not the reply to a request (subscriber-mode frames)."""
         self._out.append(raw)
-        if not self._dirty:
+        if not self._dirty and not self.closed:
             self._dirty = True
             self._flusher.pending.append(self)
 
@@ -206,6 +210,7 @@ class Session:
                 await self.stream.send_all(data)
             finally:
                 self._writing = False
+            self._progress.set()
 
     async def _drain(self) -> None:
         """Until every owed reply has been written."""
@@ -234,6 +239,7 @@ class Session:
             # The client went away (reset, broken pipe): nothing to answer any more.
             log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
         finally:
+            self.closed = True
             self.metrics.client_disconnected()
             with trio.CancelScope(shield=True):
                 await self._close_pinned()
@@ -262,7 +268,9 @@ class Session:
         # (a blocking command, a transaction) is shielded and runs to its end.
         with self._read_scope:
             while True:
-                while len(self.slots) >= depth:
+                # Backpressure: stop reading while too many replies are owed, or while the
+                # client is not taking what was already written (the writer is blocked).
+                while len(self.slots) >= depth or (self._writing and self._out):
                     self._progress = trio.Event()
                     await self._progress.wait()
                 data = await self.stream.receive_some(RECV_BUFFER_BYTES)
@@ -283,13 +291,37 @@ class Session:
                         pending = self.dispatch(argv)
                         if pending is not None:
                             flush()
-                            with trio.CancelScope(shield=True):
-                                await pending
+                            await self._await_pending(pending, reader)
+                            if self._client_eof:
+                                return True
                         if self.quit:
                             flush()
                             return False
                     flush()
         return False
+
+    async def _await_pending(self, pending: Awaitable[None], reader: RequestReader) -> None:
+        """Run a request that holds up the session (blocking command, transaction, …).
+
+        Shielded from shutdown, so it finishes; meanwhile the client's socket is still read
+        (requests are buffered, not dispatched) so that a client that goes away cancels it,
+        as Redis frees a blocked client that disconnects."""
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_input, reader, nursery.cancel_scope)
+                await pending
+                nursery.cancel_scope.cancel()
+
+    async def _watch_input(self, reader: RequestReader, scope: trio.CancelScope) -> None:
+        limit = self.settings.max_inline_len + RECV_BUFFER_BYTES
+        while reader.buffered_bytes() < limit:
+            data = await self.stream.receive_some(RECV_BUFFER_BYTES)
+            if not data:
+                self._client_eof = True
+                scope.cancel()
+                return
+            reader.feed(data)
+        await trio.sleep_forever()  # enough buffered: stop reading until the request ends
 
     def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
         """Route one request. Returns an awaitable when the request must finish before the

@@ -16,7 +16,7 @@ from protocol.slots import key_slot
 from tests.conftest import ClusterBackend
 from tests.proxy.rawclient import RawClient
 from tests.proxy.test_redirects import slot_owner
-from tests.support import slotgate_proxy
+from tests.support import ManagedProcess, slotgate_proxy
 
 
 def test_write_with_unknown_fate_gets_an_error_and_reads_are_retried(
@@ -90,3 +90,22 @@ def test_starts_with_some_seeds_down_and_serves(
         assert r.info("proxy")["cluster_slots_covered"] == 16384
     finally:
         proxy.stop()
+
+
+
+def test_client_leaving_during_blpop_does_not_consume_later_pushes(
+    slotgate: ManagedProcess, redis_standalone: ManagedProcess
+) -> None:
+    """Redis frees a blocked client that disconnects; so must the proxy's blocked request."""
+    for server in (slotgate, redis_standalone):
+        q = f"gone{uuid.uuid4().hex[:6]}"
+        c = RawClient(server.port)
+        c.send(encode_command("BLPOP", q, "0"))
+        time.sleep(0.3)
+        c.close()
+        time.sleep(0.3)
+        r = server.client()
+        assert r.rpush(q, "job") == 1
+        time.sleep(0.3)
+        assert r.lrange(q, 0, -1) == [b"job"], server
+        r.delete(q)
