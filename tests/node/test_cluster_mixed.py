@@ -1,0 +1,140 @@
+"""Wire compatibility: two of our nodes and one real redis-server 7.0 in one cluster, joined by
+CLUSTER MEET; each side detects the other's failure. And our node's restart from nodes.conf."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import ManagedProcess, redis_server, start_nodes, wait_cluster_ok
+
+RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+
+def nodes_lines(n: ManagedProcess) -> list[list[str]]:
+    text = n.client(socket_timeout=5).execute_command("CLUSTER", "NODES").decode()
+    return [line.split() for line in text.splitlines()]
+
+
+def signature(n: ManagedProcess) -> str:
+    parts = []
+    for f in nodes_lines(n):
+        slots = sorted(t for t in f[8:] if not t.startswith("["))
+        if slots:
+            parts.append(f[0] + ":" + ",".join(slots))
+    return "|".join(sorted(parts))
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+def myid(n: ManagedProcess) -> str:
+    return n.client().execute_command("CLUSTER", "MYID").decode()
+
+
+def flags_of(viewer: ManagedProcess, node_id: str) -> list[str]:
+    for f in nodes_lines(viewer):
+        if f[0] == node_id:
+            return f[2].split(",")
+    return []
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Iterator[list[ManagedProcess]]:
+    """[ours, ours, real redis-server], all masters with a third of the slots each."""
+    ours = start_nodes(tmp_path, 2)
+    real = redis_server(tmp_path, cluster=True)
+    nodes = [*ours, real]
+    try:
+        real.start()
+        for i, (n, (a, b)) in enumerate(zip(nodes, RANGES, strict=True)):
+            c = n.client()
+            c.execute_command("CLUSTER", "ADDSLOTSRANGE", a, b)
+            c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+        for n in nodes[1:]:
+            n.client().execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
+        wait_cluster_ok(nodes)
+        wait_for(lambda: len({signature(n) for n in nodes}) == 1, "same slot signature")
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def test_mixed_cluster_agrees(mixed: list[ManagedProcess]) -> None:
+    sigs = {signature(n) for n in mixed}
+    assert len(sigs) == 1
+    ids = {myid(n) for n in mixed}
+    assert {p.split(":")[0] for p in next(iter(sigs)).split("|")} == ids
+    for n in mixed:
+        lines = nodes_lines(n)
+        assert len(lines) == 3
+        for f in lines:
+            assert "master" in f[2].split(",") and f[7] == "connected"
+            assert f[1].startswith("127.0.0.1:")
+        info = n.client().execute_command("CLUSTER", "INFO").decode()
+        assert "cluster_state:ok" in info and "cluster_size:3" in info
+
+
+def test_real_node_failure_seen_by_ours_and_back(mixed: list[ManagedProcess]) -> None:
+    ours, real = mixed[:2], mixed[2]
+    real_id = myid(real)
+    real.kill()
+    def failed(n: ManagedProcess) -> bool:
+        return "fail" in flags_of(n, real_id)
+
+    def state_fail(n: ManagedProcess) -> bool:
+        return b"cluster_state:fail" in n.client().execute_command("CLUSTER", "INFO")
+
+    def cleared(n: ManagedProcess) -> bool:
+        return not {"fail", "fail?"} & set(flags_of(n, real_id))
+
+    for n in ours:
+        wait_for(functools.partial(failed, n), "ours mark the real node FAIL")
+        wait_for(functools.partial(state_fail, n), "cluster state fail")
+    real.start()  # same nodes.conf: it comes back with its id and slots
+    for n in ours:
+        wait_for(functools.partial(cleared, n), "FAIL cleared")
+    wait_cluster_ok(mixed)
+
+
+def test_our_node_failure_seen_by_real_and_ours(mixed: list[ManagedProcess]) -> None:
+    victim, other, real = mixed
+    vid = myid(victim)
+    victim.kill()
+    wait_for(lambda: "fail" in flags_of(real, vid), "real redis marks our node FAIL")
+    wait_for(lambda: "fail" in flags_of(other, vid), "our other node marks it FAIL")
+    assert "Marking node" in real.log_text() or "FAIL message received" in real.log_text()
+
+
+def test_restart_keeps_identity_and_slots(tmp_path: Path) -> None:
+    nodes = start_nodes(tmp_path, 3)
+    try:
+        for i, (n, (a, b)) in enumerate(zip(nodes, RANGES, strict=True)):
+            n.client().execute_command("CLUSTER", "ADDSLOTSRANGE", a, b)
+            n.client().execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+        for n in nodes[1:]:
+            n.client().execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
+        wait_cluster_ok(nodes)
+        before = myid(nodes[1])
+        sig = signature(nodes[0])
+        nodes[1].stop()
+        conf = (nodes[1].cwd / f"nodes-{nodes[1].port}.conf").read_text()
+        assert conf.splitlines()[-1].startswith("vars currentEpoch 3 lastVoteEpoch 0")
+        nodes[1].start()
+        assert myid(nodes[1]) == before
+        wait_cluster_ok(nodes)
+        wait_for(lambda: all(signature(n) == sig for n in nodes), "same view after restart")
+    finally:
+        for n in nodes:
+            n.stop()
