@@ -32,6 +32,7 @@ UNKNOWN_FATE_WRITE = (
 )
 NODE_UNREACHABLE = "ERR slotgate: no connection to {node} within the retry deadline"
 TOO_MANY_REDIRECTS = "ERR slotgate: too many redirects ({count}) for slot {slot}"
+NOT_IN_MULTI = "ERR slotgate: '{name}' cannot run inside MULTI through the proxy"
 NOT_SUPPORTED = "ERR slotgate: '{name}' is not supported through the proxy"
 MAX_CLIENTS = "ERR max number of clients reached"
 

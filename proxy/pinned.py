@@ -51,6 +51,12 @@ def queue(s: Session, argv: list[bytes]) -> None:
         s.multi_dirty = True
         s.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
         return
+    if info.route in ("all_masters", "all_nodes"):
+        # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
+        # partial.
+        s.multi_dirty = True
+        s.reply(info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
+        return
     if s.slot_of(argv) is None:
         s.multi_dirty = True
         s.reply(info.name, error_frame(errors.CROSSSLOT))
@@ -93,6 +99,7 @@ def discard(s: Session, argv: list[bytes]) -> Awaitable[None] | None:
 
 
 def _transaction_slot(s: Session, commands: list[list[bytes]]) -> int | None:
+    """The one slot of all keys; -1 when there are none; None when they span slots."""
     slot = -1
     for argv in commands:
         for p in key_positions(argv):
@@ -101,7 +108,7 @@ def _transaction_slot(s: Session, commands: list[list[bytes]]) -> int | None:
                 slot = k
             elif k != slot:
                 return None
-    return s.any_slot if slot == -1 else slot
+    return slot
 
 
 async def _exec(s: Session, queued: list[list[bytes]], reply_slot: Callable[[bytes], None]) -> None:
@@ -116,7 +123,7 @@ async def _exec(s: Session, queued: list[list[bytes]], reply_slot: Callable[[byt
     n_replies = len(queued) + 2
     if s.watch is not None:
         conn = s.watch
-        owner = s.router.topology.owners[slot]
+        owner = s.router.topology.owners[slot] if slot >= 0 else conn.address
         if owner != conn.address:
             reply_slot(error_frame(errors.CROSSSLOT))
             await _release_watch(s, unwatch=True)
@@ -129,6 +136,8 @@ async def _exec(s: Session, queued: list[list[bytes]], reply_slot: Callable[[byt
             reply_slot(error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address)))
         await _release_watch(s, unwatch=False)
         return
+    if slot < 0:
+        slot = s.any_slot
     reply_slot(await _run_on_owner(s, slot, payload, n_replies, readonly=False))
 
 

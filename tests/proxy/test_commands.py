@@ -219,6 +219,13 @@ def test_transactions_pin_to_one_slot(slotgate: ManagedProcess, prefix: str) -> 
         assert c.call("EXEC") == b"-ERR EXEC without MULTI\r\n"
         replies = c.pipeline([[b"MULTI"], [b"NOPE"], [b"EXEC"]])
         assert replies[2] == b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+        replies = c.pipeline([[b"MULTI"], [b"DBSIZE"], [b"EXEC"]])
+        assert replies[1:] == [
+            b"-ERR slotgate: 'dbsize' cannot run inside MULTI through the proxy\r\n",
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n"]
+        # Keyless transaction: runs on one master.
+        assert c.pipeline([[b"MULTI"], [b"PING"], [b"ECHO", b"x"], [b"EXEC"]])[3] == \
+            b"*2\r\n+PONG\r\n$1\r\nx\r\n"
     # WATCH: a change from another client aborts the transaction.
     with r.pipeline(transaction=True) as pipe:
         pipe.watch(f"{tag}a")
@@ -228,6 +235,12 @@ def test_transactions_pin_to_one_slot(slotgate: ManagedProcess, prefix: str) -> 
         with pytest.raises(redis.WatchError):
             pipe.execute()
     assert r.get(f"{tag}a") == b"100"
+    # WATCH, then an untouched key: the transaction runs.
+    with r.pipeline(transaction=True) as pipe:
+        pipe.watch(f"{tag}a")
+        pipe.multi()
+        pipe.incr(f"{tag}a")
+        assert pipe.execute() == [101]
 
 
 def test_blocking_command_gets_value_pushed_by_another_client(slotgate: ManagedProcess,
