@@ -119,6 +119,15 @@ class ClusterNode:
         hooks.count_keys_in_slot = lambda slot: server.ks.dbs[0].count_keys_in_slot(slot)
         hooks.delete_keys_in_slot = self.delete_keys_in_slot
         hooks.publish = self._deliver_publish
+        self.replication: Any = None
+        try:
+            from node import replication
+        except ImportError:
+            replication = None  # type: ignore[assignment]
+        if replication is not None:
+            self.replication = replication.get(server)
+            hooks.repl_offset = self.replication.repl_offset
+            hooks.set_master = self._set_master
         self.router = Router(self)
         self.refresh_myself()
         if must_save:
@@ -153,6 +162,29 @@ class ClusterNode:
             db.delete(key)
             self.server.ks.propagate(0, [b"DEL", key])
         return len(keys)
+
+    def _set_master(self, node: Node | None) -> None:
+        """Start (or stop, for None) replicating from ``node`` (clusterSetMaster's
+        replicationSetMaster / replicationUnsetMaster)."""
+        repl = self.replication
+        if repl is None:
+            return
+        if node is None:
+            repl.stop_replication()
+        elif node.ip and node.port and self.server.nursery is not None:
+            if (repl.role != "slave" or repl.master_host != node.ip
+                    or repl.master_port != node.port):
+                repl.start_replication(node.ip, node.port)
+
+    def _replication_cron(self) -> None:
+        """A replica whose replication is not running yet starts it once its master has an
+        address (after a restart from nodes.conf, or a master learned later)."""
+        me = self.state.myself
+        repl = self.replication
+        if repl is None or not me.is_replica or me.slaveof is None:
+            return
+        if repl.role != "slave" and me.slaveof.ip and not me.slaveof.failed:
+            self._set_master(me.slaveof)
 
     def _deliver_publish(self, channel: bytes, message: bytes, shard: bool) -> None:
         from node.commands import pubsub
@@ -192,6 +224,7 @@ class ClusterNode:
                 await trio.sleep(CRON_INTERVAL_MS / 1000)
                 self.refresh_myself()
                 self.engine.cron()
+                self._replication_cron()
                 self.before_sleep()
 
     def _hook_pubsub(self) -> None:

@@ -359,3 +359,44 @@ def test_fix_repairs_open_and_uncovered_slots(three: list[ManagedProcess]) -> No
         assert rc.get(key) == b"value"
     finally:
         rc.close()
+
+
+def test_replicas_replicate_and_serve_readonly(six: list[ManagedProcess]) -> None:
+    wait_agree(six)
+    wait_replicas(six, 3)
+    rc = RedisCluster(host="127.0.0.1", port=six[0].port)
+    try:
+        assert rc.set("{r}key", "value")
+    finally:
+        rc.close()
+    lines = nodes_lines(six[0])
+    owner = next(f for f in lines for t in f[8:]
+                 if int(t.partition("-")[0]) <= key_slot(b"{r}key") <= int(t.partition("-")[2]
+                                                                            or t))
+    replica_line = next(f for f in lines if f[3] == owner[0])
+    replica = next(n for n in six if replica_line[1].startswith(addr(n) + "@"))
+    port = replica.port
+    deadline = time.monotonic() + 30
+    while True:
+        got = raw(port, [b"READONLY"], [b"GET", b"{r}key"], [b"SET", b"{r}key", b"x"],
+                  [b"READWRITE"], [b"GET", b"{r}key"])
+        if got[1] == b"$5\r\nvalue\r\n" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    moved = b"-MOVED %d %s\r\n" % (key_slot(b"{r}key"), owner[1].split("@")[0].encode())
+    assert got == [b"+OK\r\n", b"$5\r\nvalue\r\n", moved, b"+OK\r\n", moved]
+    assert replica.client().execute_command("ROLE")[0] == b"slave"
+
+    def slots_have_replicas() -> bool:
+        entries = six[0].client().execute_command("CLUSTER", "SLOTS")
+        return all(len(e) == 4 for e in entries)  # start, end, master, one replica
+
+    deadline = time.monotonic() + 30
+    while not slots_have_replicas() and time.monotonic() < deadline:
+        # replicas appear in CLUSTER SLOTS once their gossiped offset is non-zero
+        rc = RedisCluster(host="127.0.0.1", port=six[0].port)
+        for k in ("{a}x", "{b}x", "{c}x", "{d}x", "{e}x", "{f}x"):
+            rc.set(k, 1)
+        rc.close()
+        time.sleep(0.5)
+    assert slots_have_replicas()
