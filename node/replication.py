@@ -35,8 +35,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node import snapshot
-from node.commands.registry import command
-from node.commands.replies import OK
 from node.errors import CommandError
 from node.repl_apply import encode, select_cmd
 from node.repl_backlog import Backlog
@@ -545,126 +543,6 @@ def get(server: Server) -> Replication:
     return repl
 
 
-# -- commands ----------------------------------------------------------------------------------
-def _parse_long(arg: bytes) -> int:
-    try:
-        n = int(arg)
-    except ValueError:
-        raise CommandError(ERR_NOT_INT) from None
-    if str(n).encode() != arg.lstrip(b"+") and arg != b"-0":
-        raise CommandError(ERR_NOT_INT)
-    return n
-
-
-@command("replicaof")
-def replicaof_cmd(c: Client, argv: list[bytes]) -> bytes:
-    return _replicaof(c, argv)
-
-
-@command("slaveof")
-def slaveof_cmd(c: Client, argv: list[bytes]) -> bytes:
-    return _replicaof(c, argv)
-
-
-def _replicaof(c: Client, argv: list[bytes]) -> bytes:
-    repl = get(c.server)
-    if c.server.cluster_enabled:
-        raise CommandError(ERR_CLUSTER)
-    if argv[1].lower() == b"no" and argv[2].lower() == b"one":
-        if repl.role == "slave":
-            repl.stop_replication()
-        return OK
-    if c.extra.get("is_replica"):
-        raise CommandError("ERR Command is not valid when client is a replica.")
-    port = _parse_long(argv[2])
-    host = argv[1].decode("utf-8", "replace")
-    if repl.role == "slave" and repl.master_host == host and repl.master_port == port:
-        return simple("OK Already connected to specified master")
-    repl.start_replication(host, port)
-    return OK
-
-
-@command("replconf")
-def replconf_cmd(c: Client, argv: list[bytes]) -> bytes:
-    repl = get(c.server)
-    if len(argv) % 2 == 0:
-        raise CommandError("ERR syntax error")
-    for i in range(1, len(argv), 2):
-        opt, val = argv[i].lower(), argv[i + 1]
-        if opt == b"listening-port":
-            c.extra["repl_listening_port"] = _parse_long(val)
-            r = repl.replicas.get(c.id)
-            if r is not None:
-                r.port = int(c.extra["repl_listening_port"])
-        elif opt == b"ip-address":
-            c.extra["repl_ip"] = val.decode("utf-8", "replace")
-        elif opt in (b"capa", b"rdb-only", b"rdb-filter-only"):
-            pass
-        elif opt == b"ack":
-            try:
-                off = int(val)
-            except ValueError:
-                return b""
-            repl.ack(c, off)
-            return b""  # never answered
-        elif opt == b"getack":
-            link = repl.link
-            if link is not None and link.is_master_client(c):
-                link.request_ack()
-            return b""
-        else:
-            raise CommandError(f"ERR Unrecognized REPLCONF option: {argv[i].decode('utf-8', 'replace')}")
-    return OK
-
-
-@command("psync")
-def psync_cmd(c: Client, argv: list[bytes]) -> bytes:
-    repl = get(c.server)
-    if c.extra.get("is_replica"):
-        return b""
-    try:
-        offset = int(argv[2])
-    except ValueError:
-        raise CommandError(ERR_NOT_INT) from None
-    return repl.psync(c, argv[1].decode("utf-8", "replace"), offset)
-
-
-@command("sync")
-def sync_cmd(c: Client, argv: list[bytes]) -> bytes:
-    repl = get(c.server)
-    if c.extra.get("is_replica"):
-        return b""
-    return repl.psync(c, "?", -1, send_fullresync=False)
-
-
-@command("wait")
-def wait_cmd(c: Client, argv: list[bytes]) -> bytes:
-    repl = get(c.server)
-    if repl.role == "slave":
-        raise CommandError(ERR_WAIT_REPLICA)
-    want = _parse_long(argv[1])
-    timeout_ms = _parse_long(argv[2])
-    if timeout_ms < 0:
-        raise CommandError("ERR timeout is negative")
-    target = repl.backlog.master_repl_offset
-    n = repl.acked(target)
-    if n >= want or c.in_exec:
-        return integer(n)
-    reply = c.block([], timeout_ms / 1000.0, _never_serve, argv, timeout_reply=integer(n))
-    repl.waiting.append((c, want, target))
-    repl.feed_raw(GETACK_CMD)
-    return reply
-
-
-def _never_serve(c: Client, db: object, key: bytes) -> bytes | None:
-    return None
-
-
-@command("role")
-def role_cmd(c: Client, argv: list[bytes]) -> bytes:
-    return get(c.server).role_reply()
-
-
 def install(server: Server) -> None:
     """Attach replication to ``server``: propagate hook, checks, INFO, cron, close hooks."""
     repl = Replication(server)
@@ -674,3 +552,6 @@ def install(server: Server) -> None:
     server.client_close_hooks.append(repl.on_client_close)
     server.shutdown_hooks.append(repl.on_shutdown)
     server.info_sections["replication"] = repl.info
+
+
+from node import repl_commands as _commands  # noqa: E402,F401 - registers the commands

@@ -139,6 +139,11 @@ def test_error_texts_match_real_redis(nodes: Callable[..., ManagedProcess], tmp_
             (real_minrep.client(), ours_minrep.client(), ("SET", "k", "v")),
             (real_minrep.client(), ours_minrep.client(), ("REPLCONF", "bogus", "1")),
             (real_minrep.client(), ours_minrep.client(), ("WAIT", 0, -1)),
+            (real_minrep.client(), ours_minrep.client(), ("WAIT", 1, "abc")),
+            (real_minrep.client(), ours_minrep.client(), ("WAIT", "x", 0)),
+            (real_minrep.client(), ours_minrep.client(), ("REPLICAOF", "127.0.0.1", "abc")),
+            (real_minrep.client(), ours_minrep.client(), ("REPLICAOF", "127.0.0.1", "-5")),
+            (real_minrep.client(), ours_minrep.client(), ("REPLICAOF", "127.0.0.1", "70000")),
         ]
         for real, ours, cmd in pairs:
             with pytest.raises(redis.ResponseError) as want:
