@@ -1,4 +1,4 @@
-"""Replication: roles, replication ids and offsets, the master side, WAIT, and the commands.
+"""Replication: roles, replication ids and offsets, the master side, WAIT, checks, INFO/ROLE.
 
 Master side (flow)::
 
@@ -12,7 +12,7 @@ Master side (flow)::
     replicas send REPLCONF ACK <off> every second -> lag, WAIT, min-replicas-to-write
 
 The replica side (connecting, loading, applying the stream) is node/repl_replica.py; the
-backlog node/repl_backlog.py.
+backlog node/repl_backlog.py; the commands node/repl_commands.py.
 
 API for other subsystems (cluster failover, CLUSTER REPLICATE) — ``get(server)`` returns the
 ``Replication``:
@@ -22,7 +22,10 @@ API for other subsystems (cluster failover, CLUSTER REPLICATE) — ``get(server)
                                       replid2 up to ``second_repl_offset`` for PSYNC
     ``repl_offset()``                  processed offset (replica) / master_repl_offset (master)
     ``role``, ``replid``, ``replid2``, ``master_host``, ``master_port``, ``link_up()``,
-    ``link_down_since_s()``, ``online_replicas()``
+    ``link_down_since_s()``, ``online_replicas()`` (each with ``ack_off``, ``ack_time``,
+    ``ip``, ``port``), ``acked(offset)`` (replicas whose ACK reached ``offset``)
+    ``role_change_hooks``               fn(role) after every master <-> replica switch
+REPLICAOF is refused in cluster mode (as Redis); cluster code calls the API directly.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -120,6 +124,7 @@ class Replication:
         self.stat_sync_full = 0
         self.stat_sync_partial_ok = 0
         self.stat_sync_partial_err = 0
+        self.role_change_hooks: list[Callable[[str], None]] = []
 
     # -- public API ----------------------------------------------------------------------
     def repl_offset(self) -> int:
@@ -156,6 +161,8 @@ class Replication:
         self.server.ks.active_expire_enabled = False  # the master's DELs expire keys here
         self.link = MasterLink(self, host, port, cached)
         self._update_checks()
+        for hook in self.role_change_hooks:
+            hook(self.role)
         nursery = self.server.nursery
         if nursery is not None:
             nursery.start_soon(self._run_link, self.link)
@@ -183,6 +190,8 @@ class Replication:
         # Sub-replicas reconnect and learn the new id with +CONTINUE.
         self._drop_replicas()
         self._update_checks()
+        for hook in self.role_change_hooks:
+            hook(self.role)
         log.info("MASTER MODE enabled (new replid %s, replid2 %s up to %d)", self.replid,
                  self.replid2, offset)
 

@@ -260,3 +260,20 @@ def test_promoted_replica_continues_history_with_replid2(nodes: Callable[..., Ma
     assert "Full resync requested" not in a_proc.log_text()
     bi = info(b)
     assert bi["master_replid"] == ai["master_replid"] and bi["master_replid2"] == old_id
+
+
+def test_chained_replica_and_slaveof_alias(nodes: Callable[..., ManagedProcess]) -> None:
+    m_proc, a_proc, b_proc = nodes(), nodes(), nodes()
+    m = m_proc.client()
+    m.set("k", "1")
+    a = make_replica(a_proc, m_proc)
+    b = b_proc.client()
+    assert b.execute_command("SLAVEOF", "127.0.0.1", a_proc.port)
+    wait_until(lambda: linked(b), what="b linked to a")
+    m.set("k2", "2")
+    redis.Redis(host="127.0.0.1", port=m_proc.port, db=4).set("k4", "4")
+    wait_until(lambda: in_sync(m, a) and in_sync(a, b), what="chain in sync")
+    assert b.mget(["k", "k2"]) == [b"1", b"2"]
+    assert redis.Redis(host="127.0.0.1", port=b_proc.port, db=4).get("k4") == b"4"
+    assert info(b)["master_replid"] == info(m)["master_replid"]
+    assert info(a)["connected_slaves"] == "1"
