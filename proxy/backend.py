@@ -22,6 +22,7 @@ blocking command or transaction.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -36,6 +37,19 @@ log = logging.getLogger("slotgate.backend")
 
 RECV_BUFFER_BYTES = 256 * 1024
 HELLO3 = encode_command(b"HELLO", b"3")
+
+
+async def receive_ready(fd: int, max_bytes: int) -> bytes:
+    """``receive_some`` for sockets that are usually empty when we ask: wait until readable,
+    then read. (trio's ``receive_some`` tries ``recv`` first, which for a request/reply
+    socket almost always fails with EAGAIN: a wasted syscall per request.) b"" means EOF;
+    errors (reset…) raise ``OSError``. The caller must be the only reader of ``fd``."""
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.read(fd, max_bytes)
+        except BlockingIOError:
+            continue  # spurious wakeup
 
 
 class Pending(Protocol):
@@ -141,8 +155,9 @@ class BackendConnection:
     async def _read_loop(self, stream: trio.SocketStream) -> None:
         framer = ReplyFramer()
         pending = self._pending
+        fd = stream.socket.fileno()
         while True:
-            data = await stream.receive_some(RECV_BUFFER_BYTES)
+            data = await receive_ready(fd, RECV_BUFFER_BYTES)
             if not data:
                 raise BackendError(f"{self.address} closed the connection")
             framer.feed(data)

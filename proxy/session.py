@@ -39,7 +39,7 @@ from protocol.commands import CommandInfo, arity_ok, key_positions, lookup, unkn
 from protocol.resp import ProtocolError, RequestReader
 from protocol.slots import SLOT_COUNT, key_slot
 from proxy import errors
-from proxy.backend import DirectConnection
+from proxy.backend import DirectConnection, receive_ready
 from proxy.redirect import error_frame
 from proxy.router import Call
 
@@ -273,7 +273,7 @@ class Session:
                 while len(self.slots) >= depth or (self._writing and self._out):
                     self._progress = trio.Event()
                     await self._progress.wait()
-                data = await self.stream.receive_some(RECV_BUFFER_BYTES)
+                data = await receive_ready(self._fd, RECV_BUFFER_BYTES)
                 if not data:
                     return True
                 reader.feed(data)
@@ -315,7 +315,7 @@ class Session:
     async def _watch_input(self, reader: RequestReader, scope: trio.CancelScope) -> None:
         limit = self.settings.max_inline_len + RECV_BUFFER_BYTES
         while reader.buffered_bytes() < limit:
-            data = await self.stream.receive_some(RECV_BUFFER_BYTES)
+            data = await receive_ready(self._fd, RECV_BUFFER_BYTES)
             if not data:
                 self._client_eof = True
                 scope.cancel()
