@@ -317,6 +317,8 @@ class Config:
         if key is None:
             raise ConfigError("Bad directive or wrong number of arguments")
         d = DIRECTIVES[key]
+        if key == "replicaof" and len(args) == 2:  # "replicaof <host> <port>"
+            args = [" ".join(args)]
         if d.kind not in ("save", "bind", "oblimit") and len(args) != 1:
             raise ConfigError("wrong number of arguments")
         if d.kind == "save" and self._saw_save_in_file is not None:

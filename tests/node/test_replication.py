@@ -131,7 +131,7 @@ def test_error_texts_match_real_redis(nodes: Callable[..., ManagedProcess], tmp_
     real_replica = redis_server(tmp_path, extra=["--replicaof", "127.0.0.1", "1"]).start()
     real_minrep = redis_server(tmp_path, extra=["--min-replicas-to-write", "1"]).start()
     try:
-        ours_replica = nodes("--replicaof", "127.0.0.1 1")
+        ours_replica = nodes("--replicaof", "127.0.0.1", "1")
         ours_minrep = nodes("--min-replicas-to-write", "1")
         pairs = [
             (real_replica.client(), ours_replica.client(), ("SET", "k", "v")),
