@@ -82,8 +82,12 @@ def _get_socket(host: str, port: int, timeout_s: float) -> _Cached | None:
         _close(random.choice(list(_CACHE)))
     try:
         sock = socket.create_connection((host, port), timeout=timeout_s)
-    except OSError:
+    except TimeoutError:
         return None
+    except OSError:
+        # Redis' non-blocking connect "succeeds" and the refusal shows up as a failed write
+        # (so the reply is the "writing to target instance" IOERR, after one retry).
+        raise _SocketError(True, False) from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     cs = _CACHE[name] = _Cached(sock)
     return cs
@@ -170,15 +174,15 @@ def migrate(c: Client, argv: list[bytes]) -> bytes:
     restore = b"RESTORE-ASKING" if getattr(c.server, "cluster", None) is not None else b"RESTORE"
     may_retry = True
     while True:
-        cs = _get_socket(host, port, timeout_ms / 1000)
-        if cs is None:
-            raise CommandError(CONNECT_ERROR)
         try:
+            cs = _get_socket(host, port, timeout_ms / 1000)
+            if cs is None:
+                raise CommandError(CONNECT_ERROR)
             return _transfer(c, cs, present, dbid, restore, replace, copy, username, password,
                              timeout_ms)
         except _SocketError as e:
             _close(f"{host}:{port}")
-            if e.retry_ok and may_retry and not e.timed_out:
+            if (e.retry_ok or e.writing) and may_retry and not e.timed_out:
                 may_retry = False
                 continue
             where = "writing" if e.writing else "reading"
