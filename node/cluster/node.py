@@ -184,7 +184,7 @@ class ClusterNode:
         if repl is None or not me.is_replica or me.slaveof is None:
             return
         if repl.role != "slave" and me.slaveof.ip and not me.slaveof.failed:
-            self._set_master(me.slaveof)
+            self.hooks.set_master(me.slaveof)
 
     def _deliver_publish(self, channel: bytes, message: bytes, shard: bool) -> None:
         from node.commands import pubsub
