@@ -138,3 +138,33 @@ def test_restart_keeps_identity_and_slots(tmp_path: Path) -> None:
     finally:
         for n in nodes:
             n.stop()
+
+
+def test_hostnames_and_endpoint_type_at_run_time(mixed: list[ManagedProcess]) -> None:
+    """CONFIG SET cluster-announce-hostname travels in the ping extension both ways;
+    cluster-preferred-endpoint-type hostname changes MOVED and CLUSTER SLOTS."""
+    ours, other, real = mixed
+    ours.client().config_set("cluster-announce-hostname", "ours-host")
+    real.client().config_set("cluster-announce-hostname", "real-host")
+    ours_id, real_id = myid(ours), myid(real)
+
+    def addr_token(viewer: ManagedProcess, node_id: str) -> str:
+        return next(f[1] for f in nodes_lines(viewer) if f[0] == node_id)
+
+    wait_for(lambda: addr_token(real, ours_id).endswith(",ours-host"), "real learns our name")
+    wait_for(lambda: addr_token(other, real_id).endswith(",real-host"), "ours learn real's")
+    assert addr_token(ours, ours_id).endswith(",ours-host")  # myself line
+    other.client().config_set("cluster-preferred-endpoint-type", "hostname")
+    real_port = real.port
+    key = next(k for k in (f"k{i}" for i in range(1000))
+               if 10923 <= int(other.client().execute_command("CLUSTER", "KEYSLOT", k)))
+    try:
+        other.client().get(key)
+    except Exception as e:  # noqa: BLE001 - redis-py turns MOVED into its own error type
+        assert str(e).endswith(f"real-host:{real_port}"), str(e)
+    else:
+        raise AssertionError("expected a MOVED")
+    slots = other.client().execute_command("CLUSTER", "SLOTS")
+    entry = next(e for e in slots if e[0] == 10923)
+    assert entry[2][0] == b"real-host" and entry[2][1] == real_port
+    assert entry[2][3] in ([b"ip", b"127.0.0.1"], {b"ip": b"127.0.0.1"})
