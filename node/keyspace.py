@@ -110,7 +110,7 @@ def now_ms() -> int:
 class Database:
     """One numbered database: ``data`` (key -> value) and ``expires`` (key -> unix ms)."""
 
-    __slots__ = ("ks", "index", "data", "expires", "watched", "blocking", "slots")
+    __slots__ = ("ks", "index", "data", "expires", "watched", "blocking", "slots", "str_enc")
 
     def __init__(self, ks: Keyspace, index: int, slot_index: bool) -> None:
         self.ks = ks
@@ -123,6 +123,10 @@ class Database:
         self.blocking: dict[bytes, deque[Client]] = {}
         # cluster mode only: slot -> keys (an insertion-ordered dict used as a set)
         self.slots: dict[int, dict[bytes, None]] | None = {} if slot_index else None
+        # strings whose Redis encoding is not what their bytes imply: "raw" (APPEND, SETRANGE,
+        # SETBIT, BITOP, BITFIELD) or "embstr" for a number INCRBYFLOAT wrote. Only for
+        # OBJECT ENCODING / DEBUG OBJECT; dropped whenever the key is set or removed.
+        self.str_enc: dict[bytes, bytes] = {}
 
     # -- reads ---------------------------------------------------------------------------
     def lookup(self, key: bytes) -> Any:
@@ -164,6 +168,8 @@ class Database:
                 self.expire_now(key)
         if self.slots is not None and key not in data:
             self.slots.setdefault(key_slot(key), {})[key] = None
+        if self.str_enc:
+            self.str_enc.pop(key, None)
         data[key] = value
         if self.watched:
             self.touch_watched(key)
@@ -184,6 +190,8 @@ class Database:
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        if self.str_enc:
+            self.str_enc.pop(key, None)
         if self.expires:
             self.expires.pop(key, None)
         if self.slots is not None:
@@ -193,6 +201,21 @@ class Database:
                 keys.pop(key, None)
                 if not keys:
                     del self.slots[slot]
+
+    def mark_raw(self, key: bytes) -> None:
+        """The string at ``key`` now has Redis' "raw" encoding (see ``str_enc``)."""
+        self.str_enc[key] = b"raw"
+
+    def mark_encoding(self, key: bytes, encoding: bytes) -> None:
+        self.str_enc[key] = encoding
+
+    def encoding(self, key: bytes, value: Any) -> bytes:
+        """OBJECT ENCODING of a live ``value`` stored at ``key``."""
+        if type(value) is bytes:
+            enc = self.str_enc.get(key)
+            if enc is not None:
+                return enc
+        return TYPES[type(value)].encoding(value)
 
     def modified(self, key: bytes) -> None:
         """signalModifiedKey: a value was changed in place (breaks WATCH)."""
@@ -255,6 +278,7 @@ class Database:
         self.touch_all_watched()
         self.data = {}
         self.expires = {}
+        self.str_enc = {}
         if self.slots is not None:
             self.slots = {}
         return n
@@ -320,6 +344,7 @@ class Keyspace:
         db_.touch_all_watched()
         da.data, db_.data = db_.data, da.data
         da.expires, db_.expires = db_.expires, da.expires
+        da.str_enc, db_.str_enc = db_.str_enc, da.str_enc
         da.slots, db_.slots = db_.slots, da.slots
         da.touch_all_watched()
         db_.touch_all_watched()

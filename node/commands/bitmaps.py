@@ -64,6 +64,7 @@ def setbit(c: Client, argv: list[bytes]) -> bytes:
     else:
         buf[byte] &= ~mask & 0xFF
     db.set(key, bytes(buf), keep_ttl=True)
+    db.mark_raw(key)
     c.ks.dirty += 1
     db.notify(NOTIFY_STRING, b"setbit", key)
     return integer(old)
@@ -123,20 +124,17 @@ def _count_bits(v: bytes, sbit: int, ebit: int) -> int:
 @command("bitcount")
 def bitcount(c: Client, argv: list[bytes]) -> bytes:
     n = len(argv)
+    v = _string(c.db, argv[1])  # Redis looks the key up before parsing the range
+    if v is None:
+        return integer(0)
     if n in (4, 5):
         start = parse_int(argv[2])
         end = parse_int(argv[3])
         isbit = _unit(argv[4]) if n == 5 else False
-        v = _string(c.db, argv[1])
-        if v is None:
-            return integer(0)
         if start < 0 and end < 0 and start > end:
             return integer(0)
         sbit, ebit = _range_bits(len(v), start, end, isbit)
     elif n == 2:
-        v = _string(c.db, argv[1])
-        if v is None:
-            return integer(0)
         sbit, ebit = 0, len(v) * 8 - 1
     else:
         raise CommandError(SYNTAX)
@@ -223,6 +221,7 @@ def bitop(c: Client, argv: list[bytes]) -> bytes:
             else:
                 res ^= x
     db.set(dest, res.to_bytes(maxlen, "big"))
+    db.mark_raw(dest)
     c.ks.dirty += 1
     db.notify(NOTIFY_STRING, b"set", dest)
     return integer(maxlen)
@@ -353,6 +352,7 @@ def _bitfield(c: Client, argv: list[bytes], readonly: bool) -> bytes:
         changed = True
     if writes and (changed or len(buf) > len(cur or b"")):
         db.set(key, bytes(buf), keep_ttl=True)
+        db.mark_raw(key)
         c.ks.dirty += 1
         db.notify(NOTIFY_STRING, b"setbit", key)
     return array_header(len(replies)) + b"".join(replies)

@@ -74,8 +74,11 @@ def _rename(c: Client, argv: list[bytes], nx: bool) -> bytes:
         if nx:
             return ZERO
         db.delete(dst)
+    enc = db.str_enc.get(src)
     db.delete(src)
     db.set(dst, v)
+    if enc is not None:
+        db.mark_encoding(dst, enc)
     if when is not None:
         db.set_expire(dst, when)
     c.ks.dirty += 1
@@ -131,6 +134,8 @@ def copy(c: Client, argv: list[bytes]) -> bytes:
         dst_db.delete(dst)
     when = src_db.get_expire(src)
     dst_db.set(dst, _copy_value(v))
+    if src in src_db.str_enc:
+        dst_db.mark_encoding(dst, src_db.str_enc[src])
     if when is not None:
         dst_db.set_expire(dst, when)
     c.ks.dirty += 1
@@ -157,6 +162,8 @@ def move(c: Client, argv: list[bytes]) -> bytes:
         return ZERO
     when = src_db.get_expire(key)
     dst_db.set(key, v)
+    if key in src_db.str_enc:
+        dst_db.mark_encoding(key, src_db.str_enc[key])
     if when is not None:
         dst_db.set_expire(key, when)
     src_db.delete(key)
@@ -408,7 +415,7 @@ def _obj(c: Client, key: bytes) -> Any:
 @command("object|encoding")
 def object_encoding(c: Client, argv: list[bytes]) -> bytes:
     v = _obj(c, argv[2])
-    return c.null_bulk if v is None else bulk(TYPES[type(v)].encoding(v))
+    return c.null_bulk if v is None else bulk(c.db.encoding(argv[2], v))
 
 
 @command("object|refcount")
@@ -416,7 +423,7 @@ def object_refcount(c: Client, argv: list[bytes]) -> bytes:
     v = _obj(c, argv[2])
     if v is None:
         return c.null_bulk
-    if type(v) is bytes and TYPES[bytes].encoding(v) == b"int" and 0 <= int(v) < _SHARED_INT_LIMIT:
+    if type(v) is bytes and c.db.encoding(argv[2], v) == b"int" and 0 <= int(v) < _SHARED_INT_LIMIT:
         return integer(2147483647)
     return integer(1)
 

@@ -8,6 +8,7 @@ propagated as absolute (``SET .. PXAT``, ``PEXPIREAT``), INCRBYFLOAT as ``SET ..
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from node.commands.registry import command
@@ -172,14 +173,20 @@ def psetex(c: Client, argv: list[bytes]) -> bytes:
 @command("getex")
 def getex(c: Client, argv: list[bytes]) -> bytes:
     flags, raw_exp = parse_set_options(argv, 2, True)
-    when = expire_ms(raw_exp, flags, "getex") if raw_exp is not None else None
     db = c.db
     key = argv[1]
     v = get_string(db, key)
     if v is None:
         return c.null_bulk
+    when = expire_ms(raw_exp, flags, "getex") if raw_exp is not None else None
     reply = bulk(v)
-    if when is not None:
+    if when is not None and flags & (_EXAT | _PXAT) and when <= now_ms():
+        # An absolute time already past deletes the key (after replying its value).
+        db.delete(key)
+        c.ks.dirty += 1
+        db.notify(NOTIFY_GENERIC, b"del", key)
+        c.propagate_as = [[b"DEL", key]]
+    elif when is not None:
         db.set_expire(key, when)
         c.ks.dirty += 1
         db.modified(key)
@@ -278,6 +285,8 @@ def append(c: Client, argv: list[bytes]) -> bytes:
             raise CommandError(STRING_TOO_LONG)
         new = old + argv[2]
     db.set(key, new, keep_ttl=True)
+    if old is not None:
+        db.mark_raw(key)
     c.ks.dirty += 1
     db.notify(NOTIFY_STRING, b"append", key)
     return integer(len(new))
@@ -341,6 +350,7 @@ def setrange(c: Client, argv: list[bytes]) -> bytes:
         cur = cur + bytes(offset - len(cur))
     new = cur[:offset] + value + cur[offset + len(value):]
     db.set(key, new, keep_ttl=True)
+    db.mark_raw(key)
     c.ks.dirty += 1
     db.notify(NOTIFY_STRING, b"setrange", key)
     return integer(len(new))
@@ -387,17 +397,25 @@ def decrby(c: Client, argv: list[bytes]) -> bytes:
     return _incr(c, argv[1], -delta)
 
 
-def parse_long_double(raw: bytes, err: str = NOT_FLOAT) -> float | None:
-    """string2ld check: no surrounding spaces, no nan; returns the float (for inf tests)."""
-    if not raw or raw[:1].isspace() or raw[-1:].isspace() or len(raw) > 5000:
+def parse_long_double(raw: bytes, err: str = NOT_FLOAT) -> Fraction | float:
+    """string2ld (strtold): decimal or hex text, inf/infinity; no surrounding spaces, no nan.
+    Returns the exact value as a long double (Fraction), or a float infinity."""
+    if not raw or raw[:1].isspace() or raw[-1:].isspace() or len(raw) > 5000 or b"_" in raw:
         raise CommandError(err)
+    text = raw.decode("latin-1")
+    body = text.lstrip("+-")
     try:
-        x = float(raw)
-    except ValueError:
+        if body[:2].lower() == "0x":
+            x = float.fromhex(text)
+            return x if math.isinf(x) else to_long_double(Fraction(x))
+        x = float(text)
+    except (ValueError, OverflowError):
         raise CommandError(err) from None
-    if math.isnan(x) or b"_" in raw:
+    if math.isnan(x):
         raise CommandError(err)
-    return x
+    if math.isinf(x) and body.lower() in ("inf", "infinity"):
+        return x
+    return to_long_double(text)
 
 
 @command("incrbyfloat")
@@ -407,14 +425,14 @@ def incrbyfloat(c: Client, argv: list[bytes]) -> bytes:
     old = db.lookup(key)
     if old is not None and type(old) is not bytes:
         raise CommandError(WRONGTYPE)
-    cur_f = parse_long_double(old) if old is not None else 0.0
-    inc_f = parse_long_double(argv[2])
-    assert cur_f is not None and inc_f is not None
-    if math.isinf(cur_f) or math.isinf(inc_f):
+    cur = parse_long_double(old) if old is not None else Fraction(0)
+    inc = parse_long_double(argv[2])
+    if isinstance(cur, float) or isinstance(inc, float):
         raise CommandError("ERR increment would produce NaN or Infinity")
-    total = to_long_double(old if old is not None else b"0") + to_long_double(argv[2])
+    total = cur + inc
     new = format_long_double(total)
     db.set(key, new, keep_ttl=True)
+    db.mark_encoding(key, b"embstr" if len(new) <= 44 else b"raw")
     c.ks.dirty += 1
     db.notify(NOTIFY_STRING, b"incrbyfloat", key)
     c.propagate_as = [[b"SET", key, new, b"KEEPTTL"]]

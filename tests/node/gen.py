@@ -1,0 +1,128 @@
+"""Random command sequences for the differential tests, by family.
+
+``FAMILIES`` maps a family name to a list of hypothesis strategies, each drawing one argv
+(list of str) whose reply is deterministic on Redis 7.0 given the same prior commands (or is
+made comparable by ``diff.NORMALIZER_BY_COMMAND``). To add your type: append a family here
+(or ``FAMILIES["mytype"] = [...]`` from your module) and it joins ``command()``.
+
+Rules for generators: small key space (collisions are the point: wrong types, overwrites);
+no relative expiry shorter than seconds (both servers must agree whether a key is still
+alive); absolute expiries in the past are fine (deterministic deletion).
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from tests.node import types_gen
+
+KEYS = st.sampled_from(["k1", "k2", "k3", "{k}4"])
+VALUES = st.sampled_from(["", "a", "abc", "1", "-7", "10", "3.5", "9223372036854775807",
+                          "0x10", " 1", "1e3", "x" * 50, "\x00\xff"])
+SMALL = st.integers(min_value=-8, max_value=12).map(str)
+OFFSETS = st.integers(min_value=0, max_value=80).map(str)
+BITS = st.sampled_from(["0", "1", "2", "x"])
+
+
+def _cmd(*parts: st.SearchStrategy[object]) -> st.SearchStrategy[list[str]]:
+    def flatten(values: tuple[object, ...]) -> list[str]:
+        out: list[str] = []
+        for v in values:
+            if isinstance(v, list):
+                out.extend(str(x) for x in v)
+            else:
+                out.append(str(v))
+        return out
+
+    return st.tuples(*parts).map(flatten)
+
+
+def _lit(s: str) -> st.SearchStrategy[str]:
+    return st.just(s)
+
+
+def _opt(*choices: list[str]) -> st.SearchStrategy[list[str]]:
+    return st.sampled_from([[], *choices])
+
+
+SET_OPTS = st.lists(st.sampled_from(["NX", "XX", "GET", "KEEPTTL", "EX", "100", "PX", "100000",
+                                     "EXAT", "1", "PXAT", "99999999999000", "EX", "-1"]),
+                    max_size=4)
+
+STRING_CMDS = [
+    _cmd(_lit("SET"), KEYS, VALUES),
+    _cmd(_lit("SET"), KEYS, VALUES, SET_OPTS),
+    _cmd(st.sampled_from(["GET", "STRLEN", "GETDEL", "INCR", "DECR"]), KEYS),
+    _cmd(st.sampled_from(["SETNX", "GETSET", "APPEND"]), KEYS, VALUES),
+    _cmd(_lit("SETEX"), KEYS, st.sampled_from(["100", "0", "-1", "x"]), VALUES),
+    _cmd(_lit("PSETEX"), KEYS, st.sampled_from(["100000", "0"]), VALUES),
+    _cmd(_lit("MGET"), st.lists(KEYS, min_size=1, max_size=4)),
+    _cmd(st.sampled_from(["MSET", "MSETNX"]),
+         st.lists(st.tuples(KEYS, VALUES), min_size=1, max_size=3).map(
+             lambda ps: [x for p in ps for x in p])),
+    _cmd(_lit("GETEX"), KEYS, _opt(["EX", "100"], ["PERSIST"], ["PXAT", "1"], ["EX", "0"],
+                                  ["FOO"])),
+    _cmd(st.sampled_from(["GETRANGE", "SUBSTR"]), KEYS, SMALL, SMALL),
+    _cmd(_lit("SETRANGE"), KEYS, st.sampled_from(["0", "1", "5", "-1", "30"]), VALUES),
+    _cmd(st.sampled_from(["INCRBY", "DECRBY"]), KEYS,
+         st.sampled_from(["1", "-5", "100", "x", "9223372036854775807"])),
+    _cmd(_lit("INCRBYFLOAT"), KEYS, st.sampled_from(["0.1", "-2.5", "1e3", "abc", "3"])),
+]
+
+KEY_CMDS = [
+    _cmd(st.sampled_from(["DEL", "UNLINK", "EXISTS", "TOUCH"]), st.lists(KEYS, min_size=1, max_size=3)),
+    _cmd(st.sampled_from(["TYPE", "PERSIST", "EXPIRETIME", "PEXPIRETIME", "TTL", "PTTL"]), KEYS),
+    _cmd(st.sampled_from(["RENAME", "RENAMENX"]), KEYS, KEYS),
+    _cmd(_lit("COPY"), KEYS, KEYS, _opt(["REPLACE"], ["DB", "1"], ["DB", "1", "REPLACE"])),
+    _cmd(st.sampled_from(["EXPIRE", "PEXPIRE"]), KEYS,
+         st.sampled_from(["100", "100000", "0", "-1", "x"]), _opt(["NX"], ["XX"], ["GT"], ["LT"])),
+    _cmd(st.sampled_from(["EXPIREAT", "PEXPIREAT"]), KEYS,
+         st.sampled_from(["1", "99999999999", "99999999999000"]), _opt(["GT"], ["LT"])),
+    _cmd(_lit("OBJECT"), st.sampled_from(["ENCODING", "REFCOUNT"]), KEYS),
+    _cmd(_lit("KEYS"), st.sampled_from(["*", "k*", "?1", "{*", "[k]2"])),
+    _cmd(_lit("DBSIZE")),
+    _cmd(_lit("MOVE"), KEYS, st.sampled_from(["1", "0"])),
+    _cmd(_lit("SWAPDB"), st.sampled_from(["0", "1"]), st.sampled_from(["0", "1"])),
+]
+
+BITMAP_CMDS = [
+    _cmd(_lit("SETBIT"), KEYS, OFFSETS, BITS),
+    _cmd(_lit("GETBIT"), KEYS, OFFSETS),
+    _cmd(_lit("BITCOUNT"), KEYS, _opt(["0", "-1"], ["1", "3"], ["-2", "-1"], ["0", "10", "BIT"],
+                                      ["3", "20", "BIT"], ["-5", "-1", "BIT"], ["0"])),
+    _cmd(_lit("BITPOS"), KEYS, BITS, _opt(["0"], ["1", "2"], ["-1"], ["2", "-1", "BIT"],
+                                          ["0", "5", "BIT"], ["7", "9", "BIT"], ["1", "1"])),
+    _cmd(_lit("BITOP"), st.sampled_from(["AND", "OR", "XOR", "NOT"]), KEYS,
+         st.lists(KEYS, min_size=1, max_size=3)),
+    _cmd(_lit("BITFIELD"), KEYS, st.lists(st.sampled_from([
+        ["GET", "u4", "0"], ["GET", "i8", "#1"], ["SET", "u8", "8", "255"],
+        ["SET", "i5", "3", "-3"], ["INCRBY", "u2", "100", "1"], ["INCRBY", "i8", "0", "100"],
+        ["OVERFLOW", "SAT"], ["OVERFLOW", "FAIL"], ["OVERFLOW", "WRAP"], ["GET", "u64", "0"],
+        ["GET", "i64", "3"]]), min_size=1, max_size=3).map(lambda xs: [y for x in xs for y in x])),
+    _cmd(_lit("BITFIELD_RO"), KEYS, _lit("GET"), st.sampled_from(["u8", "i3", "u63"]), OFFSETS),
+]
+
+TRANSACTION_CMDS = [
+    _cmd(_lit("MULTI")),
+    _cmd(_lit("EXEC")),
+    _cmd(_lit("DISCARD")),
+    _cmd(_lit("WATCH"), st.lists(KEYS, min_size=1, max_size=2)),
+    _cmd(_lit("UNWATCH")),
+]
+
+FAMILIES: dict[str, list[st.SearchStrategy[list[str]]]] = {
+    "strings": STRING_CMDS,
+    "keys": KEY_CMDS,
+    "bitmaps": BITMAP_CMDS,
+    "transactions": TRANSACTION_CMDS,
+    "lists": types_gen.LIST_CMDS,
+    "hashes": types_gen.HASH_CMDS,
+    "sets": types_gen.SET_CMDS,
+    "zsets": types_gen.ZSET_CMDS,
+}
+
+
+def command(*families: str) -> st.SearchStrategy[list[str]]:
+    """One command from ``families`` (default: all)."""
+    names = families or tuple(FAMILIES)
+    return st.one_of(*[s for n in names for s in FAMILIES[n]])
