@@ -186,6 +186,34 @@ class ClusterNode:
         if repl.role != "slave" and me.slaveof.ip and not me.slaveof.failed:
             self.hooks.set_master(me.slaveof)
 
+    def redirect_blocked_clients(self) -> None:
+        """clusterRedirectBlockedClientIfNeeded, for every client blocked on keys: the cluster
+        went down -> CLUSTERDOWN; the slot of its (first) key is unbound -> CLUSTERDOWN Hash
+        slot not served; served by another node and not importing here -> MOVED."""
+        server = self.server
+        if not server.blocked_clients:
+            return
+        from node.cluster.routing import DOWN_STATE, DOWN_UNBOUND
+        from protocol.slots import key_slot
+
+        st = self.state
+        me = st.myself
+        for c in list(server.clients.values()):
+            b = c.blocked
+            if b is None or not b.keys:
+                continue
+            if st.state == bus.STATE_FAIL:
+                c.unblock(DOWN_STATE)
+                continue
+            slot = key_slot(b.keys[0])
+            owner = st.slots[slot]
+            if c.readonly and me.is_replica and me.slaveof is owner and owner is not None:
+                cmd = server.table.get(b.argv[0].lower()) if b.argv else None
+                if cmd is not None and not cmd.write:
+                    continue
+            if owner is not me and slot not in st.importing:
+                c.unblock(DOWN_UNBOUND if owner is None else self.redirect(b"MOVED", slot, owner))
+
     def _deliver_publish(self, channel: bytes, message: bytes, shard: bool) -> None:
         from node.commands import pubsub
 
@@ -226,6 +254,7 @@ class ClusterNode:
                 self.engine.cron()
                 self._replication_cron()
                 self.before_sleep()
+                self.redirect_blocked_clients()
 
     def _hook_pubsub(self) -> None:
         try:

@@ -150,7 +150,7 @@ def scenario(nodes: list[ManagedProcess]) -> list[tuple[str, bytes]]:
 
 def _norm(reply: bytes, pa: int, pb: int, dead: int, ida: bytes, idb: bytes) -> bytes:
     return (reply.replace(str(pa).encode(), b"<A>").replace(str(pb).encode(), b"<B>")
-            .replace(str(dead).encode(), b"<DEAD>").replace(ida, b"<IDA>")
+            .replace(b":%d" % dead, b":<DEAD>").replace(ida, b"<IDA>")
             .replace(idb, b"<IDB>"))
 
 
@@ -174,3 +174,35 @@ def test_migration_scenario_matches_real(real_pair: list[ManagedProcess],
     assert d["b migrate ioerr"].startswith(b"-IOERR")
     assert d["a restore-asking"] == b"+OK\r\n" and d["a get restored"] == b"$1\r\nr\r\n"
     assert d["b get after node"] == b"-MOVED %d 127.0.0.1:<A>\r\n" % SLOT
+
+
+def blocked_scenario(nodes: list[ManagedProcess]) -> list[bytes]:
+    """A client blocked in BLPOP on a slot that is reassigned, then one blocked while the
+    cluster goes down."""
+    a, b = nodes
+    ida = a.client().execute_command("CLUSTER", "MYID")
+    blocked = Conn(b.port)
+    blocked.sock.sendall(encode_command("BLPOP", "{t}q", 0))
+    time.sleep(0.3)
+    b.client().execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", ida)
+    moved = blocked("PING")  # the BLPOP reply arrives first
+    blocked.close()
+    # slot now served by a; a client blocked there when a loses the slot to nobody
+    blocked = Conn(a.port)
+    a.client().execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", ida)
+    blocked.sock.sendall(encode_command("BLPOP", "{t}q", 0))
+    time.sleep(0.3)
+    a.client().execute_command("CLUSTER", "DELSLOTS", SLOT)
+    down = blocked("PING")
+    blocked.close()
+    idb = b.client().execute_command("CLUSTER", "MYID")
+    return [_norm(r, a.port, b.port, 1, ida, idb) for r in (moved, down)]
+
+
+def test_blocked_client_redirected_like_real(real_pair: list[ManagedProcess],
+                                             our_pair: list[ManagedProcess]) -> None:
+    want = blocked_scenario(real_pair)
+    got = blocked_scenario(our_pair)
+    assert got == want
+    assert got[0] == b"-MOVED %d 127.0.0.1:<A>\r\n" % SLOT
+    assert got[1].startswith(b"-CLUSTERDOWN ")
