@@ -130,8 +130,43 @@ class ClusterNode:
             hooks.set_master = self._set_master
         self.router = Router(self)
         self.refresh_myself()
+        if self.verify_config_with_data():
+            must_save = True
         if must_save:
             self.save(True)
+
+    def verify_config_with_data(self) -> bool:
+        """verifyClusterConfigWithData, after the data was loaded at start-up: keys in an
+        unassigned slot -> claim it; keys in a slot of another node -> importing from it.
+        Keys outside db 0 are fatal (ConfigFileError). True if the config changed."""
+        st = self.state
+        me = st.myself
+        if me.is_replica:
+            return False
+        dbs = self.server.ks.dbs
+        if any(db.size() for db in dbs[1:]):
+            raise nodesconf.ConfigFileError(
+                "You can't have keys in a DB different than DB 0 when in Cluster mode. Exiting.")
+        db0 = dbs[0]
+        changed = False
+        for slot in sorted(db0.slots or {}):
+            if not db0.count_keys_in_slot(slot):
+                continue
+            owner = st.slots[slot]
+            if owner is me or slot in st.importing:
+                continue
+            changed = True
+            if owner is None:
+                log.warning("I have keys for unassigned slot %d. Taking responsibility for it.",
+                            slot)
+                st.add_slot(me, slot)
+            else:
+                log.warning("I have keys for slot %d, but the slot is assigned to another node. "
+                            "Setting it to importing state.", slot)
+                st.importing[slot] = owner
+        if changed:
+            st.generation += 1
+        return changed
 
     # -- wiring --------------------------------------------------------------------------------
     def refresh_myself(self) -> None:

@@ -168,3 +168,27 @@ def test_hostnames_and_endpoint_type_at_run_time(mixed: list[ManagedProcess]) ->
     entry = next(e for e in slots if e[0] == 10923)
     assert entry[2][0] == b"real-host" and entry[2][1] == real_port
     assert entry[2][3] in ([b"ip", b"127.0.0.1"], {b"ip": b"127.0.0.1"})
+
+
+def test_restart_with_data_claims_unassigned_slots(tmp_path: Path) -> None:
+    """verifyClusterConfigWithData: keys loaded at start-up in slots the config does not give
+    to this node: unassigned -> claimed; another node's -> importing."""
+    node = start_nodes(tmp_path, 1, extra=["--appendonly", "yes"])[0]
+    try:
+        c = node.client()
+        c.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        wait_for(lambda: b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO"), "ok")
+        c.set("foo", "1")  # slot 12182
+        c.set("bar", "2")  # slot 5061
+        node.stop()
+        conf = node.cwd / f"nodes-{node.port}.conf"
+        conf.write_text("")  # forget the cluster config, keep the data
+        node.start()
+        c = node.client()
+        me = next(f for f in nodes_lines(node) if "myself" in f[2])
+        assert me[8:] == ["5061", "12182"]
+        assert c.dbsize() == 2  # (GET would say CLUSTERDOWN: the other slots are unassigned)
+        assert "Taking responsibility" in node.log_text()
+        assert "5061" in conf.read_text()  # saved at once
+    finally:
+        node.stop()
