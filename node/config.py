@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -321,16 +320,7 @@ class Config:
             args = [" ".join(args)]
         if d.kind not in ("save", "bind", "oblimit") and len(args) != 1:
             raise ConfigError("wrong number of arguments")
-        if d.kind == "save" and self._saw_save_in_file is not None:
-            # Several "save" lines in a file accumulate, like redis.conf.
-            prev = self.values["save"] if self._saw_save_in_file else ""
-            value = parse_value(d, args)
-            self.values["save"] = (prev + " " + value).strip() if value else ""
-            self._saw_save_in_file = True
-            return
         self.values[key] = parse_value(d, args)
-
-    _saw_save_in_file: bool | None = None
 
     def config_get(self, pattern: str) -> list[tuple[str, str]]:
         from node.glob import glob_match
@@ -383,60 +373,86 @@ def fatal_message(line_no: int, line: str, reason: str) -> str:
     )
 
 
+def _repr_arg(arg: str) -> str:
+    """sdscatrepr: the quoted form Redis gives command-line option arguments."""
+    out = ['"']
+    for b in arg.encode("utf-8", "surrogateescape"):
+        ch = chr(b)
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\a":
+            out.append("\\a")
+        elif ch == "\b":
+            out.append("\\b")
+        elif 32 <= b < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\x{b:02x}")
+    out.append('"')
+    return "".join(out)
+
+
 def load(argv: Sequence[str]) -> Config:
     """Build a Config from ``slotgate-node [config-file] [--directive value ...]``.
 
-    Raises ``SystemExit``-ready ``ConfigError`` whose text is Redis' FATAL block.
+    Like redis-server, the options are appended to the file's text as lines
+    (``\nname "arg" "arg"``) and everything is parsed as one config; an error raises
+    ``ConfigError`` whose text is Redis' FATAL CONFIG FILE ERROR block.
     """
+    from protocol.resp import split_args
+
     cfg = Config()
-    lines: list[str] = []
     args = list(argv)
+    content = ""
     if args and not args[0].startswith("--"):
         path = args.pop(0)
         cfg.config_file = os.path.abspath(path)
         try:
             with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                lines.extend(f.read().splitlines())
+                content = f.read()
         except OSError as e:
             raise ConfigError(f"Fatal error, can't open config file '{path}': {e.strerror}") from None
-    # Command line options become "name arg arg" lines appended after the file, as Redis does.
-    cli: list[list[str]] = []
+    options = ""
     for a in args:
         if a.startswith("--") and len(a) > 2:
-            cli.append([a[2:]])
-        elif cli:
-            cli[-1].append(a)
+            if options:
+                options += "\n"
+            options += a[2:] + " "
         else:
-            raise ConfigError(fatal_message(1, a, "Bad directive or wrong number of arguments"))
-    for words in cli:
-        lines.append(words[0] + " " + " ".join(_quote(w) for w in words[1:]))
-    cfg._saw_save_in_file = False
-    for idx, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+            options += _repr_arg(a) + " "
+    text = content + "\n" + options if options else content
+    saw_save = False
+    cfg.values["save"] = DIRECTIVES["save"].default
+    for idx, raw_line in enumerate(text.split("\n"), start=1):
+        line = raw_line.strip(" \t\r\n")
+        if not line or line.startswith("#"):
             continue
-        try:
-            words = shlex.split(stripped)
-        except ValueError:
-            raise ConfigError(fatal_message(idx, stripped, "Unbalanced quotes in configuration line")) from None
-        if not words:
+        words_b = split_args(line.encode("utf-8", "surrogateescape"))
+        if words_b is None:
+            raise ConfigError(fatal_message(idx, line, "Unbalanced quotes in configuration line"))
+        if not words_b:
             continue
+        words = [w.decode("utf-8", "surrogateescape") for w in words_b]
         name, vals = words[0], words[1:]
-        if name.lower() == "include":
-            raise ConfigError(fatal_message(idx, stripped, "include is not supported"))
-        if name.lower() == "save" and vals == [""]:
-            vals = []
         try:
-            if name.lower() == "save" and not vals:
-                cfg.values["save"] = ""
-                cfg._saw_save_in_file = False
+            if name.lower() == "include":
+                raise ConfigError("include is not supported")
+            if name.lower() == "save":
+                if vals == [""] or not vals:
+                    cfg.values["save"] = ""
+                else:
+                    value = parse_value(DIRECTIVES["save"], vals)
+                    prev = cfg.values["save"] if saw_save else ""
+                    cfg.values["save"] = (prev + " " + value).strip()
+                saw_save = True
                 continue
             cfg.apply(name, vals)
         except ConfigError as e:
-            raise ConfigError(fatal_message(idx, stripped, str(e))) from None
-    if not cfg._saw_save_in_file and not any(
-        (w.split() or [""])[0].lower() == "save" for w in lines if w.strip()
-    ):
-        cfg.values["save"] = DIRECTIVES["save"].default
-    cfg._saw_save_in_file = None
+            raise ConfigError(fatal_message(idx, line, str(e))) from None
     return cfg

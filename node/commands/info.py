@@ -70,18 +70,28 @@ def _clients(s: Server) -> Fields:
 def _memory(s: Server) -> Fields:
     rss = _rss_bytes()
     maxmem = int(s.config.get("maxmemory"))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return [
         ("used_memory", rss), ("used_memory_human", _human(rss)),
         ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
         ("used_memory_peak", peak), ("used_memory_peak_human", _human(peak)),
         ("used_memory_peak_perc", f"{100.0 * rss / max(peak, 1):.2f}%"),
         ("used_memory_overhead", 0), ("used_memory_startup", 0), ("used_memory_dataset", rss),
-        ("used_memory_dataset_perc", "100.00%"),
-        ("total_system_memory", os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
-        ("used_memory_lua", 31744), ("used_memory_scripts", 0),
+        ("used_memory_dataset_perc", "100.00%"), ("allocator_allocated", rss),
+        ("allocator_active", rss), ("allocator_resident", rss),
+        ("total_system_memory", total), ("total_system_memory_human", _human(total)),
+        ("used_memory_lua", 32768), ("used_memory_vm_eval", 32768),
+        ("used_memory_lua_human", "32.00K"), ("used_memory_scripts_eval", 0),
+        ("number_of_cached_scripts", 0), ("number_of_functions", 0), ("number_of_libraries", 0),
+        ("used_memory_vm_functions", 0), ("used_memory_vm_total", 32768),
+        ("used_memory_vm_total_human", "32.00K"), ("used_memory_functions", 0),
+        ("used_memory_scripts", 0), ("used_memory_scripts_human", "0B"),
         ("maxmemory", maxmem), ("maxmemory_human", _human(maxmem)),
         ("maxmemory_policy", s.config.get("maxmemory-policy")),
+        ("allocator_frag_ratio", "1.00"), ("allocator_frag_bytes", 0),
+        ("allocator_rss_ratio", "1.00"), ("allocator_rss_bytes", 0),
+        ("rss_overhead_ratio", "1.00"), ("rss_overhead_bytes", 0),
         ("mem_fragmentation_ratio", "1.00"), ("mem_fragmentation_bytes", 0),
         ("mem_not_counted_for_evict", 0), ("mem_replication_backlog", 0),
         ("mem_total_replication_buffers", 0), ("mem_clients_slaves", 0),
@@ -127,6 +137,7 @@ def _stats(s: Server) -> Fields:
         ("keyspace_hits", s.ks.keyspace_hits), ("keyspace_misses", s.ks.keyspace_misses),
         ("pubsub_channels", s.extra_stats.get("pubsub_channels", 0)),
         ("pubsub_patterns", s.extra_stats.get("pubsub_patterns", 0)),
+        ("pubsubshard_channels", s.extra_stats.get("pubsubshard_channels", 0)),
         ("latest_fork_usec", 0), ("total_forks", 0), ("migrate_cached_sockets", 0),
         ("slave_expires_tracked_keys", 0), ("active_defrag_hits", 0), ("active_defrag_misses", 0),
         ("active_defrag_key_hits", 0), ("active_defrag_key_misses", 0),
