@@ -53,6 +53,17 @@ def _key_fn(full_name: str) -> KeyFn | None:
     return info._keys
 
 
+def _single_key_index(full_name: str) -> int:
+    """The argv index of the only key of commands with exactly one fixed key (GET, SET,
+    HSET...), else 0. For commands without movable keys the legacy (first, last, step) range
+    is exact; arity was checked before routing, so the index exists."""
+    info = pc.lookup_name(full_name)
+    if (info is None or info.movable or full_name in _SHARD_PUBSUB
+            or info.first_key <= 0 or info.last_key != info.first_key):
+        return 0
+    return info.first_key
+
+
 class Router:
     """``route(c, cmd, argv) -> error reply | None`` for one cluster node."""
 
@@ -62,6 +73,7 @@ class Router:
         self._gen = -1
         self._fast = bytearray(16384)
         self._keyfns: dict[str, KeyFn | None] = {}
+        self._single: dict[str, int] = {}  # command -> index of its only key (0: not such)
         self._asking_cmds = frozenset({"restore-asking"})
 
     def _refresh(self) -> None:
@@ -83,6 +95,15 @@ class Router:
         name = cmd.full_name
         if c.in_exec:
             return None  # queued commands were checked together at EXEC
+        idx = self._single.get(name)
+        if idx is None:
+            idx = self._single[name] = _single_key_index(name)
+        if idx:  # the common case: one key at a fixed place
+            if self._gen != self.st.generation:
+                self._refresh()
+            if not c.asking and self._fast[key_slot(argv[idx])]:
+                return None
+            return self._full(c, cmd, [(cmd, argv)])
         keyfns = self._keyfns
         if name in keyfns:
             fn = keyfns[name]
