@@ -163,8 +163,10 @@ class Transport:
                     nursery.start_soon(self._writer, link, stream)
                     await self._reader(link, stream)
                     nursery.cancel_scope.cancel()
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, bus.BusError) as e:
-            log.debug("cluster link closed: %s", e)
+        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                 bus.BusError) as group:
+            # the reader runs inside a nursery: its errors arrive as an ExceptionGroup
+            log.debug("cluster link closed: %s", group.exceptions[0])
         finally:
             self._scopes.pop(link, None)
             link.wake = _noop
