@@ -280,3 +280,51 @@ def test_gossip_section_size_and_pfail_appended() -> None:
         assert names[-1] == pf.name and pf.name not in names[:-1]
         assert e.st.myself.name not in names
     run(main)
+
+
+def test_stale_owner_gets_update_and_gives_up_slot() -> None:
+    async def main() -> None:
+        net = Net()
+        engines = form(net, 3)
+        await net.run_for(5)
+        a, b, c = engines
+        net.cut(a.st.myself.port)  # a keeps claiming slot 0 while it is away
+        b.st.del_slot(0)
+        b.st.add_slot(b.st.myself, 0)
+        assert b.bump_epoch_without_consensus()
+        b.broadcast_pong()
+        net.pump()
+        await net.run_for(2)
+        assert c.st.slots[0] is c.st.nodes[b.st.myself.name]
+        assert a.st.slots[0] is a.st.myself  # stale
+        net.down.clear()
+        await net.run_for(5)
+        assert a.st.slots[0] is a.st.nodes[b.st.myself.name]
+        assert a.st.stats_received[bus.UPDATE] > 0  # told by an UPDATE message
+        assert b.st.stats_sent[bus.UPDATE] + c.st.stats_sent[bus.UPDATE] > 0
+    run(main)
+
+
+def test_replica_role_and_master_slots_spread() -> None:
+    async def main() -> None:
+        net = Net()
+        engines = form(net, 3, with_slots=True)
+        r = net.add(20010)
+        r.start_handshake("127.0.0.1", 20001, 30001)
+        await net.run_for(4)
+        master = r.st.nodes[engines[0].st.myself.name]
+        r.set_my_master(master)
+        r.before_sleep()
+        await net.run_for(3)
+        rname = r.st.myself.name
+        for e in engines:
+            node = e.st.nodes[rname]
+            assert node.is_replica and node.slaveof is e.st.nodes[master.name]
+            assert node in e.st.nodes[master.name].replicas
+        # a replica's header carries its master's slots and epoch
+        link = Link(None, False, mock_ms())
+        r.send_ping(link, bus.PING)
+        m = bus.decode(link.out[-1])
+        assert m.slaveof == master.name and m.myslots == bytes(master.slots)
+        assert m.config_epoch == master.config_epoch
+    run(main)
