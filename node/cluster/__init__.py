@@ -3,13 +3,22 @@ routing. ``install(server)`` is the subsystem entry point (a no-op unless cluste
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 
 def install(server: Any) -> None:
-    """Subsystem hook: turn cluster mode on when ``cluster-enabled yes``."""
+    """Subsystem hook: turn cluster mode on when ``cluster-enabled yes``.
+
+    A config file that is locked by another node or corrupted is fatal, as in Redis: the
+    reason is logged and the process exits with status 1."""
     if not server.cluster_enabled:
         return
     from node.cluster.node import install as install_cluster
+    from node.cluster.nodesconf import ConfigFileError
 
-    install_cluster(server)
+    try:
+        install_cluster(server)
+    except ConfigFileError as e:
+        logging.getLogger("node.cluster").warning("%s", e)
+        raise SystemExit(1) from None

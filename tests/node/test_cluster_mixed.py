@@ -192,3 +192,22 @@ def test_restart_with_data_claims_unassigned_slots(tmp_path: Path) -> None:
         assert "5061" in conf.read_text()  # saved at once
     finally:
         node.stop()
+
+
+def test_config_file_is_locked(tmp_path: Path) -> None:
+    """A second node on the same nodes.conf exits 1 with Redis' message."""
+    import subprocess
+    import sys
+
+    first = start_nodes(tmp_path, 1)[0]
+    try:
+        conf = f"nodes-{first.port}.conf"
+        out = subprocess.run(
+            [sys.executable, "-m", "node", "--port", "0", "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", conf, "--save", ""],
+            cwd=first.cwd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert out.returncode == 1
+        assert "is already used by a different Redis Cluster node" in out.stdout + out.stderr
+        assert first.alive() and first.client().ping()
+    finally:
+        first.stop()
