@@ -211,3 +211,26 @@ def test_config_file_is_locked(tmp_path: Path) -> None:
         assert first.alive() and first.client().ping()
     finally:
         first.stop()
+
+
+def test_publish_crosses_the_bus_both_ways(mixed: list[ManagedProcess]) -> None:
+    """PUBLISH on any node reaches subscribers on every node (bus PUBLISH messages)."""
+    ours, other, real = mixed
+    subs = []
+    for n in (ours, other, real):
+        p = n.client().pubsub()
+        p.subscribe("news")
+        assert p.get_message(timeout=5)["type"] == "subscribe"
+        subs.append(p)
+    try:
+        for i, publisher in enumerate((ours, real)):
+            publisher.client().publish("news", f"m{i}")
+            for p in subs:
+                msg = None
+                deadline = time.monotonic() + 10
+                while msg is None and time.monotonic() < deadline:
+                    msg = p.get_message(timeout=1)
+                assert msg is not None and msg["data"] == f"m{i}".encode()
+    finally:
+        for p in subs:
+            p.close()
