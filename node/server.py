@@ -27,6 +27,7 @@ from node.commands import load_all
 from node.commands.registry import Command, build_table
 from node.config import Config
 from node.keyspace import Keyspace
+from node.netio import Conn
 
 log = logging.getLogger("node")
 
@@ -169,7 +170,7 @@ class Server:
         if scope is not None and not c.extra.get("running"):
             scope.cancel()
 
-    async def _flush(self, c: Client, sock: trio.socket.SocketType) -> None:
+    async def _flush(self, c: Client, sock: Conn) -> None:
         if c.extra.get("sending"):
             return
         c.extra["sending"] = True
@@ -179,39 +180,38 @@ class Server:
                 data = out[0] if len(out) == 1 else b"".join(out)
                 out.clear()
                 self.stat_net_output_bytes += len(data)
-                view = memoryview(data)
-                while view:
-                    sent = await sock.send(view)
-                    view = view[sent:]
+                await sock.send_all(data)
         finally:
             c.extra["sending"] = False
 
-    async def _flush_task(self, c: Client, sock: trio.socket.SocketType) -> None:
+    async def _flush_task(self, c: Client, sock: Conn) -> None:
         c.extra["flush_scheduled"] = False
         try:
             await self._flush(c, sock)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             self.kill_client(c)
 
-    async def _handle(self, sock: trio.socket.SocketType) -> None:
+    async def _handle(self, tsock: trio.socket.SocketType) -> None:
         try:
-            peer = sock.getpeername()
-            local = sock.getsockname()
+            peer = tsock.getpeername()
+            local = tsock.getsockname()
             addr = f"{peer[0]}:{peer[1]}"
             laddr = f"{local[0]}:{local[1]}"
         except OSError:
-            sock.close()
+            tsock.close()
             return
+        sock = Conn(tsock)
         self.stat_numconnections += 1
         if len(self.clients) >= int(self.config.get("maxclients")):
             self.stat_rejected_conn += 1
             try:
-                await sock.send(b"-ERR max number of clients reached\r\n")
+                await sock.send_all(b"-ERR max number of clients reached\r\n")
             except OSError:
                 pass
             sock.close()
             return
         c = self._new_client(addr, laddr)
+        c.extra["fd"] = sock.sock.fileno()
         try:
             with trio.CancelScope() as scope:
                 c.extra["cancel_scope"] = scope
@@ -222,7 +222,7 @@ class Server:
             self._drop_client(c)
             sock.close()
 
-    async def _client_loop(self, c: Client, sock: trio.socket.SocketType) -> None:
+    async def _client_loop(self, c: Client, sock: Conn) -> None:
         from protocol.resp import ProtocolError, RequestReader
 
         cfg = self.config
@@ -291,7 +291,7 @@ class Server:
                             c.id, c.addr)
                 return
 
-    async def _wait_unblocked(self, c: Client, sock: trio.socket.SocketType, reader: Any) -> None:
+    async def _wait_unblocked(self, c: Client, sock: Conn, reader: Any) -> None:
         """Park until ``c`` is served, times out, is unblocked or disconnects. Input that
         arrives meanwhile is buffered, not executed (as Redis does for blocked clients)."""
         st = c.blocked
