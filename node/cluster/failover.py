@@ -165,6 +165,7 @@ class Failover:
         self.auth_sent = False
         self.auth_rank = 0
         self.auth_epoch = 0
+        self.auth_master: Node | None = None  # the master the election state is about
         self.cant_reason = CANT_NONE
         self.cant_logged_ms = 0
         # manual failover: replica side (mf_master_offset, mf_can_start) and master side
@@ -201,6 +202,10 @@ class Failover:
             handler(self, link, m, sender, now_ms)
 
     def before_sleep(self) -> None:
+        if self.mf_replica is not None and self.st.myself.is_replica:
+            # I paused for a replica and am now a replica myself (clusterSetMaster resets
+            # the manual failover): the paused writes go on, and get redirected.
+            self.reset_manual()
         if self.todo_manual:
             self.todo_manual = False
             self.handle_manual_failover()
@@ -338,12 +343,20 @@ class Failover:
         manual = bool(self.mf_end_ms) and self.mf_can_start
         auth_timeout = auth_timeout_ms(timeout)
         auth_retry = auth_timeout * 2
-        auth_age = now - self.auth_time_ms
         master = me.slaveof
         if (me.is_master or master is None or (not master.failed and not manual)
                 or (self.cfg.replica_no_failover and not manual) or master.numslots == 0):
             self.cant_reason = CANT_NONE
             return
+        if master is not self.auth_master:
+            # A schedule made for another master (a failover I lost, then my new master
+            # failed) must not carry over: it would skip the rank delay. Redis keeps it.
+            self.auth_master = master
+            self.auth_time_ms = 0
+            self.auth_sent = False
+            self.auth_count = 0
+        # never tried: the retry window is open (Redis: auth time 0 vs the unix clock)
+        auth_age = now - self.auth_time_ms if self.auth_time_ms else auth_retry + 1
         data_age = self.repl.data_age_ms()
         if data_age > timeout:
             data_age -= timeout
