@@ -89,3 +89,20 @@ CASES = [
 def test_strings_match_redis(diff_pair: Pair, proto: int) -> None:
     problems = check_cases(diff_pair, CASES, proto)
     assert not problems, "\n".join(problems)
+
+
+LCS_CASES = [
+    Case("lcs", ["MSET k1 ohmytext k2 mynewtext", "LCS k1 k2", "LCS k1 k2 LEN", "LCS k1 k2 IDX",
+                 "LCS k1 k2 IDX MINMATCHLEN 4", "LCS k1 k2 IDX MINMATCHLEN 4 WITHMATCHLEN",
+                 "LCS k1 k2 IDX WITHMATCHLEN", "LCS k1 k2 IDX LEN", "LCS k1 k2 FOO",
+                 "LCS k1 k2 MINMATCHLEN", "LCS k1 k2 IDX MINMATCHLEN x", "LCS k1 nokey",
+                 "LCS nokey nokey2 IDX", "LPUSH l a", "LCS k1 l", "LCS l nokey FOO",
+                 "MSET a abcabcabc b cbacbacba", "LCS a b IDX WITHMATCHLEN",
+                 "LCS a b IDX MINMATCHLEN -3", "LCS b a"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_lcs_matches_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, LCS_CASES, proto)
+    assert not problems, "\n".join(problems)
