@@ -253,3 +253,27 @@ def test_info_sections_and_fields_match_redis(node_standalone: ManagedProcess,
     for section in ("Server", "Clients", "Memory", "Persistence", "Stats", "Replication",
                     "CPU", "Cluster"):
         assert ours[section] == real[section], section
+
+
+def test_active_expiry_removes_untouched_keys_and_breaks_watch(tmp_path: Path) -> None:
+    node = slotgate_node(tmp_path, extra=["--hz", "50"]).start()
+    try:
+        r = node.client()
+        r.set("watched", "v", px=200)
+        for i in range(300):
+            r.set(f"tmp:{i}", "v", px=100)
+        r.set("keep", "v")
+        watcher = node.client()
+        pipe = watcher.pipeline(transaction=True)
+        pipe.watch("watched")
+        deadline = time.monotonic() + 10
+        while r.dbsize() > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.dbsize() == 1  # only "keep": the others expired without being accessed
+        assert r.info("stats")["expired_keys"] == 301
+        pipe.multi()
+        pipe.set("watched", "again")
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+    finally:
+        node.stop()
