@@ -4,6 +4,7 @@ FLUSHDB FLUSHALL SWAPDB LASTSAVE."""
 from __future__ import annotations
 
 import hashlib
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -320,28 +321,48 @@ def debug_allowed(c: Client) -> bool:
     return mode == "local" and (c.addr.startswith("127.") or c.addr.startswith("::1"))
 
 
-def value_digest(v: object) -> bytes:
-    info = K.TYPES[type(v)]
-    return hashlib.sha1(info.name + b"\0" + info.digest(v)).digest()
+_TYPE_CODES = {b"string": 0, b"list": 1, b"set": 2, b"zset": 3, b"hash": 4, b"stream": 6}
+
+
+def _sha1(data: bytes) -> bytes:
+    return hashlib.sha1(data).digest()
+
+
+def _mix(digest: bytes, data: bytes) -> bytes:
+    """debug.c mixDigest: xor in SHA1(data), then replace by SHA1 of the result."""
+    return _sha1(_xor(digest, _sha1(data)))
 
 
 def _xor(a: bytes, b: bytes) -> bytes:
     return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
 
+def object_digest(db: K.Database, key: bytes, v: object, start: bytes = bytes(20)) -> bytes:
+    """debug.c xorObjectDigest: type, value, and the expire marker, folded into ``start``."""
+    info = K.TYPES[type(v)]
+    d = _mix(start, struct.pack(">I", _TYPE_CODES.get(info.name, 5)))
+    if isinstance(v, bytes):
+        d = _mix(d, v)
+    elif info.name == b"list":
+        for item in v:  # type: ignore[attr-defined]
+            d = _mix(d, item)
+    else:
+        d = _xor(d, info.digest(v))  # sets, zsets, hashes: an xor of per-element digests
+    if db.get_expire(key) is not None:
+        d = _xor(d, _sha1(b"!!expire!!"))
+    return d
+
+
 def keyspace_digest(c: Client) -> bytes:
-    acc = bytes(20)
-    empty = True
+    """debug.c computeDatasetDigest (Redis' exact DEBUG DIGEST)."""
+    final = bytes(20)
     for db in c.ks.dbs:
+        if not db.data:
+            continue
+        final = _mix(final, struct.pack(">I", db.index))
         for key, v in list(db.data.items()):
-            if db.lookup(key) is None:
-                continue
-            empty = False
-            when = db.get_expire(key)
-            h = hashlib.sha1(b"%d\0" % db.index + key + b"\0" + value_digest(v)
-                             + (b"\0%d" % when if when is not None else b""))
-            acc = _xor(acc, h.digest())
-    return b"0" * 40 if empty else acc.hex().encode()
+            final = _xor(final, _sha1(object_digest(db, key, v, _mix(bytes(20), key))))
+    return final.hex().encode()
 
 
 def _debug_sleep(c: Client, argv: list[bytes]) -> bytes:
@@ -364,8 +385,8 @@ def _debug_digest(c: Client, argv: list[bytes]) -> bytes:
 def _debug_digest_value(c: Client, argv: list[bytes]) -> bytes:
     out = [array_header(len(argv) - 2)]
     for key in argv[2:]:
-        v = c.db.lookup(key)
-        out.append(simple(b"0" * 40 if v is None else value_digest(v).hex().encode()))
+        v = c.db.data.get(key)  # logically expired keys count, as in Redis
+        out.append(simple(b"0" * 40 if v is None else object_digest(c.db, key, v).hex().encode()))
     return b"".join(out)
 
 

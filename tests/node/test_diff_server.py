@@ -75,3 +75,19 @@ CASES = [
 def test_server_commands_match_redis(diff_pair: Pair, proto: int) -> None:
     problems = check_cases(diff_pair, CASES, proto)
     assert not problems, "\n".join(problems)
+
+
+DIGEST_CASES = [
+    Case("debug digest equals redis", [
+        "DEBUG DIGEST", "SET s hello", "DEBUG DIGEST", "DEBUG DIGEST-VALUE s nokey",
+        "SET n 12345", "SET t v EX 1000", "DEBUG DIGEST-VALUE n t", "RPUSH l a b c",
+        "SADD st x y 1", "SADD si 1 2 3", "ZADD z 1 a 2.5 b", "HSET h f v g w",
+        "DEBUG DIGEST-VALUE l st si z h", "SELECT 1", "SET other 1", "DEBUG DIGEST",
+        "SELECT 0", "DEBUG DIGEST"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_debug_digest_matches_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, DIGEST_CASES, proto)
+    assert not problems, "\n".join(problems)
