@@ -325,3 +325,36 @@ def test_higher_offset_replica_wins_in_memory() -> None:
             assert loser_master.name == replicas[ahead].st.myself.name
     run(main)
 
+
+
+def test_replica_migrates_to_an_orphaned_master() -> None:
+    async def main() -> None:
+        net = Net()
+        masters = form(net, 3)
+        extra = [net.add(20101 + i) for i in range(3)]
+        for e in extra:
+            assert e.start_handshake("127.0.0.1", 20001, 30001)
+        for e in masters + extra:
+            attach(e)
+        await net.run_for(4)
+        m0, m1 = (extra[0].st.lookup(m.st.myself.name) for m in masters[:2])
+        assert m0 is not None and m1 is not None
+        for e in extra[:2]:  # two replicas for master 0
+            target = e.st.lookup(m0.name)
+            assert target is not None
+            e.set_my_master(target)
+        lone = extra[2].st.lookup(m1.name)
+        assert lone is not None
+        extra[2].set_my_master(lone)
+        await net.run_for(3)
+        net.cut(extra[2].st.myself.port)  # master 1 loses its only replica
+        await net.run_for(12)  # FAIL, then the 5 s orphan delay
+        moved = [e for e in extra[:2] if e.st.myself.slaveof is not None
+                 and e.st.myself.slaveof.name == m1.name]
+        assert len(moved) == 1, "exactly one replica of master 0 migrated"
+        smallest = min(extra[:2], key=lambda e: e.st.myself.name)
+        assert moved[0] is smallest  # the candidate is the smallest id
+        stayed = [e for e in extra[:2] if e is not moved[0]][0]
+        assert stayed.st.myself.slaveof is not None
+        assert stayed.st.myself.slaveof.name == m0.name
+    run(main)
