@@ -358,3 +358,44 @@ def test_replica_migrates_to_an_orphaned_master() -> None:
         assert stayed.st.myself.slaveof is not None
         assert stayed.st.myself.slaveof.name == m0.name
     run(main)
+
+
+def test_no_failover_flag_and_data_age_block_automatic_but_not_force() -> None:
+    async def main() -> None:
+        for blocker in ("nofailover", "data_age"):
+            net = Net()
+            masters, (replica,), (rrepl,) = await _cluster(net)
+            rfo = replica.ext
+            assert isinstance(rfo, Failover)
+            if blocker == "nofailover":
+                rfo.cfg.replica_no_failover = True  # type: ignore[misc]
+            else:  # 10 s ping period + 10 x node_timeout, plus node_timeout, exceeded
+                rrepl.age_ms = 10_000 + 10 * 2000 + 2000 + 1
+            await net.run_for(1)
+            if blocker == "nofailover":  # gossiped to the others as the nofailover flag
+                seen = masters[1].st.lookup(replica.st.myself.name)
+                assert seen is not None and seen.flags & bus.F_NOFAILOVER
+            net.cut(masters[0].st.myself.port)
+            await net.run_for(10)
+            assert replica.st.myself.is_replica, blocker
+            rfo.manual_failover(force=True, takeover=False)
+            await net.run_for(0.5)
+            assert replica.st.myself.is_master, blocker
+    run(main)
+
+
+def test_full_coverage_setting_decides_the_state() -> None:
+    async def main() -> None:
+        for full in (True, False):
+            net = Net()
+            engines = form(net, 3)
+            for e in engines:
+                e.cfg.require_full_coverage = full  # type: ignore[misc]
+            await net.run_for(4)
+            net.cut(engines[2].st.myself.port)
+            await net.run_for(8)
+            for e in engines[:2]:
+                lost = e.st.lookup(engines[2].st.myself.name)
+                assert lost is not None and lost.failed
+                assert e.st.state == (bus.STATE_FAIL if full else bus.STATE_OK), full
+    run(main)
