@@ -112,6 +112,7 @@ MODULES = [
     "node.commands.info",
     "node.commands.keys",
     "node.commands.strings",
+    "node.commands.sort",
     "node.commands.bitmaps",
     "node.commands.transactions",
     "node.commands.dump", "node.commands.pubsub",
