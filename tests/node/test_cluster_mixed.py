@@ -234,3 +234,34 @@ def test_publish_crosses_the_bus_both_ways(mixed: list[ManagedProcess]) -> None:
     finally:
         for p in subs:
             p.close()
+
+
+def test_debug_drop_cluster_packet_filter(tmp_path: Path) -> None:
+    """Dropping PONGs on one node leaves its ping to the peer unanswered (ping_sent stays
+    set); other traffic still proves the peer alive, so no PFAIL (as in Redis 7.0, where any
+    packet counts as liveness). -1 removes the filter; the unanswered ping then stays pending,
+    exactly as on a real 7.0 node (no new PING goes out while one is in flight, and the link
+    is not dropped while data keeps arriving)."""
+    a, b = start_nodes(tmp_path, 2, extra=["--enable-debug-command", "yes"])
+    try:
+        a.client().execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 8191)
+        b.client().execute_command("CLUSTER", "ADDSLOTSRANGE", 8192, 16383)
+        b.client().execute_command("CLUSTER", "MEET", "127.0.0.1", a.port)
+        wait_cluster_ok([a, b])
+        bid = myid(b)
+
+        def ping_sent() -> int:
+            return next(int(f[4]) for f in nodes_lines(a) if f[0] == bid)
+
+        assert a.client().execute_command("DEBUG", "DROP-CLUSTER-PACKET-FILTER", 1) == b"OK"
+        wait_for(lambda: ping_sent() != 0, "a waits for a PONG")
+        first = ping_sent()
+        time.sleep(2.5)  # > node_timeout: still the same unanswered ping, yet no PFAIL
+        assert ping_sent() == first
+        assert not {"fail?", "fail"} & set(flags_of(a, bid))
+        assert a.client().execute_command("DEBUG", "DROP-CLUSTER-PACKET-FILTER", -1) == b"OK"
+        time.sleep(1)
+        assert ping_sent() == first and not {"fail?", "fail"} & set(flags_of(a, bid))
+    finally:
+        a.stop()
+        b.stop()
