@@ -78,11 +78,16 @@ KEY_CMDS = [
          st.sampled_from(["100", "100000", "0", "-1", "x"]), _opt(["NX"], ["XX"], ["GT"], ["LT"])),
     _cmd(st.sampled_from(["EXPIREAT", "PEXPIREAT"]), KEYS,
          st.sampled_from(["1", "99999999999", "99999999999000"]), _opt(["GT"], ["LT"])),
-    _cmd(_lit("OBJECT"), st.sampled_from(["ENCODING", "REFCOUNT"]), KEYS),
+    _cmd(_lit("OBJECT"), _lit("ENCODING"), KEYS),  # REFCOUNT counts Redis-internal references
     _cmd(_lit("KEYS"), st.sampled_from(["*", "k*", "?1", "{*", "[k]2"])),
     _cmd(_lit("DBSIZE")),
     _cmd(_lit("MOVE"), KEYS, st.sampled_from(["1", "0"])),
     _cmd(_lit("SWAPDB"), st.sampled_from(["0", "1"]), st.sampled_from(["0", "1"])),
+    _cmd(st.sampled_from(["SORT", "SORT_RO"]), KEYS,
+         _opt(["ALPHA"], ["DESC"], ["LIMIT", "1", "2"], ["ALPHA", "DESC", "LIMIT", "0", "1"],
+              ["BY", "nosort"], ["BY", "nosort", "DESC"])),
+    _cmd(_lit("SORT"), KEYS, _lit("ALPHA"), _lit("STORE"), KEYS),
+    _cmd(_lit("LCS"), KEYS, KEYS, _opt(["LEN"], ["IDX"], ["IDX", "WITHMATCHLEN"])),
 ]
 
 BITMAP_CMDS = [
