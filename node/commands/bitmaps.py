@@ -336,7 +336,8 @@ def _bitfield(c: Client, argv: list[bytes], readonly: bool) -> bytes:
             buf.extend(bytes(need - len(buf)))
         old = _get_field(buf, off, bits, signed)
         if sub == b"set":
-            new, failed = _overflow(val, bits, signed, m)
+            # An unsigned field takes the value as a uint64 (so -1 is "too big", not "too small").
+            new, failed = _overflow(val if signed else val % 2**64, bits, signed, m)
             if failed:
                 replies.append(b"$-1\r\n" if c.resp == 2 else b"_\r\n")
                 continue
