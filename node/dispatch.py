@@ -120,33 +120,34 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     srv = c.server
     real, rejected = resolve(cmd, argv)
     if rejected is not None:
-        srv.count_error(rejected)
-        if c.multi is not None:
-            c.multi_error = True
-        return rejected
+        return _rejected(c, argv[0].lower() == b"exec", rejected, formatted=True)
     assert real is not None
     cmd = real
     if not c.authenticated and not cmd.no_auth:
         return _reject(c, cmd, errors.NOAUTH)
     if c.multi is not None and cmd.no_multi:
-        return _reject(c, cmd, errors.NOT_IN_MULTI)
+        return _reject(c, cmd, errors.NOT_IN_MULTI, formatted=True)
     route = srv.cluster_route
     if route is not None:
         redirect = route(c, cmd, argv)
         if redirect is not None:
             cmd.rejected_calls += 1
-            if c.multi is not None:
+            if cmd.full_name == "exec":  # Redis discards the transaction; the reply stays as is
+                c.multi = None
+                c.multi_error = False
+                c.unwatch_all()
+                c.update_slow()
+            elif c.multi is not None:
                 c.multi_error = True
+            c.server.count_error(redirect)
             return redirect
     for check in srv.command_checks:
         refused = check(c, cmd, argv)
         if refused is not None:
             cmd.rejected_calls += 1
-            if c.multi is not None:
-                c.multi_error = True
-            return refused
+            return _rejected(c, cmd.full_name == "exec", refused)
     if c.subscriptions and c.resp == 2 and not cmd.pubsub_ok:
-        return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name.split("|")[0])
+        return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name.split("|")[0], formatted=True)
     if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:
         c.multi.append((cmd, argv))
         return QUEUED
@@ -160,11 +161,26 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     return reply
 
 
-def _reject(c: Client, cmd: Command, text: str) -> bytes:
+def _reject(c: Client, cmd: Command, text: str, formatted: bool = False) -> bytes:
     cmd.rejected_calls += 1
+    return _rejected(c, cmd.full_name == "exec", _err(text), formatted)
+
+
+def _rejected(c: Client, is_exec: bool, reply: bytes, formatted: bool = False) -> bytes:
+    """rejectCommand: flag an open MULTI; a rejected EXEC discards the transaction and
+    answers ``EXECABORT Transaction discarded because of: <error>`` (Redis' formatted
+    rejections -- unknown command, arity, no-multi, pub/sub context -- carry no "ERR ")."""
     if c.multi is not None:
         c.multi_error = True
-    reply = _err(text)
+    if is_exec and reply[:1] == b"-":
+        c.multi = None
+        c.multi_error = False
+        c.unwatch_all()
+        c.update_slow()
+        text = reply[1:]
+        if formatted and text.startswith(b"ERR "):
+            text = text[4:]
+        reply = b"-EXECABORT Transaction discarded because of: " + text
     c.server.count_error(reply)
     return reply
 

@@ -100,7 +100,7 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
     if not c.authenticated:
         raise CommandError(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+            "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
             "select the RESP protocol version at the same time")
     if name is not None:
         _validate_name(name)

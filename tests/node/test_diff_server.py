@@ -91,3 +91,15 @@ DIGEST_CASES = [
 def test_debug_digest_matches_redis(diff_pair: Pair, proto: int) -> None:
     problems = check_cases(diff_pair, DIGEST_CASES, proto)
     assert not problems, "\n".join(problems)
+
+
+EXEC_REJECT_CASES = [
+    Case("rejected exec aborts", ["EXEC x", "MULTI", "SET a 1", "EXEC x", "EXEC", "GET a",
+                                  "MULTI", "SET a 1", "GET", "EXEC"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_rejected_exec_matches_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, EXEC_REJECT_CASES, proto)
+    assert not problems, "\n".join(problems)

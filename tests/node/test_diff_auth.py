@@ -1,0 +1,39 @@
+"""requirepass: NOAUTH / WRONGPASS / HELLO AUTH flows, identical to redis-server 7.0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.node.diff import Case, Pair, check_cases
+from tests.support import redis_server, slotgate_node
+
+PASSWORD = "s3cret"
+
+CASES = [
+    Case("auth flow", [
+        "PING", "GET a", "FOO", "AUTH", "AUTH wrong", "AUTH default wrong", "AUTH nouser s3cret",
+        "HELLO 3", "HELLO 2 AUTH default wrong", "HELLO 2 SETNAME x", "MULTI", "EXEC",
+        ("HELLO 2 AUTH default s3cret", "type"), "PING", "SET a 1", "GET a",
+        "AUTH s3cret", "AUTH default s3cret", "RESET", "GET a", "AUTH s3cret", "GET a"]),
+]
+
+
+@pytest.fixture(scope="module")
+def auth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    d = tmp_path_factory.mktemp("auth")
+    ours = slotgate_node(d, extra=["--requirepass", PASSWORD]).start()
+    try:
+        real = redis_server(d, extra=["--requirepass", PASSWORD]).start()
+        try:
+            yield Pair(ours.port, real.port)
+        finally:
+            real.stop()
+    finally:
+        ours.stop()
+
+
+def test_auth_matches_redis(auth_pair: Pair) -> None:
+    problems = check_cases(auth_pair, CASES, 2)
+    assert not problems, "\n".join(problems)
