@@ -321,13 +321,21 @@ def bitmap_clear(bitmap: bytearray, slot: int) -> None:
     bitmap[slot >> 3] &= ~(1 << (slot & 7)) & 0xFF
 
 
+# BIT_OFFSETS[b]: the set bit positions of byte b, LSB first
+BIT_OFFSETS: tuple[tuple[int, ...], ...] = tuple(
+    tuple(i for i in range(8) if b & (1 << i)) for b in range(256))
+
+
 def bitmap_slots(bitmap: bytes | bytearray) -> list[int]:
     """Every slot set in ``bitmap``, ascending."""
-    out = []
+    out: list[int] = []
+    extend = out.extend
+    offsets = BIT_OFFSETS
     for i, byte in enumerate(bitmap):
         if byte:
-            base = i << 3
-            for b in range(8):
-                if byte & (1 << b):
-                    out.append(base + b)
+            if byte == 255:
+                extend(range(i << 3, (i << 3) + 8))
+            else:
+                base = i << 3
+                extend([base + b for b in offsets[byte]])
     return out

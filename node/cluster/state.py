@@ -61,7 +61,7 @@ class Node:
         "name", "flags", "ip", "port", "cport", "pport", "hostname", "slots", "numslots",
         "slaveof", "replicas", "config_epoch", "ping_sent", "pong_received", "data_received",
         "fail_time", "voted_time", "repl_offset", "ctime", "link", "inbound_link",
-        "fail_reports", "last_in_ping_gossip", "orphaned_time",
+        "fail_reports", "last_in_ping_gossip", "orphaned_time", "_ranges",
     )
 
     def __init__(self, name: bytes, flags: int, now_ms: int) -> None:
@@ -89,6 +89,13 @@ class Node:
         self.fail_reports: dict[bytes, int] = {}  # reporter name -> time (ms)
         self.last_in_ping_gossip = 0
         self.orphaned_time = 0
+        self._ranges: list[str] | None = None  # slot_ranges() of ``slots``, cached
+
+    def slot_tokens(self) -> list[str]:
+        """The ``N`` / ``A-B`` tokens of this node's slots (cached until they change)."""
+        if self._ranges is None:
+            self._ranges = slot_ranges(bus.bitmap_slots(self.slots)) if self.numslots else []
+        return self._ranges
 
     # flags --------------------------------------------------------------------------------
     @property
@@ -205,6 +212,7 @@ class ClusterState:
             return False
         bus.bitmap_set(node.slots, slot)
         node.numslots += 1
+        node._ranges = None
         self.slots[slot] = node
         self.generation += 1
         return True
@@ -215,6 +223,7 @@ class ClusterState:
             return False
         bus.bitmap_clear(n.slots, slot)
         n.numslots -= 1
+        n._ranges = None
         self.slots[slot] = None
         self.generation += 1
         return True
@@ -278,7 +287,7 @@ class ClusterState:
         parts = [node.name.decode(), addr, node.flags_text(), master, str(node.ping_sent),
                  str(node.pong_received), str(epoch), link]
         if node.numslots:
-            parts.extend(slot_ranges(bus.bitmap_slots(node.slots)))
+            parts.extend(node.slot_tokens())
         if node.flags & F_MYSELF:
             for slot in sorted(set(self.migrating) | set(self.importing)):
                 if slot in self.migrating:
