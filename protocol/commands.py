@@ -476,6 +476,13 @@ def key_positions(argv: Sequence[bytes], include_not_key: bool = False) -> list[
     return info._keys_all(argv) if include_not_key else info._keys(argv)
 
 
+def key_finder(info: CommandInfo, include_not_key: bool = False) -> KeyFn:
+    """``info``'s own key finder: for an argv that ``lookup`` resolves to ``info``,
+    ``key_finder(info, x)(argv) == key_positions(argv, x)``. For callers that already hold
+    the row (one table lookup per request instead of two)."""
+    return info._keys_all if include_not_key else info._keys
+
+
 def get_keys(argv: Sequence[bytes], include_not_key: bool = False) -> list[bytes]:
     return [argv[i] for i in key_positions(argv, include_not_key)]
 

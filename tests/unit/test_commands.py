@@ -166,6 +166,22 @@ def test_key_positions_are_positions() -> None:
 
 
 # --------------------------------------------------------------------------- (c) lookup, arity
+@pytest.mark.parametrize("include_not_key", [False, True])
+def test_key_finder_agrees_with_key_positions(include_not_key: bool) -> None:
+    """The row's own key finder gives what key_positions gives, over the whole corpus."""
+    extra = [[b"SPUBLISH", b"ch", b"m"], [b"ssubscribe", b"a", b"b"], [b"GET"], [b"mset", b"a"]]
+    checked = 0
+    for argv in [*CORPUS, *extra]:
+        info = C.lookup(argv)
+        if info is None:
+            continue
+        assert C.key_finder(info, include_not_key)(argv) == C.key_positions(argv, include_not_key)
+        checked += 1
+    assert checked >= 200
+    assert C.key_finder(C.COMMANDS[b"spublish"], True)([b"SPUBLISH", b"ch", b"m"]) == [1]
+    assert C.key_finder(C.COMMANDS[b"spublish"])([b"SPUBLISH", b"ch", b"m"]) == []
+
+
 def test_lookup_resolves_subcommands() -> None:
     cases = {
         (b"CLUSTER", b"KEYSLOT", b"x"): "cluster|keyslot",
