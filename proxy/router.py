@@ -76,6 +76,10 @@ class Call:
         else:
             self.done(raw)
 
+    def finish(self, raw: bytes) -> None:
+        """The final reply (a subclass may be its own reply slot)."""
+        self.done(raw)
+
     def on_failure(self, exc: Exception, sent: bool) -> None:
         self.router.on_lost(self, sent)
 
@@ -111,13 +115,13 @@ class Router:
     # --- replies that are errors -----------------------------------------------------------
     def on_error(self, call: Call, raw: bytes) -> None:
         if call.fixed_node:
-            call.done(raw)
+            call.finish(raw)
             return
         expired = call.deadline != 0.0 and trio.current_time() >= call.deadline
         d = classify_error(raw, call.node, call.redirects, self._max_redirects, expired)
         action = d.action
         if action is Action.FORWARD:
-            call.done(raw)
+            call.finish(raw)
             return
         self.metrics.redirect(d.kind, call.node)
         if action is Action.RESEND:
@@ -133,7 +137,7 @@ class Router:
         elif action is Action.RETRY:
             self._retry(call, d.kind)
         else:
-            call.done(d.error)
+            call.finish(d.error)
 
     def on_lost(self, call: Call, sent: bool) -> None:
         expired = call.deadline != 0.0 and trio.current_time() >= call.deadline
@@ -143,7 +147,7 @@ class Router:
             return
         if sent and not call.readonly:
             self.metrics.unknown_fate_write()
-        call.done(d.error or error_frame(errors.NODE_UNREACHABLE.format(node=call.node)))
+        call.finish(d.error or error_frame(errors.NODE_UNREACHABLE.format(node=call.node)))
 
     # --- delayed retries -------------------------------------------------------------------
     def _retry(self, call: Call, kind: str) -> None:
@@ -152,9 +156,9 @@ class Router:
             call.deadline = now + self.settings.retry_deadline_ms / 1000
         elif now >= call.deadline:
             if kind == "UNSERVED":
-                call.done(error_frame(errors.SLOT_NOT_SERVED))
+                call.finish(error_frame(errors.SLOT_NOT_SERVED))
             else:
-                call.done(error_frame(errors.NODE_UNREACHABLE.format(node=call.node)))
+                call.finish(error_frame(errors.NODE_UNREACHABLE.format(node=call.node)))
             return
         reason = _REFRESH_ON.get(kind)
         if reason is not None:

@@ -18,6 +18,16 @@ earlier requests to have finished first (transactions, WATCH, blocking commands)
 the session is idle, run on a connection of their own, and hold up later requests meanwhile,
 exactly as one Redis server would.
 
+In the ordinary state the socket is served by the backend module's ``Poller``: it reads,
+parses and dispatches synchronously, in one pass with every other ready socket, and output is
+flushed once per pass. The session's task sleeps meanwhile and takes over only when it must
+wait: for a request that holds up the session, for the client to drain replies
+(``max_pipeline_depth``), at EOF, QUIT, bad input or shutdown.
+
+Most requests are one backend call to one slot's master. Those skip the generic dispatch:
+the command table row, arity and key finder are looked up once by the command name's exact
+spelling (``_SINGLE``), and the request is its own reply slot (``SlotCall``).
+
 The reading side stops when the client closes, sends QUIT, sends bad protocol (Redis' error
 is sent, then the connection closes) or the proxy shuts down; replies still owed are flushed
 within the shutdown grace period.
@@ -33,13 +43,23 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import hiredis
+import outcome
 import trio
 
-from protocol.commands import CommandInfo, arity_ok, key_positions, lookup, unknown_command_error
+from protocol.commands import (
+    COMMANDS,
+    CommandInfo,
+    KeyFn,
+    arity_ok,
+    key_finder,
+    key_positions,
+    lookup,
+    unknown_command_error,
+)
 from protocol.resp import ProtocolError, RequestReader
 from protocol.slots import SLOT_COUNT, key_slot
 from proxy import errors
-from proxy.backend import DirectConnection, receive_ready
+from proxy.backend import BackendConnection, DirectConnection, receive_ready
 from proxy.redirect import error_frame
 from proxy.router import Call
 
@@ -50,6 +70,10 @@ log = logging.getLogger("slotgate.session")
 
 RECV_BUFFER_BYTES = 64 * 1024
 CROSSSLOT = error_frame(errors.CROSSSLOT)
+_MINUS = ord("-")
+# Why the poller handed the client socket back to the session's task.
+_EOF, _PENDING, _QUIT, _BAD, _FULL = range(5)
+_NO_REQUESTS: list[list[bytes]] = []
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 
@@ -94,6 +118,55 @@ class ReplySlot:
             s.flush_ready()
 
 
+def _never(raw: bytes) -> None:
+    raise AssertionError("a SlotCall is finished through finish()")
+
+
+class SlotCall(Call):
+    """A request that is exactly one backend call: the call and its reply slot in one."""
+
+    __slots__ = ("session", "data", "name", "start_s")
+
+    def __init__(self, session: Session, payload: bytes, slot: int, readonly: bool,
+                 name: str) -> None:
+        # Call's fields, set here directly (this runs once per request).
+        self.router = session.router
+        self.payload = payload
+        self.slot = slot
+        self.readonly = readonly
+        self.proto = session.proto
+        self.sticky = session.id
+        self.done = _never
+        self.redirects = 0
+        self.attempts = 0
+        self.deadline = 0.0
+        self.node = ""
+        self.fixed_node = ""
+        # ReplySlot's fields.
+        self.session = session
+        self.data: bytes | None = None
+        self.name = name
+        self.start_s = time.perf_counter()
+
+    def on_frame(self, type_byte: int, raw: bytes) -> None:
+        if type_byte == _MINUS:
+            self.router.on_error(self, raw)
+        else:
+            self.finish(raw)
+
+    def finish(self, raw: bytes) -> None:
+        """As ``ReplySlot.__call__``."""
+        if self.data is not None:
+            return
+        self.data = raw
+        s = self.session
+        s.unfilled -= 1
+        s.metrics.command(self.name, "error" if raw[:1] == b"-" else "ok",
+                          time.perf_counter() - self.start_s)
+        if s.slots[0] is self:
+            s.flush_ready()
+
+
 class Session:
     def __init__(self, proxy: Proxy, stream: trio.SocketStream, client_id: int, peer: str) -> None:
         self.proxy = proxy
@@ -115,7 +188,7 @@ class Session:
         self.name: bytes | None = None
         # A slot whose owner answers this client's keyless commands (stable per client).
         self.any_slot = (client_id * 2654435761) % SLOT_COUNT
-        self.slots: deque[ReplySlot] = deque()
+        self.slots: deque[ReplySlot | SlotCall] = deque()
         self.unfilled = 0
         self._out: list[bytes] = []
         self._writer_wakeup = trio.Event()
@@ -130,6 +203,16 @@ class Session:
         self.link: pubsub.Link | None = None  # subscriber mode (see pubsub.py)
         self._nursery: trio.Nursery | None = None
         self._routes = {route: getattr(self, method) for route, method in _ROUTE_HANDLERS.items()}
+        self._flush_all = proxy.router.pool.after_batch  # node output, then client output
+        self._poller = proxy.router.pool.poller
+        self._reader: RequestReader | None = None
+        self._batch = _NO_REQUESTS  # requests read, dispatched up to _next
+        self._next = 0
+        self._pending: Awaitable[None] | None = None
+        self._depth = self.settings.max_pipeline_depth
+        # Node address -> this client's connection to it (for self._conns_proto).
+        self._conns: dict[str, BackendConnection] = {}
+        self._conns_proto = 2
 
     # --- replies ---------------------------------------------------------------------------
     def new_slot(self, name: str) -> ReplySlot:
@@ -184,7 +267,7 @@ class Session:
             self._flusher.pending.append(self)
 
     def flush_output(self) -> None:
-        self._flusher.flush()
+        self._flush_all()
 
     def spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` as long as this session lives."""
@@ -260,10 +343,11 @@ class Session:
     async def _read_loop(self) -> bool:
         """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
         s = self.settings
-        reader = RequestReader(max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
-                               max_multibulk_len=s.max_multibulk_len)
-        depth = s.max_pipeline_depth
-        flush = self._flusher.flush
+        self._reader = reader = RequestReader(
+            max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
+            max_multibulk_len=s.max_multibulk_len)
+        self._depth = depth = s.max_pipeline_depth
+        flush = self._flush_all
         # Only waiting for input is cancelled by stop_reading(); a request being dispatched
         # (a blocking command, a transaction) is shielded and runs to its end.
         with self._read_scope:
@@ -273,32 +357,77 @@ class Session:
                 while len(self.slots) >= depth or (self._writing and self._out):
                     self._progress = trio.Event()
                     await self._progress.wait()
-                data = await receive_ready(self._fd, RECV_BUFFER_BYTES)
-                if not data:
+                reason = self._process()  # what is left of the last batch, if anything
+                if reason is None:
+                    flush()
+                    reason = await self._poller.park(self._fd, self._on_readable)
+                if reason == _EOF:
                     return True
-                reader.feed(data)
-                while True:
-                    try:
-                        requests = reader.get_requests()
-                    except ProtocolError as exc:
-                        self.metrics.protocol_error()
-                        self.reply("protocol_error", error_frame(str(exc)))
+                flush()
+                if reason == _PENDING:
+                    pending, self._pending = self._pending, None
+                    assert pending is not None
+                    await self._await_pending(pending, reader)
+                    if self._client_eof:
+                        return True
+                    if self.quit:
                         flush()
                         return False
-                    if not requests:
-                        break
-                    for argv in requests:
-                        pending = self.dispatch(argv)
-                        if pending is not None:
-                            flush()
-                            await self._await_pending(pending, reader)
-                            if self._client_eof:
-                                return True
-                        if self.quit:
-                            flush()
-                            return False
-                    flush()
+                elif reason != _FULL:  # QUIT, bad input
+                    return False
         return False
+
+    def _on_readable(self) -> None:
+        """The poller's handler for the client socket: read, dispatch; hand the socket back
+        to the session's task when it has to wait."""
+        try:
+            data = os.read(self._fd, RECV_BUFFER_BYTES)
+        except BlockingIOError:
+            return  # spurious wakeup
+        except OSError as exc:
+            self._poller.wake(self._fd, outcome.Error(exc))
+            return
+        if not data:
+            self._poller.wake(self._fd, outcome.Value(_EOF))
+            return
+        self._reader.feed(data)  # type: ignore[union-attr]
+        reason = self._process()
+        if reason is None:
+            if len(self.slots) < self._depth and not (self._writing and self._out):
+                return
+            reason = _FULL
+        self._poller.wake(self._fd, outcome.Value(reason))
+
+    def _process(self) -> int | None:
+        """Dispatch every complete request; None, or why the session's task must take over."""
+        reqs = self._batch
+        i = self._next
+        dispatch = self.dispatch
+        while True:
+            if i >= len(reqs):
+                try:
+                    reqs = self._reader.get_requests()  # type: ignore[union-attr]
+                except ProtocolError as exc:
+                    self._batch = _NO_REQUESTS
+                    self._next = 0
+                    self.metrics.protocol_error()
+                    self.reply("protocol_error", error_frame(str(exc)))
+                    return _BAD
+                i = 0
+                if not reqs:
+                    self._batch = _NO_REQUESTS
+                    self._next = 0
+                    return None
+            argv = reqs[i]
+            i += 1
+            pending = dispatch(argv)
+            if pending is not None or self.quit:
+                self._batch = reqs
+                self._next = i
+                if pending is not None:
+                    self._pending = pending
+                    return _PENDING
+                return _QUIT
 
     async def _await_pending(self, pending: Awaitable[None], reader: RequestReader) -> None:
         """Run a request that holds up the session (blocking command, transaction, …).
@@ -326,6 +455,21 @@ class Session:
     def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
         """Route one request. Returns an awaitable when the request must finish before the
         next one is read (the caller awaits it), else None."""
+        fast = _SINGLE.get(argv[0])
+        if fast is not None and self.multi is None and self.link is None:
+            row, keys, arity, readonly = fast
+            argc = len(argv)
+            if argc == arity if arity > 0 else argc >= -arity:
+                positions = keys(argv)
+                if len(positions) == 1:
+                    self._send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
+                    return None
+                slot = self._slot_at(argv, positions)
+                if slot is None:
+                    self.reply(row.name, CROSSSLOT)
+                else:
+                    self._send_single(argv, slot, readonly, row.name)
+                return None
         if self.multi is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
@@ -355,7 +499,9 @@ class Session:
         """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots.
 
         Arguments that route by slot without being keys (SPUBLISH's shard channel) count."""
-        positions = key_positions(argv, include_not_key=True)
+        return self._slot_at(argv, key_positions(argv, include_not_key=True))
+
+    def _slot_at(self, argv: list[bytes], positions: list[int]) -> int | None:
         if not positions:
             return self.any_slot
         slot = key_slot(argv[positions[0]])
@@ -364,19 +510,34 @@ class Session:
                 return None
         return slot
 
+    def _send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        """One request as one call to ``slot``'s master, the call being its reply slot."""
+        call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
+        self.slots.append(call)
+        self.unfilled += 1
+        owner = self.router.topology.owners[slot]
+        if owner is None:
+            self.router.send(call)  # unserved slot: the router's retry path
+            return
+        call.node = owner
+        if self._conns_proto != self.proto:
+            self._conns.clear()
+            self._conns_proto = self.proto
+        conn = self._conns.get(owner)
+        if conn is None:
+            conn = self._conns[owner] = self.router.pool.get(owner, self.proto, self.id)
+        conn.send(call.payload, call)
+
     def route_single(self, argv: list[bytes], info: CommandInfo) -> None:
         slot = self.slot_of(argv)
         if slot is None:
             self.reply(info.name, CROSSSLOT)
             return
-        self.router.send(Call(self.router, pack_command(tuple(argv)), slot, "readonly" in info.flags,
-                              self.proto, self.id, self.new_slot(info.name)))
+        self._send_single(argv, slot, "readonly" in info.flags, info.name)
 
     def route_keyless(self, argv: list[bytes], info: CommandInfo) -> None:
         slot = _KEYLESS_HOME.get(info.name, self.any_slot)
-        self.router.send(Call(self.router, pack_command(tuple(argv)), slot,
-                              "readonly" in info.flags, self.proto, self.id,
-                              self.new_slot(info.name)))
+        self._send_single(argv, slot, "readonly" in info.flags, info.name)
 
     def route_split(self, argv: list[bytes], info: CommandInfo) -> None:
         fanout.split(self, argv, info)
@@ -429,3 +590,12 @@ _KEYLESS_HOME = {
     name: pubsub.PUBSUB_HOME_SLOT
     for name in ("publish", "pubsub|channels", "pubsub|numsub", "pubsub|numpat")
 }
+
+# Plain (non-container) commands routed "single", under their lower- and upper-case
+# spellings: (row, key finder incl. not-key args, arity, readonly).
+_SINGLE: dict[bytes, tuple[CommandInfo, KeyFn, int, bool]] = {}
+for _name, _info in COMMANDS.items():
+    if _info.route == "single" and not _info.subcommands:
+        for _spelling in (_name, _name.upper()):
+            _SINGLE[_spelling] = (_info, key_finder(_info, include_not_key=True), _info.arity,
+                                  "readonly" in _info.flags)
