@@ -16,6 +16,9 @@ sharing one hash tag (one slot) on their master. For every proxy run the proxy's
 requests, and requests per proxy CPU-second. Everything started is stopped by PID.
 
     .venv/bin/python bench/bench_proxy.py [--rounds 3] [--requests 100000] [--pipelined 400000]
+
+(``--requests`` / ``--pipelined``: requests per run at -P 1 / -P 16; the 10-key cases run a
+quarter of that, ``--split-share``.)
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=100_000, help="per run at -P 1")
     ap.add_argument("--pipelined", type=int, default=400_000, help="per run at -P 16")
+    ap.add_argument("--split-share", type=float, default=0.25,
+                    help="MGET10/MSET10 runs use this share of the request count")
     ap.add_argument("--cases", default="get,set,mget,mset")
     ap.add_argument("--targets", default="direct,proxy,cluster")
     ap.add_argument("--pipelines", default="1,16")
@@ -148,8 +153,10 @@ def main() -> None:
         loads: list[float] = []
         for rnd in range(args.rounds):
             for pipeline in pipelines:
-                n = args.requests if pipeline == 1 else args.pipelined
                 for case in case_names:
+                    n = args.requests if pipeline == 1 else args.pipelined
+                    if case.endswith("10"):
+                        n = int(n * args.split_share)
                     via_proxy, via_direct, direct_port, via_cluster = cases[case]
                     this: dict[str, float] = {}
                     for target in targets:
