@@ -107,8 +107,8 @@ class NodeReplication:
             if repl.role == "slave":
                 repl.stop_replication()
             return
-        if not node.ip or not node.port:
-            return  # the cron retries once the address is known
+        if not node.ip or not node.port or self.server.nursery is None:
+            return  # the cron retries once the address is known and the server runs
         if repl.role == "slave" and (repl.master_host, repl.master_port) == (node.ip, node.port):
             return
         fo = getattr(self.cn, "failover", None)

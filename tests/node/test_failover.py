@@ -209,6 +209,9 @@ def kill9_scenario(kind: str, workdir: Path, procs: list[ManagedProcess]) -> flo
     victim_id, replica_id = myid(victim), myid(replica)
     key = key_in_slot(first_slot(victim), "fo")
     assert victim.client().set(key, "before")
+    # replicas gossip their offsets: once it is non-zero, CLUSTER SLOTS lists the replica
+    wait_for(lambda: replica_id in slots_replicas(nodes[2], victim_id), 20,
+             "CLUSTER SLOTS to list the replica")
     with Writer(nodes[1].port) as writer:
         wait_for(lambda: len(writer.acked) > 50, 20, "write load to start")
         direct = replica.client(socket_timeout=1)
@@ -228,6 +231,8 @@ def kill9_scenario(kind: str, workdir: Path, procs: list[ManagedProcess]) -> flo
     live = [n for n in nodes if n is not victim]
     wait_for(lambda: all(any(f[0] == victim_id and "fail" in f[2].split(",")
                              for f in nodes_lines(n)) for n in live), 20, "victim FAIL everywhere")
+    health = shards_health(nodes[2])
+    assert health[victim_id] == "fail" and health[replica_id] == "online"
     # The old master comes back on its data dir, becomes a replica of the new one, and syncs.
     victim.start()
     wait_for(lambda: role_of(victim) == ("slave", replica_id), 30,
@@ -239,6 +244,37 @@ def kill9_scenario(kind: str, workdir: Path, procs: list[ManagedProcess]) -> flo
     check_clean(nodes[1])
     assert writer.acked, "the write load acknowledged nothing"
     return elapsed
+
+
+def slots_replicas(n: ManagedProcess, master_id: str) -> set[str]:
+    """Ids of the replicas CLUSTER SLOTS shows with ``master_id``'s ranges."""
+    out: set[str] = set()
+    for entry in n.client(socket_timeout=3).execute_command("CLUSTER", "SLOTS"):
+        if entry[2][2].decode() == master_id:
+            out.update(r[2].decode() for r in entry[3:])
+    return out
+
+
+def shards_health(n: ManagedProcess) -> dict[str, str]:
+    """node id -> health, from CLUSTER SHARDS (RESP2: flat key/value lists)."""
+    def as_dict(x: object) -> dict[str, object]:
+        if isinstance(x, dict):  # redis-py's CLUSTER SHARDS callback builds dicts
+            return {_text(k): v for k, v in x.items()}
+        assert isinstance(x, list)
+        return {_text(k): v for k, v in zip(x[::2], x[1::2], strict=True)}
+
+    health: dict[str, str] = {}
+    for shard in n.client(socket_timeout=3).execute_command("CLUSTER", "SHARDS"):
+        nodes = as_dict(shard)["nodes"]
+        assert isinstance(nodes, list)
+        for node in nodes:
+            nf = as_dict(node)
+            health[_text(nf["id"])] = _text(nf["health"])
+    return health
+
+
+def _text(v: object) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _readonly_get(n: ManagedProcess, key: str) -> bytes | None:
