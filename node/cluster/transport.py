@@ -148,12 +148,6 @@ class Transport:
             stream.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
         except OSError:
             pass
-        wake_event = trio.Event()
-
-        def wake() -> None:
-            wake_event.set()
-
-        link.wake = wake
         try:
             with trio.CancelScope() as scope:
                 self._scopes[link] = scope
@@ -184,7 +178,12 @@ class Transport:
                 return
             reader.feed(data)
             for msg in reader.messages():
-                engine.on_message(link, msg)
+                try:
+                    engine.on_message(link, msg)
+                except Exception:  # noqa: BLE001 - a peer's message must not take us down
+                    log.exception("cluster bus message from %s could not be processed; "
+                                  "closing the link", link.peer_ip)
+                    return
                 if link.closed:
                     self.after_input()
                     return

@@ -328,3 +328,35 @@ def test_replica_role_and_master_slots_spread() -> None:
         assert m.slaveof == master.name and m.myslots == bytes(master.slots)
         assert m.config_epoch == master.config_epoch
     run(main)
+
+
+def test_mutated_messages_never_raise() -> None:
+    """Garbage from a peer (random byte flips in valid messages) is dropped or processed, but
+    never raises out of the engine."""
+    async def main() -> None:
+        net = Net()
+        engines = form(net, 3)
+        await net.run_for(4)
+        a, b, _ = engines
+        samples: list[bytes] = []
+        link = Link(None, False, mock_ms())
+        b.send_ping(link, bus.PING)
+        b.send_ping(link, bus.MEET)
+        b.send_update(link, b.st.myself)
+        samples.extend(link.out)
+        fail = b.header(bus.FAIL)
+        fail.fail_name = engines[2].st.myself.name
+        pub = b.header(bus.PUBLISH)
+        pub.channel, pub.message = b"ch", b"msg"
+        samples += [bus.encode(fail), bus.encode(pub)]
+        rng = random.Random(7)
+        inbound = a.accept("127.0.0.1", "127.0.0.1")
+        for _ in range(3000):
+            raw = bytearray(rng.choice(samples))
+            for _ in range(rng.randint(1, 8)):
+                pos = rng.randrange(8, len(raw))
+                raw[pos] = rng.randrange(256)
+            a.on_message(inbound, bytes(raw))
+            a.before_sleep()
+        a.cron()
+    run(main)
