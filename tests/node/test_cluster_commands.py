@@ -135,3 +135,40 @@ def test_cluster_commands_in_multi(pair: tuple[ManagedProcess, ManagedProcess]) 
         assert isinstance(res[4], redis.ResponseError)
         assert str(res[4]) == "Slot 7 is already busy"
         c.close()
+
+
+def test_random_cluster_arguments_never_break_the_node(tmp_path: Path) -> None:
+    """Random arguments to every CLUSTER subcommand, MIGRATE, ASKING...: Redis-style errors,
+    never an internal error, and the node keeps serving."""
+    import random
+
+    node = start_nodes(tmp_path, 1)[0]
+    try:
+        c = redis.Redis(host="127.0.0.1", port=node.port)
+        subs = ["INFO", "NODES", "SLOTS", "SHARDS", "MYID", "KEYSLOT", "COUNTKEYSINSLOT",
+                "GETKEYSINSLOT", "ADDSLOTS", "ADDSLOTSRANGE", "DELSLOTS", "DELSLOTSRANGE",
+                "SETSLOT", "MEET", "FORGET", "REPLICATE", "REPLICAS", "SLAVES",
+                "SET-CONFIG-EPOCH", "BUMPEPOCH", "COUNT-FAILURE-REPORTS", "LINKS", "FAILOVER",
+                "SAVECONFIG", "FLUSHSLOTS"]
+        words = [b"", b"-1", b"0", b"1", b"16383", b"16384", b"x", b"\xff\xfe", b"a" * 40,
+                 b"127.0.0.1", b"::1", b"99999999999999999999", b"MIGRATING", b"IMPORTING",
+                 b"NODE", b"STABLE", b"FORCE", b"TAKEOVER", b"KEYS", b"COPY", b"AUTH2"]
+        rng = random.Random(11)
+        for _ in range(1500):
+            if rng.random() < 0.8:
+                argv: list[bytes] = [b"CLUSTER", rng.choice(subs).encode()]
+            else:
+                argv = [rng.choice([b"MIGRATE", b"ASKING", b"READONLY", b"READWRITE"])]
+            argv += [rng.choice(words) for _ in range(rng.randint(0, 6))]
+            # never reach a real address: MEET's and MIGRATE's port become 1
+            if argv[:2] == [b"CLUSTER", b"MEET"] and len(argv) > 3:
+                argv[3] = b"1"
+            if argv[0] == b"MIGRATE" and len(argv) > 2:
+                argv[2] = b"1"
+            try:
+                c.execute_command(*argv)
+            except redis.ResponseError as e:
+                assert "internal error" not in str(e), argv
+        assert c.ping()
+    finally:
+        node.stop()
