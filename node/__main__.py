@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     except* KeyboardInterrupt:
         pass
     if failed:
-        e = failed[0]
+        first = failed[0]
         log.warning("Failed listening on port %d (tcp), aborting. (%s)", server.port,
-                    e.strerror or e)
+                    first.strerror or first)
         return 1
     return 0
 

@@ -26,10 +26,13 @@ class Conn:
         self.sock.setblocking(False)
         self._eager = 0
 
-    async def recv(self, max_bytes: int) -> bytes:
-        """Some bytes (b"" at EOF). Raises OSError on a reset connection."""
+    async def recv(self, max_bytes: int, eager: bool = True) -> bytes:
+        """Some bytes (b"" at EOF). Raises OSError on a reset connection. ``eager=False``
+        skips the first read attempt (the caller expects nothing to be there yet)."""
         sock = self.sock
-        if self._eager < MAX_EAGER_READS:
+        if not eager:
+            pass
+        elif self._eager < MAX_EAGER_READS:
             try:
                 data = sock.recv(max_bytes)
             except BlockingIOError:

@@ -246,15 +246,17 @@ class Server:
 
         c.wake = wake
         run = dispatch.run_requests
-        qbuf = 0
         extra = c.extra
+        buffered = reader.buffered_bytes
+        eager = True
         while True:
-            data = await sock.recv(RECV_SIZE)
+            # Right after a reply the client is usually still reading it: a read attempt
+            # would only hit EAGAIN, so wait for readability directly.
+            data = await sock.recv(RECV_SIZE, eager)
             if not data:
                 return
             self.stat_net_input_bytes += len(data)
             reader.feed(data)
-            qbuf += len(data)
             extra["running"] = True
             try:
                 while True:
@@ -267,7 +269,6 @@ class Server:
                         return
                     if not reqs:
                         break
-                    qbuf = 0
                     idx = 0
                     while idx < len(reqs):
                         idx = run(c, reqs, idx)
@@ -282,11 +283,14 @@ class Server:
                             if c.killed:
                                 return
                     c.last_interaction_ms = int(time.time() * 1000)
+                    if not buffered():
+                        break
             finally:
                 extra["running"] = False
+            eager = not c.out
             if c.out:
                 await self._flush(c, sock)
-            if qbuf > qbuf_limit:
+            if buffered() > qbuf_limit:
                 log.warning("Closing client that reached max query buffer length: id=%d addr=%s",
                             c.id, c.addr)
                 return
