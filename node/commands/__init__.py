@@ -51,6 +51,8 @@ counters, hooks), ``c.server`` the server (config in ``c.server.config``).
   verbatim argv (SET EX -> SET PXAT, BLPOP -> LPOP), set ``c.propagate_as = [argv, ...]``.
 - ``db.notify(NOTIFY_LIST, b"lpush", key)`` – keyspace notification (no-op unless enabled).
 - An emptied container must be deleted (``db.delete``): keys never hold empty collections.
+- String encodings for OBJECT ENCODING: a string written by an in-place edit is "raw" in Redis
+  (``db.mark_raw(key)``, as APPEND/SETRANGE/SETBIT do); ``db.set`` resets it.
 
 Types: a string is stored as ``bytes``. Any other type is your own class, registered once with
 ``keyspace.register_type(cls, b"list", encoding_fn, digest_fn, copy_fn)`` so TYPE, OBJECT
@@ -88,6 +90,13 @@ Redis 7.0. On timeout the client gets ``timeout_reply`` (default: ``c.null_array
 MULTI/EXEC ``c.block`` returns the timeout reply immediately (Redis never blocks in EXEC).
 While parked the client's further pipelined commands wait; a disconnect unblocks it. Set
 ``c.propagate_as`` inside ``serve`` if what it did should replicate (BLPOP -> LPOP).
+
+Testing a command
+-----------------
+Differential tests compare raw reply bytes with a real redis-server 7.0: add ``Case`` lines to a
+``tests/node/test_diff_*.py`` (see ``tests/node/diff.py``) and a family of generators to
+``tests/node/gen.py`` so the random sequences exercise your commands too. Allowed differences
+go to docs/COMPATIBILITY.md with their reason.
 
 Hooks for later subsystems
 --------------------------
