@@ -178,6 +178,10 @@ def split_args(line: bytes) -> list[bytes] | None:
 # A "\r\n" followed by a type byte hiredis would accept as bytes or a list where Redis wants
 # "$" (or, at the top level, an inline command): such spans go to the exact parser.
 _HIREDIS_UNSAFE = re.compile(rb"\r\n[+=(|~>]")
+# An element count of 7+ digits: hiredis would allocate the whole list up front (and take
+# seconds to free it for "*2000000000"), so such spans go to the exact parser, which checks
+# the count against the limit before keeping anything.
+_BIG_COUNT = re.compile(rb"\*\d{7}")
 _PROBE = b"*0\r\n"
 _HIREDIS_FAILURES = (hiredis.HiredisError, MemoryError, TypeError)
 
@@ -314,7 +318,8 @@ class RequestReader:
 
     def _fast(self, buf: bytes | bytearray, pos: int, stop: int) -> bool:
         """Parse the span [pos, stop) with hiredis; False (nothing consumed) if not trusted."""
-        if _HIREDIS_UNSAFE.search(buf, pos, stop) is not None:
+        if (_HIREDIS_UNSAFE.search(buf, pos, stop) is not None
+                or _BIG_COUNT.search(buf, pos, stop) is not None):
             self._slow_until = stop
             return False
         reader = self._hiredis
@@ -503,6 +508,44 @@ def _frame_len(buf: bytes, start: int, end: int) -> int:
     raise ProtocolError(f"Protocol error: bad length {digits[:32]!r} in reply")
 
 
+def _flat_aggregate_end(buf: bytes, pos: int, end: int) -> int:
+    """End of the ``*``/``~``/``>`` frame at ``pos`` if it is complete and its items are all
+    line or bulk items; -1 otherwise (nested, incomplete or malformed: the caller's slow path)."""
+    find = buf.find
+    e = find(b"\r\n", pos + 1)
+    if e < 0:
+        return -1
+    h = buf[pos + 1 : e]
+    if not h.isdigit():
+        return e + 2 if h == b"-1" else -1
+    n = int(h)
+    p = e + 2
+    kinds = _FRAME_KIND
+    while n:
+        if p >= end:
+            return -1
+        kind = kinds.get(buf[p])
+        q = find(b"\r\n", p + 1)
+        if q < 0:
+            return -1
+        if kind == _LINE:
+            p = q + 2
+        elif kind == _BULK:
+            h = buf[p + 1 : q]
+            if h.isdigit():
+                p = q + int(h) + 4
+            elif h == b"-1":
+                p = q + 2
+            else:
+                return -1
+            if p > end:
+                return -1
+        else:
+            return -1
+        n -= 1
+    return p
+
+
 class ReplyFramer:
     """Split a reply stream into raw frames: ``feed(data)``, ``next_frame()``, ``frames()``.
 
@@ -573,6 +616,12 @@ class ReplyFramer:
                 else:
                     break  # next_frame raises
                 if e > end:
+                    break
+            elif kind == _AGG:
+                # Flat aggregates (MGET, KEYS, SCAN's keys…) inline too; anything nested,
+                # incomplete or malformed is left to next_frame, which rescans it exactly.
+                e = _flat_aggregate_end(buf, pos, end)
+                if e < 0:
                     break
             else:
                 break

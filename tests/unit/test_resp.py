@@ -331,6 +331,39 @@ def test_framer_frames_agree_with_hiredis() -> None:
         assert not reader.has_data()
 
 
+def test_framer_flat_aggregates_fast_path_matches_generic_scan() -> None:
+    # Flat arrays/sets/pushes are cut inline by frames(); next_frame() scans generically.
+    data = (b"*3\r\n$1\r\na\r\n$-1\r\n:7\r\n" + b"*0\r\n" + b"*-1\r\n" + b"~2\r\n+x\r\n,1.5\r\n"
+            + b">2\r\n$7\r\nmessage\r\n=7\r\ntxt:abc\r\n" + b"*2\r\n*1\r\n:1\r\n$1\r\nb\r\n"
+            + b"*1\r\n%1\r\n+k\r\n+v\r\n" + b"*2\r\n$3\r\nfoo\r\n+OK\r\n")
+    generic = ReplyFramer()
+    generic.feed(data)
+    want = []
+    while (frame := generic.next_frame()) is not None:
+        want.append(frame)
+    assert len(want) == 8
+    framer = ReplyFramer()
+    framer.feed(data)
+    assert framer.frames() == want
+    for cut in range(1, len(data)):  # every split point: same frames, none early
+        framer = ReplyFramer()
+        framer.feed(data[:cut])
+        got = framer.frames()
+        assert got == want[: len(got)]
+        framer.feed(data[cut:])
+        assert got + framer.frames() == want
+    # Garbage inside a flat array raises, after the good frames before it.
+    framer = ReplyFramer()
+    framer.feed(b"*1\r\n:1\r\n*2\r\n$1\r\na\r\n?x\r\n")
+    assert framer.frames() == [(ord("*"), b"*1\r\n:1\r\n")]
+    with pytest.raises(ProtocolError):
+        framer.frames()
+    framer = ReplyFramer()
+    framer.feed(b"*2\r\n$1x\r\na\r\n")
+    with pytest.raises(ProtocolError):
+        framer.frames()
+
+
 def test_framer_big_bulk_in_chunks_waits_without_rescanning() -> None:
     payload = b"x" * 300_000
     data = resp.bulk(payload) + b"+OK\r\n"
