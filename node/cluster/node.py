@@ -4,7 +4,10 @@
 ``nodes.conf`` (locked for the process lifetime), builds the engine, and plugs into the
 server's hooks: ``cluster_route`` (routing.py), ``info_sections["cluster"]`` and a start hook
 that runs the bus transport and the 100 ms cron. Settings are read live from the server's
-config, so CONFIG SET of cluster directives takes effect on the next use.
+config, so CONFIG SET of cluster directives takes effect on the next use. Replication follows
+the cluster role through the engine's ``set_master`` / ``repl_offset`` hooks, which
+node/cluster/failover_shell.py fills (its cron also starts replication for a replica
+restarted from nodes.conf).
 """
 
 from __future__ import annotations
@@ -119,15 +122,7 @@ class ClusterNode:
         hooks.count_keys_in_slot = lambda slot: server.ks.dbs[0].count_keys_in_slot(slot)
         hooks.delete_keys_in_slot = self.delete_keys_in_slot
         hooks.publish = self._deliver_publish
-        self.replication: Any = None
-        try:
-            from node import replication
-        except ImportError:
-            replication = None  # type: ignore[assignment]
-        if replication is not None:
-            self.replication = replication.get(server)
-            hooks.repl_offset = self.replication.repl_offset
-            hooks.set_master = self._set_master
+        # hooks.set_master / hooks.repl_offset: node/cluster/failover_shell.py (install)
         self.router = Router(self)
         self.refresh_myself()
         if self.verify_config_with_data():
@@ -198,29 +193,6 @@ class ClusterNode:
             self.server.ks.propagate(0, [b"DEL", key])
         return len(keys)
 
-    def _set_master(self, node: Node | None) -> None:
-        """Start (or stop, for None) replicating from ``node`` (clusterSetMaster's
-        replicationSetMaster / replicationUnsetMaster)."""
-        repl = self.replication
-        if repl is None:
-            return
-        if node is None:
-            repl.stop_replication()
-        elif node.ip and node.port and self.server.nursery is not None:
-            if (repl.role != "slave" or repl.master_host != node.ip
-                    or repl.master_port != node.port):
-                repl.start_replication(node.ip, node.port)
-
-    def _replication_cron(self) -> None:
-        """A replica whose replication is not running yet starts it once its master has an
-        address (after a restart from nodes.conf, or a master learned later)."""
-        me = self.state.myself
-        repl = self.replication
-        if repl is None or not me.is_replica or me.slaveof is None:
-            return
-        if repl.role != "slave" and me.slaveof.ip and not me.slaveof.failed:
-            self.hooks.set_master(me.slaveof)
-
     def redirect_blocked_clients(self) -> None:
         """clusterRedirectBlockedClientIfNeeded, for every client blocked on keys: the cluster
         went down -> CLUSTERDOWN; the slot of its (first) key is unbound -> CLUSTERDOWN Hash
@@ -287,7 +259,6 @@ class ClusterNode:
                 await trio.sleep(CRON_INTERVAL_MS / 1000)
                 self.refresh_myself()
                 self.engine.cron()
-                self._replication_cron()
                 self.before_sleep()
                 self.redirect_blocked_clients()
 

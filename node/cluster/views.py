@@ -1,19 +1,17 @@
-"""Replies that describe the cluster: CLUSTER INFO, SLOTS, SHARDS, LINKS, HELP; and the
-takeover step (the replica replaces its master), shared by CLUSTER FAILOVER TAKEOVER."""
+"""Replies that describe the cluster: CLUSTER INFO, SLOTS, SHARDS, LINKS, HELP."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from node.cluster import bus
-from node.cluster.state import TODO_FSYNC, TODO_SAVE, TODO_UPDATE_STATE, Node, slot_pairs
+from node.cluster.state import Node, slot_pairs
 from protocol.resp import array_header, bulk, integer, map_header
 
 if TYPE_CHECKING:
     from node.cluster.node import ClusterNode
 
-__all__ = ["HELP_LINES", "info_text", "links_reply", "replace_my_master", "shards_reply",
-           "slots_reply"]
+__all__ = ["HELP_LINES", "info_text", "links_reply", "shards_reply", "slots_reply"]
 
 
 def info_text(cn: ClusterNode) -> str:
@@ -142,23 +140,6 @@ def links_reply(cn: ClusterNode, proto: int) -> bytes:
                 bulk(b"send-buffer-used"), integer(used),
             ]))
     return array_header(len(entries)) + b"".join(entries)
-
-
-def replace_my_master(cn: ClusterNode) -> None:
-    """clusterFailoverReplaceYourMaster: become a master and claim the old master's slots."""
-    st = cn.state
-    me = st.myself
-    old = me.slaveof
-    if me.is_master or old is None:
-        return
-    st.set_node_as_master(me)
-    cn.hooks.set_master(None)
-    for slot in bus.bitmap_slots(old.slots):
-        st.del_slot(slot)
-        st.add_slot(me, slot)
-    st.changed(TODO_SAVE | TODO_FSYNC | TODO_UPDATE_STATE)
-    cn.engine.update_state()
-    cn.engine.broadcast_pong()
 
 
 HELP_LINES = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from node.cluster import bus, views
+from node.cluster import views
 from node.cluster.state import (
     SLOT_COUNT,
     TODO_FSYNC,
@@ -508,4 +508,3 @@ def _register_debug() -> None:
 
 
 _register_debug()
-_ = bus  # re-exported names used by views
