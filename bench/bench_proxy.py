@@ -16,6 +16,7 @@ sharing one hash tag (one slot) on their master. For every proxy run the proxy's
 requests, and requests per proxy CPU-second. Everything started is stopped by PID.
 
     .venv/bin/python bench/bench_proxy.py [--rounds 3] [--requests 100000] [--pipelined 400000]
+        [--before DIR]   # DIR: another revision's tree, e.g. git archive REV | tar -x -C DIR
 
 (``--requests`` / ``--pipelined``: requests per run at -P 1 / -P 16; the 10-key cases run a
 quarter of that, ``--split-share``.)
@@ -85,13 +86,31 @@ def cpu_ticks(pid: int) -> int:
 
 def redis_benchmark(args: Sequence[str]) -> float:
     """Run redis-benchmark with ``--csv``; requests per second of its one test."""
-    out = subprocess.run([REDIS_BENCHMARK, "--csv", *args], capture_output=True, text=True,
-                         timeout=900, check=True, stdin=subprocess.DEVNULL).stdout
+    done = subprocess.run([REDIS_BENCHMARK, "--csv", *args], capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL)
+    out = done.stdout
+    if done.returncode:
+        raise RuntimeError(f"redis-benchmark {' '.join(args[:8])}… failed: {out[-300:]!r}")
     lines = [line for line in out.splitlines() if line.startswith('"')]  # --cluster adds a preamble
     rows = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r and r[0] != "test"]
     if len(rows) != 1:
         raise RuntimeError(f"unexpected redis-benchmark output: {out!r}")
     return float(rows[0][1])
+
+
+def start_proxy(workdir: Path, seed: int, extra: list[str], tree: str = "") -> ManagedProcess:
+    """The proxy; with ``tree``, the proxy of that source tree (another revision)."""
+    if not tree:
+        return slotgate_proxy(workdir, [seed], extra).start()
+    old_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(Path(tree).resolve())  # inherited by the child only
+    try:
+        return slotgate_proxy(workdir, [seed], extra).start()
+    finally:
+        if old_path is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old_path
 
 
 def main() -> None:
@@ -105,79 +124,84 @@ def main() -> None:
     ap.add_argument("--targets", default="direct,proxy,cluster")
     ap.add_argument("--pipelines", default="1,16")
     ap.add_argument("--proxy-args", default="", help="extra proxy flags (space separated)")
+    ap.add_argument("--before", default="",
+                    help="source tree of another revision (git archive REV | tar -x -C DIR): "
+                         "its proxy is one more target, 'before', in the same rounds")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     nodes: list[ManagedProcess] = [redis_server(workdir, cluster=True) for _ in range(3)]
-    proxy: ManagedProcess | None = None
+    procs: dict[str, ManagedProcess] = {}  # proxies by target name
     try:
-        for n in nodes:
-            n.start()
+        for node in nodes:
+            node.start()
         create_cluster(nodes, replicas=0)
-        proxy = slotgate_proxy(workdir, [nodes[0].port], args.proxy_args.split()).start()
+        extra = args.proxy_args.split()
+        procs["proxy"] = start_proxy(workdir, nodes[0].port, extra)
+        targets = args.targets.split(",")
+        if args.before:
+            procs["before"] = start_proxy(workdir, nodes[0].port, extra, args.before)
+            targets.insert(targets.index("proxy") if "proxy" in targets else 0, "before")
         owner_of: dict[int, int] = {}
         for lo, hi, master, *_ in nodes[0].client().execute_command("CLUSTER", "SLOTS"):
             for slot in range(lo, hi + 1):
                 owner_of[slot] = int(master[1])
-        keys = cross_slot_keys(10, owner_of)
-        tagged = [TAG + b":%d" % i for i in range(10)]
+        keys = [k.decode() for k in cross_slot_keys(10, owner_of)]
+        tagged = [f"{TAG.decode()}:{i}" for i in range(10)]
         # redis-benchmark --cluster puts each node's own hash tag in place of "{tag}".
         cluster_tagged = [f"{{tag}}:{i}" for i in range(10)]
-        value = b"xxx"  # redis-benchmark's default 3-byte payload
-        mset_cross = [w.decode() for k in keys for w in (k, value)]
-        mset_tagged = [w.decode() for k in tagged for w in (k, value)]
+        value = "xxx"  # redis-benchmark's default 3-byte payload
         bench_owner = owner_of[key_slot(BENCH_KEY)]
         tag_owner = owner_of[key_slot(TAG)]
-        # case -> (command words via proxy, via direct, direct port, via --cluster)
+        # case -> (command words via a proxy, direct, the direct port, via --cluster)
         cases: dict[str, tuple[list[str], list[str], int, list[str]]] = {
             "SET": (["-t", "set"], ["-t", "set"], bench_owner, ["-t", "set"]),
             "GET": (["-t", "get"], ["-t", "get"], bench_owner, ["-t", "get"]),
-            "MSET10": (["mset", *mset_cross], ["mset", *mset_tagged], tag_owner,
-                       ["mset", *(w for k in cluster_tagged for w in (k, "xxx"))]),
-            "MGET10": (["mget", *(k.decode() for k in keys)],
-                       ["mget", *(k.decode() for k in tagged)], tag_owner,
-                       ["mget", *cluster_tagged]),
+            "MSET10": (["mset", *(w for k in keys for w in (k, value))],
+                       ["mset", *(w for k in tagged for w in (k, value))], tag_owner,
+                       ["mset", *(w for k in cluster_tagged for w in (k, value))]),
+            "MGET10": (["mget", *keys], ["mget", *tagged], tag_owner, ["mget", *cluster_tagged]),
         }
         wanted = {"get": "GET", "set": "SET", "mget": "MGET10", "mset": "MSET10"}
         case_names = [wanted[c] for c in args.cases.split(",")]
         # SET before GET, MSET before MGET: the reads find values.
         case_names.sort(key=["SET", "GET", "MSET10", "MGET10"].index)
-        targets = args.targets.split(",")
         pipelines = [int(p) for p in args.pipelines.split(",")]
-        print(f"slots of the cross-slot keys: {[key_slot(k) for k in keys]} "
-              f"(masters {sorted({owner_of[key_slot(k)] for k in keys})})", flush=True)
+        print(f"slots of the cross-slot keys: {[key_slot(k.encode()) for k in keys]} "
+              f"(masters {sorted({owner_of[key_slot(k.encode())] for k in keys})})", flush=True)
         print(f"load before: {os.getloadavg()}", flush=True)
         rates: dict[tuple[str, int, str], list[float]] = {}
         ratios: dict[tuple[str, int, str], list[float]] = {}
-        cpu_per_m: dict[tuple[str, int], list[float]] = {}
-        busy: dict[tuple[str, int], list[float]] = {}
+        cpu_per_m: dict[tuple[str, int, str], list[float]] = {}
+        busy: dict[tuple[str, int, str], list[float]] = {}
         loads: list[float] = []
         for rnd in range(args.rounds):
             for pipeline in pipelines:
                 for case in case_names:
-                    n = args.requests if pipeline == 1 else args.pipelined
+                    requests = args.requests if pipeline == 1 else args.pipelined
                     if case.endswith("10"):
-                        n = int(n * args.split_share)
+                        requests = int(requests * args.split_share)
                     via_proxy, via_direct, direct_port, via_cluster = cases[case]
+                    common = ["-c", str(CLIENTS), "-n", str(requests), "-P", str(pipeline)]
                     this: dict[str, float] = {}
                     for target in targets:
-                        common = ["-c", str(CLIENTS), "-n", str(n), "-P", str(pipeline)]
-                        if target == "proxy":
-                            argv = ["-p", str(proxy.port), *common, *via_proxy]
+                        measured = procs.get(target)
+                        if measured is not None:
+                            argv = ["-p", str(measured.port), *common, *via_proxy]
                         elif target == "direct":
                             argv = ["-p", str(direct_port), *common, *via_direct]
                         else:
                             argv = ["--cluster", "-p", str(nodes[0].port), *common, *via_cluster]
                         t0 = time.perf_counter()
-                        ticks0 = cpu_ticks(proxy.pid)
+                        ticks0 = cpu_ticks(measured.pid) if measured is not None else 0
                         rate = redis_benchmark(argv)
-                        ticks = cpu_ticks(proxy.pid) - ticks0
-                        wall_s = time.perf_counter() - t0
+                        if measured is not None:
+                            cpu_s = (cpu_ticks(measured.pid) - ticks0) / CLK_TCK
+                            wall_s = time.perf_counter() - t0
+                            key = (case, pipeline, target)
+                            cpu_per_m.setdefault(key, []).append(cpu_s / requests * 1e6)
+                            busy.setdefault(key, []).append(cpu_s / wall_s)
                         this[target] = rate
                         rates.setdefault((case, pipeline, target), []).append(rate)
-                        if target == "proxy":
-                            cpu_s = ticks / CLK_TCK
-                            cpu_per_m.setdefault((case, pipeline), []).append(cpu_s / n * 1e6)
-                            busy.setdefault((case, pipeline), []).append(cpu_s / wall_s)
                     if "direct" in this:
                         for target, rate in this.items():
                             if target != "direct":
@@ -188,26 +212,30 @@ def main() -> None:
                         f"{t} {r:9.0f}/s" for t, r in this.items()), flush=True)
         print(f"\nload average (1 min) during the runs: min {min(loads):.1f}, "
               f"median {statistics.median(loads):.1f}, max {max(loads):.1f}")
-        print("\n| case | -P | direct/s | proxy/s | proxy/direct | --cluster/s | "
-              "proxy CPU-s per 1M req | req per proxy CPU-s | proxy CPU busy |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("\n| case | -P | direct/s | target | target/s | target/direct (min–max) | "
+              "CPU-s per 1M req | req per CPU-s | CPU busy |")
+        print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
         for pipeline in pipelines:
             for case in case_names:
                 def med(target: str, c: str = case, p: int = pipeline) -> str:
                     v = rates.get((c, p, target))
                     return f"{statistics.median(v):,.0f}" if v else "-"
-                r = ratios.get((case, pipeline, "proxy"))
-                ratio = f"{statistics.median(r):.2f} ({min(r):.2f}–{max(r):.2f})" if r else "-"
-                c = cpu_per_m.get((case, pipeline))
-                cpu = f"{statistics.median(c):.1f}" if c else "-"
-                per_cpu = f"{1e6 / statistics.median(c):,.0f}" if c else "-"
-                b = busy.get((case, pipeline))
-                bz = f"{statistics.median(b):.0%}" if b else "-"
-                print(f"| {case} | {pipeline} | {med('direct')} | {med('proxy')} | {ratio} | "
-                      f"{med('cluster')} | {cpu} | {per_cpu} | {bz} |")
+                for target in targets:
+                    if target == "direct":
+                        continue
+                    key = (case, pipeline, target)
+                    r = ratios.get(key)
+                    ratio = f"{statistics.median(r):.2f} ({min(r):.2f}–{max(r):.2f})" if r else "-"
+                    c = cpu_per_m.get(key)
+                    cpu = f"{statistics.median(c):.1f}" if c else "-"
+                    per_cpu = f"{1e6 / statistics.median(c):,.0f}" if c else "-"
+                    b = busy.get(key)
+                    bz = f"{statistics.median(b):.0%}" if b else "-"
+                    print(f"| {case} | {pipeline} | {med('direct')} | {target} | {med(target)} | "
+                          f"{ratio} | {cpu} | {per_cpu} | {bz} |")
     finally:
-        if proxy is not None:
-            proxy.stop()
+        for proc in procs.values():
+            proc.stop()
         for node in nodes:
             node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
