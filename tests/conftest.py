@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.support import ManagedProcess, create_cluster, redis_server
+from tests.support import ManagedProcess, create_cluster, redis_server, start_nodes
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +32,45 @@ def redis_cluster_enabled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         proc.stop()
 
 
+def wait_replicas_up(nodes: Sequence[ManagedProcess], timeout_s: float = 60.0) -> None:
+    """Wait until every replica among ``nodes`` reports ``master_link_status:up``."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            infos = [n.client(socket_timeout=2).info("replication") for n in nodes]
+        except redis.RedisError as exc:
+            infos, last = [], str(exc)
+        if infos:
+            down = [n.port for n, i in zip(nodes, infos, strict=True)
+                    if i.get("role") == "slave" and i.get("master_link_status") != "up"]
+            if not down:
+                return
+            last = f"replicas not up: {down}"
+        time.sleep(0.1)
+    raise TimeoutError(f"replicas not in sync after {timeout_s}s: {last}")
+
+
 def start_real_cluster(workdir: Path, masters: int = 3, replicas: int = 1) -> list[ManagedProcess]:
     nodes = [redis_server(workdir, cluster=True) for _ in range(masters * (1 + replicas))]
     try:
         for n in nodes:
             n.start()
         create_cluster(nodes, replicas=replicas)
+        wait_replicas_up(nodes)
+    except Exception:
+        for n in nodes:
+            n.stop()
+        raise
+    return nodes
+
+
+def start_bundled_cluster(workdir: Path, masters: int = 3, replicas: int = 1) -> list[ManagedProcess]:
+    """Our nodes, formed exactly as the real cluster: ``redis-cli --cluster create``."""
+    nodes = start_nodes(workdir, masters * (1 + replicas))
+    try:
+        create_cluster(nodes, replicas=replicas)
+        wait_replicas_up(nodes)
     except Exception:
         for n in nodes:
             n.stop()
@@ -54,11 +89,22 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Mana
             n.stop()
 
 
+@pytest.fixture(scope="session")
+def bundled_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
+    """Six of our nodes: 3 masters + 3 replicas made with redis-cli --cluster create."""
+    nodes = start_bundled_cluster(tmp_path_factory.mktemp("bundled-cluster"))
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
+
+
 class ClusterBackend:
     """What the proxy tests need from a cluster: seed ports and node handles.
 
-    ``kind`` names the implementation ("real" redis-server; later our bundled nodes), so the
-    same proxy tests can run against each.
+    ``kind`` names the implementation ("real" redis-server 7.0, "bundled" for our nodes), so
+    the same proxy tests run against each.
     """
 
     def __init__(self, kind: str, nodes: list[ManagedProcess]) -> None:
@@ -70,12 +116,13 @@ class ClusterBackend:
         return [n.port for n in self.nodes]
 
 
-@pytest.fixture(scope="session", params=["real"])
+CLUSTER_FIXTURES = {"real": "real_cluster", "bundled": "bundled_cluster"}
+
+
+@pytest.fixture(scope="session", params=list(CLUSTER_FIXTURES))
 def cluster_backend(request: pytest.FixtureRequest) -> ClusterBackend:
-    """The cluster behind the proxy; parametrize ``params`` to add more implementations."""
-    if request.param == "real":
-        return ClusterBackend("real", request.getfixturevalue("real_cluster"))
-    raise ValueError(f"unknown cluster backend {request.param!r}")
+    """The cluster behind the proxy: every test using it runs once per implementation."""
+    return ClusterBackend(request.param, request.getfixturevalue(CLUSTER_FIXTURES[request.param]))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import redis
 from protocol.slots import SLOT_COUNT, key_slot
 from proxy.splitter import array_elements
 from tests.conftest import ClusterBackend
+from tests.proxy.gaps import NO_GETKEYSANDFLAGS, NO_SCRIPTING, node_gap
 from tests.proxy.rawclient import RawClient
 from tests.support import ManagedProcess, redis_cli
 
@@ -100,6 +101,16 @@ def test_redis_cli_as_a_plain_client(slotgate: ManagedProcess, prefix: str) -> N
     assert redis_cli("-p", port, "DEL", f"{prefix}x").stdout.strip() == "1"
 
 
+def test_command_getkeysandflags_matches_real_redis(
+    slotgate: ManagedProcess, redis_standalone: ManagedProcess, cluster_backend: ClusterBackend,
+    request: pytest.FixtureRequest,
+) -> None:
+    node_gap(request, cluster_backend, NO_GETKEYSANDFLAGS)
+    cmd = ["COMMAND", "GETKEYSANDFLAGS", "LMOVE", "a", "b", "LEFT", "RIGHT"]
+    with RawClient(slotgate.port) as p, RawClient(redis_standalone.port) as d:
+        assert p.call(*cmd) == d.call(*cmd)
+
+
 def test_local_commands_match_real_redis(
     slotgate: ManagedProcess, redis_standalone: ManagedProcess,
     redis_cluster_enabled: ManagedProcess,
@@ -110,7 +121,7 @@ def test_local_commands_match_real_redis(
         ["CLIENT", "SETNAME", "app"], ["CLIENT", "GETNAME"], ["CLIENT", "NOPE"],
         ["COMMAND", "COUNT"], ["COMMAND", "INFO", "get", "mset"], ["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
         ["COMMAND", "GETKEYS", "GET"], ["COMMAND", "HELP"],
-        ["COMMAND", "GETKEYSANDFLAGS", "LMOVE", "a", "b", "LEFT", "RIGHT"], ["HELLO", "4"], ["HELLO", "x"], ["AUTH", "pw"],
+        ["HELLO", "4"], ["HELLO", "x"], ["AUTH", "pw"],
         ["NOSUCHCOMMAND", "a", "b"], ["GET"], ["SET", "k"],
     ]
     with RawClient(slotgate.port) as p, RawClient(redis_standalone.port) as d:
@@ -164,10 +175,19 @@ def test_keyless_fanout_dbsize_keys_info(
     assert b"# Keyspace\r\ndb0:keys=100," in text and b"# Proxy" not in text
     r3 = slotgate.client(protocol=3)
     assert r3.info("proxy")["cluster_masters"] == len(masters)
+    assert r.delete(*keys) == 100
+
+
+def test_script_load_reaches_every_master(slotgate: ManagedProcess,
+                                          cluster_backend: ClusterBackend,
+                                          request: pytest.FixtureRequest) -> None:
+    node_gap(request, cluster_backend, NO_SCRIPTING)
+    r = slotgate.client()
+    masters = [n for n in cluster_backend.nodes
+               if n.client().info("replication")["role"] == "master"]
     sha = r.script_load("return 1")
     assert r.script_exists(sha, "0" * 40) == [True, False]
     assert all(m.client().script_exists(sha) == [True] for m in masters)
-    assert r.delete(*keys) == 100
 
 
 def test_scan_visits_every_key_once_over_all_masters(slotgate: ManagedProcess,

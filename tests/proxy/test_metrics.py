@@ -1,5 +1,5 @@
 """proxy/metrics.py: the Prometheus export, /metrics and /healthz, the CLI's health probe and
-SIGHUP reload, against a real proxy process in front of a real redis-server cluster."""
+SIGHUP reload, against a real proxy process in front of each cluster backend."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from protocol.slots import SLOT_COUNT
 from proxy.metrics import COMMAND_BUCKETS_S, MetricsServer, PrometheusMetrics
 from proxy.topology import SlotMap
+from tests.conftest import ClusterBackend
 from tests.support import ManagedProcess, free_port, slotgate_proxy
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -205,9 +206,10 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def proxy(real_cluster: list[ManagedProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def proxy(cluster_backend: ClusterBackend,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     mport = free_port()
-    proc = slotgate_proxy(tmp_path_factory.mktemp("proxy-metrics"), [real_cluster[0].port],
+    proc = slotgate_proxy(tmp_path_factory.mktemp("proxy-metrics"), cluster_backend.ports[:1],
                           extra=["--metrics", f"127.0.0.1:{mport}"]).start()
     try:
         yield Running(proc, mport)
@@ -215,7 +217,7 @@ def proxy(real_cluster: list[ManagedProcess], tmp_path_factory: pytest.TempPathF
         proc.stop()
 
 
-def test_healthz_ready_and_topology_gauges(proxy: Running, real_cluster: list[ManagedProcess]) -> None:
+def test_healthz_ready_and_topology_gauges(proxy: Running, cluster_backend: ClusterBackend) -> None:
     body = wait_healthy(proxy.base + "/healthz")
     assert body.startswith(f"ok: {SLOT_COUNT}/{SLOT_COUNT} slots")
     samples = proxy.scrape()
@@ -229,7 +231,7 @@ def test_healthz_ready_and_topology_gauges(proxy: Running, real_cluster: list[Ma
         samples = proxy.scrape()
     assert value(samples, "slotgate_topology_refreshes_total", reason="startup", outcome="ok") >= 1
     # Every cluster node has its series from the start.
-    for n in real_cluster:
+    for n in cluster_backend.nodes:
         assert value(samples, "slotgate_redirects_total", kind="moved", node=f"127.0.0.1:{n.port}") >= 0
     # HEAD works; other paths and methods do not.
     req = urllib.request.Request(proxy.base + "/healthz", method="HEAD")
@@ -340,9 +342,9 @@ def wait_log(proc: ManagedProcess, pattern: str, timeout_s: float = 10.0) -> str
     raise AssertionError(f"{pattern!r} not in log:\n{proc.log_text()[-2000:]}")
 
 
-def test_sighup_reload_keeps_clients(real_cluster: list[ManagedProcess], tmp_path: Path) -> None:
+def test_sighup_reload_keeps_clients(cluster_backend: ClusterBackend, tmp_path: Path) -> None:
     port = free_port()
-    seed = f"127.0.0.1:{real_cluster[0].port}"
+    seed = f"127.0.0.1:{cluster_backend.ports[0]}"
     cfg = tmp_path / "proxy.yaml"
     cfg.write_text(f'listen: "127.0.0.1:{port}"\nseeds: ["{seed}"]\nlog_level: info\n')
     proc = ManagedProcess([sys.executable, "-m", "proxy", "--config", str(cfg)], port, tmp_path,
