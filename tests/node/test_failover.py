@@ -297,4 +297,10 @@ def test_kill9_master_replica_takes_over(kind: str, tmp_path: Path,
     print(f"\nfailover {kind}: {elapsed:.2f}s (node_timeout {NODE_TIMEOUT_MS} ms)")
     if len(TIMES) == 2:
         print(f"failover ratio ours/real: {TIMES['ours'] / TIMES['real']:.2f}")
-    assert elapsed <= budget_s, f"{kind}: failover took {elapsed:.2f}s > {budget_s}s"
+    # The real cluster is the reference measured beside ours (bench/RESULTS.md, "Failover");
+    # only our node is held to the node_timeout + 2 s promise. Redis itself drifts past it
+    # on a loaded 2-core machine (its election delay is random, up to 1 s plus rank).
+    if kind == "ours":
+        assert elapsed <= budget_s, f"{kind}: failover took {elapsed:.2f}s > {budget_s}s"
+    else:
+        assert elapsed < 10 * budget_s, f"real cluster never failed over ({elapsed:.2f}s)"
