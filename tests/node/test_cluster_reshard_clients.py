@@ -178,7 +178,7 @@ def test_redis_py_cluster_client_through_reshard(cluster: list[ManagedProcess]) 
     for k in KEYS:
         pipe.get(k)
     got = pipe.execute()
-    wrong = [(k, g, expected[k]) for k, g in zip(KEYS, got) if g != expected[k]]
+    wrong = [(k, g, expected[k]) for k, g in zip(KEYS, got, strict=True) if g != expected[k]]
     assert wrong == [], wrong[:5]
     # and the moved keys live on their new owner
     direct = b.client(decode_responses=True)
