@@ -1,0 +1,218 @@
+"""Generate ``docs/COMMANDS.md``: how the proxy handles every command of the command table.
+
+Usage::
+
+    python tools/gen_command_docs.py           # write docs/COMMANDS.md
+    python tools/gen_command_docs.py --check   # exit 1 if the checked-in file is stale
+
+Each row comes from ``protocol/commands.py`` (the table generated from redis-server 7.0, whose
+``route`` and ``merge`` columns are set by ``protocol/overrides.py``). A fan-out merge that the
+proxy does not implement (``proxy/splitter.py`` and ``proxy/fanout.py``) is documented as
+refused, which is what the proxy answers. ``NOTES`` adds a sentence where a command's handling
+has a detail of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
+from proxy import fanout, splitter  # noqa: E402
+
+OUTPUT = ROOT / "docs" / "COMMANDS.md"
+
+ROUTE_TEXT: dict[str, str] = {
+    "single": "to the master of its keys' slot (keys in several slots: `-CROSSSLOT`)",
+    "keyless": "to one master (the same one for a given client)",
+    "split": "split by slot: one sub-command per slot, parts to one node pipelined together",
+    "all_masters": "sent to every master",
+    "all_nodes": "sent to every master and every replica",
+    "proxy": "answered by the proxy itself",
+    "pubsub": "subscriber mode on a node connection of the client's own",
+    "transaction": "transaction handling: the session is pinned to one slot's master",
+    "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
+                "its own to its keys' master (keys in several slots: `-CROSSSLOT`)",
+    "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
+}
+
+ROUTE_ORDER = ("single", "split", "keyless", "all_masters", "all_nodes", "blocking",
+               "transaction", "pubsub", "proxy", "unsupported")
+
+MERGE_TEXT: dict[str, str] = {
+    "mget": "values put back in the order of the client's keys",
+    "all_ok": "every part must succeed: the common reply, else the first error",
+    "one_ok": "success if any part succeeds",
+    "sum": "integer replies summed",
+    "min": "the smallest integer reply",
+    "and": "element-wise AND of the 0/1 arrays",
+    "concat": "arrays concatenated",
+    "scan": "one cursor walks the masters one after another",
+    "info": "first master's INFO, keyspace summed over all masters, plus a `# Proxy` section",
+    "any": "the first non-null reply",
+}
+
+# How the split route names its merges (proxy/fanout.split): table merge -> what it does.
+_SPLIT_MERGES = {"mget": "mget", "sum": "sum", "all_ok": "all_ok"}
+
+NOTES: dict[str, str] = {
+    "msetnx": "Not split across slots: see [MSETNX](#why-msetnx-is-not-split).",
+    "mset": "Each slot's part is atomic on its node; the whole is not (see [MSETNX]"
+            "(#why-msetnx-is-not-split)).",
+    "del": "Parts per slot run independently; the count is their sum.",
+    "eval": "Without keys (`EVAL script 0`): to one master.",
+    "evalsha": "Without keys: to one master.",
+    "eval_ro": "Without keys: to one master.",
+    "evalsha_ro": "Without keys: to one master.",
+    "fcall": "Without keys: to one master.",
+    "fcall_ro": "Without keys: to one master.",
+    "spublish": "Routed by the slot of its shard channel.",
+    "publish": "Always to the pub/sub home node (master of slot 0), where the proxy's "
+               "subscribers are, so the count is that of one server.",
+    "pubsub|channels": "To the pub/sub home node (master of slot 0).",
+    "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
+    "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
+    "ssubscribe": "All shard channels of one client must live on one node.",
+    "scan": "The cursor packs the master's index and that master's own cursor; a key present "
+            "for the whole scan is returned at least once.",
+    "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
+    "select": "Only database 0, as a cluster node.",
+    "readonly": "Accepted; reads still go to masters.",
+    "client|list": "Shows only the calling connection.",
+    "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
+    "hello": "The proxy says `mode:standalone`; a RESP3 client gets RESP3 backend connections.",
+    "command|getkeysandflags": "Answered by a master.",
+    "command|help": "Answered by a master.",
+    "info": "`cluster_enabled:0`: the proxy is one plain server to its clients.",
+    "multi": "Queued commands are checked (arity, unknown command, cross-slot) and answered "
+             "`+QUEUED` by the proxy.",
+    "exec": "All queued keys must share one slot; `MULTI … EXEC` is sent pipelined to its "
+            "master and resent whole after a MOVED/ASK.",
+    "watch": "Opens the transaction's connection to the keys' master at once.",
+}
+
+
+def _implemented_fanout_merges() -> set[str]:
+    # fanout._SPECIAL: merges with handlers of their own (SCAN, INFO, RANDOMKEY).
+    return set(splitter.ALL_MERGES) | set(fanout._SPECIAL)
+
+
+def handling(info: CommandInfo, fanout_merges: set[str]) -> str:
+    """One command's handling, as a sentence (Markdown, safe inside a table cell)."""
+    route, merge = info.route, info.merge
+    refused = f"refused: `-ERR slotgate: '{info.name}' is not supported through the proxy`"
+    if route == "unsupported":
+        text = refused
+    elif route == "split":
+        text = f"{ROUTE_TEXT[route]}; {MERGE_TEXT[_SPLIT_MERGES[merge or '']]}"
+    elif route in ("all_masters", "all_nodes") and merge not in fanout_merges:
+        text = f"{refused} (no way to combine the nodes' replies into one server's)"
+    elif merge == "scan":
+        text = f"one master per call; {MERGE_TEXT[merge]}"
+    elif route in ("all_masters", "all_nodes"):
+        text = f"{ROUTE_TEXT[route]}; {MERGE_TEXT[merge or '']}"
+    else:
+        text = ROUTE_TEXT[route]
+    text = text[0].upper() + text[1:] + "."
+    note = NOTES.get(info.name)
+    if note:
+        text = f"{text} {note}"
+    return text.replace("|", "\\|")
+
+
+def _name(info: CommandInfo) -> str:
+    return info.name.upper().replace("|", " ")
+
+
+def _rows() -> list[CommandInfo]:
+    return sorted((i for i in ALL_COMMANDS.values() if not i.subcommands),
+                  key=lambda i: i.name)
+
+
+HEADER = f"""\
+# Commands through the proxy
+
+<!-- Generated by tools/gen_command_docs.py from protocol/commands.py; do not edit by hand.
+     Regenerate with: python tools/gen_command_docs.py -->
+
+How the slotgate proxy handles every command of Redis {REDIS_VERSION}'s command table. The
+`route` and `merge` columns are those of `protocol/commands.py` (set in
+`protocol/overrides.py`); docs/PROXY.md describes the machinery behind each route.
+
+Common to all routes: an unknown command gets Redis' unknown-command error and a wrong
+argument count Redis' arity error, both without a round trip; `MOVED` and `ASK` are followed
+by the proxy and never reach the client, `TRYAGAIN`/`CLUSTERDOWN`/`LOADING` are retried until
+the request's deadline (docs/PROXY.md). Inside `MULTI`, `all_masters` and `all_nodes`
+commands are refused (`-ERR slotgate: '<name>' cannot run inside MULTI through the proxy`:
+on one node they would be silently partial), `pubsub` and `unsupported` ones get their usual
+refusal, and `split` commands must have all their keys in one slot.
+"""
+
+MSETNX = """\
+## Why MSETNX is not split
+
+`MSETNX k1 v1 k2 v2 …` sets all the keys only if none of them exists, atomically: either
+every key is set, or none is. Split by slot, each part would run on its own node with no
+coordination between them. One part could find its keys free and set them while another
+finds a key already present and sets nothing; the client would get a "not set" answer
+although some keys were written, and nothing can undo them: a node cannot take back a
+write that other clients may already have read, and a part that was written cannot be
+rolled back if a later part fails or its node is unreachable. Checking every part first
+(EXISTS) and writing afterwards leaves a gap in which another client can create one of the
+keys. Redis Cluster itself offers no multi-node transaction to close that gap.
+
+So MSETNX is routed `single`: keys in one slot (use a hash tag, `{user1}:a {user1}:b`) run
+atomically on their master; keys in several slots get Redis Cluster's own
+`-CROSSSLOT Keys in request don't hash to the same slot`, as a cluster node would answer.
+MSET and DEL, by contrast, have no all-or-nothing condition: their per-slot parts compose
+into the same result as one server would give (MSET is then not atomic as a whole, which a
+client can only observe by reading concurrently).
+"""
+
+
+def render() -> str:
+    rows = _rows()
+    merges = _implemented_fanout_merges()
+    out = [HEADER]
+    counts = Counter(i.route for i in rows)
+    out.append("## Routes\n")
+    out.append("| route | commands | handling |")
+    out.append("|---|---|---|")
+    for route in ROUTE_ORDER:
+        out.append(f"| `{route}` | {counts.get(route, 0)} | {ROUTE_TEXT[route]} |")
+    out.append(f"\n{len(rows)} commands and subcommands in all.\n")
+    out.append(MSETNX)
+    out.append("## Every command\n")
+    out.append("| command | route | merge | handling |")
+    out.append("|---|---|---|---|")
+    for info in rows:
+        merge = f"`{info.merge}`" if info.merge else ""
+        out.append(f"| {_name(info)} | `{info.route}` | {merge} | {handling(info, merges)} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if docs/COMMANDS.md differs from what would be generated")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT.relative_to(ROOT)} is stale: run python tools/gen_command_docs.py")
+            return 1
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
