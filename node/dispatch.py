@@ -5,8 +5,9 @@ Sans-IO: requests (argv lists) in, encoded replies appended to ``c.out``. The tr
 
 Flow per request::
 
-    argv -> TABLE lookup -> [fast: arity ok, client/server not "slow", not a container]
-                                -> handler -> reply
+    argv -> TABLE lookup -> [fast: arity ok, client/server not "slow", not a container,
+                             cluster mode: keys in one slot served here]
+                                -> handler (call() when writes propagate) -> reply
                             [slow: unknown/arity/auth/no-multi/cluster/pubsub/MULTI queue]
                                 -> call() (stats, monitor, propagation) -> reply
          -> c.out ; then serve keys made ready (blocked clients), then the next request
@@ -24,6 +25,7 @@ from node.commands.registry import Command
 from node.commands.replies import QUEUED
 from node.errors import CommandError
 from protocol.commands import unknown_command_error
+from protocol.slots import key_slot
 
 if TYPE_CHECKING:
     from node.server import Server
@@ -49,6 +51,7 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
     table = srv.table
     out = c.out
     ks = c.ks
+    keypos = srv.cluster_keypos
     i = start
     n_reqs = len(reqs)
     while i < n_reqs:
@@ -61,8 +64,14 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
         if (
             cmd is None or cmd.special or c.slow or srv.slow
             or (n != cmd.arity if cmd.arity > 0 else n < -cmd.arity)
+            # cluster mode: keys in a slot served here without further checks stay fast
+            or (keypos is not None and (kp := keypos[cmd]) != 0 and not (
+                srv.cluster_slots[key_slot(argv[kp])] if kp > 0
+                else srv.cluster_keys_here(cmd, argv)))
         ):
             reply = process_command(c, cmd, argv)
+        elif ks.propagate_hooks:
+            reply = call(c, cmd, argv)  # replicas / AOF: call() propagates the write
         else:
             c.last_cmd = cmd.full_name
             t0 = _perf()

@@ -74,6 +74,14 @@ class Server:
         self.monitors: list[Client] = []
         self.slow = False  # every client's commands take the full path
         self.cluster_route: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+        # Cluster routing on the fast path (filled by node/cluster/routing.py): per command 0
+        # (no keys), the index of its only key, or -1 (ask cluster_keys_here); and the slots
+        # served here without further checks.
+        self.cluster_keypos: dict[Command, int] | None = None
+        self.cluster_slots: bytes | bytearray = b""
+        self.cluster_keys_here: Callable[[Command, list[bytes]], bool] = _keys_here
+        # Runs before any client output is written (cluster: save nodes.conf first).
+        self.before_reply: Callable[[], None] | None = None
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
@@ -102,8 +110,9 @@ class Server:
         self.update_slow()
 
     def update_slow(self) -> None:
-        self.slow = bool(self.ks.propagate_hooks or self.monitors or self.cluster_enabled
-                         or self.cluster_route is not None or self.command_checks)
+        # Propagation and cluster routing are done on the fast path too (node/dispatch.py).
+        self.slow = bool(self.monitors or self.command_checks
+                         or (self.cluster_route is not None and self.cluster_keypos is None))
 
     def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
         self.ks.propagate_hooks.append(hook)
@@ -171,6 +180,8 @@ class Server:
             scope.cancel()
 
     async def _flush(self, c: Client, sock: Conn) -> None:
+        if self.before_reply is not None:
+            self.before_reply()
         if c.extra.get("sending"):
             return
         c.extra["sending"] = True
@@ -443,3 +454,7 @@ def _repr_arg(a: bytes) -> str:
 
 def _noop() -> None:
     return None
+
+
+def _keys_here(cmd: Command, argv: list[bytes]) -> bool:
+    return True

@@ -285,6 +285,8 @@ def install(server: Server) -> ClusterNode:
 
     failover_shell.install(cn)  # replication follows the role; elections; manual failover
     server.cluster_route = cn.router.route
+    server.cluster_keypos = cn.router.keypos
+    server.cluster_keys_here = cn.router.keys_here
     server.info_sections["cluster"] = cn.info_fields
     server.background_tasks.append(cn.run)
     server.update_slow()

@@ -1,10 +1,14 @@
 """Which node serves a request (Redis' getNodeByQuery), as the server's ``cluster_route`` hook.
 
-Hot path: the hook runs for every command. Per command name we cache how to find its keys
-(``None`` for key-less commands, which always run). A ``bytearray`` of 16384 flags marks the
-slots that can be served without any further thought (mine, not migrating or importing, and
-the cluster state is ok); it is rebuilt only when ``ClusterState.generation`` moves. Only
-requests outside that fast case take the full path below, which mirrors Redis step by step:
+Hot path: the dispatcher routes on its fast path (node/dispatch.py) with two tables made
+here: ``server.cluster_keypos`` -- per command 0 (no keys: always runs), the argv index of
+its only key (GET, SET, HSET...), or -1 (several or movable keys: ``keys_here`` decides) --
+and ``server.cluster_slots``, a ``bytearray`` of 16384 flags marking the slots that can be
+served without any further thought (mine, not migrating or importing, and the cluster state
+is ok). The flags are rebuilt on first use after ``ClusterState.generation`` moves (until
+then every keyed command takes the full path). ``route`` is the full path, for requests
+outside that fast case (and for ASKING, MULTI/EXEC, READONLY on a replica, open slots); it
+mirrors Redis step by step:
 
     first key -> slot; unbound -> CLUSTERDOWN Hash slot not served
     other keys in another slot -> CROSSSLOT
@@ -41,7 +45,6 @@ DOWN_UNBOUND = b"-CLUSTERDOWN Hash slot not served\r\n"
 
 KeyFn = Callable[[Sequence[bytes]], list[int]]
 _SHARD_PUBSUB = frozenset({"spublish", "ssubscribe", "sunsubscribe"})
-_NO_KEYS: KeyFn | None = None
 
 
 def _key_fn(full_name: str) -> KeyFn | None:
@@ -64,19 +67,41 @@ def _single_key_index(full_name: str) -> int:
     return info.first_key
 
 
+_NOTHING_FAST = bytes(16384)  # while the table is stale: every keyed command takes the full path
+
+
 class Router:
-    """``route(c, cmd, argv) -> error reply | None`` for one cluster node."""
+    """``route(c, cmd, argv) -> error reply | None`` for one cluster node, and the tables
+    the dispatcher's fast path reads (``server.cluster_keypos``, ``server.cluster_slots``,
+    ``server.cluster_keys_here``)."""
 
     def __init__(self, cn: ClusterNode) -> None:
         self.cn = cn
         self.st = cn.state
-        self._gen = -1
-        self._fast = bytearray(16384)
+        self.server = cn.server
+        self._stale = True
+        self._fast: bytes | bytearray = _NOTHING_FAST
         self._keyfns: dict[str, KeyFn | None] = {}
         self._single: dict[str, int] = {}  # command -> index of its only key (0: not such)
         self._asking_cmds = frozenset({"restore-asking"})
+        self.keypos: dict[Command, int] = {}
+        self._cmd_keyfns: dict[Command, KeyFn] = {}  # the keypos -1 commands' key finders
+        for cmd in set(cn.server.table.values()):
+            name = cmd.full_name
+            idx = _single_key_index(name)
+            fn = self._keyfn(name)
+            self.keypos[cmd] = idx if idx else (-1 if fn is not None else 0)
+            if not idx and fn is not None:
+                self._cmd_keyfns[cmd] = fn
+        self.st.on_change = self.invalidate
+        self.server.cluster_slots = _NOTHING_FAST
 
-    def _refresh(self) -> None:
+    def invalidate(self) -> None:
+        """The state moved: the fast table is rebuilt at the next routed command."""
+        self._stale = True
+        self.server.cluster_slots = _NOTHING_FAST
+
+    def _refresh(self) -> bytes | bytearray:
         st = self.st
         fast = bytearray(16384)
         if st.state == bus.STATE_OK:
@@ -89,7 +114,36 @@ class Router:
             for slot in st.importing:
                 fast[slot] = 0
         self._fast = fast
-        self._gen = st.generation
+        self._stale = False
+        self.server.cluster_slots = fast
+        return fast
+
+    def _keyfn(self, name: str) -> KeyFn | None:
+        keyfns = self._keyfns
+        if name in keyfns:
+            return keyfns[name]
+        fn = keyfns[name] = _key_fn(name)
+        return fn
+
+    def keys_here(self, cmd: Command, argv: list[bytes]) -> bool:
+        """For a command with several or movable keys (keypos -1): True when it can run
+        without routing (no keys, or all in one slot served here)."""
+        fn = self._cmd_keyfns.get(cmd)
+        if fn is None:
+            fn = self._keyfn(cmd.full_name)
+            if fn is None:
+                return True
+        pos = fn(argv)
+        if not pos:
+            return True
+        fast = self._refresh() if self._stale else self._fast
+        slot = key_slot(argv[pos[0]])
+        if not fast[slot]:
+            return False
+        for i in pos[1:]:
+            if key_slot(argv[i]) != slot:
+                return False
+        return True
 
     def route(self, c: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
         name = cmd.full_name
@@ -99,16 +153,11 @@ class Router:
         if idx is None:
             idx = self._single[name] = _single_key_index(name)
         if idx:  # the common case: one key at a fixed place
-            if self._gen != self.st.generation:
-                self._refresh()
-            if not c.asking and self._fast[key_slot(argv[idx])]:
+            fast = self._refresh() if self._stale else self._fast
+            if not c.asking and fast[key_slot(argv[idx])]:
                 return None
             return self._full(c, cmd, [(cmd, argv)])
-        keyfns = self._keyfns
-        if name in keyfns:
-            fn = keyfns[name]
-        else:
-            fn = keyfns[name] = _key_fn(name)
+        fn = self._keyfn(name)
         if fn is None:
             if name != "exec" or not c.multi:
                 return None
@@ -119,26 +168,14 @@ class Router:
                 c.unwatch_all()
                 c.update_slow()
             return reply
-        if self._gen != self.st.generation:
-            self._refresh()
-        if not c.asking:
-            pos = fn(argv)
-            if not pos:
-                return None
-            slot = key_slot(argv[pos[0]])
-            if self._fast[slot]:
-                for i in pos[1:]:
-                    if key_slot(argv[i]) != slot:
-                        break
-                else:
-                    return None
+        if not c.asking and self.keys_here(cmd, argv):
+            return None
         return self._full(c, cmd, [(cmd, argv)])
 
     def _full(self, c: Client, cmd: Command,
               reqs: list[tuple[Command, list[bytes]]]) -> bytes | None:
         st = self.st
         me = st.myself
-        keyfns = self._keyfns
         db0 = c.ks.dbs[0]
         first: bytes | None = None
         slot = 0
@@ -149,9 +186,7 @@ class Router:
         is_shard_pubsub = False
         for q_cmd, q_argv in reqs:
             qname = q_cmd.full_name
-            if qname not in keyfns:
-                keyfns[qname] = _key_fn(qname)
-            qfn = keyfns[qname]
+            qfn = self._keyfn(qname)
             if qfn is None:
                 continue
             if q_cmd.write:

@@ -150,8 +150,20 @@ class ClusterState:
         self.stats_received = [0] * bus.TYPE_COUNT
         self.stats_pfail_nodes = 0
         self.pings_sent = 0  # clusterSendPing calls, marks gossip picks
-        # routing cache: bumped whenever slot ownership/open slots/state/role change
-        self.generation = 0
+        # Routing caches (node/cluster/routing.py) follow ``generation``, which moves whenever
+        # slot ownership, open slots, the cluster state or a role changes; ``on_change`` runs
+        # at each move (the router drops its "served here" table).
+        self.on_change: Callable[[], None] = _noop
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @generation.setter
+    def generation(self, value: int) -> None:
+        self._generation = value
+        self.on_change()
 
     def changed(self, todo: int) -> None:
         self.todo |= todo
@@ -307,6 +319,10 @@ class ClusterState:
             else:
                 lines.append(self.describe(n))
         return "".join(line + "\n" for line in lines)
+
+
+def _noop() -> None:
+    return None
 
 
 def slot_ranges(slots: list[int]) -> list[str]:
