@@ -125,18 +125,21 @@ async def query_node(address: str, argv: Sequence[bytes | str], timeout_s: float
     with trio.fail_after(timeout_s):
         stream = await trio.open_tcp_stream(host, int(port))
         async with stream:
-            await stream.send_all(encode_command(*argv))
-            reader = hiredis.Reader()
-            while True:
-                data = await stream.receive_some(65536)
-                if not data:
-                    raise OSError(f"{address} closed the connection")
-                reader.feed(data)
-                reply = reader.gets()
-                if reply is not False:
-                    if isinstance(reply, hiredis.ReplyError):
-                        raise QueryError(str(reply))
-                    return reply
+            try:
+                await stream.send_all(encode_command(*argv))
+                reader = hiredis.Reader()
+                while True:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        raise OSError(f"{address} closed the connection")
+                    reader.feed(data)
+                    reply = reader.gets()
+                    if reply is not False:
+                        if isinstance(reply, hiredis.ReplyError):
+                            raise QueryError(str(reply))
+                        return reply
+            except trio.BrokenResourceError as exc:  # reset by a node that just died
+                raise OSError(f"{address}: {exc}") from exc
 
 
 class Topology:

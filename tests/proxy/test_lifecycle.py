@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import struct
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -109,3 +111,50 @@ def test_client_leaving_during_blpop_does_not_consume_later_pushes(
         time.sleep(0.3)
         assert r.lrange(q, 0, -1) == [b"job"], server
         r.delete(q)
+
+
+class ResettingNode:
+    """A listener that reads a request and answers with a TCP reset, as a node killed in the
+    middle of a topology query does."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.resets = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            conn.recv(1024)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+            self.resets += 1
+
+    def close(self) -> None:
+        self.sock.close()
+        self._thread.join(5)
+
+
+def test_topology_query_reset_by_a_dying_node_is_survived(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    dying = ResettingNode()
+    proxy = slotgate_proxy(tmp_path, [f"127.0.0.1:{dying.port}", cluster_backend.ports[0]])
+    try:
+        proxy.start()
+        r = proxy.client(socket_timeout=10)
+        assert r.set("reset-survivor", "1") is True
+        assert dying.resets >= 1
+        assert r.info("proxy")["cluster_slots_covered"] == 16384
+        assert r.delete("reset-survivor") == 1
+        assert proxy.alive()
+    finally:
+        proxy.stop()
+        dying.close()
