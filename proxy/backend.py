@@ -207,6 +207,26 @@ class BackendConnection:
         self._pending.append(pending)
         self._unsent += 1
 
+    def send_many(self, payload: bytes, pending: Pending, n: int) -> None:
+        """``n`` requests packed back to back in ``payload``, all answered to ``pending``
+        (which gets ``n`` calls, one per reply or failure, in order)."""
+        state = self._state
+        if state != READY:
+            if state == IDLE:
+                if trio.current_time() < self._retry_at:
+                    exc = BackendError(f"{self.address} is down")
+                    for _ in range(n):
+                        pending.on_failure(exc, False)
+                    return
+                self._state = CONNECTING
+                self._pool.nursery.start_soon(self._run)
+        elif not self._dirty:
+            self._dirty = True
+            self._pool.poller.dirty.append(self)
+        self._out.append(payload)
+        self._pending.extend([pending] * n)
+        self._unsent += n
+
     def write_now(self) -> None:
         """Write what is queued without blocking; the writer task takes any rest."""
         self._dirty = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import hiredis
@@ -23,36 +24,128 @@ if TYPE_CHECKING:
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 CLUSTER_DOWN = error_frame("CLUSTERDOWN The cluster is down")
+_MINUS = ord("-")
+
+
+class _Split:
+    """One cross-slot request in flight: its parts' replies, counted down, then merged into
+    the client's reply slot (no task, no event: the last reply's callback finishes it)."""
+
+    __slots__ = ("session", "reply_slot", "parts", "payloads", "readonly", "replies",
+                 "remaining", "merge", "total_keys")
+
+    def __init__(self, session: Session, reply_slot: ReplySlot, parts: list[splitter.Part],
+                 payloads: list[bytes], readonly: bool, merge: str, total_keys: int) -> None:
+        self.session = session
+        self.reply_slot = reply_slot
+        self.parts = parts
+        self.payloads = payloads
+        self.readonly = readonly
+        self.replies: list[bytes] = [b""] * len(parts)
+        self.remaining = len(parts)
+        self.merge = merge
+        self.total_keys = total_keys
+
+    def part_done(self, index: int, raw: bytes) -> None:
+        self.replies[index] = raw
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.reply_slot(_MERGES[self.merge](self))
+
+    def part_call(self, index: int, node: str) -> Call:
+        """Part ``index`` as a ``Call`` of its own: only for the rare paths (redirects,
+        retries, lost connections), which then run exactly as for any other request."""
+        s = self.session
+        call = Call(s.router, self.payloads[index], self.parts[index].slot, self.readonly,
+                    s.proto, s.id, partial(self.part_done, index))
+        call.node = node
+        return call
+
+
+class _NodeBatch:
+    """The parts of one split request that go to one node: sent as one payload, answered to
+    this one pending entry (queued once per part; replies arrive in part order)."""
+
+    __slots__ = ("split", "indices", "next", "node")
+
+    def __init__(self, split: _Split, indices: list[int], node: str) -> None:
+        self.split = split
+        self.indices = indices
+        self.next = 0
+        self.node = node
+
+    def on_frame(self, type_byte: int, raw: bytes) -> None:
+        index = self.indices[self.next]
+        self.next += 1
+        if type_byte == _MINUS:
+            split = self.split
+            split.session.router.on_error(split.part_call(index, self.node), raw)
+        else:
+            self.split.part_done(index, raw)
+
+    def on_failure(self, exc: Exception, sent: bool) -> None:
+        index = self.indices[self.next]
+        self.next += 1
+        split = self.split
+        split.session.router.on_lost(split.part_call(index, self.node), sent)
+
+
+def _merge_mget(sp: _Split) -> bytes:
+    return splitter.merge_in_order(sp.parts, sp.replies, sp.total_keys)
+
+
+def _merge_mget_in_order(sp: _Split) -> bytes:
+    return splitter.merge_concat_in_order(sp.replies, sp.total_keys)
+
+
+_MERGES: dict[str, Callable[[_Split], bytes]] = {
+    "in_order": _merge_mget,
+    "concat_in_order": _merge_mget_in_order,
+    "sum": lambda sp: splitter.merge_sum(sp.replies),
+    "all_ok": lambda sp: splitter.merge_all_ok(sp.replies),
+}
 
 
 def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
-    """MGET / MSET / DEL / UNLINK / EXISTS / TOUCH across slots."""
+    """MGET / MSET / DEL / UNLINK / EXISTS / TOUCH across slots.
+
+    One pass plans the parts (one per slot); each node's parts go out as one payload with one
+    pending entry; the last reply merges into the client's reply slot."""
     first, step, merge = splitter.SPLIT_SHAPES[argv[0].lower()]
     if (len(argv) - first) % step:
         s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
         return
     readonly = "readonly" in info.flags
-    parts = splitter.split_by_slot(argv, first, step)
+    parts, in_order = splitter.plan_split(argv, first, step)
     if len(parts) == 1:
-        s.router.send(Call(s.router, pack_command(tuple(argv)), parts[0].slot, readonly, s.proto,
-                           s.id, s.new_slot(info.name)))
+        s.send_single(argv, parts[0].slot, readonly, info.name)
         return
-    slot = s.new_slot(info.name)
-    total_keys = (len(argv) - first) // step
-
-    def finish(replies: list[bytes]) -> None:
-        if merge == "in_order":
-            slot(splitter.merge_in_order(parts, replies, total_keys))
-        elif merge == "sum":
-            slot(splitter.merge_sum(replies))
-        else:
-            slot(splitter.merge_all_ok(replies))
-
-    gather = Gather(len(parts), finish)
+    if merge == "in_order" and in_order:
+        merge = "concat_in_order"
+    payloads = [pack_command(tuple(part.argv)) for part in parts]
+    sp = _Split(s, s.new_slot(info.name), parts, payloads, readonly, merge,
+                (len(argv) - first) // step)
     s.metrics.fanout(len(parts))
+    owners = s.router.topology.owners
+    by_node: dict[str, list[int]] = {}
     for i, part in enumerate(parts):
-        s.router.send(Call(s.router, pack_command(tuple(part.argv)), part.slot, readonly, s.proto,
-                           s.id, gather.part(i)))
+        owner = owners[part.slot]
+        if owner is None:
+            s.router.send(sp.part_call(i, ""))  # unserved slot: the router's retry path
+            continue
+        indices = by_node.get(owner)
+        if indices is None:
+            by_node[owner] = [i]
+        else:
+            indices.append(i)
+    pool = s.router.pool
+    for node, indices in by_node.items():
+        conn = pool.get(node, s.proto, s.id)
+        if len(indices) == 1:
+            payload = payloads[indices[0]]
+        else:
+            payload = b"".join([payloads[i] for i in indices])
+        conn.send_many(payload, _NodeBatch(sp, indices, node), len(indices))
 
 
 def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:

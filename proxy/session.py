@@ -470,6 +470,11 @@ class Session:
                 else:
                     self._send_single(argv, slot, readonly, row.name)
                 return None
+        split = _SPLIT.get(argv[0])
+        if split is not None and self.multi is None and self.link is None:
+            if arity_ok(split, len(argv)):
+                fanout.split(self, argv, split)
+                return None
         if self.multi is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
@@ -527,6 +532,8 @@ class Session:
         if conn is None:
             conn = self._conns[owner] = self.router.pool.get(owner, self.proto, self.id)
         conn.send(call.payload, call)
+
+    send_single = _send_single  # for fanout.split's one-slot case
 
     def route_single(self, argv: list[bytes], info: CommandInfo) -> None:
         slot = self.slot_of(argv)
@@ -599,3 +606,10 @@ for _name, _info in COMMANDS.items():
         for _spelling in (_name, _name.upper()):
             _SINGLE[_spelling] = (_info, key_finder(_info, include_not_key=True), _info.arity,
                                   "readonly" in _info.flags)
+
+# Commands split by slot (MGET, MSET, DEL …), by the same spellings: their row.
+_SPLIT: dict[bytes, CommandInfo] = {}
+for _name, _info in COMMANDS.items():
+    if _info.route == "split" and not _info.subcommands:
+        for _spelling in (_name, _name.upper()):
+            _SPLIT[_spelling] = _info

@@ -62,6 +62,29 @@ def split_by_slot(argv: Sequence[bytes], first: int, step: int) -> list[Part]:
     return list(parts.values())
 
 
+def plan_split(argv: Sequence[bytes], first: int, step: int) -> tuple[list[Part], bool]:
+    """``split_by_slot`` in one pass, plus whether the parts, taken in order, carry the keys
+    in their original order (each slot's keys are one run): then MGET's merged reply is the
+    parts' array bodies concatenated, with no framing."""
+    name = argv[0]
+    parts: dict[int, Part] = {}
+    key_index = 0
+    in_order = True
+    prev = -1
+    for i in range(first, len(argv), step):
+        slot = key_slot(argv[i])
+        part = parts.get(slot)
+        if part is None:
+            part = parts[slot] = Part(slot, [name], [])
+        elif slot != prev:
+            in_order = False
+        prev = slot
+        part.argv.extend(argv[i : i + step])
+        part.key_indices.append(key_index)
+        key_index += 1
+    return list(parts.values()), in_order
+
+
 def _first_error(replies: Sequence[bytes]) -> bytes | None:
     for r in replies:
         if r[:1] == b"-" or r[:1] == b"!":
@@ -93,6 +116,20 @@ def merge_in_order(parts: Sequence[Part], replies: Sequence[bytes], total_keys: 
         for idx, frame in zip(part.key_indices, array_elements(reply), strict=True):
             out[idx] = frame
     return b"*%d\r\n" % total_keys + b"".join(out)
+
+
+def merge_concat_in_order(replies: Sequence[bytes], total_keys: int) -> bytes:
+    """MGET when the parts carry the keys in order (``plan_split``): each part's array body
+    (its reply without the ``*<n>`` header) appended as is."""
+    err = _first_error(replies)
+    if err is not None:
+        return err
+    bodies = []
+    for r in replies:
+        if r[:1] != b"*":
+            raise ValueError(f"MGET part answered a non-array {r[:20]!r}")
+        bodies.append(r[r.index(b"\r\n") + 2 :])
+    return b"*%d\r\n" % total_keys + b"".join(bodies)
 
 
 def merge_sum(replies: Sequence[bytes]) -> bytes:
