@@ -31,18 +31,20 @@ class _Split:
     """One cross-slot request in flight: its parts' replies, counted down, then merged into
     the client's reply slot (no task, no event: the last reply's callback finishes it)."""
 
-    __slots__ = ("session", "reply_slot", "parts", "payloads", "readonly", "replies",
+    __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
                  "remaining", "merge", "total_keys")
 
-    def __init__(self, session: Session, reply_slot: ReplySlot, parts: list[splitter.Part],
-                 payloads: list[bytes], readonly: bool, merge: str, total_keys: int) -> None:
+    def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
+                 parts: list[splitter.Part] | None, payloads: list[bytes], readonly: bool,
+                 merge: str, total_keys: int) -> None:
         self.session = session
         self.reply_slot = reply_slot
-        self.parts = parts
+        self.slots = slots  # per part
+        self.parts = parts  # only for an MGET whose parts are not in key order
         self.payloads = payloads
         self.readonly = readonly
-        self.replies: list[bytes] = [b""] * len(parts)
-        self.remaining = len(parts)
+        self.replies: list[bytes] = [b""] * len(slots)
+        self.remaining = len(slots)
         self.merge = merge
         self.total_keys = total_keys
 
@@ -56,7 +58,7 @@ class _Split:
         """Part ``index`` as a ``Call`` of its own: only for the rare paths (redirects,
         retries, lost connections), which then run exactly as for any other request."""
         s = self.session
-        call = Call(s.router, self.payloads[index], self.parts[index].slot, self.readonly,
+        call = Call(s.router, self.payloads[index], self.slots[index], self.readonly,
                     s.proto, s.id, partial(self.part_done, index))
         call.node = node
         return call
@@ -81,7 +83,11 @@ class _NodeBatch:
             split = self.split
             split.session.router.on_error(split.part_call(index, self.node), raw)
         else:
-            self.split.part_done(index, raw)
+            split = self.split
+            split.replies[index] = raw
+            split.remaining -= 1
+            if split.remaining == 0:
+                split.reply_slot(_MERGES[split.merge](split))
 
     def on_failure(self, exc: Exception, sent: bool) -> None:
         index = self.indices[self.next]
@@ -91,6 +97,7 @@ class _NodeBatch:
 
 
 def _merge_mget(sp: _Split) -> bytes:
+    assert sp.parts is not None
     return splitter.merge_in_order(sp.parts, sp.replies, sp.total_keys)
 
 
@@ -116,20 +123,36 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
         return
     readonly = "readonly" in info.flags
-    parts, in_order = splitter.plan_split(argv, first, step)
-    if len(parts) == 1:
-        s.send_single(argv, parts[0].slot, readonly, info.name)
-        return
-    if merge == "in_order" and in_order:
-        merge = "concat_in_order"
-    payloads = [pack_command(tuple(part.argv)) for part in parts]
-    sp = _Split(s, s.new_slot(info.name), parts, payloads, readonly, merge,
+    name = argv[0]
+    slots = splitter.distinct_slots(argv, first, step)
+    parts: list[splitter.Part] | None = None
+    if slots is not None:  # each key a part of its own, in key order
+        if len(slots) == 1:
+            s.send_single(argv, slots[0], readonly, info.name)
+            return
+        if step == 1:
+            payloads = [pack_command((name, key)) for key in argv[first:]]
+        else:
+            payloads = [pack_command((name, *argv[i : i + step]))  # type: ignore[arg-type]
+                        for i in range(first, len(argv), step)]
+        if merge == "in_order":
+            merge = "concat_in_order"
+    else:
+        parts, in_order = splitter.plan_split(argv, first, step)
+        if len(parts) == 1:
+            s.send_single(argv, parts[0].slot, readonly, info.name)
+            return
+        if merge == "in_order" and in_order:
+            merge = "concat_in_order"
+        slots = [part.slot for part in parts]
+        payloads = [pack_command(tuple(part.argv)) for part in parts]
+    sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
                 (len(argv) - first) // step)
-    s.metrics.fanout(len(parts))
+    s.metrics.fanout(len(slots))
     owners = s.router.topology.owners
     by_node: dict[str, list[int]] = {}
-    for i, part in enumerate(parts):
-        owner = owners[part.slot]
+    for i, slot in enumerate(slots):
+        owner = owners[slot]
         if owner is None:
             s.router.send(sp.part_call(i, ""))  # unserved slot: the router's retry path
             continue
@@ -138,9 +161,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
             by_node[owner] = [i]
         else:
             indices.append(i)
-    pool = s.router.pool
     for node, indices in by_node.items():
-        conn = pool.get(node, s.proto, s.id)
+        conn = s.conn_to(node)
         if len(indices) == 1:
             payload = payloads[indices[0]]
         else:

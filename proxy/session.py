@@ -533,6 +533,16 @@ class Session:
             conn = self._conns[owner] = self.router.pool.get(owner, self.proto, self.id)
         conn.send(call.payload, call)
 
+    def conn_to(self, node: str) -> BackendConnection:
+        """This client's shared connection to ``node`` (always the same one, for order)."""
+        if self._conns_proto != self.proto:
+            self._conns.clear()
+            self._conns_proto = self.proto
+        conn = self._conns.get(node)
+        if conn is None:
+            conn = self._conns[node] = self.router.pool.get(node, self.proto, self.id)
+        return conn
+
     send_single = _send_single  # for fanout.split's one-slot case
 
     def route_single(self, argv: list[bytes], info: CommandInfo) -> None:

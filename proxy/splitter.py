@@ -62,6 +62,13 @@ def split_by_slot(argv: Sequence[bytes], first: int, step: int) -> list[Part]:
     return list(parts.values())
 
 
+def distinct_slots(argv: Sequence[bytes], first: int, step: int) -> list[int] | None:
+    """The slot of each key when no two keys share one (the usual cross-slot request: each
+    key is a part of its own, parts in key order), else None."""
+    slots = [key_slot(k) for k in argv[first::step]]
+    return slots if len(set(slots)) == len(slots) else None
+
+
 def plan_split(argv: Sequence[bytes], first: int, step: int) -> tuple[list[Part], bool]:
     """``split_by_slot`` in one pass, plus whether the parts, taken in order, carry the keys
     in their original order (each slot's keys are one run): then MGET's merged reply is the
