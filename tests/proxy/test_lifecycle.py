@@ -121,25 +121,29 @@ class ResettingNode:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
+        self.sock.settimeout(0.05)  # accept() wakes up to see close()
         self.port = self.sock.getsockname()[1]
         self.resets = 0
+        self._closed = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
-        while True:
+        while not self._closed.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except OSError:
-                return  # closed
+            except TimeoutError:
+                continue
+            conn.settimeout(5)
             conn.recv(1024)
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             conn.close()
             self.resets += 1
 
     def close(self) -> None:
-        self.sock.close()
+        self._closed.set()
         self._thread.join(5)
+        self.sock.close()
 
 
 def test_topology_query_reset_by_a_dying_node_is_survived(
