@@ -143,6 +143,7 @@ def test_client_vanishing_mid_pipeline_does_not_affect_others(
             errors.append(exc)
 
     t = threading.Thread(target=steady_client)
+    base = rss_bytes(slotgate.pid)
     t.start()
     try:
         big = b"".join(encode_command("MGET", *[f"{prefix}{j}" for j in range(i, i + 50)])
@@ -163,6 +164,9 @@ def test_client_vanishing_mid_pipeline_does_not_affect_others(
     assert slotgate.alive()
     with RawClient(slotgate.port) as c:
         assert c.call("PING") == b"+PONG\r\n"
+    grown = rss_bytes(slotgate.pid) - base
+    print(f"RSS growth after 5 clients vanished mid-pipeline: {grown / MB:.1f} MB")
+    assert grown < 200 * MB
 
 
 # --- resources: a client's bad or greedy behaviour costs bounded memory and nobody's time -----
