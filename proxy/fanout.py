@@ -130,8 +130,13 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         if len(slots) == 1:
             s.send_single(argv, slots[0], readonly, info.name)
             return
+        # Each part's multibulk: the command name's header, then the key (and value).
+        head = b"*%d\r\n$%d\r\n%s\r\n" % (step + 1, len(name), name)
         if step == 1:
-            payloads = [pack_command((name, key)) for key in argv[first:]]
+            payloads = [b"%s$%d\r\n%s\r\n" % (head, len(key), key) for key in argv[first:]]
+        elif step == 2:
+            payloads = [b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(k), k, len(v), v)
+                        for k, v in zip(argv[first::2], argv[first + 1 :: 2], strict=True)]
         else:
             payloads = [pack_command((name, *argv[i : i + step]))  # type: ignore[arg-type]
                         for i in range(first, len(argv), step)]

@@ -127,16 +127,19 @@ def merge_in_order(parts: Sequence[Part], replies: Sequence[bytes], total_keys: 
 
 def merge_concat_in_order(replies: Sequence[bytes], total_keys: int) -> bytes:
     """MGET when the parts carry the keys in order (``plan_split``): each part's array body
-    (its reply without the ``*<n>`` header) appended as is."""
-    err = _first_error(replies)
-    if err is not None:
-        return err
-    bodies = []
+    (its reply without the ``*<n>`` header) appended as is; or the first error."""
+    out = [b"*%d\r\n" % total_keys]
     for r in replies:
-        if r[:1] != b"*":
+        if r.startswith(b"*1\r\n"):
+            out.append(r[4:])
+        elif r[:1] == b"*":
+            out.append(r[r.index(b"\r\n") + 2 :])
+        else:
+            err = _first_error(replies)
+            if err is not None:
+                return err
             raise ValueError(f"MGET part answered a non-array {r[:20]!r}")
-        bodies.append(r[r.index(b"\r\n") + 2 :])
-    return b"*%d\r\n" % total_keys + b"".join(bodies)
+    return b"".join(out)
 
 
 def merge_sum(replies: Sequence[bytes]) -> bytes:
