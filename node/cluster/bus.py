@@ -326,6 +326,53 @@ BIT_OFFSETS: tuple[tuple[int, ...], ...] = tuple(
     tuple(i for i in range(8) if b & (1 << i)) for b in range(256))
 
 
+def bitmap_ranges(bitmap: bytes | bytearray) -> list[tuple[int, int]]:
+    """The runs of set slots in ``bitmap`` as ascending (first, last) pairs."""
+    x = int.from_bytes(bitmap, "little")  # LSB-first: slot s is bit s
+    starts = x & ~(x << 1)
+    if starts.bit_count() > _FEW_BITS:
+        return _pairs(bitmap_slots(bitmap))
+    ends = x & ~(x >> 1)
+    out: list[tuple[int, int]] = []
+    while starts:
+        low = starts & -starts
+        low_end = ends & -ends
+        out.append((low.bit_length() - 1, low_end.bit_length() - 1))
+        starts ^= low
+        ends ^= low_end
+    return out
+
+
+def bitmap_diff_slots(bitmap: bytes | bytearray, other: bytes | bytearray) -> list[int]:
+    """The slots set in ``bitmap`` and not in ``other``, ascending."""
+    x = int.from_bytes(bitmap, "little") & ~int.from_bytes(other, "little")
+    if x.bit_count() > _FEW_BITS:
+        return bitmap_slots(x.to_bytes(SLOTS_BYTES, "little"))
+    out: list[int] = []
+    while x:
+        low = x & -x
+        out.append(low.bit_length() - 1)
+        x ^= low
+    return out
+
+
+def bitmap_count(bitmap: bytes | bytearray) -> int:
+    return int.from_bytes(bitmap, "little").bit_count()
+
+
+_FEW_BITS = 64  # up to this many bits, single-bit extraction beats the byte table scan
+
+
+def _pairs(slots: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s in slots:
+        if out and out[-1][1] == s - 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out
+
+
 def bitmap_slots(bitmap: bytes | bytearray) -> list[int]:
     """Every slot set in ``bitmap``, ascending."""
     out: list[int] = []

@@ -103,7 +103,7 @@ class StateTracker:
                 and now_ms - self.first_call_ms < WRITABLE_DELAY_MS):
             return
         new_state = bus.STATE_OK
-        if require_full_coverage and (None in st.slots or any(
+        if require_full_coverage and (st.unbound or any(
                 n.numslots and n.flags & bus.F_FAIL for n in st.nodes.values())):
             new_state = bus.STATE_FAIL  # a slot unbound or bound to a FAIL node
         size = 0

@@ -314,7 +314,7 @@ class Engine(Messenger):
         if sender.is_master and dirty:
             self.update_slots_config_with(sender, m.config_epoch, m.myslots)
         if dirty:
-            for slot in bus.bitmap_slots(m.myslots):
+            for slot in bus.bitmap_diff_slots(m.myslots, sender.slots):
                 owner = st.slots[slot]
                 if owner is sender or owner is None:
                     continue
@@ -424,9 +424,9 @@ class Engine(Messenger):
             return
         dirty_slots: list[int] = []
         newmaster: Node | None = None
-        sender_slots = migrated_our_slots = 0
-        for slot in bus.bitmap_slots(slots):
-            sender_slots += 1
+        sender_slots = bus.bitmap_count(slots)
+        migrated_our_slots = 0
+        for slot in bus.bitmap_diff_slots(slots, sender.slots):  # the slots it has not yet
             owner = st.slots[slot]
             if owner is sender or slot in st.importing:
                 continue
@@ -552,14 +552,16 @@ class Engine(Messenger):
         self.tracker.update(self.st, self.cfg.node_timeout_ms, self.cfg.require_full_coverage,
                             self.clock_ms())
 
-    def before_sleep(self) -> None:
-        """Run pending work: state update, then save (+fsync) — before replies go out."""
+    def before_sleep(self, save: bool = True) -> None:
+        """Run pending work: state update, then save (+fsync) — before replies go out.
+        ``save=False`` leaves the save for later (the server runs it before any client
+        output is written, so one save covers every change of a batch of commands)."""
         st = self.st
         if self.ext is not None:
             self.ext.before_sleep()
         if st.todo & TODO_UPDATE_STATE:
             self.update_state()
-        if st.todo & TODO_SAVE:
+        if save and st.todo & TODO_SAVE:
             fsync = bool(st.todo & TODO_FSYNC)
             st.todo &= ~(TODO_SAVE | TODO_FSYNC)
             self.hooks.save(fsync)

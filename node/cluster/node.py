@@ -185,6 +185,16 @@ class ClusterNode:
     def before_sleep(self) -> None:
         self.engine.before_sleep()
 
+    def before_reply(self) -> None:
+        """The server's hook before client output is written: a pending nodes.conf save
+        (and fsync) runs first, as in Redis' clusterBeforeSleep. Commands only mark the
+        save, so a pipelined batch of them saves once."""
+        if self.state.todo & TODO_SAVE:
+            try:
+                self.engine.before_sleep()
+            except OSError:
+                pass  # logged by save(); the next change tries again
+
     def delete_keys_in_slot(self, slot: int) -> int:
         db = self.server.ks.dbs[0]
         keys = list(db.keys_in_slot(slot))
@@ -287,6 +297,7 @@ def install(server: Server) -> ClusterNode:
     server.cluster_route = cn.router.route
     server.cluster_keypos = cn.router.keypos
     server.cluster_keys_here = cn.router.keys_here
+    server.before_reply = cn.before_reply
     server.info_sections["cluster"] = cn.info_fields
     server.background_tasks.append(cn.run)
     server.update_slow()

@@ -1,10 +1,11 @@
 """``nodes.conf``: the cluster config file, written and read as Redis 7.0 does.
 
 Content: the CLUSTER NODES lines (handshake nodes left out), then
-``vars currentEpoch <n> lastVoteEpoch <n>``. Saved atomically: ``<file>.tmp-<pid>-<ms>``,
-fsync when asked (epoch changes, votes, role changes, RESET), rename over the file, and fsync
-of the directory when asked. The file is ``flock``ed for the life of the process so two nodes
-cannot share it. ``load`` applies Redis' load rules; a format error is fatal at start-up.
+``vars currentEpoch <n> lastVoteEpoch <n>``. Saved in place as Redis 7.0 does: one write
+from offset 0 (padded with ``\n`` when the file was longer), fsync when asked (epoch changes,
+votes, role changes, RESET), then truncated to the content's length. The file is ``flock``ed
+for the life of the process so two nodes cannot share it. ``load`` applies Redis' load rules;
+a format error is fatal at start-up.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import time
 from collections.abc import Callable
 
 from node.cluster import bus
@@ -61,31 +61,22 @@ class ConfigFile:
             self._lock_fd = None
 
     def save(self, text: str, fsync: bool) -> None:
-        """Write ``text`` atomically (tmp + [fsync] + rename [+ dir fsync]). Raises OSError."""
-        directory = os.path.dirname(os.path.abspath(self.path))
-        tmp = f"{self.path}.tmp-{os.getpid()}-{int(time.time() * 1000)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        """Write ``text`` over the file (clusterSaveConfig of 7.0). Raises OSError."""
+        data = text.encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            data = text.encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            size = os.fstat(fd).st_size
+            padded = data + b"\n" * (size - len(data)) if size > len(data) else data
+            view = memoryview(padded)
+            offset = 0
+            while offset < len(padded):
+                offset += os.pwrite(fd, view[offset:], offset)
             if fsync:
                 os.fsync(fd)
-        except BaseException:
+            if len(padded) != len(data):
+                os.ftruncate(fd, len(data))
+        finally:
             os.close(fd)
-            os.unlink(tmp)
-            raise
-        os.close(fd)
-        os.replace(tmp, self.path)
-        if fsync:
-            dfd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        if self._lock_fd is not None:
-            self.lock()  # the lock follows the new inode
 
     def read(self) -> str | None:
         """The file's text, or None when it is missing or empty (a new node)."""

@@ -67,6 +67,8 @@ def _single_key_index(full_name: str) -> int:
     return info.first_key
 
 
+# bitmap byte -> the 8 one-byte flags of its slots (LSB first)
+_BYTE_FLAGS = tuple(bytes((b >> i) & 1 for i in range(8)) for b in range(256))
 _NOTHING_FAST = bytes(16384)  # while the table is stale: every keyed command takes the full path
 
 
@@ -103,16 +105,15 @@ class Router:
 
     def _refresh(self) -> bytes | bytearray:
         st = self.st
-        fast = bytearray(16384)
         if st.state == bus.STATE_OK:
-            me = st.myself
-            for slot, owner in enumerate(st.slots):
-                if owner is me:
-                    fast[slot] = 1
+            # myself's bitmap marks exactly the slots bound to me (state.py keeps both)
+            fast = bytearray(b"".join([_BYTE_FLAGS[b] for b in st.myself.slots]))
             for slot in st.migrating:
                 fast[slot] = 0
             for slot in st.importing:
                 fast[slot] = 0
+        else:
+            fast = bytearray(16384)
         self._fast = fast
         self._stale = False
         self.server.cluster_slots = fast

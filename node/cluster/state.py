@@ -89,12 +89,13 @@ class Node:
         self.fail_reports: dict[bytes, int] = {}  # reporter name -> time (ms)
         self.last_in_ping_gossip = 0
         self.orphaned_time = 0
-        self._ranges: list[str] | None = None  # slot_ranges() of ``slots``, cached
+        self._ranges: list[str] | None = None  # slot_tokens(), cached
 
     def slot_tokens(self) -> list[str]:
         """The ``N`` / ``A-B`` tokens of this node's slots (cached until they change)."""
         if self._ranges is None:
-            self._ranges = slot_ranges(bus.bitmap_slots(self.slots)) if self.numslots else []
+            self._ranges = [str(a) if a == b else f"{a}-{b}"
+                            for a, b in bus.bitmap_ranges(self.slots)] if self.numslots else []
         return self._ranges
 
     # flags --------------------------------------------------------------------------------
@@ -142,6 +143,7 @@ class ClusterState:
         self.state = bus.STATE_FAIL
         self.size = 0  # masters with at least one slot
         self.slots: list[Node | None] = [None] * SLOT_COUNT
+        self.unbound = SLOT_COUNT  # slots bound to no node (``None`` in ``slots``)
         self.migrating: dict[int, Node] = {}  # slot -> target
         self.importing: dict[int, Node] = {}  # slot -> source
         self.blacklist: dict[bytes, int] = {}  # forgotten name -> expiry (unix s)
@@ -186,6 +188,7 @@ class ClusterState:
         for slot in range(SLOT_COUNT):
             if self.slots[slot] is node:
                 self.slots[slot] = None
+                self.unbound += 1
         for other in self.nodes.values():
             if other is not node:
                 other.fail_reports.pop(node.name, None)
@@ -226,6 +229,7 @@ class ClusterState:
         node.numslots += 1
         node._ranges = None
         self.slots[slot] = node
+        self.unbound -= 1
         self.generation += 1
         return True
 
@@ -237,6 +241,7 @@ class ClusterState:
         n.numslots -= 1
         n._ranges = None
         self.slots[slot] = None
+        self.unbound += 1
         self.generation += 1
         return True
 
@@ -323,29 +328,3 @@ class ClusterState:
 
 def _noop() -> None:
     return None
-
-
-def slot_ranges(slots: list[int]) -> list[str]:
-    """Ascending slots -> ``N`` / ``A-B`` tokens."""
-    out: list[str] = []
-    start = prev = -2
-    for s in slots:
-        if s == prev + 1:
-            prev = s
-            continue
-        if start >= 0:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = s
-    if start >= 0:
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-    return out
-
-
-def slot_pairs(slots: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s in slots:
-        if out and out[-1][1] == s - 1:
-            out[-1] = (out[-1][0], s)
-        else:
-            out.append((s, s))
-    return out

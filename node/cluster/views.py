@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from node.cluster import bus
-from node.cluster.state import Node, slot_pairs
+from node.cluster.state import Node
 from protocol.resp import array_header, bulk, integer, map_header
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def slots_reply(cn: ClusterNode, proto: int) -> bytes:
         if not n.is_master or not n.numslots:
             continue
         replicas = [r for r in n.replicas if _replica_available(r)]
-        for start, end in slot_pairs(bus.bitmap_slots(n.slots)):
+        for start, end in bus.bitmap_ranges(n.slots):
             parts = [array_header(3 + len(replicas)), integer(start), integer(end),
                      _node_entry(cn, n, proto)]
             parts += [_node_entry(cn, r, proto) for r in replicas]
@@ -110,7 +110,7 @@ def shards_reply(cn: ClusterNode, proto: int) -> bytes:
     masters = [n for n in st.nodes.values() if n.is_master]
     out = [array_header(len(masters))]
     for m in masters:
-        pairs = slot_pairs(bus.bitmap_slots(m.slots))
+        pairs = bus.bitmap_ranges(m.slots)
         out.append(map_header(2, proto))
         out.append(bulk(b"slots") + array_header(2 * len(pairs)))
         out.extend(integer(s) + integer(e) for s, e in pairs)

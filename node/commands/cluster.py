@@ -1,9 +1,11 @@
 """CLUSTER subcommands, ASKING, READONLY, READWRITE (Redis 7.0 clusterCommand).
 
 Each subcommand is one registered handler (``cluster|<sub>``); the dispatcher checks arity and
-unknown subcommands. A handler that changes the cluster view runs the cluster's pending work
-(state update, nodes.conf save with or without fsync) before returning, so the reply never
-goes out before the save, as Redis' clusterBeforeSleep guarantees. Replies and errors are the
+unknown subcommands. A handler that changes the cluster view runs the state update before
+returning and marks nodes.conf for saving (with or without fsync); the server runs the save
+before any client output is written (``ClusterNode.before_reply``), so the reply never goes
+out before the save, as Redis' clusterBeforeSleep guarantees, and a pipelined batch of
+changes saves once. Replies and errors are the
 exact texts of a real 7.0 node. Replies that describe nodes come from node/cluster/views.py.
 """
 
@@ -49,7 +51,7 @@ def cluster_of(c: Client) -> ClusterNode:
 
 def _done(cn: ClusterNode, todo: int) -> bytes:
     cn.state.changed(todo)
-    cn.before_sleep()
+    cn.engine.before_sleep(save=False)  # the save runs before the reply is written
     return OK
 
 
@@ -434,7 +436,7 @@ def cluster_bumpepoch(c: Client, argv: list[bytes]) -> bytes:
     cn = cluster_of(c)
     bumped = cn.engine.bump_epoch_without_consensus()
     cn.state.changed(TODO_SAVE | TODO_FSYNC)
-    cn.before_sleep()
+    cn.engine.before_sleep(save=False)  # the save runs before the reply is written
     word = "BUMPED" if bumped else "STILL"
     return simple(f"{word} {cn.state.myself.config_epoch}")
 
