@@ -9,11 +9,14 @@ other clients it yields at least every ``MAX_EAGER_READS`` reads that did not wa
 
 from __future__ import annotations
 
+import select
 import socket
+from collections.abc import Callable
 
 import trio
 
 MAX_EAGER_READS = 16  # consecutive reads served without waiting before a forced yield
+MAX_EVENTS = 256  # ready sockets taken per poller pass
 
 
 class Conn:
@@ -72,3 +75,49 @@ class Conn:
         if self.sock.fileno() != -1:
             trio.lowlevel.notify_closing(self.sock)
             self.sock.close()
+
+
+class Poller:
+    """One epoll set served by one task: ``serve(fd)`` runs synchronously for every ready
+    socket, all of a wake-up's ready sockets in one pass.
+
+    trio's ``wait_readable`` registers and unregisters the fd with its own epoll on every wait;
+    here each socket is registered once (level-triggered) and the task waits on the epoll fd
+    alone, so a pass costs one trio wait however many sockets are ready.
+    """
+
+    __slots__ = ("_ep", "_serve")
+
+    def __init__(self) -> None:
+        self._ep = select.epoll()
+        self._serve: dict[int, Callable[[], None]] = {}
+
+    def register(self, fd: int, serve: Callable[[], None]) -> None:
+        self._ep.register(fd, select.EPOLLIN)
+        self._serve[fd] = serve
+
+    def unregister(self, fd: int) -> None:
+        if self._serve.pop(fd, None) is not None:
+            try:
+                self._ep.unregister(fd)
+            except (OSError, ValueError):  # already closed
+                pass
+
+    async def run(self) -> None:
+        ep = self._ep
+        serve = self._serve
+        epfd = ep.fileno()
+        try:
+            while True:
+                events = ep.poll(0, MAX_EVENTS)
+                if not events:
+                    await trio.lowlevel.wait_readable(epfd)
+                    continue
+                for fd, _mask in events:
+                    fn = serve.get(fd)
+                    if fn is not None:
+                        fn()
+                # let other tasks (flushes, cron, handed-back clients) run between passes
+                await trio.lowlevel.checkpoint()
+        finally:
+            ep.close()

@@ -1,14 +1,18 @@
-"""The node's trio shell: listener, one task per client, active expiry, blocking waits.
+"""The node's trio shell: listener, clients, active expiry, blocking waits.
 
-Per client: ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests`` (handlers
-append encoded replies to ``c.out``) -> one ``send`` of the joined output per batch. Output for
-a client produced by someone else (a wake-up, PUBLISH, MONITOR) is sent by a short flush task
-started by ``Client.wake``. Only this module awaits.
-"""
+Clients are served by one poller task (``netio.Poller``): every ready socket in one pass,
+synchronously ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests``
+(handlers append encoded replies to ``c.out``) -> one non-blocking ``send``. Each client also
+has a task of its own, parked while the poller serves it; anything unusual (a blocking
+command, a close, a protocol error, EOF, a full send buffer, the query-buffer limit) is
+handed back to that task, which finishes it with awaits and then hands the client to the
+poller again. Output for a client produced by someone else (a wake-up, PUBLISH, MONITOR) is
+sent by a short flush task started by ``Client.wake``. Only this module awaits."""
 
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import logging
 import math
@@ -27,7 +31,8 @@ from node.commands import load_all
 from node.commands.registry import Command, build_table
 from node.config import Config
 from node.keyspace import Keyspace
-from node.netio import Conn
+from node.netio import Conn, Poller
+from protocol.resp import ProtocolError, RequestReader
 
 log = logging.getLogger("node")
 
@@ -86,6 +91,7 @@ class Server:
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
         self.nursery: trio.Nursery | None = None
+        self.poller: Poller | None = None  # serves idle clients' sockets (node/netio.py)
         self.last_save_time = int(time.time())
         # Checks run before every command off the fast path (replica READONLY, NOREPLICAS):
         # fn(c, cmd, argv) -> an error reply, or None to go on.
@@ -234,8 +240,6 @@ class Server:
             sock.close()
 
     async def _client_loop(self, c: Client, sock: Conn) -> None:
-        from protocol.resp import ProtocolError, RequestReader
-
         cfg = self.config
         reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
         qbuf_limit = int(cfg.get("client-query-buffer-limit"))
@@ -256,55 +260,172 @@ class Server:
                     scope.cancel()
 
         c.wake = wake
+        poller = self.poller
+        fd = sock.sock.fileno()
+        buffered = reader.buffered_bytes
+        first = True
+        while True:
+            if poller is not None:
+                # The poller serves this client until something needs this task: a blocking
+                # command, a close, a protocol error, EOF, the query-buffer limit.
+                handed: list[tuple[Any, ...]] = []
+                ev = trio.Event()
+                serve = functools.partial(self._serve_polled, c, sock, reader, qbuf_limit, ev,
+                                          handed)
+                if first:  # a new connection may have sent something (or closed) already
+                    first = False
+                    serve()
+                poller.register(fd, serve)
+                try:
+                    await ev.wait()
+                finally:
+                    poller.unregister(fd)
+                what = handed[0]
+                kind = what[0]
+                if kind == "eof":
+                    return
+                if kind == "error":
+                    raise what[1]
+                if kind == "proto":
+                    self._protocol_error(c, what[1])
+                    await self._flush(c, sock)
+                    return
+                if kind == "batch" and not await self._process(c, sock, reader, what[1], what[2]):
+                    return
+                if c.out:
+                    await self._flush(c, sock)
+            else:
+                data = await sock.recv(RECV_SIZE)
+                if not data:
+                    return
+                self.stat_net_input_bytes += len(data)
+                reader.feed(data)
+                if not await self._process(c, sock, reader, [], 0):
+                    return
+                if c.out:
+                    await self._flush(c, sock)
+            if buffered() > qbuf_limit:
+                self._qbuf_overflow(c)
+                return
+
+    def _serve_polled(self, c: Client, sock: Conn, reader: RequestReader, qbuf_limit: int,
+                      ev: trio.Event, handed: list[tuple[Any, ...]]) -> None:
+        """One ready client, synchronously: read, run every complete request, send. Anything
+        unusual is handed back to the client's task (``handed``, ``ev``) to finish."""
+        if ev.is_set() or c.killed:
+            return
+        try:
+            data = sock.sock.recv(RECV_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            handed.append(("error", e))
+            ev.set()
+            return
+        if not data:
+            handed.append(("eof",))
+            ev.set()
+            return
+        self.stat_net_input_bytes += len(data)
+        reader.feed(data)
         run = dispatch.run_requests
         extra = c.extra
-        buffered = reader.buffered_bytes
-        eager = True
-        while True:
-            # Right after a reply the client is usually still reading it: a read attempt
-            # would only hit EAGAIN, so wait for readability directly.
-            data = await sock.recv(RECV_SIZE, eager)
-            if not data:
-                return
-            self.stat_net_input_bytes += len(data)
-            reader.feed(data)
-            extra["running"] = True
-            try:
+        extra["running"] = True
+        try:
+            while True:
+                try:
+                    reqs = reader.get_requests()
+                except ProtocolError as e:
+                    handed.append(("proto", e))
+                    ev.set()
+                    return
+                if not reqs:
+                    break
+                idx = run(c, reqs, 0)
+                if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
+                    handed.append(("batch", reqs, idx))
+                    ev.set()
+                    return
+                c.last_interaction_ms = int(time.time() * 1000)
+                if not reader.buffered_bytes():
+                    break
+        finally:
+            extra["running"] = False
+        if c.out and not extra.get("sending") and not self._send_now(c, sock):
+            # the kernel buffer is full: the task sends the rest before reading on
+            handed.append(("flush",))
+            ev.set()
+            return
+        if reader.buffered_bytes() > qbuf_limit:
+            handed.append(("qbuf",))
+            ev.set()
+
+    def _send_now(self, c: Client, sock: Conn) -> bool:
+        """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``."""
+        if self.before_reply is not None:
+            self.before_reply()
+        out = c.out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        try:
+            sent = sock.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.kill_client(c)
+            return True
+        self.stat_net_output_bytes += sent
+        if sent < len(data):
+            out.append(bytes(memoryview(data)[sent:]))
+            return False
+        return True
+
+    async def _process(self, c: Client, sock: Conn, reader: RequestReader,
+                       reqs: list[list[bytes]], idx: int) -> bool:
+        """Run ``reqs[idx:]``, then every complete request buffered in ``reader`` (parking
+        while blocked). False: the connection is to be closed."""
+        run = dispatch.run_requests
+        extra = c.extra
+        extra["running"] = True
+        try:
+            while True:
                 while True:
-                    try:
-                        reqs = reader.get_requests()
-                    except ProtocolError as e:
-                        c.out.append(b"-" + str(e).encode() + b"\r\n")
+                    if c.close_after_reply:
                         await self._flush(c, sock)
-                        log.debug("protocol error from %s: %s", c.addr, e)
-                        return
-                    if not reqs:
+                        return False
+                    if c.blocked is not None:
+                        await self._flush(c, sock)
+                        extra["running"] = False
+                        await self._wait_unblocked(c, sock, reader)
+                        extra["running"] = True
+                        if c.killed:
+                            return False
+                    if idx >= len(reqs):
                         break
-                    idx = 0
-                    while idx < len(reqs):
-                        idx = run(c, reqs, idx)
-                        if c.close_after_reply:
-                            await self._flush(c, sock)
-                            return
-                        if c.blocked is not None:
-                            await self._flush(c, sock)
-                            extra["running"] = False
-                            await self._wait_unblocked(c, sock, reader)
-                            extra["running"] = True
-                            if c.killed:
-                                return
+                    idx = run(c, reqs, idx)
+                if reqs:
                     c.last_interaction_ms = int(time.time() * 1000)
-                    if not buffered():
-                        break
-            finally:
-                extra["running"] = False
-            eager = not c.out
-            if c.out:
-                await self._flush(c, sock)
-            if buffered() > qbuf_limit:
-                log.warning("Closing client that reached max query buffer length: id=%d addr=%s",
-                            c.id, c.addr)
-                return
+                    if not reader.buffered_bytes():
+                        return True
+                try:
+                    reqs = reader.get_requests()
+                except ProtocolError as e:
+                    self._protocol_error(c, e)
+                    await self._flush(c, sock)
+                    return False
+                if not reqs:
+                    return True
+                idx = 0
+        finally:
+            extra["running"] = False
+
+    def _protocol_error(self, c: Client, e: ProtocolError) -> None:
+        c.out.append(b"-" + str(e).encode() + b"\r\n")
+        log.debug("protocol error from %s: %s", c.addr, e)
+
+    def _qbuf_overflow(self, c: Client) -> None:
+        log.warning("Closing client that reached max query buffer length: id=%d addr=%s",
+                    c.id, c.addr)
 
     async def _wait_unblocked(self, c: Client, sock: Conn, reader: Any) -> None:
         """Park until ``c`` is served, times out, is unblocked or disconnects. Input that
@@ -367,6 +488,8 @@ class Server:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
+                self.poller = Poller()
+                nursery.start_soon(self.poller.run)
                 for lsock in listeners:
                     nursery.start_soon(self._accept_loop, lsock)
                 nursery.start_soon(self._cron)
@@ -378,6 +501,7 @@ class Server:
             for lsock in listeners:
                 lsock.close()
             self.nursery = None
+            self.poller = None
 
     async def _open_listeners(self) -> list[trio.socket.SocketType]:
         addrs = str(self.config.get("bind")).split()

@@ -1,0 +1,155 @@
+"""Throughput of our node (standalone) against a real redis-server, same run, alternating.
+
+Both servers run pinned to CPU 0 (``taskset -c 0``), ``redis-benchmark`` to CPU 1, so each
+server gets one core and the load generator the other. Every round runs, for each pipeline
+depth, ``redis-benchmark -c 50 -n N -P p -t set,get,incr,lpush,hset,mset --csv`` against the
+node, then against redis-server (the order flips every round). Ratios node/redis are taken per
+round and their median reported. The server's CPU time (utime + stime from /proc/<pid>/stat)
+is read around each run: CPU-µs per request. Everything started is stopped by PID.
+
+    .venv/bin/python bench/bench_node.py [--rounds 3] [--requests 100000] [--pipelined 400000]
+        [--tests set,get,incr,lpush,hset,mset] [--before DIR]
+
+``--before DIR``: also run the node from another tree (e.g. ``git archive REV | tar -x -C DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support import ManagedProcess, redis_server, slotgate_node  # noqa: E402
+
+CLIENTS = 50
+PIPELINES = (1, 16)
+TESTS = "set,get,incr,lpush,hset,mset"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+REDIS_BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+SERVER_CPU = "0"
+BENCH_CPU = "1"
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def run_benchmark(port: int, n: int, pipeline: int, tests: str) -> dict[str, float]:
+    """requests/s per test name (lower case) from one redis-benchmark run."""
+    argv = ["taskset", "-c", BENCH_CPU, REDIS_BENCHMARK, "-h", "127.0.0.1", "-p", str(port),
+            "-c", str(CLIENTS), "-n", str(n), "-P", str(pipeline), "-t", tests, "--csv"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600).stdout
+    rps: dict[str, float] = {}
+    for row in csv.reader(io.StringIO(out)):
+        if len(row) < 2 or row[0] == "test":
+            continue
+        name = row[0].split()[0].lower()
+        rps[name] = float(row[1])
+    return rps
+
+
+def pinned(proc: ManagedProcess) -> ManagedProcess:
+    proc.argv = ["taskset", "-c", SERVER_CPU, *proc.argv]  # taskset execs: same PID
+    return proc
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=100_000, help="requests per run at -P 1")
+    ap.add_argument("--pipelined", type=int, default=400_000, help="requests per run at -P 16")
+    ap.add_argument("--tests", default=TESTS)
+    ap.add_argument("--before", type=Path, default=None, help="another tree's node, for before/after")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
+        work = Path(tmp)
+        targets: dict[str, ManagedProcess] = {
+            "node": pinned(slotgate_node(work)),
+            "redis": pinned(redis_server(work)),
+        }
+        if args.before is not None:
+            targets["before"] = pinned(slotgate_node(work / "before"))
+        cwd_env = os.environ.get("PYTHONPATH")
+        try:
+            for name, proc in targets.items():
+                if name == "before":
+                    os.environ["PYTHONPATH"] = str(args.before.resolve())
+                    try:
+                        proc.start()
+                    finally:
+                        if cwd_env is None:
+                            os.environ.pop("PYTHONPATH", None)
+                        else:
+                            os.environ["PYTHONPATH"] = cwd_env
+                else:
+                    proc.start()
+            # results[(pipeline, test, target)] -> list of rps; cpu_us[(pipeline, target)]
+            results: dict[tuple[int, str, str], list[float]] = {}
+            cpu_us: dict[tuple[int, str], list[float]] = {}
+            tests = args.tests.split(",")
+            order = list(targets)
+            for rnd in range(args.rounds):
+                for pipeline in PIPELINES:
+                    n = args.requests if pipeline == 1 else args.pipelined
+                    for name in (order if rnd % 2 == 0 else order[::-1]):
+                        proc = targets[name]
+                        proc.client().flushall()
+                        c0 = cpu_s(proc.pid)
+                        rps = run_benchmark(proc.port, n, pipeline, args.tests)
+                        used = cpu_s(proc.pid) - c0
+                        cpu_us.setdefault((pipeline, name), []).append(
+                            used / (n * len(tests)) * 1e6)
+                        for t in tests:
+                            results.setdefault((pipeline, t, name), []).append(rps[t])
+                        print(f"round {rnd} -P {pipeline} {name}: "
+                              + " ".join(f"{t}={rps[t]:.0f}" for t in tests)
+                              + f" cpu={cpu_us[(pipeline, name)][-1]:.1f}us/req", flush=True)
+            report(results, cpu_us, tests, list(targets), args.rounds)
+        finally:
+            for proc in targets.values():
+                proc.stop()
+
+
+def report(results: dict[tuple[int, str, str], list[float]], cpu_us: dict[tuple[int, str], list[float]],
+           tests: list[str], names: list[str], rounds: int) -> None:
+    others = [n for n in names if n != "redis"]
+    head = "| -P | test | redis rps | " + " | ".join(f"{n} rps | {n}/redis" for n in others) + " |"
+    print()
+    print(head)
+    print("|" + "---|" * (3 + 2 * len(others)))
+    for pipeline in PIPELINES:
+        for t in tests + ["cpu"]:
+            if t == "cpu":
+                red = statistics.median(cpu_us[(pipeline, "redis")])
+                cells = [f"{red:.1f} µs/req CPU"]
+                for n in others:
+                    ours = statistics.median(cpu_us[(pipeline, n)])
+                    cells += [f"{ours:.1f} µs/req CPU", f"{red / ours:.2f}x"]
+                print(f"| {pipeline} | server CPU | " + " | ".join(cells) + " |")
+                continue
+            red_l = results[(pipeline, t, "redis")]
+            cells = [f"{statistics.median(red_l):,.0f}"]
+            for n in others:
+                ours_l = results[(pipeline, t, n)]
+                ratios = [o / r for o, r in zip(ours_l, red_l, strict=True)]
+                cells += [f"{statistics.median(ours_l):,.0f}", f"{statistics.median(ratios):.2f}x"]
+            print(f"| {pipeline} | {t} | " + " | ".join(cells) + " |")
+    print(f"\nmedians of {rounds} rounds; ratio = median of per-round ratios")
+
+
+if __name__ == "__main__":
+    main()
