@@ -259,13 +259,14 @@ def test_active_expiry_removes_untouched_keys_and_breaks_watch(tmp_path: Path) -
     node = slotgate_node(tmp_path, extra=["--hz", "50"]).start()
     try:
         r = node.client()
-        r.set("watched", "v", px=200)
+        watcher = node.client()
+        pipe = watcher.pipeline(transaction=True)
+        r.set("watched", "v", px=1500)
+        pipe.watch("watched")  # WATCHed while it exists, however slow the machine is
+        assert r.exists("watched") == 1
         for i in range(300):
             r.set(f"tmp:{i}", "v", px=100)
         r.set("keep", "v")
-        watcher = node.client()
-        pipe = watcher.pipeline(transaction=True)
-        pipe.watch("watched")
         deadline = time.monotonic() + 10
         while r.dbsize() > 1 and time.monotonic() < deadline:
             time.sleep(0.05)
