@@ -1,11 +1,12 @@
 """``nodes.conf``: the cluster config file, written and read as Redis 7.0 does.
 
 Content: the CLUSTER NODES lines (handshake nodes left out), then
-``vars currentEpoch <n> lastVoteEpoch <n>``. Saved in place as Redis 7.0 does: one write
-from offset 0 (padded with ``\n`` when the file was longer), fsync when asked (epoch changes,
-votes, role changes, RESET), then truncated to the content's length. The file is ``flock``ed
-for the life of the process so two nodes cannot share it. ``load`` applies Redis' load rules;
-a format error is fatal at start-up.
+``vars currentEpoch <n> lastVoteEpoch <n>``. Saved atomically (as Redis 7.2 does; 7.0 writes
+in place and a crash mid-write can leave a torn file): ``<file>.tmp-<pid>``, fsync when asked
+(epoch changes, votes, role changes, RESET), rename over the file, and fsync of the directory
+when asked. Saves are coalesced to one per event-loop batch by the caller, so the rename costs
+little. The file is ``flock``ed for the life of the process so two nodes cannot share it.
+``load`` applies Redis' load rules; a format error is fatal at start-up.
 """
 
 from __future__ import annotations
@@ -61,22 +62,29 @@ class ConfigFile:
             self._lock_fd = None
 
     def save(self, text: str, fsync: bool) -> None:
-        """Write ``text`` over the file (clusterSaveConfig of 7.0). Raises OSError."""
-        data = text.encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        """Write ``text`` atomically (tmp + [fsync] + rename [+ dir fsync]). Raises OSError."""
+        tmp = f"{self.path}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            size = os.fstat(fd).st_size
-            padded = data + b"\n" * (size - len(data)) if size > len(data) else data
-            view = memoryview(padded)
-            offset = 0
-            while offset < len(padded):
-                offset += os.pwrite(fd, view[offset:], offset)
+            view = memoryview(text.encode())
+            while view:
+                view = view[os.write(fd, view):]
             if fsync:
                 os.fsync(fd)
-            if len(padded) != len(data):
-                os.ftruncate(fd, len(data))
-        finally:
+        except BaseException:
             os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
+        os.replace(tmp, self.path)
+        if fsync:
+            dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        if self._lock_fd is not None:
+            self.lock()  # the lock follows the new inode
 
     def read(self) -> str | None:
         """The file's text, or None when it is missing or empty (a new node)."""
