@@ -262,8 +262,9 @@ class Engine(Messenger):
                 ln.flags &= ~bus.F_HANDSHAKE
                 ln.flags |= m.flags & (bus.F_MASTER | bus.F_SLAVE)
                 st.changed(TODO_SAVE)
-                sender = ln
-                sender.data_received = now
+                ln.data_received = now
+                # as in Redis, the sender was looked up before the rename: this PONG ends the
+                # handshake only; roles, slots and gossip come with the next PING/PONG
             elif ln.name != m.sender:
                 log.info("PONG contains mismatching sender ID. About node %s added %d ms ago, "
                          "having flags %d", ln.name.decode(), now - ln.ctime, ln.flags)
