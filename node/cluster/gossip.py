@@ -553,16 +553,14 @@ class Engine(Messenger):
         self.tracker.update(self.st, self.cfg.node_timeout_ms, self.cfg.require_full_coverage,
                             self.clock_ms())
 
-    def before_sleep(self, save: bool = True) -> None:
-        """Run pending work: state update, then save (+fsync) — before replies go out.
-        ``save=False`` leaves the save for later (the server runs it before any client
-        output is written, so one save covers every change of a batch of commands)."""
+    def before_sleep(self) -> None:
+        """Run pending work: state update, then save (+fsync) — before replies go out."""
         st = self.st
         if self.ext is not None:
             self.ext.before_sleep()
         if st.todo & TODO_UPDATE_STATE:
             self.update_state()
-        if save and st.todo & TODO_SAVE:
+        if st.todo & TODO_SAVE:
             fsync = bool(st.todo & TODO_FSYNC)
             st.todo &= ~(TODO_SAVE | TODO_FSYNC)
             self.hooks.save(fsync)

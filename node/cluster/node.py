@@ -186,10 +186,10 @@ class ClusterNode:
         self.engine.before_sleep()
 
     def before_reply(self) -> None:
-        """The server's hook before client output is written: a pending nodes.conf save
-        (and fsync) runs first, as in Redis' clusterBeforeSleep. Commands only mark the
-        save, so a pipelined batch of them saves once."""
-        if self.state.todo & TODO_SAVE:
+        """The server's hook before client output is written: pending work (state update,
+        nodes.conf save and fsync) runs first, as in Redis' clusterBeforeSleep. Commands only
+        mark it, so a pipelined batch of them saves once."""
+        if self.state.todo:
             try:
                 self.engine.before_sleep()
             except OSError:

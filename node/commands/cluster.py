@@ -1,11 +1,11 @@
 """CLUSTER subcommands, ASKING, READONLY, READWRITE (Redis 7.0 clusterCommand).
 
 Each subcommand is one registered handler (``cluster|<sub>``); the dispatcher checks arity and
-unknown subcommands. A handler that changes the cluster view runs the state update before
-returning and marks nodes.conf for saving (with or without fsync); the server runs the save
+unknown subcommands. A handler that changes the cluster view marks the work Redis does in
+clusterBeforeSleep (state update, nodes.conf save with or without fsync); the server runs it
 before any client output is written (``ClusterNode.before_reply``), so the reply never goes
-out before the save, as Redis' clusterBeforeSleep guarantees, and a pipelined batch of
-changes saves once. Replies and errors are the
+out before the save, the commands after it in the same pipelined batch see the state as
+Redis' do, and a batch of changes saves once. Replies and errors are the
 exact texts of a real 7.0 node. Replies that describe nodes come from node/cluster/views.py.
 """
 
@@ -50,8 +50,7 @@ def cluster_of(c: Client) -> ClusterNode:
 
 
 def _done(cn: ClusterNode, todo: int) -> bytes:
-    cn.state.changed(todo)
-    cn.engine.before_sleep(save=False)  # the save runs before the reply is written
+    cn.state.changed(todo)  # state update and save run before the reply is written
     return OK
 
 
@@ -435,8 +434,7 @@ def cluster_set_config_epoch(c: Client, argv: list[bytes]) -> bytes:
 def cluster_bumpepoch(c: Client, argv: list[bytes]) -> bytes:
     cn = cluster_of(c)
     bumped = cn.engine.bump_epoch_without_consensus()
-    cn.state.changed(TODO_SAVE | TODO_FSYNC)
-    cn.engine.before_sleep(save=False)  # the save runs before the reply is written
+    cn.state.changed(TODO_SAVE | TODO_FSYNC)  # saved before the reply is written
     word = "BUMPED" if bumped else "STILL"
     return simple(f"{word} {cn.state.myself.config_epoch}")
 
