@@ -239,9 +239,7 @@ def test_publish_crosses_the_bus_both_ways(mixed: list[ManagedProcess]) -> None:
 def test_debug_drop_cluster_packet_filter(tmp_path: Path) -> None:
     """Dropping PONGs on one node leaves its ping to the peer unanswered (ping_sent stays
     set); other traffic still proves the peer alive, so no PFAIL (as in Redis 7.0, where any
-    packet counts as liveness). -1 removes the filter; the unanswered ping then stays pending,
-    exactly as on a real 7.0 node (no new PING goes out while one is in flight, and the link
-    is not dropped while data keeps arriving)."""
+    packet counts as liveness). -1 removes the filter and the peer stays healthy."""
     a, b = start_nodes(tmp_path, 2, extra=["--enable-debug-command", "yes"])
     try:
         a.client().execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 8191)
@@ -255,13 +253,17 @@ def test_debug_drop_cluster_packet_filter(tmp_path: Path) -> None:
 
         assert a.client().execute_command("DEBUG", "DROP-CLUSTER-PACKET-FILTER", 1) == b"OK"
         wait_for(lambda: ping_sent() != 0, "a waits for a PONG")
-        first = ping_sent()
-        time.sleep(2.5)  # > node_timeout: still the same unanswered ping, yet no PFAIL
-        assert ping_sent() == first
-        assert not {"fail?", "fail"} & set(flags_of(a, bid))
+        # > node_timeout: a ping stays unanswered the whole time, yet no PFAIL. (Whether it is
+        # the same ping depends on timing: b's traffic arrives about every node_timeout/2, the
+        # very bound at which the cron drops a link with a pending ping, on Redis too.)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            assert ping_sent() != 0
+            assert not {"fail?", "fail"} & set(flags_of(a, bid))
+            time.sleep(0.25)
         assert a.client().execute_command("DEBUG", "DROP-CLUSTER-PACKET-FILTER", -1) == b"OK"
         time.sleep(1)
-        assert ping_sent() == first and not {"fail?", "fail"} & set(flags_of(a, bid))
+        assert not {"fail?", "fail"} & set(flags_of(a, bid))
     finally:
         a.stop()
         b.stop()
