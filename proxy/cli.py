@@ -205,9 +205,13 @@ def up(ns: argparse.Namespace) -> int:
         print(f"slotgate up: {exc}", file=sys.stderr)
         return 1
     finally:
+        # A second Ctrl-C while stopping must not orphan the children: signals are ignored
+        # until every child is gone, then the caller's handlers come back.
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        _stop_all(procs)
         for s, h in previous.items():
             signal.signal(s, h)
-        _stop_all(procs)
 
 
 def cluster(ns: argparse.Namespace) -> int:

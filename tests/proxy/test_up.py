@@ -76,6 +76,9 @@ def test_up_serves_whole_cluster_and_stops_everything(tmp_path: Path, replicas: 
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5) as resp:
             assert b"slotgate_" in resp.read()
 
+        # Impatient operators press Ctrl-C twice: the second must not orphan any child.
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         deadline = time.monotonic() + 10
