@@ -28,6 +28,8 @@ from node.commands.typeutil import (
     parse_positive,
     parse_range,
     parse_timeout_s,
+    pop_first,
+    pop_or_block,
 )
 from node.commands.util import LONG_MAX, parse_int
 from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError
@@ -543,27 +545,15 @@ def _key_reply(key: bytes, x: bytes) -> bytes:
 
 def _bpop(c: Client, argv: list[bytes], left: bool) -> bytes:
     timeout_s = parse_timeout_s(argv[-1])
-    keys = argv[1:-1]
-    db = c.db
     pop_name = b"LPOP" if left else b"RPOP"
-    for key in keys:
-        v = _get(db, key)
-        if v is not None:
-            x = _pop_n(db, key, v, left, 1)[0]
-            c.ks.dirty += 1
-            c.propagate_as = [[pop_name, key]]
-            return _key_reply(key, x)
 
-    def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
-        v = sdb.lookup(key)
-        if type(v) is not RList:
-            return None
-        x = _pop_n(sdb, key, v, left, 1)[0]
+    def pop(bc: Client, db: Database, key: bytes, v: RList) -> bytes:
+        x = _pop_n(db, key, v, left, 1)[0]
         bc.ks.dirty += 1
         bc.propagate_as = [[pop_name, key]]
         return _key_reply(key, x)
 
-    return c.block(list(dict.fromkeys(keys)), timeout_s, serve, argv)
+    return pop_or_block(c, argv[1:-1], timeout_s, argv, RList, _get, pop)
 
 
 @command("blpop")
@@ -599,38 +589,25 @@ def _mpop_reply(key: bytes, items: list[bytes]) -> bytes:
     return b"*2\r\n$%d\r\n%s\r\n%s" % (len(key), key, bulks(items))
 
 
-def _mpop_serve(c: Client, db: Database, key: bytes, v: RList, left: bool, count: int) -> bytes:
-    items = _pop_n(db, key, v, left, count)
-    c.ks.dirty += len(items)
-    c.propagate_as = [[b"LPOP" if left else b"RPOP", key, b"%d" % len(items)]]
-    return _mpop_reply(key, items)
+def _mpop(left: bool, count: int) -> Callable[[Client, Database, bytes, RList], bytes]:
+    def pop(c: Client, db: Database, key: bytes, v: RList) -> bytes:
+        items = _pop_n(db, key, v, left, count)
+        c.ks.dirty += len(items)
+        c.propagate_as = [[b"LPOP" if left else b"RPOP", key, b"%d" % len(items)]]
+        return _mpop_reply(key, items)
+
+    return pop
 
 
 @command("lmpop")
 def lmpop(c: Client, argv: list[bytes]) -> bytes:
     keys, left, count = _mpop_args(argv, 1)
-    db = c.db
-    for key in keys:
-        v = _get(db, key)
-        if v is not None:
-            return _mpop_serve(c, db, key, v, left, count)
-    return c.null_array
+    served = pop_first(c, keys, _get, _mpop(left, count))
+    return c.null_array if served is None else served
 
 
 @command("blmpop")
 def blmpop(c: Client, argv: list[bytes]) -> bytes:
     keys, left, count = _mpop_args(argv, 2)
     timeout_s = parse_timeout_s(argv[1])
-    db = c.db
-    for key in keys:
-        v = _get(db, key)
-        if v is not None:
-            return _mpop_serve(c, db, key, v, left, count)
-
-    def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
-        v = sdb.lookup(key)
-        if type(v) is not RList:
-            return None
-        return _mpop_serve(bc, sdb, key, v, left, count)
-
-    return c.block(list(dict.fromkeys(keys)), timeout_s, serve, argv)
+    return pop_or_block(c, keys, timeout_s, argv, RList, _get, _mpop(left, count))

@@ -7,11 +7,17 @@ import hashlib
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from node.commands.util import LONG_MAX, parse_int
 from node.errors import NOT_INTEGER, SYNTAX, TIMEOUT_NEGATIVE, TIMEOUT_NOT_FLOAT, CommandError
 from node.glob import compile_glob
+
+if TYPE_CHECKING:
+    from node.client import Client
+    from node.keyspace import Database
+
+V = TypeVar("V")
 
 MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 NUMKEYS_POSITIVE = "ERR numkeys should be greater than 0"
@@ -69,6 +75,43 @@ def parse_timeout_s(arg: bytes) -> float:
 def parse_numkeys(argv: list[bytes], idx: int) -> int:
     """The numkeys of LMPOP/ZMPOP-like commands (1..LONG_MAX)."""
     return parse_range(argv[idx], 1, LONG_MAX, NUMKEYS_POSITIVE)
+
+
+# --- pops that serve the first non-empty key, or block on them (the list and zset pops) -------
+
+
+def pop_first(
+    c: Client, keys: list[bytes], get: Callable[[Database, bytes], V | None],
+    pop: Callable[[Client, Database, bytes, V], bytes],
+) -> bytes | None:
+    """``pop`` the first of ``keys`` that holds a value, in order (``get`` answers WRONGTYPE
+    for a key of another type on the way, as Redis does); None when every key is empty."""
+    db = c.db
+    for key in keys:
+        v = get(db, key)
+        if v is not None:
+            return pop(c, db, key, v)
+    return None
+
+
+def pop_or_block(
+    c: Client, keys: list[bytes], timeout_s: float, argv: list[bytes], kind: type[V],
+    get: Callable[[Database, bytes], V | None], pop: Callable[[Client, Database, bytes, V], bytes],
+) -> bytes:
+    """A blocking pop (BLPOP, BLMPOP, BZPOPMIN, BZMPOP...): served at once like
+    :func:`pop_first`, else the client blocks on the keys (each once, first-seen order) and is
+    served by the first push of a ``kind`` value to one of them."""
+    served = pop_first(c, keys, get, pop)
+    if served is not None:
+        return served
+
+    def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
+        v = sdb.lookup(key)
+        if type(v) is not kind:
+            return None
+        return pop(bc, sdb, key, v)
+
+    return c.block(list(dict.fromkeys(keys)), timeout_s, serve, argv)
 
 
 _HDR = [b"$%d" % n for n in range(1024)]  # bulk headers of short strings, precomputed

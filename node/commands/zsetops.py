@@ -8,6 +8,7 @@ rewrites them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from node.commands.registry import command
@@ -19,6 +20,8 @@ from node.commands.typeutil import (
     parse_positive,
     parse_range,
     parse_timeout_s,
+    pop_first,
+    pop_or_block,
 )
 from node.commands.util import LONG_MAX, parse_int
 from node.commands.zsets import deleted_all, emit, get_zset, parse_score, store_result
@@ -238,27 +241,14 @@ def zpopmax(c: Client, argv: list[bytes]) -> bytes:
 
 def _bzpop(c: Client, argv: list[bytes], use_max: bool) -> bytes:
     timeout_s = parse_timeout_s(argv[-1])
-    keys = argv[1:-1]
     name = b"ZPOPMAX" if use_max else b"ZPOPMIN"
-    db = c.db
 
-    def reply(bc: Client, sdb: Database, key: bytes, z: ZSet) -> bytes:
-        entries = _pop(bc, sdb, key, z, use_max, 1)
+    def pop(bc: Client, db: Database, key: bytes, z: ZSet) -> bytes:
+        entries = _pop(bc, db, key, z, use_max, 1)
         bc.propagate_as = [[name, key]]
         return b"*3\r\n$%d\r\n%s\r\n" % (len(key), key) + _flat(bc, entries)
 
-    for key in keys:
-        z = get_zset(db, key)
-        if z is not None:
-            return reply(c, db, key, z)
-
-    def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
-        z = sdb.lookup(key)
-        if type(z) is not ZSet:
-            return None
-        return reply(bc, sdb, key, z)
-
-    return c.block(list(dict.fromkeys(keys)), timeout_s, serve, argv)
+    return pop_or_block(c, argv[1:-1], timeout_s, argv, ZSet, get_zset, pop)
 
 
 @command("bzpopmin")
@@ -290,42 +280,29 @@ def _mpop_args(argv: list[bytes], numkeys_idx: int) -> tuple[list[bytes], bool, 
     return argv[numkeys_idx + 1 : where_idx], where == b"max", max(count, 1)
 
 
-def _mpop_reply(c: Client, db: Database, key: bytes, z: ZSet, use_max: bool, count: int) -> bytes:
-    entries = _pop(c, db, key, z, use_max, count)
-    c.propagate_as = [[b"ZPOPMAX" if use_max else b"ZPOPMIN", key, b"%d" % len(entries)]]
-    parts = [b"*2\r\n$%d\r\n%s\r\n*%d\r\n" % (len(key), key, len(entries))]
-    for s, m in entries:
-        f = format_double(s)
-        sc = b",%s\r\n" % f if c.resp == 3 else b"$%d\r\n%s\r\n" % (len(f), f)
-        parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(m), m, sc))
-    return b"".join(parts)
+def _mpop(use_max: bool, count: int) -> Callable[[Client, Database, bytes, ZSet], bytes]:
+    def pop(c: Client, db: Database, key: bytes, z: ZSet) -> bytes:
+        entries = _pop(c, db, key, z, use_max, count)
+        c.propagate_as = [[b"ZPOPMAX" if use_max else b"ZPOPMIN", key, b"%d" % len(entries)]]
+        parts = [b"*2\r\n$%d\r\n%s\r\n*%d\r\n" % (len(key), key, len(entries))]
+        for s, m in entries:
+            f = format_double(s)
+            sc = b",%s\r\n" % f if c.resp == 3 else b"$%d\r\n%s\r\n" % (len(f), f)
+            parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(m), m, sc))
+        return b"".join(parts)
+
+    return pop
 
 
 @command("zmpop")
 def zmpop(c: Client, argv: list[bytes]) -> bytes:
     keys, use_max, count = _mpop_args(argv, 1)
-    db = c.db
-    for key in keys:
-        z = get_zset(db, key)
-        if z is not None:
-            return _mpop_reply(c, db, key, z, use_max, count)
-    return c.null_array
+    served = pop_first(c, keys, get_zset, _mpop(use_max, count))
+    return c.null_array if served is None else served
 
 
 @command("bzmpop")
 def bzmpop(c: Client, argv: list[bytes]) -> bytes:
     keys, use_max, count = _mpop_args(argv, 2)
     timeout_s = parse_timeout_s(argv[1])
-    db = c.db
-    for key in keys:
-        z = get_zset(db, key)
-        if z is not None:
-            return _mpop_reply(c, db, key, z, use_max, count)
-
-    def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
-        z = sdb.lookup(key)
-        if type(z) is not ZSet:
-            return None
-        return _mpop_reply(bc, sdb, key, z, use_max, count)
-
-    return c.block(list(dict.fromkeys(keys)), timeout_s, serve, argv)
+    return pop_or_block(c, keys, timeout_s, argv, ZSet, get_zset, _mpop(use_max, count))

@@ -277,3 +277,61 @@ def test_chained_replica_and_slaveof_alias(nodes: Callable[..., ManagedProcess])
     assert redis.Redis(host="127.0.0.1", port=b_proc.port, db=4).get("k4") == b"4"
     assert info(b)["master_replid"] == info(m)["master_replid"]
     assert info(a)["connected_slaves"] == "1"
+
+
+def test_blocking_pops_replicate_as_the_pops_they_did(nodes: Callable[..., ManagedProcess]) -> None:
+    """BLPOP/BRPOP/BLMPOP/BZPOPMIN/BZMPOP, served at once and served later by a push, reach
+    the replica as the LPOP/RPOP/ZPOPMIN (with count) they performed: afterwards the
+    replica holds exactly the master's lists and sorted sets."""
+    import threading
+
+    def norm(x: object) -> object:  # redis-py answers some pops as tuples
+        return [norm(e) for e in x] if isinstance(x, (list, tuple)) else x
+
+    m_proc, r_proc = nodes(), nodes()
+    m = m_proc.client()
+    r = make_replica(r_proc, m_proc)
+    m.rpush("l", "a", "b", "c", "d", "e")
+    m.zadd("z", {"m1": 1, "m2": 2, "m3": 3, "m4": 4})
+    # Served at once.
+    assert norm(m.execute_command("BLPOP", "empty", "l", 0)) == [b"l", b"a"]
+    assert norm(m.execute_command("BRPOP", "l", 0)) == [b"l", b"e"]
+    assert norm(m.execute_command("BLMPOP", 0, 2, "empty", "l", "LEFT", "COUNT", 2)) == \
+        [b"l", [b"b", b"c"]]
+    assert norm(m.execute_command("BZPOPMIN", "z", 0)) == [b"z", b"m1", 1.0]
+    assert norm(m.execute_command("BZMPOP", 0, 1, "z", "MAX", "COUNT", 2)) == \
+        [b"z", [[b"m4", b"4"], [b"m3", b"3"]]]
+
+    # Served later: each blocked client is woken by a push from another client.
+    results: dict[str, object] = {}
+
+    def blocked(name: str, *cmd: object) -> None:
+        results[name] = norm(m_proc.client().execute_command(*cmd))
+
+    cases: list[tuple[str, tuple[object, ...], Callable[[], object]]] = [
+        ("blpop", ("BLPOP", "l2", 0), lambda: m.rpush("l2", "x", "y")),
+        ("blmpop", ("BLMPOP", 0, 1, "l3", "RIGHT", "COUNT", 5), lambda: m.rpush("l3", "p", "q")),
+        ("bzpopmin", ("BZPOPMIN", "z2", 0), lambda: m.zadd("z2", {"a": 1, "b": 2})),
+        ("bzmpop", ("BZMPOP", 0, 1, "z3", "MIN", "COUNT", 1), lambda: m.zadd("z3", {"c": 3, "d": 4})),
+    ]
+    for name, cmd, push in cases:
+        t = threading.Thread(target=blocked, args=(name, *cmd))
+        t.start()
+        wait_until(lambda: int(m.info("clients")["blocked_clients"]) == 1, what=f"{name} blocked")
+        push()
+        t.join(10)
+        assert not t.is_alive(), name
+    assert results == {
+        "blpop": [b"l2", b"x"],
+        "blmpop": [b"l3", [b"q", b"p"]],
+        "bzpopmin": [b"z2", b"a", 1.0],
+        "bzmpop": [b"z3", [[b"c", b"3"]]],
+    }
+
+    wait_until(lambda: in_sync(m, r), what="offsets equal")
+    for key in ("l", "l2", "l3"):
+        assert r.lrange(key, 0, -1) == m.lrange(key, 0, -1), key
+    for key in ("z", "z2", "z3"):
+        assert r.zrange(key, 0, -1, withscores=True) == m.zrange(key, 0, -1, withscores=True), key
+    assert r.lrange("l", 0, -1) == [b"d"] and r.zrange("z", 0, -1) == [b"m2"]
+    assert r.exists("l3") == 0 and r.zrange("z3", 0, -1) == [b"d"]
