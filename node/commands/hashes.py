@@ -148,7 +148,7 @@ def _hset(c: Client, argv: list[bytes]) -> int:
         raise _wrong_args(argv)
     db = c.db
     key = argv[1]
-    h = db.lookup(key)
+    h = db.lookup(key) if db.expires else db.data.get(key)
     if h is None:
         h = RHash()
         created = True
@@ -156,25 +156,61 @@ def _hset(c: Client, argv: list[bytes]) -> int:
         created = False
     else:
         raise CommandError(WRONGTYPE)
-    max_entries, max_value = _limits(c)
-    _check_lengths(h, argv[2:], max_value)
+    values = c.server.config.values
+    max_entries = LIMITS["entries"] = values["hash-max-listpack-entries"]
+    max_value = LIMITS["value"] = values["hash-max-listpack-value"]
     before = len(h)
-    for i in range(2, n, 2):
-        h[argv[i]] = argv[i + 1]
+    if n == 4:  # one field: the common case, without the loops
+        field = argv[2]
+        value = argv[3]
+        if not h.ht and (len(field) > max_value or len(value) > max_value):
+            h.ht = True
+        h[field] = value
+    else:
+        _check_lengths(h, argv[2:], max_value)
+        for i in range(2, n, 2):
+            h[argv[i]] = argv[i + 1]
     if len(h) > max_entries:
         h.ht = True
     if created:
         db.set(key, h)
-    else:
-        db.modified(key)
-    db.notify(NOTIFY_HASH, b"hset", key)
-    c.ks.dirty += (n - 2) // 2
+    elif db.watched:
+        db.touch_watched(key)  # db.modified(key)
+    ks = c.ks
+    if ks.notify_flags:
+        db.notify(NOTIFY_HASH, b"hset", key)
+    ks.dirty += (n - 2) // 2
     return len(h) - before
 
 
 @command("hset")
 def hset(c: Client, argv: list[bytes]) -> bytes:
-    return b":%d\r\n" % _hset(c, argv)
+    db = c.db
+    if len(argv) == 4 and not (db.expires or db.watched):
+        # The hot path, what _hset comes down to for one field of an existing hash when the
+        # db has no TTL to check and no WATCH to touch.
+        key = argv[1]
+        h = db.data.get(key)
+        if type(h) is RHash:
+            field = argv[2]
+            value = argv[3]
+            values = c.server.config.values
+            max_entries = LIMITS["entries"] = values["hash-max-listpack-entries"]
+            max_value = LIMITS["value"] = values["hash-max-listpack-value"]
+            if not h.ht and (len(field) > max_value or len(value) > max_value):
+                h.ht = True
+            before = len(h)
+            h[field] = value
+            after = len(h)
+            if after > max_entries:
+                h.ht = True
+            ks = c.ks
+            if ks.notify_flags:
+                db.notify(NOTIFY_HASH, b"hset", key)
+            ks.dirty += 1
+            return ZERO if after == before else ONE
+    added = _hset(c, argv)
+    return ZERO if added == 0 else ONE if added == 1 else b":%d\r\n" % added
 
 
 @command("hmset")

@@ -12,6 +12,9 @@ LONG_MAX = 2**63 - 1
 
 def parse_int(arg: bytes, err: str = NOT_INTEGER) -> int:
     """string2ll: an optional '-', no '+', no spaces, no leading zeros, 64-bit signed."""
+    if arg.isdigit() and len(arg) < 19 and (arg[0] != 48 or len(arg) == 1):
+        # 1-18 ASCII digits without a leading zero: canonical and in range (the common case).
+        return int(arg, 10)
     try:
         n = int(arg)
     except ValueError:

@@ -1,0 +1,178 @@
+"""INCR/DECR and HSET hot paths against a real redis-server 7.0: raw replies (RESP2 and RESP3),
+the same lines pipelined in one write, keyspace notifications and the dirty counter.
+
+The node serves INCR of a plain counter and HSET of one field of an existing hash by a shorter
+path when the database has no TTL, WATCH, blocked client or encoding mark to update; these
+cases go in and out of that path (TTLs, WATCH, APPEND/INCRBYFLOAT encodings, values at the
+edges of the canonical-integer check, encoding thresholds).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.node.diff import Case, Conn, Pair, check_cases, show_difference, split_line
+
+COUNTER_CASES = [
+    Case("incr values at the edges", [
+        "INCR k", "INCR k", "GET k", "OBJECT ENCODING k", "SET k 0", "INCR k", "SET k 9",
+        "INCR k", "SET k 999999999999999998", "INCR k", "INCR k", "GET k", "INCR k",
+        "OBJECT ENCODING k", "SET k 9223372036854775806", "INCR k", "INCR k", "GET k",
+        "SET k 00", "INCR k", "SET k 012", "INCR k", "SET k ''", "INCR k", "SET k -5", "INCR k",
+        "INCR k", "INCR k", "INCR k", "INCR k", "INCR k", "GET k", "SET k -0", "INCR k",
+        "SET k +7", "INCR k", "SET k ' 7'", "INCR k", "SET k '7 '", "INCR k", "SET k 1_000",
+        "INCR k", "SET k 7.0", "INCR k", "SET k \xd9\xa3", "INCR k", "SET k 0x10", "INCR k",
+        "SET k 99999999999999999999", "INCR k", "DECR k", "SET k 1", "DECR k", "DECR k",
+        "DECR k", "GET k", "INCRBY k 18", "DECRBY k 3", "INCRBY k 9223372036854775807",
+        "OBJECT ENCODING k", "DBSIZE"]),
+    Case("incr and the string encodings", [
+        "SET k 1", "APPEND k 2", "OBJECT ENCODING k", "INCR k", "OBJECT ENCODING k", "GET k",
+        "SET f 1", "INCRBYFLOAT f 1", "OBJECT ENCODING f", "INCR f", "OBJECT ENCODING f",
+        "INCR k", "SETRANGE k 0 5", "OBJECT ENCODING k", "INCR k", "OBJECT ENCODING k",
+        "SET big 1234567890123456789", "INCR big", "OBJECT ENCODING big"]),
+    Case("incr with TTLs in the db", [
+        "SET k 1", "SET t 5 EX 100", "INCR k", "INCR t", ("TTL t", "ttl"), "TTL k", "INCR k",
+        "PERSIST t", "INCR t", "TTL t", "SET gone 3 PX 1", "DEBUG SLEEP 0.01", "INCR gone",
+        "GET gone", "INCR k", "GET k"]),
+    Case("incr wrongtype", ["LPUSH l a", "INCR l", "DECR l", "INCRBY l 2", "HSET h f v", "INCR h",
+                            "SET s abc", "INCR s", "GET s"]),
+    Case("incr breaks WATCH", [
+        "SET k 1", "WATCH k", "INCR k", "MULTI", "GET k", "EXEC", "WATCH other", "INCR k",
+        "MULTI", "GET k", "EXEC", "WATCH k", "INCR nokey", "MULTI", "INCR k", "EXEC", "GET k",
+        "WATCH n", "INCR n", "MULTI", "GET n", "EXEC"]),
+]
+
+HASH_CASES = [
+    Case("hset replies and arity", [
+        "HSET h f v", "HSET h f v", "HSET h f w", "HSET h g v", "HGETALL h", "HSET h f",
+        "HSET h f v g", "HSET h a 1 b 2 a 3", "HLEN h", "HMSET h f x", "HGET h f",
+        "SET s x", "HSET s f v", "LPUSH l a", "HSET l f v", "HSET h '' ''", "HGETALL h"]),
+    Case("hset encoding by value length", [
+        "CONFIG SET hash-max-listpack-value 8", "HSET h a 1", "HSET h a 12345678",
+        "OBJECT ENCODING h", "HSET h a 123456789", "OBJECT ENCODING h", "HSET h a 1",
+        "OBJECT ENCODING h", "HSET h2 a 1", "HSET h2 123456789 1", "OBJECT ENCODING h2",
+        "HSET h3 a 1", "HSET h3 b 2 c 123456789", "OBJECT ENCODING h3",
+        "CONFIG SET hash-max-listpack-value 64"]),
+    Case("hset encoding by entries", [
+        "CONFIG SET hash-max-listpack-entries 2", "HSET h a 1", "HSET h b 2",
+        "OBJECT ENCODING h", "HSET h b 3", "OBJECT ENCODING h", "HSET h c 3",
+        "OBJECT ENCODING h", "CONFIG SET hash-max-listpack-entries 512",
+        "HSET u a 1 b 2 c 3", "OBJECT ENCODING u", "CONFIG SET hash-max-listpack-entries 2",
+        "HSET u a 9", "OBJECT ENCODING u", "HSET v a 1 b 2 c 3", "OBJECT ENCODING v",
+        "CONFIG SET hash-max-listpack-entries 512", "HGET u a", "HLEN u"]),
+    Case("hset with TTLs and WATCH", [
+        "HSET h f v", "EXPIRE h 100", "HSET h f w", ("TTL h", "ttl"), "HSET h g x",
+        "HGETALL h", "HSET gone f v", "PEXPIRE gone 1", "DEBUG SLEEP 0.01", "HSET gone g w",
+        "HGETALL gone", "HSET w f v", "WATCH w", "HSET w f v2", "MULTI", "HGET w f", "EXEC",
+        "WATCH other", "HSET w f v3", "MULTI", "HGET w f", "EXEC", "WATCH w", "HSET w f v3",
+        "MULTI", "HGET w f", "EXEC"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_counters_match_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, COUNTER_CASES, proto)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_hset_matches_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, HASH_CASES, proto)
+    assert not problems, "\n".join(problems)
+
+
+def _pipelined(conn: Conn, lines: list[str]) -> list[bytes]:
+    conn.send_raw(b"".join(_encode(split_line(line)) for line in lines))
+    return [conn.read() for _ in lines]
+
+
+def _encode(argv: list[bytes]) -> bytes:
+    return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in argv)
+
+
+PIPELINED = [
+    "INCR c", "INCR c", "INCR c", "DECR c", "INCRBY c 10", "GET c", "SET c 09", "INCR c",
+    "SET c 41", "INCR c", "LPUSH l x", "INCR l", "INCR c", "HSET h f 1", "HSET h f 2",
+    "HSET h g 3", "HSET h f", "HSET l f v", "HGETALL h", "SET t 1 EX 100", "INCR c", "INCR t",
+    "HSET h f 4", "WATCH c", "INCR c", "MULTI", "INCR c", "HSET h f 5", "EXEC", "UNWATCH",
+    "MULTI", "INCR c", "HSET h z 6", "EXEC", "HGETALL h", "GET c", "OBJECT ENCODING c",
+]
+
+
+def test_pipelined_batch_matches_redis(diff_pair: Pair) -> None:
+    ours, real = diff_pair.connect()
+    try:
+        got, want = _pipelined(ours, PIPELINED), _pipelined(real, PIPELINED)
+    finally:
+        ours.close()
+        real.close()
+    problems = [f"{line!r}: {show_difference(o, r)}"
+                for line, o, r in zip(PIPELINED, got, want, strict=True) if o != r]
+    assert not problems, "\n".join(problems)
+
+
+NOTIFIED = ["INCR k", "INCR k", "DECR k", "INCRBY k 5", "DECRBY k 2", "HSET h f v",
+            "HSET h f w", "HSET h g x", "HSET h a 1 b 2", "HMSET h c 3", "SET x 1 EX 100",
+            "INCR x", "INCR wrong", "SET wrong abc", "INCR wrong", "HSET wrong f v"]
+
+
+def _events(pair: Pair, port: int) -> bytes:
+    """Raw messages a pattern subscriber gets while NOTIFIED runs (all events on)."""
+    cmd = Conn(port)
+    sub = Conn(port)
+    try:
+        cmd.call([b"FLUSHALL"])
+        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"])
+        sub.call([b"PSUBSCRIBE", b"__key*@0__:*"])
+        for line in NOTIFIED:
+            cmd.call(split_line(line))
+        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b""])
+        cmd.call([b"SET", b"end", b"1"])  # not notified: marks the end of the stream
+        msgs = []
+        # one keyspace + one keyevent message per event; stop at the first quiet read
+        while True:
+            try:
+                msgs.append(sub.read(timeout_s=0.5))
+            except TimeoutError:
+                break
+        return b"".join(msgs)
+    finally:
+        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b""])
+        cmd.close()
+        sub.close()
+
+
+def test_keyspace_events_match_redis(diff_pair: Pair) -> None:
+    ours = _events(diff_pair, diff_pair.ours_port)
+    real = _events(diff_pair, diff_pair.real_port)
+    assert real.count(b"pmessage") >= 2 * 12, real  # the real server did notify
+    assert ours == real, show_difference(ours, real)
+
+
+def _dirty(conn: Conn) -> int:
+    info = conn.call([b"INFO", b"persistence"]).decode()
+    for line in info.split("\r\n"):
+        if line.startswith("rdb_changes_since_last_save:"):
+            return int(line.split(":")[1])
+    raise AssertionError(f"no rdb_changes_since_last_save in {info!r}")
+
+
+DIRTY_LINES = ["INCR k", "INCR k", "DECRBY k 3", "SET k abc", "INCR k", "HSET h f v",
+               "HSET h f w g x", "HSET h f w g x", "HMSET h a 1", "HSET h f", "LPUSH l a",
+               "HSET l f v", "INCR l", "SET t 1 EX 100", "INCR t", "HSET h2 a 1"]
+
+
+def test_dirty_counter_matches_redis(diff_pair: Pair) -> None:
+    ours, real = diff_pair.connect()
+    try:
+        deltas = []
+        for conn in (ours, real):
+            before = _dirty(conn)
+            for line in DIRTY_LINES:
+                conn.call(split_line(line))
+            deltas.append(_dirty(conn) - before)
+    finally:
+        ours.close()
+        real.close()
+    assert deltas[1] > 0
+    assert deltas[0] == deltas[1], f"ours {deltas[0]} vs real {deltas[1]}"
