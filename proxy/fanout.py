@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 CLUSTER_DOWN = error_frame("CLUSTERDOWN The cluster is down")
+WRONGTYPE = b"-WRONGTYPE "
+# MGET of keys in distinct slots goes out as one GET per key: same values, and a bulk reply
+# frames cheaper than a one-element array. MGET answers a null where GET refuses a key of
+# another type, so that one error becomes the null (RESP2, RESP3).
+_GET_HEAD = b"*2\r\n$3\r\nGET\r\n"
+_NULLS = {2: b"$-1\r\n", 3: b"_\r\n"}
 _MINUS = ord("-")
 
 
@@ -32,11 +38,11 @@ class _Split:
     the client's reply slot (no task, no event: the last reply's callback finishes it)."""
 
     __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
-                 "remaining", "merge", "total_keys")
+                 "remaining", "merge", "total_keys", "get_nil", "failed")
 
     def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
                  parts: list[splitter.Part] | None, payloads: list[bytes], readonly: bool,
-                 merge: str, total_keys: int) -> None:
+                 merge: str, total_keys: int, get_nil: bytes = b"") -> None:
         self.session = session
         self.reply_slot = reply_slot
         self.slots = slots  # per part
@@ -47,8 +53,18 @@ class _Split:
         self.remaining = len(slots)
         self.merge = merge
         self.total_keys = total_keys
+        # MGET sent as one GET per key: the null a WRONGTYPE error stands for (MGET answers
+        # a null for a key holding another type), else b"".
+        self.get_nil = get_nil
+        self.failed = False  # some part's final reply is an error
 
     def part_done(self, index: int, raw: bytes) -> None:
+        """A part's final reply after the router's redirect/retry path."""
+        if raw[:1] == b"-":
+            if self.get_nil and raw.startswith(WRONGTYPE):
+                raw = self.get_nil
+            else:
+                self.failed = True
         self.replies[index] = raw
         self.remaining -= 1
         if self.remaining == 0:
@@ -79,15 +95,16 @@ class _NodeBatch:
     def on_frame(self, type_byte: int, raw: bytes) -> None:
         index = self.indices[self.next]
         self.next += 1
+        split = self.split
         if type_byte == _MINUS:
-            split = self.split
-            split.session.router.on_error(split.part_call(index, self.node), raw)
-        else:
-            split = self.split
-            split.replies[index] = raw
-            split.remaining -= 1
-            if split.remaining == 0:
-                split.reply_slot(_MERGES[split.merge](split))
+            if not (split.get_nil and raw.startswith(WRONGTYPE)):
+                split.session.router.on_error(split.part_call(index, self.node), raw)
+                return
+            raw = split.get_nil
+        split.replies[index] = raw
+        split.remaining -= 1
+        if split.remaining == 0:
+            split.reply_slot(_MERGES[split.merge](split))
 
     def on_failure(self, exc: Exception, sent: bool) -> None:
         index = self.indices[self.next]
@@ -105,9 +122,17 @@ def _merge_mget_in_order(sp: _Split) -> bytes:
     return splitter.merge_concat_in_order(sp.replies, sp.total_keys)
 
 
+def _merge_gets(sp: _Split) -> bytes:
+    """MGET sent as one GET per key, in key order: the values are the replies themselves."""
+    if sp.failed:
+        return splitter.first_error(sp.replies)
+    return b"*%d\r\n%s" % (sp.total_keys, b"".join(sp.replies))
+
+
 _MERGES: dict[str, Callable[[_Split], bytes]] = {
     "in_order": _merge_mget,
     "concat_in_order": _merge_mget_in_order,
+    "gets": _merge_gets,
     "sum": lambda sp: splitter.merge_sum(sp.replies),
     "all_ok": lambda sp: splitter.merge_all_ok(sp.replies),
 }
@@ -130,18 +155,22 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         if len(slots) == 1:
             s.send_single(argv, slots[0], readonly, info.name)
             return
-        # Each part's multibulk: the command name's header, then the key (and value).
-        head = b"*%d\r\n$%d\r\n%s\r\n" % (step + 1, len(name), name)
+        get_nil = b""
         if step == 1:
+            if merge == "in_order":  # MGET: a GET per key
+                head = _GET_HEAD
+                get_nil = _NULLS[s.proto]
+                merge = "gets"
+            else:  # each part's multibulk: the command name's header, then the key
+                head = b"*2\r\n$%d\r\n%s\r\n" % (len(name), name)
             payloads = [b"%s$%d\r\n%s\r\n" % (head, len(key), key) for key in argv[first:]]
         elif step == 2:
+            head = b"*3\r\n$%d\r\n%s\r\n" % (len(name), name)
             payloads = [b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(k), k, len(v), v)
                         for k, v in zip(argv[first::2], argv[first + 1 :: 2], strict=True)]
         else:
             payloads = [pack_command((name, *argv[i : i + step]))  # type: ignore[arg-type]
                         for i in range(first, len(argv), step)]
-        if merge == "in_order":
-            merge = "concat_in_order"
     else:
         parts, in_order = splitter.plan_split(argv, first, step)
         if len(parts) == 1:
@@ -151,8 +180,9 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
             merge = "concat_in_order"
         slots = [part.slot for part in parts]
         payloads = [pack_command(tuple(part.argv)) for part in parts]
+        get_nil = b""
     sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
-                (len(argv) - first) // step)
+                (len(argv) - first) // step, get_nil)
     s.metrics.fanout(len(slots))
     owners = s.router.topology.owners
     by_node: dict[str, list[int]] = {}

@@ -92,6 +92,14 @@ def plan_split(argv: Sequence[bytes], first: int, step: int) -> tuple[list[Part]
     return list(parts.values()), in_order
 
 
+def first_error(replies: Sequence[bytes]) -> bytes:
+    """The first error among ``replies`` (the caller knows there is one)."""
+    err = _first_error(replies)
+    if err is None:
+        raise ValueError("no part answered an error")
+    return err
+
+
 def _first_error(replies: Sequence[bytes]) -> bytes | None:
     for r in replies:
         if r[:1] == b"-" or r[:1] == b"!":

@@ -277,3 +277,34 @@ def test_blocking_command_gets_value_pushed_by_another_client(slotgate: ManagedP
         t.join()
     assert r.ping() is True
     assert r.blpop([q], timeout=0.2) is None
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_cross_slot_mget_over_other_types_matches_standalone(
+    slotgate: ManagedProcess, redis_standalone: ManagedProcess, prefix: str, protocol: int
+) -> None:
+    # Keys in distinct slots (each one a part of its own), some holding other types, some
+    # missing, one repeated (then two keys share a slot): MGET answers nulls for those.
+    keys = [f"{prefix}{i}" for i in range(8)]
+    assert len({key_slot(k.encode()) for k in keys}) == len(keys)
+    setup = [["SET", keys[0], "s0"], ["RPUSH", keys[1], "l"], ["HSET", keys[2], "f", "v"],
+             ["SADD", keys[3], "m"], ["SET", keys[5], "s5"], ["ZADD", keys[6], "1", "z"]]
+    reads = [
+        ["MGET", *keys],
+        ["MGET", keys[1], keys[2]],
+        ["MGET", keys[1], keys[0], keys[1]],
+        ["MGET", *reversed(keys), keys[3]],
+        ["GET", keys[1]],  # GET itself still refuses another type
+    ]
+    replies = []
+    for server in (slotgate, redis_standalone):
+        with RawClient(server.port) as c:
+            if protocol == 3:
+                assert c.call("HELLO", "3")[:1] == b"%"
+            assert all(r[:1] in (b"+", b":") for r in c.pipeline(setup))  # type: ignore[arg-type]
+            replies.append(c.pipeline(reads))  # type: ignore[arg-type]
+            assert c.call("DEL", *keys) == b":6\r\n"
+    assert replies[0] == replies[1]
+    null = b"_\r\n" if protocol == 3 else b"$-1\r\n"
+    assert replies[0][0] == b"*8\r\n$2\r\ns0\r\n" + null * 4 + b"$2\r\ns5\r\n" + null * 2
+    assert replies[0][4].startswith(b"-WRONGTYPE ")
