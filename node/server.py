@@ -39,6 +39,7 @@ log = logging.getLogger("node")
 RECV_SIZE = 64 * 1024  # bytes per recv
 # accept() errors that mean "out of resources, try again later" (as trio's serve_listeners)
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) adds hooks, command checks, INFO sections and background tasks.
 SUBSYSTEMS = ("node.persistence", "node.replication", "node.cluster")
@@ -75,7 +76,7 @@ class Server:
         self._ops_sample: tuple[float, int] = (time.monotonic(), 0)
         self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()
         self.slowlog_next_id = 0
-        self.slowlog_threshold_s = math.inf
+        self.slowlog_threshold_us = SLOWLOG_OFF_US
         self.monitors: list[Client] = []
         self.slow = False  # every client's commands take the full path
         self.cluster_route: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
@@ -107,7 +108,8 @@ class Server:
         """Re-read settings that live in fast fields (after start and after CONFIG SET)."""
         cfg = self.config
         thr_us = int(cfg.get("slowlog-log-slower-than"))
-        self.slowlog_threshold_s = math.inf if thr_us < 0 else thr_us / 1e6
+        # Redis logs a command whose duration in whole microseconds is >= the setting
+        self.slowlog_threshold_us = SLOWLOG_OFF_US if thr_us < 0 else thr_us
         from node.commands.server_cmds import parse_notify_flags
 
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
@@ -134,7 +136,7 @@ class Server:
         return None if timeout_s <= 0 else trio.current_time() + timeout_s
 
     # -- slowlog / monitor ---------------------------------------------------------------
-    def slowlog_add(self, c: Client, argv: list[bytes], dt_s: float) -> None:
+    def slowlog_add(self, c: Client, argv: list[bytes], duration_us: int) -> None:
         max_len = int(self.config.get("slowlog-max-len"))
         shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
                  for a in argv[:31]]
@@ -142,7 +144,7 @@ class Server:
             shown.append(b"... (%d more arguments)" % (len(argv) - 31))
         elif len(argv) == 32:
             shown.append(argv[31])
-        self.slowlog.appendleft((self.slowlog_next_id, int(time.time()), int(dt_s * 1e6), shown,
+        self.slowlog.appendleft((self.slowlog_next_id, int(time.time()), duration_us, shown,
                                  c.addr, c.name))
         self.slowlog_next_id += 1
         while len(self.slowlog) > max_len:

@@ -40,6 +40,12 @@ COUNTER_CASES = [
         "SET k 1", "WATCH k", "INCR k", "MULTI", "GET k", "EXEC", "WATCH other", "INCR k",
         "MULTI", "GET k", "EXEC", "WATCH k", "INCR nokey", "MULTI", "INCR k", "EXEC", "GET k",
         "WATCH n", "INCR n", "MULTI", "GET n", "EXEC"]),
+    Case("slowlog threshold on the hot paths", [
+        "CONFIG SET slowlog-log-slower-than 0", "SLOWLOG RESET", "INCR k", "HSET h f v",
+        "HSET h f w", "SLOWLOG LEN", "CONFIG SET slowlog-log-slower-than -1", "SLOWLOG RESET",
+        "INCR k", "HSET h f x", "SLOWLOG LEN", "CONFIG SET slowlog-log-slower-than 10000000",
+        "INCR k", "HSET h f y", "SLOWLOG LEN", "CONFIG SET slowlog-log-slower-than 10000",
+        "SLOWLOG RESET"]),
 ]
 
 HASH_CASES = [
