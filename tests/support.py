@@ -223,18 +223,21 @@ def slotgate_node(workdir: Path, *, port: int | None = None, cluster: bool = Fal
 
 def start_nodes(workdir: Path, count: int, *, cluster: bool = True,
                 extra: Sequence[str] = ()) -> list[ManagedProcess]:
-    """Start ``count`` of our nodes (cluster-enabled by default) on free cluster ports.
+    """Start ``count`` of our nodes (cluster-enabled by default) on free cluster ports (all
+    or none, see :func:`start_all`)."""
+    return start_all([slotgate_node(workdir, cluster=cluster, extra=extra) for _ in range(count)])
 
-    If one fails to start, the ones already started are stopped and the error re-raised.
-    """
-    nodes = [slotgate_node(workdir, cluster=cluster, extra=extra) for _ in range(count)]
+
+def start_all(procs: list[ManagedProcess]) -> list[ManagedProcess]:
+    """Start every process in ``procs``, in order; if one fails to start, the ones already
+    started are stopped (by PID) and the error re-raised."""
     started: list[ManagedProcess] = []
     try:
-        for n in nodes:
-            n.start()
-            started.append(n)
-    except Exception:
-        for n in started:
-            n.stop()
+        for p in procs:
+            p.start()
+            started.append(p)
+    except BaseException:
+        for p in started:
+            p.stop()
         raise
-    return nodes
+    return procs

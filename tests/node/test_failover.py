@@ -11,13 +11,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Self
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
 from protocol.slots import key_slot
-from tests.support import ManagedProcess, redis_cli, redis_server, start_nodes, wait_cluster_ok
+from tests.support import (
+    ManagedProcess,
+    redis_cli,
+    redis_server,
+    start_all,
+    start_nodes,
+    wait_cluster_ok,
+)
 
 NODE_TIMEOUT_MS = 1500
 KINDS = ("ours", "real")
@@ -46,17 +54,7 @@ def start_cluster_nodes(kind: str, workdir: Path, count: int, timeout_ms: int = 
     args = ["--cluster-node-timeout", str(timeout_ms), *extra]
     if kind == "ours":
         return start_nodes(workdir, count, extra=args)
-    nodes = [redis_server(workdir, cluster=True, extra=args) for _ in range(count)]
-    started: list[ManagedProcess] = []
-    try:
-        for n in nodes:
-            n.start()
-            started.append(n)
-    except Exception:
-        for n in started:
-            n.stop()
-        raise
-    return nodes
+    return start_all([redis_server(workdir, cluster=True, extra=args) for _ in range(count)])
 
 
 def create(nodes: Sequence[ManagedProcess], replicas: int = 1) -> None:
@@ -146,19 +144,20 @@ def stop_all(nodes: Sequence[ManagedProcess]) -> None:
         n.stop()
 
 
-class Writer:
-    """Background write load through redis-py's RedisCluster (bounded: stops when told, or
-    after ``max_s``). Counts acknowledged writes and errors; never raises."""
+class BackgroundWriter:
+    """Bounded background writes through redis-py's RedisCluster: ``write(rc, i)`` for i = 0,
+    1, ... until told to stop or ``max_s`` passes. ``write`` records its own results and never
+    raises."""
 
-    def __init__(self, port: int, max_s: float = 120.0) -> None:
+    socket_timeout_s = 1.0
+
+    def __init__(self, port: int, max_s: float) -> None:
         self.port = port
         self.max_s = max_s
-        self.acked: dict[str, int] = {}
-        self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Writer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -166,24 +165,40 @@ class Writer:
         self._stop.set()
         self._thread.join(30)
 
+    def write(self, rc: RedisCluster, i: int) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
-        rc = RedisCluster(host="127.0.0.1", port=self.port, socket_timeout=1,
+        rc = RedisCluster(host="127.0.0.1", port=self.port, socket_timeout=self.socket_timeout_s,
                           socket_connect_timeout=1)
         end = time.monotonic() + self.max_s
         i = 0
         try:
             while not self._stop.is_set() and time.monotonic() < end:
-                key = f"load:{i % 500}"
-                try:
-                    rc.set(key, i)
-                    self.acked[key] = i
-                except (redis.RedisError, OSError):
-                    self.errors += 1
-                    time.sleep(0.05)
+                self.write(rc, i)
                 i += 1
-                time.sleep(0.002)
         finally:
             rc.close()
+
+
+class Writer(BackgroundWriter):
+    """Overwrites 500 keys in turn; counts acknowledged writes (last value per key) and
+    errors."""
+
+    def __init__(self, port: int, max_s: float = 120.0) -> None:
+        super().__init__(port, max_s)
+        self.acked: dict[str, int] = {}
+        self.errors = 0
+
+    def write(self, rc: RedisCluster, i: int) -> None:
+        key = f"load:{i % 500}"
+        try:
+            rc.set(key, i)
+            self.acked[key] = i
+        except (redis.RedisError, OSError):
+            self.errors += 1
+            time.sleep(0.05)
+        time.sleep(0.002)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ acknowledged write under load; FORCE and TAKEOVER promote a replica whose master
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from redis.cluster import RedisCluster
 
 from tests.node.test_failover import (
     KINDS,
+    BackgroundWriter,
     cleanup,
     create,
     first_slot,
@@ -32,42 +32,24 @@ from tests.support import ManagedProcess
 __all__ = ["cleanup"]
 
 
-class UniqueWriter:
-    """Writes a new key per request through RedisCluster; remembers every acknowledged one."""
+class UniqueWriter(BackgroundWriter):
+    """Writes a new key per request; remembers every acknowledged one and every error."""
+
+    socket_timeout_s = 2.0
 
     def __init__(self, port: int, max_s: float = 60.0) -> None:
-        self.port = port
-        self.max_s = max_s
+        super().__init__(port, max_s)
         self.acked: list[str] = []
         self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> UniqueWriter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        rc = RedisCluster(host="127.0.0.1", port=self.port, socket_timeout=2,
-                          socket_connect_timeout=1)
-        end = time.monotonic() + self.max_s
-        i = 0
+    def write(self, rc: RedisCluster, i: int) -> None:
+        key = f"mf:{i}"
         try:
-            while not self._stop.is_set() and time.monotonic() < end:
-                key = f"mf:{i}"
-                try:
-                    if rc.set(key, str(i)):
-                        self.acked.append(key)
-                except (redis.RedisError, OSError) as exc:
-                    self.errors.append(f"{key}: {exc}")
-                    time.sleep(0.02)
-                i += 1
-        finally:
-            rc.close()
+            if rc.set(key, str(i)):
+                self.acked.append(key)
+        except (redis.RedisError, OSError) as exc:
+            self.errors.append(f"{key}: {exc}")
+            time.sleep(0.02)
 
 
 def test_manual_failover_under_load_loses_no_acked_write(tmp_path: Path,
