@@ -77,6 +77,7 @@ class Server:
         self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()
         self.slowlog_next_id = 0
         self.slowlog_threshold_us = SLOWLOG_OFF_US
+        self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
         self.monitors: list[Client] = []
         self.slow = False  # every client's commands take the full path
         self.cluster_route: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
@@ -113,6 +114,10 @@ class Server:
         from node.commands.server_cmds import parse_notify_flags
 
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
+        from node.commands import hashes
+
+        self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
+                                                   int(cfg.get("hash-max-listpack-value")))
         for hook in self.config_hooks:
             hook()
         self.update_slow()

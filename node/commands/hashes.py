@@ -44,8 +44,16 @@ NAN_OR_INF = "ERR value is NaN or Infinity"
 WOULD_BE_NAN_OR_INF = "ERR increment would produce NaN or Infinity"
 OUT_OF_RANGE = "ERR value is out of range"
 
-# hash-max-listpack-entries / -value, refreshed from the config by every write
+# hash-max-listpack-entries / -value, refreshed from the config by every write and by
+# set_limits (the server's apply_config, after start and after CONFIG SET)
 LIMITS = {"entries": 512, "value": 64}
+
+
+def set_limits(entries: int, value: int) -> tuple[int, int]:
+    """The listpack limits changed: RESTORE and RDB loading use them from now on."""
+    LIMITS["entries"] = entries
+    LIMITS["value"] = value
+    return entries, value
 
 
 class RHash(dict):  # type: ignore[type-arg]
@@ -188,15 +196,13 @@ def hset(c: Client, argv: list[bytes]) -> bytes:
     db = c.db
     if len(argv) == 4 and not (db.expires or db.watched):
         # The hot path, what _hset comes down to for one field of an existing hash when the
-        # db has no TTL to check and no WATCH to touch.
+        # db has no TTL to check and no WATCH to touch (the limits as of the last CONFIG SET).
         key = argv[1]
         h = db.data.get(key)
         if type(h) is RHash:
             field = argv[2]
             value = argv[3]
-            values = c.server.config.values
-            max_entries = LIMITS["entries"] = values["hash-max-listpack-entries"]
-            max_value = LIMITS["value"] = values["hash-max-listpack-value"]
+            max_entries, max_value = c.server.hash_max_listpack
             if not h.ht and (len(field) > max_value or len(value) > max_value):
                 h.ht = True
             before = len(h)

@@ -374,6 +374,9 @@ def _incr(c: Client, key: bytes, delta: int) -> bytes:
     return b":%b\r\n" % value
 
 
+_DIGITS = tuple(b"%d" % d for d in range(10))
+
+
 @command("incr")
 def incr(c: Client, argv: list[bytes]) -> bytes:
     db = c.db
@@ -384,7 +387,11 @@ def incr(c: Client, argv: list[bytes]) -> bytes:
         # without a leading zero (canonical, and +1 cannot overflow).
         old = db.data.get(key)
         if type(old) is bytes and len(old) < 19 and old.isdigit() and old[0] != 48:
-            value = b"%d" % (int(old, 10) + 1)
+            last = old[-1]
+            if last != 57:  # no carry: only the last digit changes
+                value = old[:-1] + _DIGITS[last - 47]
+            else:
+                value = b"%d" % (int(old, 10) + 1)
             db.data[key] = value
             ks = c.ks
             ks.dirty += 1

@@ -16,7 +16,9 @@ from tests.node.diff import Case, Conn, Pair, check_cases, show_difference, spli
 COUNTER_CASES = [
     Case("incr values at the edges", [
         "INCR k", "INCR k", "GET k", "OBJECT ENCODING k", "SET k 0", "INCR k", "SET k 9",
-        "INCR k", "SET k 999999999999999998", "INCR k", "INCR k", "GET k", "INCR k",
+        "INCR k", "SET k 8", "INCR k", "INCR k", "SET k 129", "INCR k", "SET k 1299", "INCR k",
+        "SET k 5", "INCR k", "GET k", "SET k 999999999999999998", "INCR k", "INCR k", "GET k",
+        "INCR k",
         "OBJECT ENCODING k", "SET k 9223372036854775806", "INCR k", "INCR k", "GET k",
         "SET k 00", "INCR k", "SET k 012", "INCR k", "SET k ''", "INCR k", "SET k -5", "INCR k",
         "INCR k", "INCR k", "INCR k", "INCR k", "INCR k", "GET k", "SET k -0", "INCR k",
@@ -65,7 +67,11 @@ HASH_CASES = [
         "OBJECT ENCODING h", "CONFIG SET hash-max-listpack-entries 512",
         "HSET u a 1 b 2 c 3", "OBJECT ENCODING u", "CONFIG SET hash-max-listpack-entries 2",
         "HSET u a 9", "OBJECT ENCODING u", "HSET v a 1 b 2 c 3", "OBJECT ENCODING v",
-        "CONFIG SET hash-max-listpack-entries 512", "HGET u a", "HLEN u"]),
+        "CONFIG SET hash-max-listpack-entries 512", "HGET u a", "HLEN u",
+        "CONFIG SET hash-max-ziplist-entries 1", "HSET z a 1", "OBJECT ENCODING z",
+        "HSET z b 2", "OBJECT ENCODING z", "CONFIG SET hash-max-ziplist-entries 512",
+        "CONFIG SET hash-max-ziplist-value 2", "HSET y a 1",
+        "HSET y a 12", "OBJECT ENCODING y", "CONFIG SET hash-max-listpack-value 64"]),
     Case("hset with TTLs and WATCH", [
         "HSET h f v", "EXPIRE h 100", "HSET h f w", ("TTL h", "ttl"), "HSET h g x",
         "HGETALL h", "HSET gone f v", "PEXPIRE gone 1", "DEBUG SLEEP 0.01", "HSET gone g w",
