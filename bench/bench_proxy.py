@@ -28,6 +28,7 @@ import argparse
 import csv
 import io
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -82,6 +83,24 @@ def cpu_ticks(pid: int) -> int:
     """utime + stime of ``pid`` in clock ticks."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+
+
+def cpu_ns(pid: int) -> int:
+    """Time on CPU of every thread of ``pid`` in ns (/proc/<pid>/task/*/schedstat; finer than
+    the clock ticks of stat, which matters for the masters' small shares)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
+    return total
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process' waited-for children: redis-benchmark."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def redis_benchmark(args: Sequence[str]) -> float:
@@ -173,6 +192,9 @@ def main() -> None:
         ratios: dict[tuple[str, int, str], list[float]] = {}
         cpu_per_m: dict[tuple[str, int, str], list[float]] = {}
         busy: dict[tuple[str, int, str], list[float]] = {}
+        # CPU-s per 1M requests of the 3 masters together, and of redis-benchmark.
+        nodes_per_m: dict[tuple[str, int, str], list[float]] = {}
+        bench_per_m: dict[tuple[str, int, str], list[float]] = {}
         loads: list[float] = []
         for rnd in range(args.rounds):
             for pipeline in pipelines:
@@ -193,7 +215,14 @@ def main() -> None:
                             argv = ["--cluster", "-p", str(nodes[0].port), *common, *via_cluster]
                         t0 = time.perf_counter()
                         ticks0 = cpu_ticks(measured.pid) if measured is not None else 0
+                        node_ns0 = sum(cpu_ns(n.pid) for n in nodes)
+                        bench_cpu0 = children_cpu_s()
                         rate = redis_benchmark(argv)
+                        node_cpu_s = (sum(cpu_ns(n.pid) for n in nodes) - node_ns0) / 1e9
+                        key = (case, pipeline, target)
+                        nodes_per_m.setdefault(key, []).append(node_cpu_s / requests * 1e6)
+                        bench_per_m.setdefault(key, []).append(
+                            (children_cpu_s() - bench_cpu0) / requests * 1e6)
                         if measured is not None:
                             cpu_s = (cpu_ticks(measured.pid) - ticks0) / CLK_TCK
                             wall_s = time.perf_counter() - t0
@@ -233,12 +262,57 @@ def main() -> None:
                     bz = f"{statistics.median(b):.0%}" if b else "-"
                     print(f"| {case} | {pipeline} | {med('direct')} | {target} | {med(target)} | "
                           f"{ratio} | {cpu} | {per_cpu} | {bz} |")
+        print_cpu_budget(case_names, pipelines, targets, rates, cpu_per_m, nodes_per_m,
+                         bench_per_m)
     finally:
         for proc in procs.values():
             proc.stop()
         for node in nodes:
             node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def print_cpu_budget(case_names: list[str], pipelines: list[int], targets: list[str],
+                     rates: dict[tuple[str, int, str], list[float]],
+                     cpu_per_m: dict[tuple[str, int, str], list[float]],
+                     nodes_per_m: dict[tuple[str, int, str], list[float]],
+                     bench_per_m: dict[tuple[str, int, str], list[float]]) -> None:
+    """Where the machine's CPU goes per request (medians): the proxy, the 3 masters together,
+    redis-benchmark; and, for the target ratio of each case, the CPU-seconds per second that
+    rate would take at these costs (above the core count, no proxy could reach it here)."""
+    goal = {"SET": (0.45, 0.25), "GET": (0.45, 0.25), "MSET10": (0.30, 0.30),
+            "MGET10": (0.30, 0.30)}
+    cores = os.cpu_count() or 1
+
+    def m(d: dict[tuple[str, int, str], list[float]], key: tuple[str, int, str]) -> float:
+        v = d.get(key)
+        return statistics.median(v) if v else 0.0
+
+    print(f"\nCPU per request (µs, medians; {cores} cores): proxy, the 3 masters together, "
+          "redis-benchmark; 'at goal' = CPU-s per s the goal ratio's rate takes at these costs")
+    print("| case | -P | target | proxy µs | masters µs | redis-benchmark µs | total µs | "
+          "goal rate/s | CPU-s/s at goal | left for the proxy at goal (µs/req) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for pipeline in pipelines:
+        for case in case_names:
+            direct = statistics.median(rates.get((case, pipeline, "direct"), [0.0]))
+            ratio = goal[case][0 if pipeline == 1 else 1]
+            for target in targets:
+                key = (case, pipeline, target)
+                proxy_us, nodes_us, bench_us = (m(cpu_per_m, key), m(nodes_per_m, key),
+                                                m(bench_per_m, key))
+                total = proxy_us + nodes_us + bench_us
+                if target in ("direct", "cluster"):
+                    print(f"| {case} | {pipeline} | {target} | - | {nodes_us:.1f} | "
+                          f"{bench_us:.1f} | {total:.1f} | - | - | - |")
+                    continue
+                goal_rate = ratio * direct
+                need = goal_rate * total / 1e6
+                # CPU left per request for the proxy if the rest cost what it costs now.
+                left = cores * 1e6 / goal_rate - nodes_us - bench_us if goal_rate else 0.0
+                print(f"| {case} | {pipeline} | {target} | {proxy_us:.1f} | {nodes_us:.1f} | "
+                      f"{bench_us:.1f} | {total:.1f} | {goal_rate:,.0f} | {need:.2f} | "
+                      f"{left:.1f} |")
 
 
 if __name__ == "__main__":
