@@ -152,16 +152,25 @@ class Engine(Messenger):
                 n.inbound_link = None
 
     def _connect(self, node: Node) -> None:
-        """Create the outbound link and queue the first PING/MEET (clusterLinkConnectHandler)."""
+        """Create the outbound link (clusterNodeCronHandleReconnect). The first PING/MEET
+        goes out once the connection is up (``on_link_connected``); until then the link
+        queues what the cron sends, so a node learned by gossip (pong_received 0) gets the
+        cron's PING first and the connect handler's PING right after it, as in Redis."""
         link = Link(node, False, self.clock_ms())
         link.peer_ip = node.ip
         node.link = link
+        self.hooks.connect(link)
+
+    def on_link_connected(self, link: Link) -> None:
+        """clusterLinkConnectHandler: the outbound connection is up, PING (or MEET) now."""
+        node = link.node
+        if link.closed or node is None or node.link is not link:
+            return
         old_ping_sent = node.ping_sent
         self.send_ping(link, bus.MEET if node.flags & bus.F_MEET else bus.PING)
         if old_ping_sent:
-            node.ping_sent = old_ping_sent
+            node.ping_sent = old_ping_sent  # keep the ping already in flight (PFAIL timing)
         node.flags &= ~bus.F_MEET
-        self.hooks.connect(link)
 
     # -- MEET (CLUSTER MEET) ---------------------------------------------------------------
     def start_handshake(self, ip: str, port: int, cport: int) -> bool:

@@ -141,6 +141,7 @@ class Transport:
             link.local_ip = _plain_ip(stream.socket.getsockname()[0])
         except OSError:
             pass
+        self.engine.on_link_connected(link)  # the first PING/MEET, behind what the cron queued
         await self._serve_link(link, stream)
 
     async def _serve_link(self, link: Link, stream: trio.SocketStream) -> None:

@@ -41,6 +41,7 @@ class Net:
         self.queue: list[tuple[Engine, Link, bytes]] = []
         self.peer: dict[Link, tuple[Engine, Link]] = {}
         self.closing: list[tuple[Engine, Link]] = []
+        self.connected: list[tuple[Engine, Link]] = []
 
     def add(self, port: int, timeout_ms: int = 2000, seed: int = 0) -> Engine:
         me = Node(random_name(), bus.F_MYSELF | bus.F_MASTER, mock_ms())
@@ -77,6 +78,7 @@ class Net:
         link.wake = self._wire(src, link)
         inbound.wake = self._wire(dst, inbound)
         link.wake()
+        self.connected.append((src, link))  # the connect handler runs after the cron
 
     def _close(self, eng: Engine, link: Link) -> None:
         other = self.peer.pop(link, None)
@@ -97,6 +99,10 @@ class Net:
 
     def pump(self) -> None:
         for _ in range(1000):
+            if self.connected:
+                connected, self.connected = self.connected, []
+                for eng, link in connected:
+                    eng.on_link_connected(link)
             if self.closing:
                 closing, self.closing = self.closing, []
                 for eng, link in closing:
@@ -359,4 +365,44 @@ def test_mutated_messages_never_raise() -> None:
             a.on_message(inbound, bytes(raw))
             a.before_sleep()
         a.cron()
+    run(main)
+
+
+def test_new_link_pings_as_redis_does() -> None:
+    """clusterCron only creates the link; clusterLinkConnectHandler sends the first PING/MEET
+    when the connection is up. A node learned by gossip (pong_received 0) therefore also gets
+    the cron's PING on the still-connecting link: two PINGs, ping_sent from the first. A
+    reconnect to a node that answered recently gets one; a MEET handshake node gets the MEET."""
+    async def main() -> None:
+        await trio.sleep(1.5)  # the mock clock starts at 0: let pong_received 0 be > timeout/2 old
+        now = mock_ms()
+        eng = Net().add(20001)
+        links: list[Link] = []
+        eng.hooks.connect = links.append
+        learned = Node(random_name(), bus.F_MASTER, now)  # as clusterProcessGossipSection adds it
+        learned.ip, learned.port, learned.cport = "127.0.0.1", 20002, 30002
+        answered = Node(random_name(), bus.F_MASTER, now)
+        answered.ip, answered.port, answered.cport = "127.0.0.1", 20003, 30003
+        answered.pong_received = now
+        eng.st.add_node(learned)
+        eng.st.add_node(answered)
+        assert eng.start_handshake("127.0.0.1", 20004, 30004)
+        await trio.sleep(0.05)
+        eng.cron()
+        assert len(links) == 3 and all(lk.node.link is lk for lk in links)
+        by_node = {lk.node.port: lk for lk in links}
+        assert [bus.decode(m).type for m in by_node[20002].out] == [bus.PING]
+        assert by_node[20003].out == [] and by_node[20004].out == []
+        first_ping_ms = learned.ping_sent
+        assert first_ping_ms == mock_ms()
+        await trio.sleep(0.01)
+        for lk in links:
+            eng.on_link_connected(lk)
+        assert [bus.decode(m).type for m in by_node[20002].out] == [bus.PING, bus.PING]
+        assert learned.ping_sent == first_ping_ms  # the ping in flight keeps its time
+        assert [bus.decode(m).type for m in by_node[20003].out] == [bus.PING]
+        assert answered.ping_sent == mock_ms()
+        meet = by_node[20004]
+        assert [bus.decode(m).type for m in meet.out] == [bus.MEET]
+        assert not meet.node.flags & bus.F_MEET
     run(main)
