@@ -11,6 +11,8 @@ is read around each run: CPU-µs per request. Everything started is stopped by P
         [--tests set,get,incr,lpush,hset,mset] [--before DIR]
 
 ``--before DIR``: also run the node from another tree (e.g. ``git archive REV | tar -x -C DIR``).
+``--split``: one ``redis-benchmark`` run per test (``-t incr`` alone, ...), so the server CPU
+per request is known per test and printed in a second table. ``--pipelines 16``: only -P 16.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--requests", type=int, default=100_000, help="requests per run at -P 1")
     ap.add_argument("--pipelined", type=int, default=400_000, help="requests per run at -P 16")
     ap.add_argument("--tests", default=TESTS)
+    ap.add_argument("--split", action="store_true", help="one redis-benchmark run per test")
+    ap.add_argument("--pipelines", default=",".join(map(str, PIPELINES)))
     ap.add_argument("--before", type=Path, default=None, help="another tree's node, for before/after")
     args = ap.parse_args(argv)
 
@@ -100,38 +104,53 @@ def main(argv: Sequence[str] | None = None) -> None:
             # results[(pipeline, test, target)] -> list of rps; cpu_us[(pipeline, target)]
             results: dict[tuple[int, str, str], list[float]] = {}
             cpu_us: dict[tuple[int, str], list[float]] = {}
+            # --split: cpu_test[(pipeline, test, target)] -> list of CPU-µs per request
+            cpu_test: dict[tuple[int, str, str], list[float]] = {}
             tests = args.tests.split(",")
+            pipelines = [int(p) for p in args.pipelines.split(",")]
             order = list(targets)
             for rnd in range(args.rounds):
-                for pipeline in PIPELINES:
+                for pipeline in pipelines:
                     n = args.requests if pipeline == 1 else args.pipelined
                     for name in (order if rnd % 2 == 0 else order[::-1]):
                         proc = targets[name]
                         proc.client().flushall()
-                        c0 = cpu_s(proc.pid)
-                        rps = run_benchmark(proc.port, n, pipeline, args.tests)
-                        used = cpu_s(proc.pid) - c0
-                        cpu_us.setdefault((pipeline, name), []).append(
-                            used / (n * len(tests)) * 1e6)
+                        if args.split:
+                            rps = {}
+                            for t in tests:
+                                c0 = cpu_s(proc.pid)
+                                rps.update(run_benchmark(proc.port, n, pipeline, t))
+                                cpu_test.setdefault((pipeline, t, name), []).append(
+                                    (cpu_s(proc.pid) - c0) / n * 1e6)
+                            cpu_us.setdefault((pipeline, name), []).append(statistics.mean(
+                                cpu_test[(pipeline, t, name)][-1] for t in tests))
+                        else:
+                            c0 = cpu_s(proc.pid)
+                            rps = run_benchmark(proc.port, n, pipeline, args.tests)
+                            used = cpu_s(proc.pid) - c0
+                            cpu_us.setdefault((pipeline, name), []).append(
+                                used / (n * len(tests)) * 1e6)
                         for t in tests:
                             results.setdefault((pipeline, t, name), []).append(rps[t])
                         print(f"round {rnd} -P {pipeline} {name}: "
                               + " ".join(f"{t}={rps[t]:.0f}" for t in tests)
                               + f" cpu={cpu_us[(pipeline, name)][-1]:.1f}us/req", flush=True)
-            report(results, cpu_us, tests, list(targets), args.rounds)
+            report(results, cpu_us, tests, list(targets), args.rounds, pipelines)
+            if cpu_test:
+                report_cpu(cpu_test, tests, list(targets), pipelines)
         finally:
             for proc in targets.values():
                 proc.stop()
 
 
 def report(results: dict[tuple[int, str, str], list[float]], cpu_us: dict[tuple[int, str], list[float]],
-           tests: list[str], names: list[str], rounds: int) -> None:
+           tests: list[str], names: list[str], rounds: int, pipelines: list[int]) -> None:
     others = [n for n in names if n != "redis"]
     head = "| -P | test | redis rps | " + " | ".join(f"{n} rps | {n}/redis" for n in others) + " |"
     print()
     print(head)
     print("|" + "---|" * (3 + 2 * len(others)))
-    for pipeline in PIPELINES:
+    for pipeline in pipelines:
         for t in tests + ["cpu"]:
             if t == "cpu":
                 red = statistics.median(cpu_us[(pipeline, "redis")])
@@ -149,6 +168,25 @@ def report(results: dict[tuple[int, str, str], list[float]], cpu_us: dict[tuple[
                 cells += [f"{statistics.median(ours_l):,.0f}", f"{statistics.median(ratios):.2f}x"]
             print(f"| {pipeline} | {t} | " + " | ".join(cells) + " |")
     print(f"\nmedians of {rounds} rounds; ratio = median of per-round ratios")
+
+
+def report_cpu(cpu_test: dict[tuple[int, str, str], list[float]], tests: list[str],
+               names: list[str], pipelines: list[int]) -> None:
+    """Server CPU-µs per request by test (--split); ratio = redis CPU / ours per round, median."""
+    others = [n for n in names if n != "redis"]
+    print()
+    print("| -P | test | redis CPU/req | " + " | ".join(f"{n} CPU/req | redis/{n}" for n in others)
+          + " |")
+    print("|" + "---|" * (3 + 2 * len(others)))
+    for pipeline in pipelines:
+        for t in tests:
+            red_l = cpu_test[(pipeline, t, "redis")]
+            cells = [f"{statistics.median(red_l):.2f} µs"]
+            for n in others:
+                ours_l = cpu_test[(pipeline, t, n)]
+                ratios = [r / o for o, r in zip(ours_l, red_l, strict=True)]
+                cells += [f"{statistics.median(ours_l):.2f} µs", f"{statistics.median(ratios):.2f}x"]
+            print(f"| {pipeline} | {t} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
