@@ -319,7 +319,7 @@ class Server:
                       ev: trio.Event, handed: list[tuple[Any, ...]]) -> None:
         """One ready client, synchronously: read, run every complete request, send. Anything
         unusual is handed back to the client's task (``handed``, ``ev``) to finish."""
-        if ev.is_set() or c.killed:
+        if handed or c.killed:  # handed back (``ev`` is set right after the append)
             return
         try:
             data = sock.sock.recv(RECV_SIZE)
