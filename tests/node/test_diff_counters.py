@@ -188,3 +188,31 @@ def test_dirty_counter_matches_redis(diff_pair: Pair) -> None:
         real.close()
     assert deltas[1] > 0
     assert deltas[0] == deltas[1], f"ours {deltas[0]} vs real {deltas[1]}"
+
+
+def _stats(conn: Conn) -> tuple[int, int]:
+    info = conn.call([b"INFO", b"stats"]).decode()
+    fields = dict(line.split(":", 1) for line in info.split("\r\n") if ":" in line)
+    return int(fields["keyspace_hits"]), int(fields["keyspace_misses"])
+
+
+HIT_LINES = ["GET nokey", "SET k v", "GET k", "GET k", "GET nokey", "LPUSH l a", "GET l",
+             "INCR c", "GET c", "SET t 1 EX 100", "GET t", "GET k", "GET nokey2",
+             "SET gone 1 PX 1", "DEBUG SLEEP 0.01", "GET gone", "PERSIST t", "GET t"]
+
+
+def test_get_hit_and_miss_counts_match_redis(diff_pair: Pair) -> None:
+    ours, real = diff_pair.connect()
+    try:
+        deltas = []
+        for conn in (ours, real):
+            hits0, misses0 = _stats(conn)
+            for line in HIT_LINES:
+                conn.call(split_line(line))
+            hits1, misses1 = _stats(conn)
+            deltas.append((hits1 - hits0, misses1 - misses0))
+    finally:
+        ours.close()
+        real.close()
+    assert deltas[1][0] > 0 and deltas[1][1] > 0
+    assert deltas[0] == deltas[1], f"(hits, misses) ours {deltas[0]} vs real {deltas[1]}"
