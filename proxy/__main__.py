@@ -6,6 +6,8 @@
 Flags override the file (proxy/config.py, docs/CONFIG.md). SIGTERM and SIGINT stop accepting,
 let in-flight requests finish (``shutdown.grace``) and exit 0; a second signal stops at once.
 SIGHUP re-reads the configuration and applies what can change without dropping clients.
+With ``workers: N`` (N > 1) this process supervises N proxy processes on the same address
+(proxy/supervisor.py, docs/PROXY.md "Workers").
 Exit status 2: the configuration is invalid (one ``config error:`` line per problem); 1: the
 proxy could not start (e.g. its address is in use).
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -31,11 +35,16 @@ from proxy.config import (
 )
 from proxy.metrics import MetricsServer, PrometheusMetrics, check_health
 from proxy.server import Proxy
+from proxy.supervisor import Supervisor, WorkerStartError
+from proxy.workers import WorkerRole, announce_ready, wait_link_closed
 
 
-async def serve(config: Config, ns: argparse.Namespace) -> None:
+async def serve(config: Config, ns: argparse.Namespace, role: WorkerRole | None = None) -> None:
     metrics = PrometheusMetrics()
-    proxy = Proxy(config.proxy, metrics)
+    if role is None:
+        proxy = Proxy(config.proxy, metrics)
+    else:
+        proxy = Proxy(config.proxy, metrics, worker_index=role.index, worker_count=role.count)
     metrics.topology = proxy.topology
 
     def apply(new: Config) -> None:
@@ -43,11 +52,12 @@ async def serve(config: Config, ns: argparse.Namespace) -> None:
         proxy.apply_settings(new.proxy)
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve(proxy, metrics, config, ns, apply, signals)
+        await _serve(proxy, metrics, config, ns, apply, signals, role)
 
 
 async def _serve(proxy: Proxy, metrics: PrometheusMetrics, config: Config, ns: argparse.Namespace,
-                 apply: Callable[[Config], None], signals: AsyncIterator[int]) -> None:
+                 apply: Callable[[Config], None], signals: AsyncIterator[int],
+                 role: WorkerRole | None = None) -> None:
     async with trio.open_nursery() as nursery:
 
         async def run_proxy(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -64,10 +74,33 @@ async def _serve(proxy: Proxy, metrics: PrometheusMetrics, config: Config, ns: a
 
         nursery.start_soon(stop_on_signal)
         await nursery.start(run_proxy)
+        if role is not None:
+            # A supervisor's worker: metrics on a loopback port of its own, for the supervisor.
+            listeners = await nursery.start(MetricsServer(metrics, "127.0.0.1", 0).run)
+            await nursery.start(reload_on_sighup, ns, config, apply)
+            link = trio.SocketStream(trio.socket.fromfd(role.fd, socket.AF_UNIX, socket.SOCK_STREAM))
+            os.close(role.fd)  # fromfd made its own copy
+            await announce_ready(link, listeners[0].socket.getsockname()[1])
+
+            async def stop_when_orphaned() -> None:
+                await wait_link_closed(link)
+                logging.getLogger("slotgate").warning("supervisor gone; stopping")
+                proxy.shutdown()
+
+            nursery.start_soon(stop_when_orphaned)
+            return
         if config.metrics_listen is not None:
             await nursery.start(MetricsServer(metrics, *config.metrics_listen).run)
         await nursery.start(reload_on_sighup, ns, config, apply)
         print(f"slotgate-proxy listening on {proxy.listen_address}", flush=True)
+
+
+async def supervise(config: Config, args: Sequence[str]) -> None:
+    sup = Supervisor(config, args)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        print(f"slotgate-proxy listening on {sup.listen_address} ({config.workers} workers)",
+              flush=True)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -78,7 +111,8 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = arg_parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    ns = arg_parser().parse_args(args)
     if ns.check_health:
         return check_health(ns.check_health)
     try:
@@ -89,11 +123,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.check_config:
         print(describe(config))
         return 0
+    role = WorkerRole.parse(ns.worker_role) if ns.worker_role else None
+    who = "" if role is None else f"worker-{role.index} "
     logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")
     status = 0
     try:
-        trio.run(serve, config, ns)
+        if role is None and config.workers > 1:
+            trio.run(supervise, config, args)
+        else:
+            trio.run(serve, config, ns, role)
+    except* WorkerStartError as group:
+        for err in _leaves(group):
+            print(f"slotgate-proxy: {err}", file=sys.stderr)
+        status = 1
     except* OSError as group:  # e.g. a listen address in use: say so, no traceback
         for err in _leaves(group):
             logging.getLogger("slotgate").debug("fatal", exc_info=err)

@@ -6,6 +6,7 @@ through the router and fills the client's reply slot once every part has answere
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -335,6 +336,9 @@ def _proxy_section(s: Session) -> bytes:
     lines = [
         "# Proxy",
         f"proxy_listen:{s.proxy.listen_address}",
+        f"process_id:{os.getpid()}",
+        f"worker_index:{s.proxy.worker_index or 0}",
+        f"workers:{s.proxy.worker_count}",
         f"proxy_connected_clients:{m.clients_connected}",
         f"proxy_commands_processed:{m.commands_total}",
         f"cluster_masters:{len(topo.slot_map.masters)}",

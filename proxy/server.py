@@ -26,6 +26,7 @@ from proxy.router import Router
 from proxy.session import OutputFlusher, Session
 from proxy.settings import ProxySettings
 from proxy.topology import Topology
+from proxy.workers import bind_shared
 
 log = logging.getLogger("slotgate.proxy")
 
@@ -37,7 +38,12 @@ RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connecti
 
 
 class Proxy:
-    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics | None = None) -> None:
+    """``worker_index``/``worker_count``: this process is one of the supervisor's workers
+    (proxy/supervisor.py): it binds its address with SO_REUSEPORT next to its siblings, and its
+    client IDs are ``index + 1``, ``index + 1 + count``, ... so they are unique across them."""
+
+    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics | None = None, *,
+                 worker_index: int | None = None, worker_count: int = 1) -> None:
         settings.validate()
         self.settings = settings
         self.metrics = metrics if metrics is not None else ProxyMetrics()
@@ -46,7 +52,10 @@ class Proxy:
         self.listen_address = ""
         self.sessions: set[Session] = set()
         self.flusher = OutputFlusher()
-        self._ids = itertools.count(1)
+        self.worker_index = worker_index
+        self.worker_count = worker_count
+        first_id = 1 if worker_index is None else worker_index + 1
+        self._ids = itertools.count(first_id, worker_count if worker_index is not None else 1)
         self._accepting = trio.CancelScope()
         self._shutdown = trio.Event()
 
@@ -80,7 +89,11 @@ class Proxy:
                                lambda node: self.topology.request_refresh("conn_lost"),
                                self.flusher.flush)
             self.router = Router(s, self.metrics, self.topology, pool, nursery)
-            listeners = await trio.open_tcp_listeners(s.listen_port, host=s.listen_host)
+            if self.worker_index is None:
+                listeners = await trio.open_tcp_listeners(s.listen_port, host=s.listen_host)
+            else:
+                listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                             for sock in bind_shared(s.listen_host, s.listen_port, listen=True)]
             host, port = listeners[0].socket.getsockname()[:2]
             self.listen_address = f"{host}:{port}"
             log.info("listening on %s", self.listen_address)

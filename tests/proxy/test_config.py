@@ -45,6 +45,7 @@ def test_valid_file_fills_every_field(tmp_path: Path) -> None:
         listen: "0.0.0.0:6380"
         seeds: ["10.0.0.1:7000", "node-2:7001", "[::1]:7002"]
         log_level: DEBUG
+        workers: 3
         metrics:
           listen: "127.0.0.1:9716"
         backend:
@@ -75,6 +76,7 @@ def test_valid_file_fills_every_field(tmp_path: Path) -> None:
     assert (p.listen_host, p.listen_port) == ("0.0.0.0", 6380)
     assert p.seeds == [("10.0.0.1", 7000), ("node-2", 7001), ("::1", 7002)]
     assert cfg.log_level == "debug"
+    assert cfg.workers == 3
     assert cfg.metrics_listen == ("127.0.0.1", 9716)
     assert p.backend_connections_per_node == 2
     assert (p.connect_timeout_ms, p.command_timeout_ms) == (250, 1500)
@@ -121,6 +123,9 @@ BAD_VALUES = [
     ("listen: \"host:99999\"\n", "listen", "port must be from 1 to 65535"),
     ("listen: \"bad host:80\"\n", "listen", 'got "bad host:80"'),
     ("metrics:\n  listen: nope\n", "metrics.listen", 'got "nope"'),
+    ("workers: 0\n", "workers", "expected a whole number from 1 to 64, got 0"),
+    ("workers: 65\n", "workers", "from 1 to 64, got 65"),
+    ("workers: \"2\"\n", "workers", 'got "2"'),
     ("seeds: \"127.0.0.1:7000\"\n", "seeds", "expected a non-empty list of HOST:PORT"),
     ("seeds: []\n", "seeds", "expected a non-empty list"),
     ("seeds: [\"127.0.0.1:7000\", \"x\"]\n", "seeds", 'item 1: expected HOST:PORT'),
@@ -200,13 +205,15 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         listen: "127.0.0.1:1111"
         seeds: ["127.0.0.1:7000", "127.0.0.1:7001"]
         log_level: error
+        workers: 2
         metrics:
           listen: "127.0.0.1:2222"
         backend:
           command_timeout: 3s
     """)
     cfg = parse(["--config", str(path), "--listen", "0.0.0.0:3333", "--seed", "10.0.0.9:7000",
-                 "--metrics", "127.0.0.1:4444", "--log-level", "debug"])
+                 "--metrics", "127.0.0.1:4444", "--log-level", "debug", "--workers", "5"])
+    assert cfg.workers == 5
     assert (cfg.proxy.listen_host, cfg.proxy.listen_port) == ("0.0.0.0", 3333)
     assert cfg.proxy.seeds == [("10.0.0.9", 7000)]
     assert cfg.metrics_listen == ("127.0.0.1", 4444)
@@ -214,7 +221,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
     assert cfg.proxy.command_timeout_ms == 3000  # from the file: no flag for it
     # Without flags the file's values stand.
     cfg = parse(["--config", str(path)])
-    assert cfg.proxy.listen_port == 1111 and cfg.log_level == "error"
+    assert cfg.proxy.listen_port == 1111 and cfg.log_level == "error" and cfg.workers == 2
     assert cfg.proxy.seeds == [("127.0.0.1", 7000), ("127.0.0.1", 7001)]
 
 
