@@ -13,10 +13,13 @@ Cases: GET and SET of redis-benchmark's own key; MGET and MSET of 10 keys in 10 
 slots spread over all masters (through the proxy), against a direct MGET/MSET of 10 keys
 sharing one hash tag (one slot) on their master. For every proxy run the proxy's CPU time
 (utime + stime from /proc/<pid>/stat) is read before and after: CPU-seconds per million
-requests, and requests per proxy CPU-second. Everything started is stopped by PID.
+requests, and requests per proxy CPU-second. With ``--proxy-workers N`` (the proxy's
+``--workers``) the proxy's CPU is that of its supervisor and all its workers (its children).
+Everything started is stopped by PID.
 
     .venv/bin/python bench/bench_proxy.py [--rounds 3] [--requests 100000] [--pipelined 400000]
         [--before DIR]   # DIR: another revision's tree, e.g. git archive REV | tar -x -C DIR
+        [--proxy-workers N]
 
 (``--requests`` / ``--pipelined``: requests per run at -P 1 / -P 16; the 10-key cases run a
 quarter of that, ``--split-share``.)
@@ -85,6 +88,19 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
 
 
+def tree_cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` and of its children (a proxy's workers), in clock ticks."""
+    total = cpu_ticks(pid)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a process that just ended
+        if int(fields[1]) == pid:  # field 4 of stat(5): the parent
+            total += int(fields[11]) + int(fields[12])
+    return total
+
+
 def cpu_ns(pid: int) -> int:
     """Time on CPU of every thread of ``pid`` in ns (/proc/<pid>/task/*/schedstat; finer than
     the clock ticks of stat, which matters for the masters' small shares)."""
@@ -120,16 +136,30 @@ def redis_benchmark(args: Sequence[str]) -> float:
 def start_proxy(workdir: Path, seed: int, extra: list[str], tree: str = "") -> ManagedProcess:
     """The proxy; with ``tree``, the proxy of that source tree (another revision)."""
     if not tree:
-        return slotgate_proxy(workdir, [seed], extra).start()
+        return wait_all_workers(slotgate_proxy(workdir, [seed], extra).start(), extra)
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(Path(tree).resolve())  # inherited by the child only
     try:
-        return slotgate_proxy(workdir, [seed], extra).start()
+        return wait_all_workers(slotgate_proxy(workdir, [seed], extra).start(), extra)
     finally:
         if old_path is None:
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = old_path
+
+
+def wait_all_workers(proxy: ManagedProcess, extra: list[str], timeout_s: float = 60) -> ManagedProcess:
+    """With ``--workers N``: the port answers once the first worker listens; wait for all."""
+    if "--workers" not in extra:
+        return proxy
+    line = f"({extra[extra.index('--workers') + 1]} workers)"
+    deadline = time.monotonic() + timeout_s
+    while line not in proxy.log_text():
+        if time.monotonic() > deadline:
+            proxy.stop()
+            raise TimeoutError(f"proxy workers not ready: {proxy.log_text()[-500:]}")
+        time.sleep(0.1)
+    return proxy
 
 
 def main() -> None:
@@ -143,6 +173,8 @@ def main() -> None:
     ap.add_argument("--targets", default="direct,proxy,cluster")
     ap.add_argument("--pipelines", default="1,16")
     ap.add_argument("--proxy-args", default="", help="extra proxy flags (space separated)")
+    ap.add_argument("--proxy-workers", type=int, default=1,
+                    help="the proxy's --workers (its CPU: supervisor + workers)")
     ap.add_argument("--before", default="",
                     help="source tree of another revision (git archive REV | tar -x -C DIR): "
                          "its proxy is one more target, 'before', in the same rounds")
@@ -155,6 +187,8 @@ def main() -> None:
             node.start()
         create_cluster(nodes, replicas=0)
         extra = args.proxy_args.split()
+        if args.proxy_workers != 1:
+            extra += ["--workers", str(args.proxy_workers)]
         procs["proxy"] = start_proxy(workdir, nodes[0].port, extra)
         targets = args.targets.split(",")
         if args.before:
@@ -214,7 +248,7 @@ def main() -> None:
                         else:
                             argv = ["--cluster", "-p", str(nodes[0].port), *common, *via_cluster]
                         t0 = time.perf_counter()
-                        ticks0 = cpu_ticks(measured.pid) if measured is not None else 0
+                        ticks0 = tree_cpu_ticks(measured.pid) if measured is not None else 0
                         node_ns0 = sum(cpu_ns(n.pid) for n in nodes)
                         bench_cpu0 = children_cpu_s()
                         rate = redis_benchmark(argv)
@@ -224,7 +258,7 @@ def main() -> None:
                         bench_per_m.setdefault(key, []).append(
                             (children_cpu_s() - bench_cpu0) / requests * 1e6)
                         if measured is not None:
-                            cpu_s = (cpu_ticks(measured.pid) - ticks0) / CLK_TCK
+                            cpu_s = (tree_cpu_ticks(measured.pid) - ticks0) / CLK_TCK
                             wall_s = time.perf_counter() - t0
                             key = (case, pipeline, target)
                             cpu_per_m.setdefault(key, []).append(cpu_s / requests * 1e6)
