@@ -257,3 +257,80 @@ def test_address_in_use_fails_to_start_with_a_clear_message() -> None:
     assert busy.stderr.splitlines()[-1] == "slotgate-proxy: [Errno 98] Address already in use"
     assert "Traceback" not in busy.stderr
 
+
+
+def test_a_worker_that_does_not_answer_is_left_out_and_counted(
+    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+) -> None:
+    proxy, metrics_port = start_workers(tmp_path, seeds)
+    stopped.append(proxy)
+    by_pid: dict[int, int] = {}  # worker pid -> commands sent to it
+    for _ in range(30):
+        with RawClient(proxy.port) as c:
+            pid = int(parse_info(c.call("INFO", "proxy"))["process_id"])
+            assert c.call("PING") == b"+PONG\r\n"
+            by_pid[pid] = by_pid.get(pid, 0) + 2
+    assert len(by_pid) == 2
+    assert total(scrape(metrics_port), "slotgate_commands_total") == sum(by_pid.values())
+    frozen, running = sorted(by_pid)
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        samples = scrape(metrics_port)
+        assert total(samples, "slotgate_commands_total") == by_pid[running]
+        assert samples["slotgate_worker_scrape_errors_total", ()] == 1
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=10)  # noqa: S310
+        assert exc.value.code == 503
+        assert "worker" in exc.value.read().decode()
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    samples = scrape(metrics_port)
+    assert total(samples, "slotgate_commands_total") == sum(by_pid.values())
+    assert samples["slotgate_worker_scrape_errors_total", ()] == 1
+
+
+def test_one_worker_is_one_plain_process(
+    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+) -> None:
+    proxy = slotgate_proxy(tmp_path, seeds, ["--workers", "1"]).start()
+    stopped.append(proxy)
+    info = info_proxy(proxy.port)
+    assert (int(info["process_id"]), info["worker_index"], info["workers"]) == (proxy.pid, "0", "1")
+    with RawClient(proxy.port) as a, RawClient(proxy.port) as b:
+        ids = [int(c.call("CLIENT", "ID")[1:-2]) for c in (a, b)]
+    assert ids[1] == ids[0] + 1  # one sequence, as before workers existed
+    children = [p for p in Path("/proc").glob("[0-9]*") if p.name != str(proxy.pid)
+                and alive(int(p.name)) and parent_of(int(p.name)) == proxy.pid]
+    assert children == []
+
+
+def test_merging_sums_counters_and_picks_gauges_deliberately() -> None:
+    from proxy.metrics_merge import merge_expositions
+
+    def text(commands: int, clients: int, covered: int, start: float) -> str:
+        return (
+            "# HELP slotgate_commands_total c\n# TYPE slotgate_commands_total counter\n"
+            f'slotgate_commands_total{{command="get",result="ok"}} {commands}\n'
+            "# HELP slotgate_connected_clients g\n# TYPE slotgate_connected_clients gauge\n"
+            f"slotgate_connected_clients {clients}\n"
+            "# HELP slotgate_slots_covered g\n# TYPE slotgate_slots_covered gauge\n"
+            f"slotgate_slots_covered {covered}\n"
+            "# HELP process_start_time_seconds g\n# TYPE process_start_time_seconds gauge\n"
+            f"process_start_time_seconds {start}\n"
+            "# HELP h h\n# TYPE h histogram\n"
+            f'h_bucket{{le="1.0"}} {commands}\nh_bucket{{le="+Inf"}} {commands}\n'
+            f"h_sum {commands / 10}\nh_count {commands}\n"
+        )
+
+    merged = merge_expositions([text(3, 2, 16384, 100.0), text(4, 5, 16000, 50.0)]).decode()
+    samples = {}
+    for family in text_string_to_metric_families(merged):
+        for s in family.samples:
+            samples[s.name, tuple(sorted(s.labels.items()))] = s.value
+    assert samples["slotgate_commands_total", (("command", "get"), ("result", "ok"))] == 7
+    assert samples["slotgate_connected_clients", ()] == 7
+    assert samples["slotgate_slots_covered", ()] == 16384
+    assert samples["process_start_time_seconds", ()] == 50.0
+    assert samples["h_bucket", (("le", "+Inf"),)] == 7
+    assert samples["h_count", ()] == 7
+    assert "# TYPE slotgate_commands_total counter" in merged
