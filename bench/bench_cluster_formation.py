@@ -7,6 +7,17 @@ node knows all N nodes (no handshake left) and shows the same slot signature ("c
 and until every node also reports ``cluster_state:ok`` ("ok"). Rounds alternate between the
 kinds so both see the same machine load.
 
+Why ``--phase-jitter-s``: every node pings one random peer on every 10th run of its 100 ms
+cron, so once a second at a phase fixed by its start time. redis-server nodes start within
+~0.2 s of each other, so with a fixed settle their once-a-second pings always land at the same
+point after the MEET (with 2.5 s, about 0.2 s after it: right after the handshakes, the best
+place; bench/RESULTS.md has real's medians at other settles). Each round therefore adds the
+same random 0..jitter seconds to the settle of both kinds, so the MEET falls at a uniformly
+random phase of the nodes' cron; and ``--stagger-s`` pauses a random 0..stagger seconds before
+each node's start, so the ten phases are independent of each other for both kinds (ours take
+~1 s each to start and were spread anyway; redis-server's were bunched). ``--stagger-s 0
+--phase-jitter-s 0`` is the setup used before 2026-11-29.
+
 Why ``--settle-s``: a master that has no slots counts itself in the minority, and after the
 2 s a master waits from start-up (CLUSTER_WRITABLE_DELAY) it holds ``ok`` back until the rejoin
 delay (node timeout, 2 s here) has passed since it last was in the minority. A node that gets
@@ -15,11 +26,13 @@ its slots within 2 s of its start never starts that clock; one configured later 
 both delays (default 2.5 s) the time measured is gossip convergence alone.
 
     .venv/bin/python bench/bench_cluster_formation.py [--nodes 10] [--rounds 3] [--settle-s 2.5]
+        [--phase-jitter-s 1.0] [--stagger-s 1.0] [--kinds real,ours] [--seed N]
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
@@ -60,12 +73,16 @@ def _status(clients: list[redis.Redis]) -> tuple[bool, bool]:
 
 
 def form_once(kind: str, count: int, workdir: Path, settle_s: float,
-              timeout_s: float = 120.0) -> tuple[float, float]:
-    """Seconds from the first MEET until (converged, ok)."""
+              timeout_s: float = 120.0, stagger_s: float = 0.0,
+              rng: random.Random | None = None) -> tuple[float, float]:
+    """Seconds from the first MEET until (converged, ok). Each node is started after a random
+    0..stagger_s pause (its cron phase then owes nothing to the previous node's start)."""
     make = redis_server if kind == "real" else slotgate_node
+    rng = rng or random.Random()
     nodes: list[ManagedProcess] = [make(workdir, cluster=True) for _ in range(count)]
     try:
         for n in nodes:
+            time.sleep(rng.random() * stagger_s)
             n.start()
         clients = [n.client(socket_timeout=5) for n in nodes]
         step = 16384 // count
@@ -107,16 +124,42 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--settle-s", type=float, default=2.5,
                     help="seconds between configuring the nodes and the first MEET")
+    ap.add_argument("--phase-jitter-s", type=float, default=1.0,
+                    help="each round adds the same random 0..this to both kinds' settle")
+    ap.add_argument("--stagger-s", type=float, default=1.0,
+                    help="pause a random 0..this before starting each node (independent phases)")
+    ap.add_argument("--kinds", default="real,ours", help="which kinds to run, in round order")
+    ap.add_argument("--seed", type=int, default=None, help="seed of the per-round jitter")
     args = ap.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {"real": [], "ours": []}
+    rng = random.Random(args.seed)
+    results: dict[str, list[tuple[float, float]]] = {k: [] for k in args.kinds.split(",")}
+    settles: list[float] = []
     for _ in range(args.rounds):
+        settle_s = args.settle_s + rng.random() * args.phase_jitter_s
+        settles.append(settle_s)
         for kind in results:
-            with tempfile.TemporaryDirectory() as d:
-                results[kind].append(form_once(kind, args.nodes, Path(d), args.settle_s))
+            results[kind].append(_form_retrying(kind, args.nodes, settle_s, args.stagger_s, rng))
+    print(f"settle per round (s): {[round(s, 2) for s in settles]}")
     for kind, runs in results.items():
-        print(f"{kind}: {args.nodes} nodes, settle {args.settle_s} s, {args.rounds} rounds: "
-              f"converged {_summary([r[0] for r in runs])}; ok {_summary([r[1] for r in runs])}")
+        print(f"{kind}: {args.nodes} nodes, settle {args.settle_s} s + 0..{args.phase_jitter_s} "
+              f"s, {args.rounds} rounds: converged {_summary([r[0] for r in runs])}; "
+              f"ok {_summary([r[1] for r in runs])}")
         print(f"  rounds (converged/ok): {[(round(a, 2), round(b, 2)) for a, b in runs]}")
+
+
+def _form_retrying(kind: str, count: int, settle_s: float, stagger_s: float,
+                   rng: random.Random, attempts: int = 3) -> tuple[float, float]:
+    """form_once; a node that could not start (its free port taken meanwhile by another
+    process on this shared machine) means a new attempt with new ports."""
+    for attempt in range(attempts):
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                return form_once(kind, count, Path(d), settle_s, stagger_s=stagger_s, rng=rng)
+            except RuntimeError as e:
+                if attempt == attempts - 1:
+                    raise
+                print(f"{kind}: start failed ({e}); again", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 if __name__ == "__main__":
