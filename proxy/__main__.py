@@ -69,7 +69,8 @@ async def _serve(proxy: Proxy, metrics: PrometheusMetrics, config: Config, ns: a
                 proxy.shutdown()
                 break
             async for _ in signals:
-                nursery.cancel_scope.cancel()  # a second signal: stop without draining
+                proxy.stop_now()  # a second signal: stop without draining
+                nursery.cancel_scope.cancel()
                 return
 
         nursery.start_soon(stop_on_signal)

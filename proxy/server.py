@@ -81,6 +81,13 @@ class Proxy:
         then returns."""
         self._shutdown.set()
 
+    def stop_now(self) -> None:
+        """After ``shutdown()``, for a second signal: also give up the blocking commands and
+        transactions in flight (which otherwise run to their end); the caller cancels ``run``."""
+        self._shutdown.set()
+        for session in list(self.sessions):
+            session.abandon_pending()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         s = self.settings
         async with trio.open_nursery() as nursery:

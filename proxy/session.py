@@ -195,6 +195,7 @@ class Session:
         self._progress = trio.Event()  # set whenever replies were flushed
         self.quit = False
         self._read_scope = trio.CancelScope()
+        self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
         # Transactions (see pinned.py).
         self.multi: list[list[bytes]] | None = None
         self.multi_dirty = False
@@ -435,11 +436,20 @@ class Session:
         Shielded from shutdown, so it finishes; meanwhile the client's socket is still read
         (requests are buffered, not dispatched) so that a client that goes away cancels it,
         as Redis frees a blocked client that disconnects."""
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_input, reader, nursery.cancel_scope)
-                await pending
-                nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True) as self._pending_scope:
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_input, reader, nursery.cancel_scope)
+                    await pending
+                    nursery.cancel_scope.cancel()
+            finally:
+                self._pending_scope = None
+
+    def abandon_pending(self) -> None:
+        """Stop now (a second shutdown signal): the shielded request in flight, if any, is
+        given up without its reply."""
+        if self._pending_scope is not None:
+            self._pending_scope.cancel()
 
     async def _watch_input(self, reader: RequestReader, scope: trio.CancelScope) -> None:
         limit = self.settings.max_inline_len + RECV_BUFFER_BYTES

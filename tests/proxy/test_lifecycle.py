@@ -77,6 +77,29 @@ def test_sigterm_finishes_in_flight_requests_then_exits(
         proxy.stop()
 
 
+def test_a_second_signal_gives_up_blocking_commands_and_exits_at_once(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    proxy = slotgate_proxy(tmp_path, cluster_backend.ports[:1]).start()
+    q = f"q{uuid.uuid4().hex[:6]}"
+    try:
+        with RawClient(proxy.port) as c:
+            assert c.call("PING") == b"+PONG\r\n"
+            c.send(encode_command("BLPOP", q, "20"))
+            time.sleep(0.3)
+            started = time.monotonic()
+            os.kill(proxy.pid, signal.SIGTERM)
+            time.sleep(0.3)
+            assert proxy.alive()  # the first signal waits for the BLPOP
+            os.kill(proxy.pid, signal.SIGTERM)
+            assert c.read_until_closed() == b""
+            assert proxy.proc is not None
+            assert proxy.proc.wait(10) == 0
+            assert time.monotonic() - started < 5
+    finally:
+        proxy.stop()
+
+
 def test_starts_with_some_seeds_down_and_serves(
     cluster_backend: ClusterBackend, tmp_path: Path
 ) -> None:
