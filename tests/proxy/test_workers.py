@@ -337,3 +337,44 @@ def test_merging_sums_counters_and_picks_gauges_deliberately() -> None:
     assert samples["h_bucket", (("le", "+Inf"),)] == 7
     assert samples["h_count", ()] == 7
     assert "# TYPE slotgate_commands_total counter" in merged
+
+
+def test_a_worker_that_keeps_dying_is_restarted_with_backoff(
+    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+) -> None:
+    import re
+
+    proxy, metrics_port = start_workers(tmp_path, seeds)
+    stopped.append(proxy)
+
+    def pid_of(index: int, after: int = 0) -> int:
+        found = re.findall(rf"worker {index} ready \(pid (\d+)\)", proxy.log_text())
+        return int(found[-1]) if len(found) > after else 0
+
+    for kills in range(3):
+        pid = pid_of(1, kills)
+        assert pid and alive(pid)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda k=kills: pid_of(1, k + 1), 20, "worker 1 not started again")
+    delays = re.findall(r"worker 1 exited unexpectedly with status -9; starting it again in "
+                        r"([\d.]+) s", proxy.log_text())
+    assert delays == ["0.1", "0.2", "0.4"]
+    assert scrape(metrics_port)["slotgate_worker_restarts_total", ()] == 3
+    assert len(worker_pids_seen(proxy.port)) == 2
+
+
+def test_sighup_is_forwarded_to_every_worker(
+    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text("retry:\n  deadline: 10s\n")
+    proxy = slotgate_proxy(tmp_path, seeds, ["--workers", "2", "--config", str(config)])
+    proxy.start(timeout_s=60)
+    stopped.append(proxy)
+    wait_for(lambda: "(2 workers)" in proxy.log_text(), 60, "workers not all ready")
+    config.write_text("retry:\n  deadline: 20s\n")
+    os.kill(proxy.pid, signal.SIGHUP)
+    for index in (0, 1):
+        wait_for(lambda i=index: f"worker-{i} proxy.config: reload: applied retry.deadline"
+                 in proxy.log_text(), 10, f"worker {index} did not reload")
+    assert proxy.alive()
