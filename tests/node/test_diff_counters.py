@@ -216,3 +216,44 @@ def test_get_hit_and_miss_counts_match_redis(diff_pair: Pair) -> None:
         real.close()
     assert deltas[1][0] > 0 and deltas[1][1] > 0
     assert deltas[0] == deltas[1], f"(hits, misses) ours {deltas[0]} vs real {deltas[1]}"
+
+
+# Runs of one command in a pipeline, broken by other commands, errors, the slow path and
+# INFO itself (which must see every command before it counted, as in Redis).
+STATS_PIPELINE = [
+    "CONFIG RESETSTAT", "INCR c", "INCR c", "INCR c", "INFO commandstats", "GET c", "GET c",
+    "INFO commandstats", "INFO commandstats", "SET s abc", "INCR s", "INCR s", "INCR c",
+    "INFO stats", "MULTI", "INCR c", "EXEC", "INCR c", "INFO commandstats", "HSET h f v",
+    "HSET h g w", "INFO everything", "CONFIG RESETSTAT", "GET c", "INFO commandstats",
+]
+
+
+def _counts(reply: bytes) -> list[str]:
+    """The parts of an INFO reply that do not depend on timing: per-command calls and
+    failed/rejected counts, total_commands_processed (sorted: the order of the commandstats
+    lines is not compared here)."""
+    text = reply.decode()
+    kept = []
+    for line in text.split("\r\n"):
+        if line.startswith("cmdstat_"):
+            name, fields = line.split(":", 1)
+            parts = dict(f.split("=", 1) for f in fields.split(","))
+            kept.append(f"{name} calls={parts['calls']} rejected={parts['rejected_calls']} "
+                        f"failed={parts['failed_calls']}")
+        elif line.startswith("total_commands_processed:"):
+            kept.append(line)
+    return sorted(kept)
+
+
+def test_pipelined_command_stats_match_redis(diff_pair: Pair) -> None:
+    ours, real = diff_pair.connect()
+    try:
+        got, want = _pipelined(ours, STATS_PIPELINE), _pipelined(real, STATS_PIPELINE)
+    finally:
+        ours.close()
+        real.close()
+    infos = [i for i, line in enumerate(STATS_PIPELINE) if line.startswith("INFO")]
+    assert any("cmdstat_incr calls=3" in s for s in _counts(want[infos[0]]))
+    problems = [f"{STATS_PIPELINE[i]!r} (#{i}): ours {_counts(got[i])} vs real {_counts(want[i])}"
+                for i in infos if _counts(got[i]) != _counts(want[i])]
+    assert not problems, "\n".join(problems)
