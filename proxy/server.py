@@ -58,6 +58,9 @@ class Proxy:
         self._ids = itertools.count(first_id, worker_count if worker_index is not None else 1)
         self._accepting = trio.CancelScope()
         self._shutdown = trio.Event()
+        # trio time by which a shutdown is over: in-flight requests, blocking ones included,
+        # are given up then (None: not shutting down).
+        self.stop_deadline: float | None = None
 
     def apply_settings(self, new: ProxySettings) -> None:
         """Take new settings while running (SIGHUP reload); raises ``ValueError`` if invalid.
@@ -108,11 +111,19 @@ class Proxy:
                 clients.start_soon(self._accept_loop, listeners, clients)
                 task_status.started()
                 await self._shutdown.wait()
+                self.stop_deadline = trio.current_time() + s.shutdown_grace_ms / 1000
+                nursery.start_soon(self._give_up_at_deadline)
                 self._accepting.cancel()
                 for session in list(self.sessions):
                     session.stop_reading()
                 # Sessions drain (bounded by their grace period) and close themselves.
             nursery.cancel_scope.cancel()
+
+    async def _give_up_at_deadline(self) -> None:
+        assert self.stop_deadline is not None
+        await trio.sleep_until(self.stop_deadline)
+        for session in list(self.sessions):
+            session.abandon_pending()
 
     async def _accept_loop(self, listeners: list[trio.SocketListener],
                            clients: trio.Nursery) -> None:

@@ -196,6 +196,7 @@ class Session:
         self.quit = False
         self._read_scope = trio.CancelScope()
         self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
+        self._give_up = False  # shutdown's deadline passed: no more shielded requests
         # Transactions (see pinned.py).
         self.multi: list[list[bytes]] | None = None
         self.multi_dirty = False
@@ -316,7 +317,10 @@ class Session:
                 nursery.start_soon(self._write_loop)
                 eof = await self._read_loop()
                 if not eof:
-                    with trio.move_on_after(self.settings.shutdown_grace_ms / 1000):
+                    deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
+                    if deadline is None:
+                        deadline = trio.current_time() + self.settings.shutdown_grace_ms / 1000
+                    with trio.move_on_at(deadline):
                         await self._drain()
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
@@ -437,6 +441,8 @@ class Session:
         (requests are buffered, not dispatched) so that a client that goes away cancels it,
         as Redis frees a blocked client that disconnects."""
         with trio.CancelScope(shield=True) as self._pending_scope:
+            if self._give_up:
+                self._pending_scope.cancel()
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_input, reader, nursery.cancel_scope)
@@ -446,8 +452,9 @@ class Session:
                 self._pending_scope = None
 
     def abandon_pending(self) -> None:
-        """Stop now (a second shutdown signal): the shielded request in flight, if any, is
-        given up without its reply."""
+        """Shutdown is over (its deadline passed, or a second signal): the shielded request in
+        flight, if any, and any later one are given up without their replies."""
+        self._give_up = True
         if self._pending_scope is not None:
             self._pending_scope.cancel()
 

@@ -100,6 +100,29 @@ def test_a_second_signal_gives_up_blocking_commands_and_exits_at_once(
         proxy.stop()
 
 
+def test_shutdown_grace_bounds_blocking_commands_too(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text('shutdown:\n  grace: "1s"\n')
+    proxy = slotgate_proxy(tmp_path, cluster_backend.ports[:1], ["--config", str(config)]).start()
+    q = f"q{uuid.uuid4().hex[:6]}"
+    try:
+        with RawClient(proxy.port) as c, RawClient(proxy.port) as idle:
+            assert idle.call("PING") == b"+PONG\r\n"
+            c.send(encode_command("BLPOP", q, "20"))
+            time.sleep(0.3)
+            started = time.monotonic()
+            os.kill(proxy.pid, signal.SIGTERM)
+            assert c.read_until_closed() == b""  # given up at the deadline, no reply
+            assert idle.read_until_closed() == b""
+            assert proxy.proc is not None
+            assert proxy.proc.wait(10) == 0
+            assert 0.9 < time.monotonic() - started < 4
+    finally:
+        proxy.stop()
+
+
 def test_starts_with_some_seeds_down_and_serves(
     cluster_backend: ClusterBackend, tmp_path: Path
 ) -> None:
