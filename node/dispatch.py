@@ -53,18 +53,18 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
     ks = c.ks
     keypos = srv.cluster_keypos
     clock_ns = _clock_ns
-    slow_us = srv.slowlog_threshold_us  # changed only by CONFIG SET: re-read after slow paths
-    # Redis times a command with whole-microsecond timestamps (ustime() before and after).
-    # Here the timestamp taken after one fast-path command is the start of the next: one
-    # clock read per command. ``t_us`` is re-read after anything that may take time outside
-    # a fast-path handler (the slow path, blocked-client wake-ups).
-    t_us = clock_ns() // 1000
-    # A run of the same fast-path command counts its calls and microseconds here and adds
-    # them to the command's stats (and total_commands_processed) once, when the run ends:
-    # before another command, the slow path, or returning. Commands that read these stats
-    # (_READS_STATS) end their run at once, so what they report is what Redis would.
+    # slowlog-log-slower-than in ns (changed only by CONFIG SET: re-read after slow paths)
+    slow_ns = srv.slowlog_threshold_us * 1000
+    # The clock read after one fast-path command is the start of the next: one read per
+    # command. ``t_ns`` is re-read after anything that may take time outside a fast-path
+    # handler (the slow path, blocked-client wake-ups).
+    t_ns = clock_ns()
+    # A run of the same fast-path command counts its calls and nanoseconds here and adds
+    # them to the command's stats (usec, and total_commands_processed) once, when the run
+    # ends: before another command, the slow path, or returning. Commands that read these
+    # stats (_READS_STATS) end their run at once, so what they report is what Redis would.
     run_cmd: Command | None = None
-    run_calls = run_us = 0
+    run_calls = run_ns = 0
     fold_each = False
     for i in range(start, len(reqs)):
         argv = reqs[i]
@@ -81,25 +81,25 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 else srv.cluster_keys_here(cmd, argv)))
         ):
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_us)  # type: ignore[arg-type]
-                run_calls = run_us = 0
+                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
+                run_calls = run_ns = 0
             run_cmd = None
             reply = process_command(c, cmd, argv)
-            slow_us = srv.slowlog_threshold_us
-            t_us = clock_ns() // 1000
+            slow_ns = srv.slowlog_threshold_us * 1000
+            t_ns = clock_ns()
         elif ks.propagate_hooks:
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_us)  # type: ignore[arg-type]
-                run_calls = run_us = 0
+                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
+                run_calls = run_ns = 0
             run_cmd = None
             reply = call(c, cmd, argv)  # replicas / AOF: call() propagates the write
-            slow_us = srv.slowlog_threshold_us
-            t_us = clock_ns() // 1000
+            slow_ns = srv.slowlog_threshold_us * 1000
+            t_ns = clock_ns()
         else:
             if cmd is not run_cmd:
                 if run_calls:
-                    _fold(srv, run_cmd, run_calls, run_us)  # type: ignore[arg-type]
-                    run_calls = run_us = 0
+                    _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
+                    run_calls = run_ns = 0
                 run_cmd = cmd
                 c.last_cmd = cmd.full_name
                 fold_each = cmd.full_name in _READS_STATS
@@ -112,30 +112,30 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
             except Exception as e:  # noqa: BLE001 - a bug must not take the server down
                 reply = _internal_error(cmd, argv, e)
                 srv.count_error(reply)
-            t0_us = t_us
-            t_us = clock_ns() // 1000
-            us = t_us - t0_us
+            t0_ns = t_ns
+            t_ns = clock_ns()
+            took_ns = t_ns - t0_ns
             run_calls += 1
-            run_us += us
+            run_ns += took_ns
             if fold_each:
-                _fold(srv, cmd, run_calls, run_us)
-                run_calls = run_us = 0
-            if us >= slow_us:
-                srv.slowlog_add(c, argv, us)
+                _fold(srv, cmd, run_calls, run_ns)
+                run_calls = run_ns = 0
+            if took_ns >= slow_ns:
+                srv.slowlog_add(c, argv, took_ns // 1000)
         if reply is BLOCKED:
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_us)  # type: ignore[arg-type]
+                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
             return i + 1
         out.append(reply)
         if ks.ready:
             serve_ready_keys(srv)
-            t_us = clock_ns() // 1000
+            t_ns = clock_ns()
         if c.close_after_reply:
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_us)  # type: ignore[arg-type]
+                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
             return i + 1
     if run_calls:
-        _fold(srv, run_cmd, run_calls, run_us)  # type: ignore[arg-type]
+        _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
     return len(reqs)
 
 
@@ -143,9 +143,9 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
 _READS_STATS = frozenset({"info"})
 
 
-def _fold(srv: Server, cmd: Command, calls: int, usec: int) -> None:
+def _fold(srv: Server, cmd: Command, calls: int, took_ns: int) -> None:
     cmd.calls += calls
-    cmd.usec += usec
+    cmd.usec += took_ns // 1000
     srv.stat_numcommands += calls
 
 
@@ -269,7 +269,7 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     c.propagate_as = None
     c.last_cmd = cmd.full_name
     db_index = c.db.index
-    t0_us = _clock_ns() // 1000
+    t0 = _clock_ns()
     try:
         reply = cmd.handler(c, argv)  # type: ignore[misc]
     except CommandError as e:
@@ -279,7 +279,7 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     except Exception as e:  # noqa: BLE001 - a bug must not take the server down
         reply = _internal_error(cmd, argv, e)
         srv.count_error(reply)
-    us = _clock_ns() // 1000 - t0_us
+    us = (_clock_ns() - t0) // 1000
     cmd.calls += 1
     cmd.usec += us
     srv.stat_numcommands += 1

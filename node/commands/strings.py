@@ -385,7 +385,8 @@ def _incr(c: Client, key: bytes, delta: int) -> bytes:
     return b":%b\r\n" % value
 
 
-_DIGITS = tuple(b"%d" % d for d in range(10))
+# The digit after ASCII digit b (b"0".."8"), indexed by its byte value.
+_NEXT_DIGIT = tuple(bytes((b + 1,)) if 48 <= b < 57 else b"" for b in range(58))
 
 
 @command("incr")
@@ -400,7 +401,7 @@ def incr(c: Client, argv: list[bytes]) -> bytes:
         if type(old) is bytes and len(old) < 19 and old.isdigit() and old[0] != 48:
             last = old[-1]
             if last != 57:  # no carry: only the last digit changes
-                value = old[:-1] + _DIGITS[last - 47]
+                value = old[:-1] + _NEXT_DIGIT[last]
             else:
                 value = b"%d" % (int(old, 10) + 1)
             db.data[key] = value
