@@ -70,7 +70,6 @@ class Supervisor:
         self._stop = trio.Event()
         self.scrape_errors = 0
         self.listen_address = ""
-        self._all_done = trio.Event()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_SupervisorCollector(self))
         ProcessCollector(registry=self.registry)
@@ -83,7 +82,9 @@ class Supervisor:
         try:
             host, port = reserved[0].getsockname()[:2]
             self.listen_address = f"{host}:{port}"
-            listen_flag = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            # The configured host (a name may stand for several addresses), the bound port.
+            name = s.listen_host
+            listen_flag = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
             with trio.open_signal_receiver(*FORWARDED) as signals:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._forward_signals, signals, nursery)
