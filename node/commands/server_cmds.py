@@ -126,10 +126,13 @@ def config_set(c: Client, argv: list[bytes]) -> bytes:
         key = canonical(name)
         if key is None:
             raise CommandError(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
-        if key in seen:
+        # A name given twice is refused; a name and its alias (hash-max-ziplist-value and
+        # hash-max-listpack-value) are not: both are set, in order, as Redis 7.0 does.
+        given = name.lower()
+        if given in seen:
             raise CommandError(
                 f"ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter")
-        seen.add(key)
+        seen.add(given)
         pairs.append((name, argv[i + 1].decode("utf-8", "surrogateescape")))
     backup = dict(cfg.values)
     try:

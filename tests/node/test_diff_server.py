@@ -55,6 +55,18 @@ CASES = [
                     "CONFIG SET notify-keyspace-events Q", "CONFIG SET slowlog-max-len 64",
                     "CONFIG GET slowlog-max-len", "CONFIG SET slowlog-max-len 128",
                     "CONFIG GET", "CONFIG REWRITE", ("CONFIG GET max*clients", "pairs")]),
+    # a name and its alias in one CONFIG SET are both set (in order); a name twice is not
+    Case("config set of a name and its alias", [
+        "CONFIG SET hash-max-ziplist-value 1 hash-max-listpack-value 2",
+        ("CONFIG GET hash-max-*-value", "pairs"),
+        "CONFIG SET hash-max-listpack-value 5 hash-max-ziplist-value 6",
+        ("CONFIG GET hash-max-*-value", "pairs"), "HSET h f abcdefg", "OBJECT ENCODING h",
+        "CONFIG SET list-max-ziplist-size 3 list-max-listpack-size 4",
+        ("CONFIG GET list-max-*-size", "pairs"),
+        "CONFIG SET hash-max-ziplist-value 1 HASH-MAX-ZIPLIST-VALUE 3",
+        "CONFIG SET hash-max-listpack-value 7 hash-max-listpack-value 8",
+        ("CONFIG GET hash-max-*-value", "pairs"),
+        "CONFIG SET hash-max-listpack-value 64 list-max-listpack-size -2"]),
     Case("command", ["COMMAND COUNT", "COMMAND INFO get", "COMMAND INFO config|get",
                      "COMMAND INFO nosuch get", "COMMAND DOCS get", "COMMAND DOCS nosuch",
                      "COMMAND GETKEYS get a", "COMMAND GETKEYS mset a 1 b 2", "COMMAND GETKEYS",
