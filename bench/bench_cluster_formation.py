@@ -79,11 +79,14 @@ def form_once(kind: str, count: int, workdir: Path, settle_s: float,
     0..stagger_s pause (its cron phase then owes nothing to the previous node's start)."""
     make = redis_server if kind == "real" else slotgate_node
     rng = rng or random.Random()
-    nodes: list[ManagedProcess] = [make(workdir, cluster=True) for _ in range(count)]
+    nodes: list[ManagedProcess] = []
     try:
-        for n in nodes:
+        for _ in range(count):
             time.sleep(rng.random() * stagger_s)
+            n = make(workdir, cluster=True)  # the port is picked right before the start
+            nodes.append(n)
             n.start()
+            _check_is_ours(n)
         clients = [n.client(socket_timeout=5) for n in nodes]
         step = 16384 // count
         for i, c in enumerate(clients):
@@ -111,6 +114,14 @@ def form_once(kind: str, count: int, workdir: Path, settle_s: float,
     finally:
         for n in nodes:
             n.stop()
+
+
+def _check_is_ours(n: ManagedProcess) -> None:
+    """The port answers for the process just started, not for another one that took the free
+    port meanwhile on this shared machine (RuntimeError: the round is started again)."""
+    info = n.client(socket_timeout=5).info("server")
+    if int(info["process_id"]) != n.pid:
+        raise RuntimeError(f"port {n.port} is served by pid {info['process_id']}, not {n.pid}")
 
 
 def _summary(values: list[float]) -> str:
