@@ -142,10 +142,14 @@ class Database:
         return v
 
     def lookup_read(self, key: bytes) -> Any:
-        """``lookup`` that also counts keyspace hits/misses (INFO stats), for read commands."""
+        """``lookup`` that also counts keyspace hits/misses (INFO stats), for read commands;
+        a miss is also the ``keymiss`` event (class ``m``), as in Redis' lookupKey."""
         v = self.lookup(key)
         if v is None:
-            self.ks.keyspace_misses += 1
+            ks = self.ks
+            ks.keyspace_misses += 1
+            if ks.notify_flags & NOTIFY_KEY_MISS:
+                self.notify(NOTIFY_KEY_MISS, b"keymiss", key)
         else:
             self.ks.keyspace_hits += 1
         return v

@@ -25,7 +25,7 @@ from node.errors import (
     WRONGTYPE,
     CommandError,
 )
-from node.keyspace import NOTIFY_GENERIC, NOTIFY_STRING, now_ms
+from node.keyspace import NOTIFY_GENERIC, NOTIFY_KEY_MISS, NOTIFY_STRING, now_ms
 from protocol.resp import array_header, bulk, format_long_double, integer, to_long_double
 
 if TYPE_CHECKING:
@@ -49,7 +49,10 @@ def get(c: Client, argv: list[bytes]) -> bytes:
     else:  # db.lookup_read without the calls: nothing can have expired
         v = db.data.get(argv[1])
         if v is None:
-            db.ks.keyspace_misses += 1
+            ks = db.ks
+            ks.keyspace_misses += 1
+            if ks.notify_flags & NOTIFY_KEY_MISS:
+                db.notify(NOTIFY_KEY_MISS, b"keymiss", argv[1])
         else:
             db.ks.keyspace_hits += 1
     if v is None:

@@ -128,15 +128,15 @@ NOTIFIED = ["INCR k", "INCR k", "DECR k", "INCRBY k 5", "DECRBY k 2", "HSET h f 
             "INCR x", "INCR wrong", "SET wrong abc", "INCR wrong", "HSET wrong f v"]
 
 
-def _events(pair: Pair, port: int) -> bytes:
-    """Raw messages a pattern subscriber gets while NOTIFIED runs (all events on)."""
+def _events(pair: Pair, port: int, lines: list[str] = NOTIFIED, flags: bytes = b"KEA") -> bytes:
+    """Raw messages a pattern subscriber gets while ``lines`` run (events ``flags`` on)."""
     cmd = Conn(port)
     sub = Conn(port)
     try:
         cmd.call([b"FLUSHALL"])
-        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"])
+        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", flags])
         sub.call([b"PSUBSCRIBE", b"__key*@0__:*"])
-        for line in NOTIFIED:
+        for line in lines:
             cmd.call(split_line(line))
         cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b""])
         cmd.call([b"SET", b"end", b"1"])  # not notified: marks the end of the stream
@@ -158,6 +158,31 @@ def test_keyspace_events_match_redis(diff_pair: Pair) -> None:
     ours = _events(diff_pair, diff_pair.ours_port)
     real = _events(diff_pair, diff_pair.real_port)
     assert real.count(b"pmessage") >= 2 * 12, real  # the real server did notify
+    assert ours == real, show_difference(ours, real)
+
+
+# Read lookups that miss (keymiss, class "m"), hits, writes to missing keys (no keymiss: a
+# write lookup) and OBJECT (a lookup without events in Redis).
+KEYMISS_LINES = [
+    "GET nokey", "SET k v", "GET k", "MGET k nokey2 nokey3", "STRLEN nokey", "GETRANGE nokey 0 1",
+    "EXISTS nokey k", "TTL nokey", "PTTL k", "OBJECT ENCODING nokey", "DUMP nokey",
+    "HGET noh f", "HGETALL noh", "LRANGE nol 0 -1", "LINDEX nol 0", "SMEMBERS nos",
+    "SISMEMBER nos m", "ZSCORE noz m", "ZRANGE noz 0 -1", "GETBIT nob 1", "BITCOUNT nob",
+    "INCR newc", "HSET newh f v", "LPUSH newl a", "APPEND news x", "DEL nokey", "GETDEL nokey",
+    "SET t 1 PX 1", "DEBUG SLEEP 0.01", "GET t", "SUNION nos nos2", "COPY nokey dst",
+    "SELECT 1", "GET nokey", "SELECT 0",
+]
+
+
+def test_keymiss_events_match_redis(diff_pair: Pair) -> None:
+    ours = _events(diff_pair, diff_pair.ours_port, KEYMISS_LINES, b"KEm")
+    real = _events(diff_pair, diff_pair.real_port, KEYMISS_LINES, b"KEm")
+    assert real.count(b"keymiss") >= 2 * 10, real  # the real server did notify
+    assert ours == real, show_difference(ours, real)
+    # with "m" off there is no keymiss at all
+    ours = _events(diff_pair, diff_pair.ours_port, KEYMISS_LINES, b"KEA")
+    real = _events(diff_pair, diff_pair.real_port, KEYMISS_LINES, b"KEA")
+    assert b"keymiss" not in real
     assert ours == real, show_difference(ours, real)
 
 
