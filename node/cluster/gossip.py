@@ -119,6 +119,7 @@ class Engine(Messenger):
         # failover (node/cluster/failover.py): auth requests/acks, MFSTART, mflags, cron
         self.ext: Any = None
         self.links_limit_exceeded = 0
+        self._new_nodes: list[Node] = []  # learned this pass (gossip, MEET): linked in before_sleep
 
     # -- links -----------------------------------------------------------------------------
     def accept(self, peer_ip: str, local_ip: str) -> Link:
@@ -190,6 +191,7 @@ class Engine(Messenger):
         n.ip, n.port, n.cport = norm, port, cport
         self.st.add_node(n)
         self.st.changed(TODO_SAVE)
+        self._new_nodes.append(n)
         return True
 
     # -- receiving -------------------------------------------------------------------------
@@ -244,6 +246,7 @@ class Engine(Messenger):
             n.port, n.pport, n.cport = m.port, m.pport, m.cport
             st.add_node(n)
             st.changed(TODO_SAVE)
+            self._new_nodes.append(n)
             self._process_gossip(m, None, now)
         self.send_ping(link, bus.PONG)
         self._on_config_message(link, m, sender, now)
@@ -389,6 +392,7 @@ class Engine(Messenger):
                 node.ip, node.port, node.cport, node.pport = g.ip, g.port, g.cport, g.pport
                 st.add_node(node)
                 st.changed(TODO_SAVE)
+                self._new_nodes.append(node)
 
     def _on_fail(self, link: Link, m: Message, sender: Node | None, now: int) -> None:
         if sender is None:
@@ -567,12 +571,33 @@ class Engine(Messenger):
         st = self.st
         if self.ext is not None:
             self.ext.before_sleep()
+        if self._new_nodes:
+            self._link_new_nodes()
         if st.todo & TODO_UPDATE_STATE:
             self.update_state()
         if st.todo & TODO_SAVE:
             fsync = bool(st.todo & TODO_FSYNC)
             st.todo &= ~(TODO_SAVE | TODO_FSYNC)
             self.hooks.save(fsync)
+
+    def _link_new_nodes(self) -> None:
+        """Nodes learned in this pass (by gossip or CLUSTER MEET) get their outbound link now
+        instead of at the next cron tick (up to 100 ms later), with what that tick would have
+        queued on it: the PING to a node that never answered (not to one in handshake, whose
+        MEET goes out when the connection is up). Same messages as the cron's, sooner."""
+        new, self._new_nodes = self._new_nodes, []
+        st = self.st
+        now = self.clock_ms()
+        half_timeout = self.cfg.node_timeout_ms // 2
+        for node in new:
+            if node.link is not None or st.nodes.get(node.name) is not node \
+                    or node.flags & (bus.F_MYSELF | bus.F_NOADDR):
+                continue
+            self._connect(node)
+            link = node.link
+            if link is not None and not node.flags & bus.F_HANDSHAKE and node.ping_sent == 0 \
+                    and now - node.pong_received > half_timeout:
+                self.send_ping(link, bus.PING)
 
     # -- helpers for commands --------------------------------------------------------------
     def forget(self, node: Node) -> None:

@@ -406,3 +406,42 @@ def test_new_link_pings_as_redis_does() -> None:
         assert [bus.decode(m).type for m in meet.out] == [bus.MEET]
         assert not meet.node.flags & bus.F_MEET
     run(main)
+
+
+def test_nodes_learned_in_a_pass_are_linked_before_the_next_cron() -> None:
+    """A CLUSTER MEET target and a node learned from gossip get their outbound link (and,
+    for the gossiped one, the cron's PING) when the pass that learned them ends, not at the
+    next cron tick: with no cron at all, a newcomer meets one node, hears of the other one in
+    its gossip and reaches it."""
+    async def main() -> None:
+        await trio.sleep(1.5)  # pong_received 0 of a gossiped node must be > timeout/2 old
+        net = Net()
+        a, b = form(net, 2)
+        await net.run_for(3)
+        assert b.st.myself.name in a.st.nodes and a.st.myself.name in b.st.nodes
+        c = net.add(20003)
+        assert c.start_handshake("127.0.0.1", 20001, 30001)
+        c.before_sleep()
+        (hs,) = [n for n in c.st.nodes.values() if n.in_handshake]
+        assert hs.link is not None, "the MEET target is linked at once"
+        net.pump()  # deliveries and before_sleep only, no cron
+        a_at_c = c.st.nodes.get(a.st.myself.name)
+        assert a_at_c is not None and not a_at_c.in_handshake and a_at_c.link is not None
+        assert c.st.myself.name in a.st.nodes and a.st.nodes[c.st.myself.name].link is not None
+        # A PING from a whose gossip names b (the entries are random: draw until it does).
+        b_name = b.st.myself.name
+        for _ in range(100):
+            probe = Link(a.st.nodes[c.st.myself.name], False, mock_ms())
+            a.send_ping(probe, bus.PING)
+            if b_name in [g.name for g in bus.decode(probe.out[-1]).gossip]:
+                break
+        else:
+            raise AssertionError("a's gossip never named b")
+        assert b_name not in c.st.nodes
+        c.on_message(a_at_c.link, probe.out[-1])
+        c.before_sleep()
+        b_at_c = c.st.nodes.get(b_name)
+        assert b_at_c is not None and b_at_c.link is not None, "linked in the same pass"
+        net.pump()
+        assert b_at_c.pong_received > 0, "b answered the PING"
+    run(main)
