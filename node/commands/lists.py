@@ -91,43 +91,67 @@ def _emptied(db: Database, key: bytes) -> None:
 # --- push -----------------------------------------------------------------------------------
 
 
-@command("lpush")
-def lpush(c: Client, argv: list[bytes]) -> bytes:
+def _push(c: Client, argv: list[bytes], left: bool) -> bytes:
     db = c.db
     key = argv[1]
     v = db.lookup(key)
     if v is None:
         v = RList()
-        v.extendleft(argv[2:])
+        if left:
+            v.extendleft(argv[2:])
+        else:
+            v.extend(argv[2:])
         db.set(key, v)
     elif type(v) is RList:
-        v.extendleft(argv[2:])
+        if left:
+            v.extendleft(argv[2:])
+        else:
+            v.extend(argv[2:])
         db.modified(key)
         db.signal_ready(key)
     else:
         raise CommandError(WRONGTYPE)
     c.ks.dirty += len(argv) - 2
-    db.notify(NOTIFY_LIST, b"lpush", key)
+    db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
     return b":%d\r\n" % len(v)
+
+
+@command("lpush")
+def lpush(c: Client, argv: list[bytes]) -> bytes:
+    db = c.db
+    if not (db.expires or db.watched or db.blocking):
+        # The hot path, what _push comes down to for an existing list when the db has no
+        # TTL to check, no WATCH to touch and no blocked client to serve.
+        v = db.data.get(argv[1])
+        if type(v) is RList:
+            if len(argv) == 3:
+                v.appendleft(argv[2])
+            else:
+                v.extendleft(argv[2:])
+            ks = c.ks
+            ks.dirty += len(argv) - 2
+            if ks.notify_flags:
+                db.notify(NOTIFY_LIST, b"lpush", argv[1])
+            return b":%d\r\n" % len(v)
+    return _push(c, argv, True)
 
 
 @command("rpush")
 def rpush(c: Client, argv: list[bytes]) -> bytes:
     db = c.db
-    key = argv[1]
-    v = db.lookup(key)
-    if v is None:
-        v = RList(argv[2:])
-        db.set(key, v)
-    elif type(v) is RList:
-        v.extend(argv[2:])
-        db.modified(key)
-        db.signal_ready(key)
-    else:
-        raise CommandError(WRONGTYPE)
-    c.ks.dirty += len(argv) - 2
-    db.notify(NOTIFY_LIST, b"rpush", key)
-    return b":%d\r\n" % len(v)
+    if not (db.expires or db.watched or db.blocking):
+        v = db.data.get(argv[1])  # the hot path, as in lpush
+        if type(v) is RList:
+            if len(argv) == 3:
+                v.append(argv[2])
+            else:
+                v.extend(argv[2:])
+            ks = c.ks
+            ks.dirty += len(argv) - 2
+            if ks.notify_flags:
+                db.notify(NOTIFY_LIST, b"rpush", argv[1])
+            return b":%d\r\n" % len(v)
+    return _push(c, argv, False)
 
 
 def _pushx(c: Client, argv: list[bytes], left: bool) -> bytes:

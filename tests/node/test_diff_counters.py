@@ -1,8 +1,8 @@
-"""INCR/DECR and HSET hot paths against a real redis-server 7.0: raw replies (RESP2 and RESP3),
+"""INCR/DECR, HSET and LPUSH/RPUSH hot paths against a real redis-server 7.0: raw replies (RESP2 and RESP3),
 the same lines pipelined in one write, keyspace notifications and the dirty counter.
 
-The node serves INCR of a plain counter and HSET of one field of an existing hash by a shorter
-path when the database has no TTL, WATCH, blocked client or encoding mark to update; these
+The node serves INCR of a plain counter, HSET of one field of an existing hash and a push to
+an existing list by a shorter path when the database has no TTL, WATCH, blocked client or encoding mark to update; these
 cases go in and out of that path (TTLs, WATCH, APPEND/INCRBYFLOAT encodings, values at the
 edges of the canonical-integer check, encoding thresholds).
 """
@@ -80,6 +80,25 @@ HASH_CASES = [
         "MULTI", "HGET w f", "EXEC"]),
 ]
 
+LIST_CASES = [
+    Case("push replies", [
+        "LPUSH l a", "LPUSH l b", "LPUSH l c d e", "RPUSH l f", "RPUSH l g h", "LRANGE l 0 -1",
+        "LPUSH l", "RPUSH l", "SET s x", "LPUSH s a", "RPUSH s a", "HSET h f v", "LPUSH h a",
+        "OBJECT ENCODING l", "LLEN l", "LPUSHX l z", "RPUSHX nol z", "LRANGE l 0 -1"]),
+    Case("push with TTLs and WATCH", [
+        "RPUSH l a", "EXPIRE l 100", "LPUSH l b", ("TTL l", "ttl"), "RPUSH l c",
+        "LRANGE l 0 -1", "RPUSH gone a", "PEXPIRE gone 1", "DEBUG SLEEP 0.01", "LPUSH gone b",
+        "LRANGE gone 0 -1", "PERSIST l", "RPUSH w a", "WATCH w", "LPUSH w b", "MULTI",
+        "LLEN w", "EXEC", "WATCH w", "RPUSH w c", "MULTI", "LLEN w", "EXEC", "WATCH other",
+        "RPUSH w d", "MULTI", "LLEN w", "EXEC", "LRANGE w 0 -1"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_pushes_match_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, LIST_CASES, proto)
+    assert not problems, "\n".join(problems)
+
 
 @pytest.mark.parametrize("proto", [2, 3])
 def test_counters_match_redis(diff_pair: Pair, proto: int) -> None:
@@ -123,9 +142,10 @@ def test_pipelined_batch_matches_redis(diff_pair: Pair) -> None:
     assert not problems, "\n".join(problems)
 
 
-NOTIFIED = ["INCR k", "INCR k", "DECR k", "INCRBY k 5", "DECRBY k 2", "HSET h f v",
+NOTIFIED = ["RPUSH l a", "LPUSH l b", "RPUSH l c d", "LPUSH l e f", "INCR k", "INCR k", "DECR k", "INCRBY k 5", "DECRBY k 2", "HSET h f v",
             "HSET h f w", "HSET h g x", "HSET h a 1 b 2", "HMSET h c 3", "SET x 1 EX 100",
-            "INCR x", "INCR wrong", "SET wrong abc", "INCR wrong", "HSET wrong f v"]
+            "INCR x", "INCR wrong", "SET wrong abc", "INCR wrong", "HSET wrong f v",
+            "LPUSH wrong a"]
 
 
 def _events(pair: Pair, port: int, lines: list[str] = NOTIFIED, flags: bytes = b"KEA") -> bytes:
@@ -196,7 +216,8 @@ def _dirty(conn: Conn) -> int:
 
 DIRTY_LINES = ["INCR k", "INCR k", "DECRBY k 3", "SET k abc", "INCR k", "HSET h f v",
                "HSET h f w g x", "HSET h f w g x", "HMSET h a 1", "HSET h f", "LPUSH l a",
-               "HSET l f v", "INCR l", "SET t 1 EX 100", "INCR t", "HSET h2 a 1"]
+               "HSET l f v", "INCR l", "SET t 1 EX 100", "INCR t", "HSET h2 a 1", "LPUSH l b c",
+               "RPUSH l d", "RPUSH l e f g", "LPUSH k x"]
 
 
 def test_dirty_counter_matches_redis(diff_pair: Pair) -> None:
