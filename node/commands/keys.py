@@ -57,7 +57,7 @@ def type_name(v: Any) -> bytes:
 
 @command("type")
 def type_(c: Client, argv: list[bytes]) -> bytes:
-    v = c.db.lookup(argv[1])
+    v = c.db.lookup_read(argv[1])  # a read lookup in Redis: counts hits/misses, keymiss event
     return b"+none\r\n" if v is None else b"+" + type_name(v) + b"\r\n"
 
 

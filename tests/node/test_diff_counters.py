@@ -184,7 +184,8 @@ def test_keyspace_events_match_redis(diff_pair: Pair) -> None:
 # Read lookups that miss (keymiss, class "m"), hits, writes to missing keys (no keymiss: a
 # write lookup) and OBJECT (a lookup without events in Redis).
 KEYMISS_LINES = [
-    "GET nokey", "SET k v", "GET k", "MGET k nokey2 nokey3", "STRLEN nokey", "GETRANGE nokey 0 1",
+    "GET nokey", "SET k v", "GET k", "TYPE nokey", "TYPE k", "MGET k nokey2 nokey3",
+    "STRLEN nokey", "GETRANGE nokey 0 1",
     "EXISTS nokey k", "TTL nokey", "PTTL k", "OBJECT ENCODING nokey", "DUMP nokey",
     "HGET noh f", "HGETALL noh", "LRANGE nol 0 -1", "LINDEX nol 0", "SMEMBERS nos",
     "SISMEMBER nos m", "ZSCORE noz m", "ZRANGE noz 0 -1", "GETBIT nob 1", "BITCOUNT nob",
@@ -242,7 +243,8 @@ def _stats(conn: Conn) -> tuple[int, int]:
     return int(fields["keyspace_hits"]), int(fields["keyspace_misses"])
 
 
-HIT_LINES = ["GET nokey", "SET k v", "GET k", "GET k", "GET nokey", "LPUSH l a", "GET l",
+HIT_LINES = ["GET nokey", "SET k v", "GET k", "GET k", "GET nokey", "TYPE nokey", "TYPE k",
+             "LPUSH l a", "GET l",
              "INCR c", "GET c", "SET t 1 EX 100", "GET t", "GET k", "GET nokey2",
              "SET gone 1 PX 1", "DEBUG SLEEP 0.01", "GET gone", "PERSIST t", "GET t"]
 

@@ -67,6 +67,13 @@ CASES = [
         "CONFIG SET hash-max-listpack-value 7 hash-max-listpack-value 8",
         ("CONFIG GET hash-max-*-value", "pairs"),
         "CONFIG SET hash-max-listpack-value 64 list-max-listpack-size -2"]),
+    # the *-max-listpack-value directives are memory values (units), the entries integers
+    Case("listpack limits: memory values and integers", [
+        "CONFIG SET hash-max-listpack-value 1kb", "CONFIG GET hash-max-listpack-value",
+        "CONFIG SET hash-max-listpack-value abc", "CONFIG SET zset-max-ziplist-value 2k",
+        "CONFIG GET zset-max-listpack-value", "CONFIG SET zset-max-listpack-value 1x",
+        "CONFIG SET hash-max-listpack-entries 1kb", "CONFIG SET set-max-intset-entries 1k",
+        "CONFIG SET hash-max-listpack-value 64 zset-max-listpack-value 64"]),
     Case("command", ["COMMAND COUNT", "COMMAND INFO get", "COMMAND INFO config|get",
                      "COMMAND INFO nosuch get", "COMMAND DOCS get", "COMMAND DOCS nosuch",
                      "COMMAND GETKEYS get a", "COMMAND GETKEYS mset a 1 b 2", "COMMAND GETKEYS",
