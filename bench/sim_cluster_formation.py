@@ -24,30 +24,17 @@ import random
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from node.cluster import bus  # noqa: E402
-from node.cluster.gossip import Engine, Hooks, Link  # noqa: E402
+from node.cluster.gossip import Engine, FixedSettings, Hooks, Link  # noqa: E402
 from node.cluster.state import ClusterState, Node, random_name  # noqa: E402
 
 CLOCK_BASE_MS = 1_700_000_000_000  # unix ms at simulated time 0 (gossip carries seconds)
 CRON_S = 0.1
-
-
-@dataclass
-class _Settings:
-    node_timeout_ms: int
-    port: int
-    cport: int
-    pport: int = 0
-    announce_ip: str = ""
-    hostname: str = ""
-    require_full_coverage: bool = True
-    allow_replica_migration: bool = True
 
 
 class Sim:
@@ -86,7 +73,7 @@ class Sim:
         me = Node(random_name(), bus.F_MYSELF | bus.F_MASTER, self.clock_ms())
         me.ip, me.port, me.cport = "127.0.0.1", port, port + 10000
         hooks = Hooks()
-        e = Engine(ClusterState(me, self.clock_ms), _Settings(2000, port, port + 10000), hooks,
+        e = Engine(ClusterState(me, self.clock_ms), FixedSettings(2000, port, port + 10000), hooks,
                    self.clock_ms, random.Random(self.rng.random()))
         hooks.connect = lambda link: self.at(self.now_s + 2 * self.latency_s, self._up, e, link)
         hooks.close = self._close

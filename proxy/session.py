@@ -94,6 +94,22 @@ class OutputFlusher:
 _ROUTE_HANDLERS: dict[str, str] = {}  # route -> Session method name, filled below
 
 
+def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
+    """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
+    failure is dropped), count it, and write out whatever is now ready in order. Both
+    ``ReplySlot.__call__`` and ``SlotCall.finish`` are this function (no extra call)."""
+    if slot.data is not None:
+        return
+    slot.data = raw
+    s = slot.session
+    s.unfilled -= 1
+    # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
+    s.metrics.command(slot.name, "error" if raw[:1] == b"-" else "ok",
+                      time.perf_counter() - slot.start_s)
+    if s.slots[0] is slot:
+        s.flush_ready()
+
+
 class ReplySlot:
     """A place in the client's reply order; calling it with the raw reply fills it."""
 
@@ -105,17 +121,7 @@ class ReplySlot:
         self.name = name
         self.start_s = start_s
 
-    def __call__(self, raw: bytes) -> None:
-        if self.data is not None:
-            return  # filled already (a late duplicate after a failure): keep the first
-        self.data = raw
-        s = self.session
-        s.unfilled -= 1
-        # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
-        s.metrics.command(self.name, "error" if raw[:1] == b"-" else "ok",
-                          time.perf_counter() - self.start_s)
-        if s.slots[0] is self:
-            s.flush_ready()
+    __call__ = _fill
 
 
 def _never(raw: bytes) -> None:
@@ -154,17 +160,7 @@ class SlotCall(Call):
         else:
             self.finish(raw)
 
-    def finish(self, raw: bytes) -> None:
-        """As ``ReplySlot.__call__``."""
-        if self.data is not None:
-            return
-        self.data = raw
-        s = self.session
-        s.unfilled -= 1
-        s.metrics.command(self.name, "error" if raw[:1] == b"-" else "ok",
-                          time.perf_counter() - self.start_s)
-        if s.slots[0] is self:
-            s.flush_ready()
+    finish = _fill
 
 
 class Session:

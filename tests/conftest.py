@@ -78,6 +78,17 @@ def start_bundled_cluster(workdir: Path, masters: int = 3, replicas: int = 1) ->
     return nodes
 
 
+@pytest.fixture
+def cleanup() -> Iterator[list[ManagedProcess]]:
+    """Every process appended here is stopped by PID at the end of the test."""
+    procs: list[ManagedProcess] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()
+
+
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     """A real redis-server 7 cluster: 3 masters + 3 replicas made with redis-cli --cluster create."""

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from node.cluster import bus, failure
@@ -58,6 +59,21 @@ class Settings(Protocol):
     def require_full_coverage(self) -> bool: ...
     @property
     def allow_replica_migration(self) -> bool: ...
+
+
+@dataclass
+class FixedSettings:
+    """``Settings`` that never change: for driving an engine without a server (tests, the
+    formation simulation in bench/)."""
+
+    node_timeout_ms: int
+    port: int
+    cport: int
+    pport: int = 0
+    announce_ip: str = ""
+    hostname: str = ""
+    require_full_coverage: bool = True
+    allow_replica_migration: bool = True
 
 
 class Link:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from node.commands.registry import command
+from node.commands.registry import Handler, command
 from node.commands.replies import EMPTY_ARRAY, OK, ZERO
 from node.commands.typeutil import (
     COUNT_POSITIVE,
@@ -91,67 +91,50 @@ def _emptied(db: Database, key: bytes) -> None:
 # --- push -----------------------------------------------------------------------------------
 
 
-def _push(c: Client, argv: list[bytes], left: bool) -> bytes:
-    db = c.db
-    key = argv[1]
-    v = db.lookup(key)
-    if v is None:
-        v = RList()
-        if left:
-            v.extendleft(argv[2:])
+def _pusher(left: bool) -> Handler:
+    """LPUSH (``left``) or RPUSH. An existing list in a db with no TTL to check, no WATCH to
+    touch and no blocked client to serve takes the short path; everything else the general
+    one (create, wrong type, expiry, WATCH, wake-ups)."""
+    add_all = RList.extendleft if left else RList.extend
+    event = b"lpush" if left else b"rpush"
+
+    def push(c: Client, argv: list[bytes]) -> bytes:
+        db = c.db
+        key = argv[1]
+        if not (db.expires or db.watched or db.blocking):
+            v = db.data.get(key)
+            if type(v) is RList:
+                if len(argv) != 3:
+                    add_all(v, argv[2:])
+                elif left:
+                    v.appendleft(argv[2])
+                else:
+                    v.append(argv[2])
+                ks = c.ks
+                ks.dirty += len(argv) - 2
+                if ks.notify_flags:
+                    db.notify(NOTIFY_LIST, event, key)
+                return b":%d\r\n" % len(v)
+        v = db.lookup(key)
+        if v is None:
+            v = RList()
+            add_all(v, argv[2:])
+            db.set(key, v)
+        elif type(v) is RList:
+            add_all(v, argv[2:])
+            db.modified(key)
+            db.signal_ready(key)
         else:
-            v.extend(argv[2:])
-        db.set(key, v)
-    elif type(v) is RList:
-        if left:
-            v.extendleft(argv[2:])
-        else:
-            v.extend(argv[2:])
-        db.modified(key)
-        db.signal_ready(key)
-    else:
-        raise CommandError(WRONGTYPE)
-    c.ks.dirty += len(argv) - 2
-    db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
-    return b":%d\r\n" % len(v)
+            raise CommandError(WRONGTYPE)
+        c.ks.dirty += len(argv) - 2
+        db.notify(NOTIFY_LIST, event, key)
+        return b":%d\r\n" % len(v)
+
+    return push
 
 
-@command("lpush")
-def lpush(c: Client, argv: list[bytes]) -> bytes:
-    db = c.db
-    if not (db.expires or db.watched or db.blocking):
-        # The hot path, what _push comes down to for an existing list when the db has no
-        # TTL to check, no WATCH to touch and no blocked client to serve.
-        v = db.data.get(argv[1])
-        if type(v) is RList:
-            if len(argv) == 3:
-                v.appendleft(argv[2])
-            else:
-                v.extendleft(argv[2:])
-            ks = c.ks
-            ks.dirty += len(argv) - 2
-            if ks.notify_flags:
-                db.notify(NOTIFY_LIST, b"lpush", argv[1])
-            return b":%d\r\n" % len(v)
-    return _push(c, argv, True)
-
-
-@command("rpush")
-def rpush(c: Client, argv: list[bytes]) -> bytes:
-    db = c.db
-    if not (db.expires or db.watched or db.blocking):
-        v = db.data.get(argv[1])  # the hot path, as in lpush
-        if type(v) is RList:
-            if len(argv) == 3:
-                v.append(argv[2])
-            else:
-                v.extend(argv[2:])
-            ks = c.ks
-            ks.dirty += len(argv) - 2
-            if ks.notify_flags:
-                db.notify(NOTIFY_LIST, b"rpush", argv[1])
-            return b":%d\r\n" % len(v)
-    return _push(c, argv, False)
+lpush = command("lpush")(_pusher(True))
+rpush = command("rpush")(_pusher(False))
 
 
 def _pushx(c: Client, argv: list[bytes], left: bool) -> bytes:

@@ -6,26 +6,13 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import trio
 import trio.testing
 
 from node.cluster import bus
-from node.cluster.gossip import Engine, Hooks, Link
+from node.cluster.gossip import Engine, FixedSettings, Hooks, Link
 from node.cluster.state import ClusterState, Node, random_name
-
-
-@dataclass
-class FakeSettings:
-    node_timeout_ms: int
-    port: int
-    cport: int
-    pport: int = 0
-    announce_ip: str = ""
-    hostname: str = ""
-    require_full_coverage: bool = True
-    allow_replica_migration: bool = True
 
 
 def mock_ms() -> int:
@@ -48,7 +35,7 @@ class Net:
         me.ip, me.port, me.cport = "127.0.0.1", port, port + 10000
         st = ClusterState(me, mock_ms)
         hooks = Hooks()
-        eng = Engine(st, FakeSettings(timeout_ms, port, port + 10000), hooks, mock_ms,
+        eng = Engine(st, FixedSettings(timeout_ms, port, port + 10000), hooks, mock_ms,
                      random.Random(seed or port))
         hooks.connect = functools.partial(self._connect, eng)
         hooks.close = functools.partial(self._close, eng)

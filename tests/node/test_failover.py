@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -199,16 +199,6 @@ class Writer(BackgroundWriter):
             self.errors += 1
             time.sleep(0.05)
         time.sleep(0.002)
-
-
-@pytest.fixture
-def cleanup() -> Iterator[list[ManagedProcess]]:
-    """Every process appended here is stopped by PID at the end of the test."""
-    procs: list[ManagedProcess] = []
-    try:
-        yield procs
-    finally:
-        stop_all(procs)
 
 
 # -- the scenario ------------------------------------------------------------------------------

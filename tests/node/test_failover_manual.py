@@ -14,7 +14,6 @@ from redis.cluster import RedisCluster
 from tests.node.test_failover import (
     KINDS,
     BackgroundWriter,
-    cleanup,
     create,
     first_slot,
     key_in_slot,
@@ -28,8 +27,6 @@ from tests.node.test_failover import (
     wait_for,
 )
 from tests.support import ManagedProcess
-
-__all__ = ["cleanup"]
 
 
 class UniqueWriter(BackgroundWriter):

@@ -11,16 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support import ManagedProcess, redis_server, slotgate_node
-
-
-def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or cond}")
+from tests.support import ManagedProcess, redis_server, slotgate_node, wait_until
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support import _port_free, free_port
+from tests.support import _port_free, free_port, pid_alive
 
 
 def _consecutive_cluster_ports(n: int) -> int:
@@ -27,14 +27,6 @@ def _consecutive_cluster_ports(n: int) -> int:
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
     return [int(x) for x in out.stdout.split()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("replicas", [1])
@@ -82,13 +74,13 @@ def test_up_serves_whole_cluster_and_stops_everything(tmp_path: Path, replicas: 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         deadline = time.monotonic() + 10
-        while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        while any(pid_alive(c) for c in children) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [c for c in children if _alive(c)] == []
+        assert [c for c in children if pid_alive(c)] == []
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
         for c in children:
-            if _alive(c):
+            if pid_alive(c):
                 os.kill(c, signal.SIGKILL)

@@ -11,7 +11,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.slots import key_slot
 from tests.proxy.rawclient import RawClient
-from tests.support import ManagedProcess, free_port, slotgate_proxy
+from tests.support import ManagedProcess, free_port, pid_alive, slotgate_proxy, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,7 +33,7 @@ def start_workers(tmp_path: Path, seeds: list[int], workers: int = 2) -> tuple[M
     proxy = slotgate_proxy(tmp_path, seeds, ["--workers", str(workers),
                                              "--metrics", f"127.0.0.1:{metrics_port}"])
     proxy.start(timeout_s=60)  # the first worker listens
-    wait_for(lambda: f"({workers} workers)" in proxy.log_text(), 60, "workers not all ready")
+    wait_until(lambda: f"({workers} workers)" in proxy.log_text(), 60, "workers not all ready")
     return proxy, metrics_port
 
 
@@ -46,14 +45,6 @@ def info_proxy(port: int) -> dict[str, str]:
 def parse_info(frame: bytes) -> dict[str, str]:
     body = frame.split(b"\r\n", 1)[1].decode()
     return dict(line.split(":", 1) for line in body.splitlines() if ":" in line)
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def parent_of(pid: int) -> int:
@@ -79,27 +70,11 @@ def worker_pids_seen(port: int, connections: int = 40) -> set[int]:
     return {int(info_proxy(port)["process_id"]) for _ in range(connections)}
 
 
-def wait_for(predicate: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-
-
-@pytest.fixture
-def stopped() -> Iterator[list[ManagedProcess]]:
-    """Processes to stop at the end, whatever happened."""
-    procs: list[ManagedProcess] = []
-    yield procs
-    for p in procs:
-        p.stop()
-
-
 def test_connections_spread_over_workers_and_all_work(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy, metrics_port = start_workers(tmp_path, seeds)
-    stopped.append(proxy)
+    cleanup.append(proxy)
     tag = uuid.uuid4().hex[:6]
     keys = [f"w{tag}:{i}" for i in range(20)]
     assert len({key_slot(k.encode()) for k in keys}) > 10  # spread over the slots (and masters)
@@ -146,18 +121,18 @@ def test_connections_spread_over_workers_and_all_work(
 
 
 def test_a_killed_worker_is_started_again(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy, metrics_port = start_workers(tmp_path, seeds)
-    stopped.append(proxy)
+    cleanup.append(proxy)
     before = worker_pids_seen(proxy.port)
     assert len(before) == 2
     victim = min(before)
     os.kill(victim, signal.SIGKILL)
-    wait_for(lambda: not alive(victim), 10, "the killed worker is still there")
+    wait_until(lambda: not pid_alive(victim), 10, "the killed worker is still there")
     # Connections made once it is gone work (those it had not accepted yet were reset), and
     # soon reach a new second worker too.
-    wait_for(lambda: (seen := worker_pids_seen(proxy.port, 20)) and victim not in seen
+    wait_until(lambda: (seen := worker_pids_seen(proxy.port, 20)) and victim not in seen
              and len(seen) == 2, 30, "no replacement worker took connections")
     assert proxy.alive()
     with RawClient(proxy.port) as c:
@@ -169,23 +144,23 @@ def test_a_killed_worker_is_started_again(
 
 
 def test_sigterm_stops_every_worker(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy, _ = start_workers(tmp_path, seeds, workers=3)
-    stopped.append(proxy)
+    cleanup.append(proxy)
     pids = worker_pids_seen(proxy.port, 60)
     assert len(pids) == 3
     os.kill(proxy.pid, signal.SIGTERM)
     assert proxy.proc is not None
     assert proxy.proc.wait(20) == 0
-    assert [pid for pid in pids if alive(pid)] == []
+    assert [pid for pid in pids if pid_alive(pid)] == []
 
 
 def test_a_second_signal_stops_at_once_and_orphans_nothing(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy, _ = start_workers(tmp_path, seeds)
-    stopped.append(proxy)
+    cleanup.append(proxy)
     pids = worker_pids_seen(proxy.port)
     assert len(pids) == 2
     with RawClient(proxy.port) as c:
@@ -202,18 +177,18 @@ def test_a_second_signal_stops_at_once_and_orphans_nothing(
         assert proxy.proc is not None
         assert proxy.proc.wait(15) == 0
         assert time.monotonic() - started < 5
-    assert [pid for pid in pids if alive(pid)] == []
+    assert [pid for pid in pids if pid_alive(pid)] == []
 
 
 def test_workers_stop_when_the_supervisor_is_killed(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy, _ = start_workers(tmp_path, seeds)
-    stopped.append(proxy)
+    cleanup.append(proxy)
     pids = worker_pids_seen(proxy.port)
     assert len(pids) == 2
     proxy.kill()
-    wait_for(lambda: not any(alive(pid) for pid in pids), 15, f"orphaned workers {pids}")
+    wait_until(lambda: not any(pid_alive(pid) for pid in pids), 15, f"orphaned workers {pids}")
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -263,10 +238,10 @@ def test_address_in_use_fails_to_start_with_a_clear_message() -> None:
 
 
 def test_a_worker_that_does_not_answer_is_left_out_and_counted(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy, metrics_port = start_workers(tmp_path, seeds)
-    stopped.append(proxy)
+    cleanup.append(proxy)
     by_pid: dict[int, int] = {}  # worker pid -> commands sent to it
     for _ in range(30):
         with RawClient(proxy.port) as c:
@@ -293,17 +268,17 @@ def test_a_worker_that_does_not_answer_is_left_out_and_counted(
 
 
 def test_one_worker_is_one_plain_process(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     proxy = slotgate_proxy(tmp_path, seeds, ["--workers", "1"]).start()
-    stopped.append(proxy)
+    cleanup.append(proxy)
     info = info_proxy(proxy.port)
     assert (int(info["process_id"]), info["worker_index"], info["workers"]) == (proxy.pid, "0", "1")
     with RawClient(proxy.port) as a, RawClient(proxy.port) as b:
         ids = [int(c.call("CLIENT", "ID")[1:-2]) for c in (a, b)]
     assert ids[1] == ids[0] + 1  # one sequence, as before workers existed
     children = [p for p in Path("/proc").glob("[0-9]*") if p.name != str(proxy.pid)
-                and alive(int(p.name)) and parent_of(int(p.name)) == proxy.pid]
+                and pid_alive(int(p.name)) and parent_of(int(p.name)) == proxy.pid]
     assert children == []
 
 
@@ -340,12 +315,12 @@ def test_merging_sums_counters_and_picks_gauges_deliberately() -> None:
 
 
 def test_a_worker_that_keeps_dying_is_restarted_with_backoff(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     import re
 
     proxy, metrics_port = start_workers(tmp_path, seeds)
-    stopped.append(proxy)
+    cleanup.append(proxy)
 
     def pid_of(index: int, after: int = 0) -> int:
         found = re.findall(rf"worker {index} ready \(pid (\d+)\)", proxy.log_text())
@@ -353,9 +328,9 @@ def test_a_worker_that_keeps_dying_is_restarted_with_backoff(
 
     for kills in range(3):
         pid = pid_of(1, kills)
-        assert pid and alive(pid)
+        assert pid and pid_alive(pid)
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda k=kills: pid_of(1, k + 1), 20, "worker 1 not started again")
+        wait_until(lambda k=kills: pid_of(1, k + 1), 20, "worker 1 not started again")
     delays = re.findall(r"worker 1 exited unexpectedly with status -9; starting it again in "
                         r"([\d.]+) s", proxy.log_text())
     assert delays == ["0.1", "0.2", "0.4"]
@@ -364,17 +339,17 @@ def test_a_worker_that_keeps_dying_is_restarted_with_backoff(
 
 
 def test_sighup_is_forwarded_to_every_worker(
-    seeds: list[int], tmp_path: Path, stopped: list[ManagedProcess]
+    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
 ) -> None:
     config = tmp_path / "proxy.yaml"
     config.write_text("retry:\n  deadline: 10s\n")
     proxy = slotgate_proxy(tmp_path, seeds, ["--workers", "2", "--config", str(config)])
     proxy.start(timeout_s=60)
-    stopped.append(proxy)
-    wait_for(lambda: "(2 workers)" in proxy.log_text(), 60, "workers not all ready")
+    cleanup.append(proxy)
+    wait_until(lambda: "(2 workers)" in proxy.log_text(), 60, "workers not all ready")
     config.write_text("retry:\n  deadline: 20s\n")
     os.kill(proxy.pid, signal.SIGHUP)
     for index in (0, 1):
-        wait_for(lambda i=index: f"worker-{i} proxy.config: reload: applied retry.deadline"
+        wait_until(lambda i=index: f"worker-{i} proxy.config: reload: applied retry.deadline"
                  in proxy.log_text(), 10, f"worker {index} did not reload")
     assert proxy.alive()
