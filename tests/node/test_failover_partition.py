@@ -16,7 +16,6 @@ import redis
 from tests.node.test_failover import (
     KINDS,
     NODE_TIMEOUT_MS,
-    cleanup,
     create,
     first_slot,
     key_in_slot,
@@ -29,8 +28,6 @@ from tests.node.test_failover import (
     wait_for,
 )
 from tests.support import ManagedProcess
-
-__all__ = ["cleanup"]
 
 # redis-py raises ClusterDownError for -CLUSTERDOWN and keeps the text after the prefix
 DOWN = "The cluster is down"

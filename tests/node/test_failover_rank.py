@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from tests.node.test_failover import (
-    cleanup,
     create,
     first_slot,
     key_in_slot,
@@ -27,8 +26,6 @@ from tests.node.test_failover import (
     wait_for,
 )
 from tests.support import ManagedProcess
-
-__all__ = ["cleanup"]
 
 TIMEOUT_MS = 1000
 RUNS = 10

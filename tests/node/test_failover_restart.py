@@ -9,7 +9,6 @@ from pathlib import Path
 from redis.cluster import RedisCluster
 
 from tests.node.test_failover import (
-    cleanup,
     create,
     replicas_synced,
     start_cluster_nodes,
@@ -18,8 +17,6 @@ from tests.node.test_failover import (
     wait_for,
 )
 from tests.support import ManagedProcess, wait_cluster_ok
-
-__all__ = ["cleanup"]
 
 AOF = ["--appendonly", "yes", "--appendfsync", "always"]
 KEYS = 1500
