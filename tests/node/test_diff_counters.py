@@ -72,6 +72,15 @@ HASH_CASES = [
         "HSET z b 2", "OBJECT ENCODING z", "CONFIG SET hash-max-ziplist-entries 512",
         "CONFIG SET hash-max-ziplist-value 2", "HSET y a 1",
         "HSET y a 12", "OBJECT ENCODING y", "CONFIG SET hash-max-listpack-value 64"]),
+    Case("hsetnx, hincrby, hincrbyfloat after CONFIG SET of the limits", [
+        "CONFIG SET hash-max-listpack-value 4", "HSETNX a f 1234", "OBJECT ENCODING a",
+        "HSETNX a g 12345", "OBJECT ENCODING a", "HINCRBY b f 12345", "OBJECT ENCODING b",
+        "HINCRBYFLOAT c f 1.5", "OBJECT ENCODING c", "HINCRBYFLOAT c f 1000.25",
+        "OBJECT ENCODING c", "CONFIG SET hash-max-listpack-value 64",
+        "CONFIG SET hash-max-listpack-entries 1", "HSETNX d f v", "HSETNX d g v",
+        "OBJECT ENCODING d", "HINCRBY e f 1", "HINCRBY e g 1", "OBJECT ENCODING e",
+        "HINCRBYFLOAT x f 1", "HINCRBYFLOAT x g 1", "OBJECT ENCODING x",
+        "CONFIG SET hash-max-listpack-entries 512"]),
     Case("hset with TTLs and WATCH", [
         "HSET h f v", "EXPIRE h 100", "HSET h f w", ("TTL h", "ttl"), "HSET h g x",
         "HGETALL h", "HSET gone f v", "PEXPIRE gone 1", "DEBUG SLEEP 0.01", "HSET gone g w",
