@@ -44,8 +44,9 @@ NAN_OR_INF = "ERR value is NaN or Infinity"
 WOULD_BE_NAN_OR_INF = "ERR increment would produce NaN or Infinity"
 OUT_OF_RANGE = "ERR value is out of range"
 
-# hash-max-listpack-entries / -value, refreshed from the config by every write and by
-# set_limits (the server's apply_config, after start and after CONFIG SET)
+# hash-max-listpack-entries / -value for RESTORE and RDB loading (no client at hand); kept
+# current by set_limits, which the server's apply_config calls after start and CONFIG SET.
+# Commands read the same pair from ``server.hash_max_listpack``.
 LIMITS = {"entries": 512, "value": 64}
 
 
@@ -67,10 +68,8 @@ class RHash(dict):  # type: ignore[type-arg]
 
 
 def _limits(c: Client) -> tuple[int, int]:
-    values = c.server.config.values
-    e = LIMITS["entries"] = values["hash-max-listpack-entries"]
-    v = LIMITS["value"] = values["hash-max-listpack-value"]
-    return e, v
+    """(hash-max-listpack-entries, hash-max-listpack-value) as of the last CONFIG SET."""
+    return c.server.hash_max_listpack
 
 
 def _check_lengths(h: RHash, args: list[bytes], max_value: int) -> None:
@@ -164,9 +163,7 @@ def _hset(c: Client, argv: list[bytes]) -> int:
         created = False
     else:
         raise CommandError(WRONGTYPE)
-    values = c.server.config.values
-    max_entries = LIMITS["entries"] = values["hash-max-listpack-entries"]
-    max_value = LIMITS["value"] = values["hash-max-listpack-value"]
+    max_entries, max_value = c.server.hash_max_listpack
     before = len(h)
     if n == 4:  # one field: the common case, without the loops
         field = argv[2]
