@@ -96,8 +96,12 @@ class Replica:
         self.last_newline = time.monotonic()
 
     def send(self, data: bytes) -> None:
-        self.client.out.append(data)
-        self.client.wake()
+        c = self.client
+        c.out.append(data)
+        dirty = c.server.repl_dirty
+        if not dirty or dirty[-1] is not c:
+            dirty.append(c)
+        c.wake()
 
 
 class Replication:

@@ -89,6 +89,9 @@ class Server:
         self.cluster_keys_here: Callable[[Command, list[bytes]], bool] = _keys_here
         # Runs before any client output is written (cluster: save nodes.conf first).
         self.before_reply: Callable[[], None] | None = None
+        # Replica links with replication stream queued since the last client reply: written
+        # before any reply (``flush_replicas``), as Redis writes replicas first.
+        self.repl_dirty: list[Client] = []
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
@@ -192,7 +195,39 @@ class Server:
         if scope is not None and not c.extra.get("running"):
             scope.cancel()
 
+    def flush_replicas(self) -> None:
+        """Write the replication stream queued for replicas now, with one non-blocking send
+        each, before a client's reply goes out. Redis writes replicas first in the same event
+        loop turn; here a write is likewise on its way to the replicas before its client
+        hears OK, so a master killed right after the reply loses only what Redis would. A rest
+        the kernel does not take goes with the replica's own flush task."""
+        dirty = self.repl_dirty
+        self.repl_dirty = []
+        for r in dirty:
+            out = r.out
+            extra = r.extra
+            if not out or extra.get("sending") or r.killed:
+                continue
+            raw = extra.get("rawsock")
+            if raw is None:
+                continue
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            try:
+                sent = raw.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self.kill_client(r)
+                continue
+            self.stat_net_output_bytes += sent
+            if sent < len(data):
+                out.append(bytes(memoryview(data)[sent:]))
+                r.wake()
+
     async def _flush(self, c: Client, sock: Conn) -> None:
+        if self.repl_dirty:
+            self.flush_replicas()
         if self.before_reply is not None:
             self.before_reply()
         if c.extra.get("sending"):
@@ -236,6 +271,7 @@ class Server:
             return
         c = self._new_client(addr, laddr)
         c.extra["fd"] = sock.sock.fileno()
+        c.extra["rawsock"] = sock.sock
         try:
             with trio.CancelScope() as scope:
                 c.extra["cancel_scope"] = scope
@@ -369,6 +405,8 @@ class Server:
 
     def _send_now(self, c: Client, sock: Conn) -> bool:
         """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``."""
+        if self.repl_dirty:
+            self.flush_replicas()
         if self.before_reply is not None:
             self.before_reply()
         out = c.out

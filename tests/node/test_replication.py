@@ -326,3 +326,61 @@ def test_blocking_pops_replicate_as_the_pops_they_did(nodes: Callable[..., Manag
         assert r.zrange(key, 0, -1, withscores=True) == m.zrange(key, 0, -1, withscores=True), key
     assert r.lrange("l", 0, -1) == [b"d"] and r.zrange("z", 0, -1) == [b"m2"]
     assert r.exists("l3") == 0 and r.zrange("z3", 0, -1) == [b"d"]
+
+
+@pytest.mark.parametrize("kind", ["bundled", "real"])
+def test_write_leaves_for_the_replica_before_its_reply(nodes: Callable[..., ManagedProcess],
+                                                        tmp_path: Path, kind: str) -> None:
+    """The replication stream of a write is sent before the write's reply, as Redis sends
+    replicas their bytes first: once a client has its OK, the replica can have the write even
+    if the master then stops for good. Here the master stops right after the reply (client B's
+    DEBUG SLEEP runs in the same pass as client A's SET); the replica must have A's write well
+    before B's sleep ends. redis-server passes the same check."""
+    if kind == "bundled":
+        m_proc, r_proc = nodes("--enable-debug-command", "yes"), nodes()
+    else:
+        m_proc = redis_server(tmp_path, extra=["--repl-diskless-sync-delay", "0"]).start()
+        r_proc = redis_server(tmp_path).start()
+    try:
+        _check_write_before_reply(m_proc, r_proc)
+    finally:
+        if kind == "real":
+            m_proc.stop()
+            r_proc.stop()
+
+
+def _check_write_before_reply(m_proc: ManagedProcess, r_proc: ManagedProcess) -> None:
+    import socket
+
+    m = m_proc.client()
+    r = make_replica(r_proc, m_proc)
+
+    def conn() -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", m_proc.port), timeout=10)
+        s.sendall(b"PING\r\n")
+        assert s.recv(100) == b"+PONG\r\n"  # served once: now watched by the node's poller
+        return s
+
+    a, b, c = conn(), conn(), conn()
+    try:
+        # C holds the node for 0.3 s, so that A's SET and B's sleep are both pending when it
+        # wakes, and are served one after the other in a single pass.
+        c.sendall(b"DEBUG SLEEP 0.3\r\n")
+        time.sleep(0.05)
+        a.sendall(b"SET early-bird v1\r\n")
+        time.sleep(0.01)
+        b.sendall(b"DEBUG SLEEP 2\r\n")
+        assert a.recv(100) == b"+OK\r\n"
+        got_reply = time.monotonic()
+        seen = None
+        while time.monotonic() - got_reply < 1.5 and seen is None:
+            if r.get("early-bird") == b"v1":
+                seen = time.monotonic() - got_reply
+            time.sleep(0.01)
+        # Sent after the reply, the write would wait out B's 2 s sleep.
+        assert seen is not None and seen < 1.0, seen
+        assert b.recv(100) == b"+OK\r\n" and c.recv(100) == b"+OK\r\n"
+    finally:
+        for s in (a, b, c):
+            s.close()
+    wait_until(lambda: in_sync(m, r), what="offsets equal")
