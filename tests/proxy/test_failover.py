@@ -43,6 +43,7 @@ def test_master_killed_mid_traffic(slotgate: ManagedProcess,
     unexpected: list[BaseException] = []
     acked: dict[str, str] = {}
     unknown_fate = [0]
+    lost_at_kill: list[tuple[str, str, object]] = []
     ok_after_kill = [0]
     killed_at = [0.0]
 
@@ -53,10 +54,19 @@ def test_master_killed_mid_traffic(slotgate: ManagedProcess,
             n += 1
             k = keys[wid + 3 * (n % (len(keys) // 3))]  # each worker its own keys
             v = f"{wid}-{n}"
+            sent_before_kill = not killed_at[0]
             try:
                 c.set(k, v)
                 acked[k] = v
-                assert c.get(k) == v.encode()
+                got = c.get(k)
+                if got != v.encode() and sent_before_kill:
+                    # Acknowledged by the master just before it died, and not yet applied by
+                    # the replica that took over: asynchronous replication loses this write,
+                    # in Redis too. Counted and bounded below; never allowed after the kill.
+                    lost_at_kill.append((k, v, got))
+                    acked.pop(k, None)
+                    continue
+                assert got == v.encode()
                 if killed_at[0]:
                     ok_after_kill[0] += 1
             except redis.ResponseError as exc:
@@ -87,13 +97,15 @@ def test_master_killed_mid_traffic(slotgate: ManagedProcess,
             t.join(40)
     try:
         assert not unexpected, [(type(e).__name__, e.args) for e in unexpected]
+        assert len(lost_at_kill) <= len(threads), lost_at_kill  # one write in flight each
         assert ok_after_kill[0] >= 200
         assert slot_owner(cluster_backend, key_slot(tag.encode())) is not victim
         r = slotgate.client()
         lost = [k for k, v in acked.items() if r.get(k) != v.encode()]
         # Replication is asynchronous; with nothing in flight at the end, every write
         # acknowledged after the takeover must be there. Report the count of any others.
-        print(f"unknown-fate writes: {unknown_fate[0]}, acknowledged writes lost: {len(lost)}")
+        print(f"unknown-fate writes: {unknown_fate[0]}, acknowledged writes lost: {len(lost)}, "
+              f"lost at the kill: {lost_at_kill}")
         assert len(lost) <= unknown_fate[0] + 5
         r.delete(*keys)
     finally:
