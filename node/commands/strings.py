@@ -390,29 +390,49 @@ def _incr(c: Client, key: bytes, delta: int) -> bytes:
 
 # The digit after ASCII digit b (b"0".."8"), indexed by its byte value.
 _NEXT_DIGIT = tuple(bytes((b + 1,)) if 48 <= b < 57 else b"" for b in range(58))
+# Below this, n + 1 fits a long long (and its text has at most 18 digits).
+_CAP = 10**18
+# The value the INCR hot path stored last, and its number (_CAP: not known). A key INCR'd
+# again that still holds that very object (identity: the same immutable bytes) is n + 1
+# with no parsing or checking; a counter INCR'd in a row parses its text once.
+_last_value: object = object()
+_last_n = _CAP
 
 
 @command("incr")
 def incr(c: Client, argv: list[bytes]) -> bytes:
+    global _last_value, _last_n
     db = c.db
     key = argv[1]
     if not (db.expires or db.str_enc or db.watched or db.blocking):
         # The hot path, what _incr(c, key, 1) comes down to when the db has no TTL, encoding
         # mark, WATCH or blocked client to update, for an existing key holding 1-18 digits
         # without a leading zero (canonical, and +1 cannot overflow).
-        old = db.data.get(key)
-        if type(old) is bytes and len(old) < 19 and old.isdigit() and old[0] != 48:
-            last = old[-1]
-            if last != 57:  # no carry: only the last digit changes
-                value = old[:-1] + _NEXT_DIGIT[last]
+        data = db.data
+        old = data.get(key)
+        if old is _last_value and _last_n < _CAP:  # canonical digits this path stored
+            n = _last_n + 1
+            value = b"%d" % n
+        elif type(old) is bytes and len(old) < 19 and old.isdigit() and old[0] != 48:
+            if old is _last_value:  # INCR'd twice in a row: learn its number
+                n = int(old) + 1
+                value = b"%d" % n
             else:
-                value = b"%d" % (int(old, 10) + 1)
-            db.data[key] = value
-            ks = c.ks
-            ks.dirty += 1
-            if ks.notify_flags:
-                db.notify(NOTIFY_STRING, b"incrby", key)
-            return b":%b\r\n" % value
+                last = old[-1]
+                if last != 57:  # no carry: only the last digit changes
+                    value = old[:-1] + _NEXT_DIGIT[last]
+                else:
+                    value = b"%d" % (int(old, 10) + 1)
+                n = _CAP
+        else:
+            return _incr(c, key, 1)
+        data[key] = _last_value = value
+        _last_n = n
+        ks = c.ks
+        ks.dirty += 1
+        if ks.notify_flags:
+            db.notify(NOTIFY_STRING, b"incrby", key)
+        return b":%b\r\n" % value
     return _incr(c, key, 1)
 
 

@@ -27,6 +27,18 @@ COUNTER_CASES = [
         "SET k 99999999999999999999", "INCR k", "DECR k", "SET k 1", "DECR k", "DECR k",
         "DECR k", "GET k", "INCRBY k 18", "DECRBY k 3", "INCRBY k 9223372036854775807",
         "OBJECT ENCODING k", "DBSIZE"]),
+    Case("incr in a row, the same counter object again", [
+        "SET k 999999999999999996", "INCR k", "INCR k", "INCR k", "INCR k", "INCR k", "GET k",
+        "SET k 9223372036854775804", "INCR k", "INCR k", "INCR k", "INCR k", "INCR k", "GET k",
+        "SET a 5", "INCR a", "INCR a", "COPY a b", "INCR b", "INCR a", "INCR b", "GET a",
+        "GET b", "INCR c1", "INCR c1", "INCR c1", "RENAME c1 c2", "INCR c2", "INCR c2",
+        "SET c1 7", "INCR c1", "GET c2", "SET x 41", "INCR x", "INCR x", "APPEND x 0",
+        "INCR x", "INCR x", "OBJECT ENCODING x", "INCR y", "INCR y", "SELECT 1", "INCR y",
+        "INCR y", "SELECT 0", "INCR y", "GET y", "INCR z", "INCR z", "DECR z", "INCR z",
+        "INCR z", "GET z", "INCR w", "INCR w", "INCR w", "SET w 100", "INCR w", "INCR w",
+        "INCR z", "INCR w", "INCR z", "INCR w", "MGET w z", "INCR n9", "INCR n9", "INCR n9",
+        "INCR n9", "INCR n9", "INCR n9", "INCR n9", "INCR n9", "INCR n9", "INCR n9", "INCR n9",
+        "GET n9"]),
     Case("incr and the string encodings", [
         "SET k 1", "APPEND k 2", "OBJECT ENCODING k", "INCR k", "OBJECT ENCODING k", "GET k",
         "SET f 1", "INCRBYFLOAT f 1", "OBJECT ENCODING f", "INCR f", "OBJECT ENCODING f",
