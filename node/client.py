@@ -108,6 +108,7 @@ class Client:
             or self.reply_mode != REPLY_ON
             or self.subscriptions > 0
             or self.asking
+            or self.server.slow  # kept current by Server.update_slow
         )
 
     # -- blocking ------------------------------------------------------------------------

@@ -59,13 +59,13 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
     # command. ``t_ns`` is re-read after anything that may take time outside a fast-path
     # handler (the slow path, blocked-client wake-ups).
     t_ns = clock_ns()
-    # A run of the same fast-path command counts its calls and nanoseconds here and adds
-    # them to the command's stats (usec, and total_commands_processed) once, when the run
-    # ends: before another command, the slow path, or returning. Commands that read these
-    # stats (_READS_STATS) end their run at once, so what they report is what Redis would.
+    # A run of the same fast-path command counts its calls here and adds them, with the
+    # nanoseconds since the run began (``run_t0``), to the command's stats (usec, and
+    # total_commands_processed) once, when the run ends: before another command, the slow
+    # path, blocked-client wake-ups, or returning. Commands that read these stats (INFO) take
+    # the slow path, so what they report is what Redis would.
     run_cmd: Command | None = None
-    run_calls = run_ns = 0
-    fold_each = False
+    run_calls = run_t0 = 0
     for i in range(start, len(reqs)):
         argv = reqs[i]
         cmd = table.get(argv[0])
@@ -73,7 +73,7 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
             cmd = table.get(argv[0].lower())
         n = len(argv)
         if (
-            cmd is None or cmd.special or c.slow or srv.slow
+            cmd is None or cmd.special or c.slow
             or (n != arity if (arity := cmd.arity) > 0 else n < -arity)
             # cluster mode: keys in a slot served here without further checks stay fast
             or (keypos is not None and (kp := keypos[cmd]) != 0 and not (
@@ -81,16 +81,16 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 else srv.cluster_keys_here(cmd, argv)))
         ):
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
-                run_calls = run_ns = 0
+                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+                run_calls = 0
             run_cmd = None
             reply = process_command(c, cmd, argv)
             slow_ns = srv.slowlog_threshold_us * 1000
             t_ns = clock_ns()
         elif ks.propagate_hooks:
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
-                run_calls = run_ns = 0
+                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+                run_calls = 0
             run_cmd = None
             reply = call(c, cmd, argv)  # replicas / AOF: call() propagates the write
             slow_ns = srv.slowlog_threshold_us * 1000
@@ -98,11 +98,11 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
         else:
             if cmd is not run_cmd:
                 if run_calls:
-                    _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
-                    run_calls = run_ns = 0
+                    _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+                    run_calls = 0
                 run_cmd = cmd
+                run_t0 = t_ns
                 c.last_cmd = cmd.full_name
-                fold_each = cmd.full_name in _READS_STATS
             try:
                 reply = cmd.handler(c, argv)  # type: ignore[misc]
             except CommandError as e:
@@ -114,33 +114,28 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 srv.count_error(reply)
             t0_ns = t_ns
             t_ns = clock_ns()
-            took_ns = t_ns - t0_ns
             run_calls += 1
-            run_ns += took_ns
-            if fold_each:
-                _fold(srv, cmd, run_calls, run_ns)
-                run_calls = run_ns = 0
-            if took_ns >= slow_ns:
-                srv.slowlog_add(c, argv, took_ns // 1000)
+            if t_ns - t0_ns >= slow_ns:
+                srv.slowlog_add(c, argv, (t_ns - t0_ns) // 1000)
         if reply is BLOCKED:
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
+                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
             return i + 1
         out.append(reply)
         if ks.ready:
+            if run_calls:  # the wake-ups' time is not the command's
+                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+                run_calls = 0
+            run_cmd = None
             serve_ready_keys(srv)
             t_ns = clock_ns()
         if c.close_after_reply:
             if run_calls:
-                _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
+                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
             return i + 1
     if run_calls:
-        _fold(srv, run_cmd, run_calls, run_ns)  # type: ignore[arg-type]
+        _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
     return len(reqs)
-
-
-# Fast-path commands whose replies show command stats (INFO commandstats/stats/everything).
-_READS_STATS = frozenset({"info"})
 
 
 def _fold(srv: Server, cmd: Command, calls: int, took_ns: int) -> None:

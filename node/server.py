@@ -127,8 +127,12 @@ class Server:
 
     def update_slow(self) -> None:
         # Propagation and cluster routing are done on the fast path too (node/dispatch.py).
-        self.slow = bool(self.monitors or self.command_checks
-                         or (self.cluster_route is not None and self.cluster_keypos is None))
+        slow = bool(self.monitors or self.command_checks
+                    or (self.cluster_route is not None and self.cluster_keypos is None))
+        if slow != self.slow:
+            self.slow = slow
+            for c in self.clients.values():  # each client's ``slow`` includes the server's
+                c.update_slow()
 
     def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
         self.ks.propagate_hooks.append(hook)

@@ -69,14 +69,16 @@ class Command:
         self.pubsub_ok = full_name in _PUBSUB_CONTEXT_OK
         self.subcommands: dict[bytes, Command] | None = None
         self.container: Command | None = None
-        # Handled outside the fast path (containers; commands that change dispatch state).
-        self.special = False
+        # Handled outside the fast path: containers (set below), and commands that show the
+        # command stats, which the fast path adds up per run of a command.
+        self.special = full_name in _READS_STATS
         self.calls = 0
         self.usec = 0
         self.failed_calls = 0
         self.rejected_calls = 0
 
 
+_READS_STATS = frozenset({"info"})
 _PUBSUB_CONTEXT_OK = frozenset({
     "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe",
     "ping", "quit", "reset",
