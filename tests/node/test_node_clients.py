@@ -57,6 +57,7 @@ def test_monitor_sees_other_clients(node_standalone: ManagedProcess,
                                     redis_standalone: ManagedProcess) -> None:
     for port in _both(node_standalone, redis_standalone):
         m, b = Conn(port), Conn(port)
+        assert b.call([b"PING"]) == b"+PONG\r\n"  # b is a client before MONITOR starts
         assert m.call([b"MONITOR"]) == b"+OK\r\n"
         b.call([b"SET", b"mon", b'a b"c'])
         line = m.read()
