@@ -59,13 +59,13 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
     # command. ``t_ns`` is re-read after anything that may take time outside a fast-path
     # handler (the slow path, blocked-client wake-ups).
     t_ns = clock_ns()
-    # A run of the same fast-path command counts its calls here and adds them, with the
-    # nanoseconds since the run began (``run_t0``), to the command's stats (usec, and
+    # A run of the same fast-path command adds its calls (requests since ``run_i0``) and the
+    # nanoseconds since it began (``run_t0``) to the command's stats (usec, and
     # total_commands_processed) once, when the run ends: before another command, the slow
     # path, blocked-client wake-ups, or returning. Commands that read these stats (INFO) take
     # the slow path, so what they report is what Redis would.
     run_cmd: Command | None = None
-    run_calls = run_t0 = 0
+    run_i0 = run_t0 = 0  # the index and clock where the current run began
     for i in range(start, len(reqs)):
         argv = reqs[i]
         cmd = table.get(argv[0])
@@ -80,27 +80,25 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 srv.cluster_slots[key_slot(argv[kp])] if kp > 0
                 else srv.cluster_keys_here(cmd, argv)))
         ):
-            if run_calls:
-                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
-                run_calls = 0
-            run_cmd = None
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
+                run_cmd = None
             reply = process_command(c, cmd, argv)
             slow_ns = srv.slowlog_threshold_us * 1000
             t_ns = clock_ns()
         elif ks.propagate_hooks:
-            if run_calls:
-                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
-                run_calls = 0
-            run_cmd = None
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
+                run_cmd = None
             reply = call(c, cmd, argv)  # replicas / AOF: call() propagates the write
             slow_ns = srv.slowlog_threshold_us * 1000
             t_ns = clock_ns()
         else:
             if cmd is not run_cmd:
-                if run_calls:
-                    _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
-                    run_calls = 0
+                if run_cmd is not None:
+                    _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
                 run_cmd = cmd
+                run_i0 = i
                 run_t0 = t_ns
                 c.last_cmd = cmd.full_name
             try:
@@ -114,27 +112,25 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 srv.count_error(reply)
             t0_ns = t_ns
             t_ns = clock_ns()
-            run_calls += 1
             if t_ns - t0_ns >= slow_ns:
                 srv.slowlog_add(c, argv, (t_ns - t0_ns) // 1000)
         if reply is BLOCKED:
-            if run_calls:
-                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
             return i + 1
         out.append(reply)
         if ks.ready:
-            if run_calls:  # the wake-ups' time is not the command's
-                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
-                run_calls = 0
-            run_cmd = None
+            if run_cmd is not None:  # the wake-ups' time is not the command's
+                _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
+                run_cmd = None
             serve_ready_keys(srv)
             t_ns = clock_ns()
         if c.close_after_reply:
-            if run_calls:
-                _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
             return i + 1
-    if run_calls:
-        _fold(srv, run_cmd, run_calls, t_ns - run_t0)  # type: ignore[arg-type]
+    if run_cmd is not None:
+        _fold(srv, run_cmd, len(reqs) - run_i0, t_ns - run_t0)
     return len(reqs)
 
 
