@@ -5,7 +5,8 @@ Sans-IO: requests (argv lists) in, encoded replies appended to ``c.out``. The tr
 
 Flow per request::
 
-    argv -> TABLE lookup -> [fast: arity ok, client/server not "slow", not a container,
+    argv -> TABLE lookup -> [fast: arity ok, client/server not "slow", not "special"
+                             (a container, or INFO, which reads the run-folded stats),
                              cluster mode: keys in one slot served here]
                                 -> handler (call() when writes propagate) -> reply
                             [slow: unknown/arity/auth/no-multi/cluster/pubsub/MULTI queue]
