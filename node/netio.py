@@ -86,11 +86,12 @@ class Poller:
     alone, so a pass costs one trio wait however many sockets are ready.
     """
 
-    __slots__ = ("_ep", "_serve")
+    __slots__ = ("_ep", "_serve", "_after_pass")
 
-    def __init__(self) -> None:
+    def __init__(self, after_pass: Callable[[], None] | None = None) -> None:
         self._ep = select.epoll()
         self._serve: dict[int, Callable[[], None]] = {}
+        self._after_pass = after_pass  # runs after every pass (the server's deferred sends)
 
     def register(self, fd: int, serve: Callable[[], None]) -> None:
         self._ep.register(fd, select.EPOLLIN)
@@ -106,6 +107,7 @@ class Poller:
     async def run(self) -> None:
         ep = self._ep
         serve = self._serve
+        after_pass = self._after_pass
         epfd = ep.fileno()
         try:
             while True:
@@ -117,6 +119,8 @@ class Poller:
                     fn = serve.get(fd)
                     if fn is not None:
                         fn()
+                if after_pass is not None:
+                    after_pass()
                 # let other tasks (flushes, cron, handed-back clients) run between passes
                 await trio.lowlevel.checkpoint()
         finally:

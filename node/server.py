@@ -92,6 +92,9 @@ class Server:
         # Replica links with replication stream queued since the last client reply: written
         # before any reply (``flush_replicas``), as Redis writes replicas first.
         self.repl_dirty: list[Client] = []
+        # Polled clients whose replies wait for the end of the poller's pass because replica
+        # bytes were queued: the pass's writes then reach each replica in one send.
+        self._deferred: list[tuple[Client, Conn, trio.Event, list[tuple[Any, ...]]]] = []
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
@@ -398,14 +401,33 @@ class Server:
                     break
         finally:
             extra["running"] = False
-        if c.out and not extra.get("sending") and not self._send_now(c, sock):
-            # the kernel buffer is full: the task sends the rest before reading on
-            handed.append(("flush",))
-            ev.set()
-            return
+        if c.out and not extra.get("sending"):
+            if self.repl_dirty:  # replicas first: sent with the pass's others (_end_pass)
+                self._deferred.append((c, sock, ev, handed))
+            elif not self._send_now(c, sock):
+                # the kernel buffer is full: the task sends the rest before reading on
+                handed.append(("flush",))
+                ev.set()
+                return
         if reader.buffered_bytes() > qbuf_limit:
             handed.append(("qbuf",))
             ev.set()
+
+    def _end_pass(self) -> None:
+        """After a poller pass: the replication stream of the pass's writes goes to each
+        replica in one send, then the replies held back for it (Redis' order in
+        beforeSleep: replicas, then clients)."""
+        if self.repl_dirty:
+            self.flush_replicas()
+        deferred = self._deferred
+        if deferred:
+            self._deferred = []
+            for c, sock, ev, handed in deferred:
+                if handed or c.killed or not c.out or c.extra.get("sending"):
+                    continue  # its task sends (or drops) the output
+                if not self._send_now(c, sock):
+                    handed.append(("flush",))
+                    ev.set()
 
     def _send_now(self, c: Client, sock: Conn) -> bool:
         """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``."""
@@ -537,7 +559,7 @@ class Server:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                self.poller = Poller()
+                self.poller = Poller(self._end_pass)
                 nursery.start_soon(self.poller.run)
                 for lsock in listeners:
                     nursery.start_soon(self._accept_loop, lsock)

@@ -331,11 +331,13 @@ def test_blocking_pops_replicate_as_the_pops_they_did(nodes: Callable[..., Manag
 @pytest.mark.parametrize("kind", ["bundled", "real"])
 def test_write_leaves_for_the_replica_before_its_reply(nodes: Callable[..., ManagedProcess],
                                                         tmp_path: Path, kind: str) -> None:
-    """The replication stream of a write is sent before the write's reply, as Redis sends
-    replicas their bytes first: once a client has its OK, the replica can have the write even
-    if the master then stops for good. Here the master stops right after the reply (client B's
-    DEBUG SLEEP runs in the same pass as client A's SET); the replica must have A's write well
-    before B's sleep ends. redis-server passes the same check."""
+    """The replication stream of a write is sent no later than the write's reply, as Redis
+    sends replicas their bytes first: once a client has its OK, the replica has been sent the
+    write, even if the master then stalls. Client B's DEBUG SLEEP runs in the same pass as
+    client A's SET. The node, like Redis, sends a pass's replies (the replicas' bytes before
+    them) when the pass ends. Had A's OK gone out at once and the stream later, the replica
+    would wait out B's 2 s sleep while A already had its OK. redis-server passes the same
+    check."""
     if kind == "bundled":
         m_proc, r_proc = nodes("--enable-debug-command", "yes"), nodes()
     else:
