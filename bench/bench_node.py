@@ -11,6 +11,8 @@ is read around each run: CPU-µs per request. Everything started is stopped by P
         [--tests set,get,incr,lpush,hset,mset] [--before DIR]
 
 ``--before DIR``: also run the node from another tree (e.g. ``git archive REV | tar -x -C DIR``).
+``--replica``: give each server a replica of its own kind (pinned to the same CPU), so every
+write is also propagated: the master-with-replica throughput, ours against redis-server's.
 ``--split``: one ``redis-benchmark`` run per test (``-t incr`` alone, ...), so the server CPU
 per request is known per test and printed in a second table. ``--pipelines 16``: only -P 16.
 """
@@ -26,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -77,19 +80,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--split", action="store_true", help="one redis-benchmark run per test")
     ap.add_argument("--pipelines", default=",".join(map(str, PIPELINES)))
     ap.add_argument("--before", type=Path, default=None, help="another tree's node, for before/after")
+    ap.add_argument("--replica", action="store_true", help="each server with a replica")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         work = Path(tmp)
         targets: dict[str, ManagedProcess] = {
             "node": pinned(slotgate_node(work)),
-            "redis": pinned(redis_server(work)),
+            "redis": pinned(redis_server(work, extra=["--repl-diskless-sync-delay", "0"])),
         }
         if args.before is not None:
             targets["before"] = pinned(slotgate_node(work / "before"))
+        replicas: dict[str, ManagedProcess] = {}
+        if args.replica:
+            replicas = {name: pinned(redis_server(work) if name == "redis"
+                                     else slotgate_node(work / f"{name}-replica"))
+                        for name in targets}
         cwd_env = os.environ.get("PYTHONPATH")
         try:
-            for name, proc in targets.items():
+            for name, proc in [*targets.items(), *replicas.items()]:
                 if name == "before":
                     os.environ["PYTHONPATH"] = str(args.before.resolve())
                     try:
@@ -101,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                             os.environ["PYTHONPATH"] = cwd_env
                 else:
                     proc.start()
+            for name, replica in replicas.items():
+                attach(replica, targets[name])
             # results[(pipeline, test, target)] -> list of rps; cpu_us[(pipeline, target)]
             results: dict[tuple[int, str, str], list[float]] = {}
             cpu_us: dict[tuple[int, str], list[float]] = {}
@@ -139,8 +150,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             if cpu_test:
                 report_cpu(cpu_test, tests, list(targets), pipelines)
         finally:
-            for proc in targets.values():
+            for proc in [*targets.values(), *replicas.values()]:
                 proc.stop()
+
+
+def attach(replica: ManagedProcess, master: ManagedProcess, timeout_s: float = 60.0) -> None:
+    """REPLICAOF, then wait until the link is up."""
+    r = replica.client()
+    r.execute_command("REPLICAOF", "127.0.0.1", master.port)
+    deadline = time.monotonic() + timeout_s
+    while r.info("replication").get("master_link_status") != "up":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"replica of port {master.port} did not link")
+        time.sleep(0.1)
 
 
 def report(results: dict[tuple[int, str, str], list[float]], cpu_us: dict[tuple[int, str], list[float]],
