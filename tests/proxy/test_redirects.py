@@ -122,7 +122,10 @@ def test_slot_moved_while_clients_run(slotgate: ManagedProcess,
     assert not errors, errors
     assert ops[0] > 30
     after = proxy_redirects(slotgate)
-    assert after["moved"] > before["moved"]
+    # The proxy followed the move: ASK while keys left, MOVED once the slot changed owner,
+    # unless a topology refresh taught it the new owner first (also right; it happens when
+    # one lands between the two SETSLOT NODEs).
+    assert after["ask"] + after["moved"] > before["ask"] + before["moved"]
     assert slot_owner(cluster_backend, slot) is dst
     assert keys_in_slot(dst, slot, tag) == set(keys)
     assert r.delete(*keys) == len(keys)
