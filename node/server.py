@@ -325,6 +325,8 @@ class Server:
                 if first:  # a new connection may have sent something (or closed) already
                     first = False
                     serve()
+                    if self._deferred:  # served outside a poller pass: end it here
+                        self._end_pass()
                 poller.register(fd, serve)
                 try:
                     await ev.wait()

@@ -386,3 +386,36 @@ def _check_write_before_reply(m_proc: ManagedProcess, r_proc: ManagedProcess) ->
         for s in (a, b, c):
             s.close()
     wait_until(lambda: in_sync(m, r), what="offsets equal")
+
+
+@pytest.mark.parametrize("kind", ["bundled", "real"])
+def test_first_write_of_a_new_connection_is_answered_at_once(
+        nodes: Callable[..., ManagedProcess], tmp_path: Path, kind: str) -> None:
+    """A new connection's first request is served before the poller watches it; a write
+    there, with a replica attached, is answered at once too. The replica is stopped
+    (SIGSTOP), so no other traffic reaches the master to end a pass for it."""
+    import socket
+
+    if kind == "bundled":
+        m_proc, r_proc = nodes(), nodes()
+    else:
+        m_proc = redis_server(tmp_path, extra=["--repl-diskless-sync-delay", "0"]).start()
+        r_proc = redis_server(tmp_path).start()
+    try:
+        m = m_proc.client()
+        r = make_replica(r_proc, m_proc)
+        assert r.ping()
+        assert r_proc.proc is not None
+        os.kill(r_proc.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(3):
+                with socket.create_connection(("127.0.0.1", m_proc.port), timeout=2) as s:
+                    s.sendall(b"SET first%d v\r\n" % i)
+                    assert s.recv(100) == b"+OK\r\n"  # socket.timeout after 2 s otherwise
+        finally:
+            os.kill(r_proc.proc.pid, signal.SIGCONT)
+        assert m.get("first2") == b"v"
+    finally:
+        if kind == "real":
+            m_proc.stop()
+            r_proc.stop()
