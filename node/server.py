@@ -432,9 +432,9 @@ class Server:
                     ev.set()
 
     def _send_now(self, c: Client, sock: Conn) -> bool:
-        """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``."""
-        if self.repl_dirty:
-            self.flush_replicas()
+        """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``.
+        Callers send only with no replica bytes queued (``_serve_polled`` defers to
+        ``_end_pass``, which flushes the replicas first)."""
         if self.before_reply is not None:
             self.before_reply()
         out = c.out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, redis_server, start_nodes, wait_cluster_ok
+from tests.support import ManagedProcess, redis_server, start_nodes, wait_cluster_ok, wait_until
 
 RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
 
@@ -30,12 +30,7 @@ def signature(n: ManagedProcess) -> str:
 
 
 def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for: {what}")
+    wait_until(cond, timeout_s, what)
 
 
 def myid(n: ManagedProcess) -> str:
