@@ -1,4 +1,4 @@
-"""Docs checked against the code: the node's missing commands.
+"""Docs checked against the code: the node's missing commands, and bench/RESULTS.md's links.
 
 Everything here runs in-process: the node's dispatch table is built by its ``Server``
 constructor, no process is started.
@@ -6,7 +6,14 @@ constructor, no process is started.
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from pathlib import Path
+
 from tools import node_missing_commands as nmc
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "RESULTS.md"
 
 
 def test_compatibility_lists_exactly_the_commands_the_node_lacks() -> None:
@@ -24,3 +31,54 @@ def test_the_list_follows_the_registry() -> None:
     assert "GET" in nmc.missing(have - {"get"})["Strings"]
     assert "CLIENT LIST" in nmc.missing(have - {"client|list"})["Connection: CLIENT"]
 
+
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a Markdown heading (github-slugger's rule): lower case; symbols,
+    punctuation but ``-`` and connectors like ``_``, separators but the space, and numbers
+    other than digits dropped; each space a hyphen."""
+    kept = "".join(ch for ch in heading.strip().lower()
+                   if ch in "- " or unicodedata.category(ch) in _ANCHOR_KEPT)
+    return kept.replace(" ", "-")
+
+
+_ANCHOR_KEPT = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "Pc"})
+
+
+def _anchors(text: str) -> set[str]:
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    in_code = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        m = re.match(r"#{1,6} (.+)", line)
+        if m is None or in_code:
+            continue
+        base = github_anchor(m.group(1))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")  # GitHub numbers repeated headings
+    return out
+
+
+def test_github_anchor_matches_githubs_rule() -> None:
+    assert github_anchor("Workers: two proxy processes (2026-11-30, 00:25 UTC)") == \
+        "workers-two-proxy-processes-2026-11-30-0025-utc"
+    assert github_anchor("INCR meets its -P 16 target: the counter's last value") == \
+        "incr-meets-its--p-16-target-the-counters-last-value"
+    assert github_anchor("Writes (02:20–02:30 UTC) µs × 2²") == "writes-02200230-utc-µs--2"
+    assert _anchors("# A\n## A\n```\n# not a heading\n```\n") == {"a", "a-1"}
+
+
+def test_every_link_in_results_resolves_to_a_heading() -> None:
+    text = RESULTS.read_text(encoding="utf-8")
+    anchors = _anchors(text)
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert sorted(set(links) - anchors) == []
+    # The table of current figures comes first, and each row names the section explaining it.
+    first = text.split("\n## ", 2)[1]
+    assert first.startswith("Current figures\n")
+    rows = [line for line in first.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) >= 15
+    for row in rows:
+        assert "](#" in row.rstrip(" |").rsplit(" | ", 1)[1], row
