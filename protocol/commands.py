@@ -64,7 +64,8 @@ class KeySpec:
 class CommandInfo:
     """One command's row. ``flags``, ``tips``, ``acl_categories`` (``@read``...) as Redis
     prints them; ``group`` from COMMAND DOCS; ``subcommands`` keyed by the part after ``|``;
-    ``route`` / ``merge`` from ``protocol.overrides``."""
+    ``route`` / ``merge`` / ``reason`` from ``protocol.overrides``: how the proxy handles it
+    (a ``split`` row's keys are ``first_key`` and every ``step``-th argument after it)."""
 
     name: str
     arity: int
@@ -81,6 +82,7 @@ class CommandInfo:
     merge: str | None
     has_keys: bool  # COMMAND GETKEYS does not answer "The command has no key arguments"
     container: str | None = None  # "config" for "config|get"
+    reason: str | None = None  # why an "unsupported" row is refused
     _keys: KeyFn = field(repr=False, default=lambda argv: [])
     _keys_all: KeyFn = field(repr=False, default=lambda argv: [])
 
@@ -394,13 +396,14 @@ def _build(entry: list[Any], docs: dict[str, Any], container: str | None) -> Com
         sub = _build(sub_entry, sub_docs, name)
         subs[sub.name.partition("|")[2]] = sub
     has_keys = name in _NATIVE or any(not s.not_key for s in specs)
-    route, merge = route_for(name, flags, tips, has_keys)
+    row = route_for(name, flags, tips, has_keys)
     return CommandInfo(
         name=name, arity=entry[1], flags=flags, first_key=entry[3], last_key=entry[4],
         step=entry[5], key_specs=specs, tips=tips,
         acl_categories=tuple(_text(c) for c in _items(entry[6])),
         group=_text(doc["group"]) if "group" in doc else "", subcommands=subs,
-        route=route, merge=merge, has_keys=has_keys, container=container,
+        route=row.route, merge=row.merge, has_keys=has_keys, container=container,
+        reason=row.reason,
         _keys=_make_keyfn(name, specs, False), _keys_all=_make_keyfn(name, specs, True),
     )
 
