@@ -32,7 +32,8 @@ from node.commands.registry import Command, build_table
 from node.config import Config
 from node.keyspace import Keyspace
 from node.netio import Conn, Poller
-from protocol.resp import ProtocolError, RequestReader
+from protocol.errors import MAX_CLIENTS
+from protocol.resp import ProtocolError, RequestReader, error
 from protocol.sdsrepr import sds_repr
 
 log = logging.getLogger("node")
@@ -272,7 +273,7 @@ class Server:
         if len(self.clients) >= int(self.config.get("maxclients")):
             self.stat_rejected_conn += 1
             try:
-                await sock.send_all(b"-ERR max number of clients reached\r\n")
+                await sock.send_all(error(MAX_CLIENTS))
             except OSError:
                 pass
             sock.close()

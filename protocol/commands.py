@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.errors import wrong_args
 from protocol.overrides import route_for
+from protocol.resp import string2ll
 
 DATA_PATH = Path(__file__).with_name("commands.json")
 
@@ -92,19 +94,6 @@ class CommandInfo:
 
 
 # --------------------------------------------------------------------------- key finding
-# C string2ll: optional '-', no '+', no leading zeros, no spaces, fits in int64.
-def _string2ll(raw: bytes) -> int | None:
-    if not raw or len(raw) > 20:
-        return None
-    digits = raw[1:] if raw[:1] == b"-" else raw
-    if not digits.isdigit() or not digits.isascii():
-        return None
-    if digits[:1] == b"0" and (len(digits) > 1 or raw[:1] == b"-"):
-        return None
-    value = int(raw)
-    return value if -(1 << 63) <= value < (1 << 63) else None
-
-
 # C atoi: leading whitespace, optional sign, digits up to the first non-digit; 0 if none.
 def _atoi(raw: bytes) -> int:
     s = raw.lstrip(b" \t\n\v\f\r")
@@ -129,7 +118,7 @@ def _numkeys(raw: bytes) -> int | None:
     """A keynum argument as Redis reads it: string2ll, then cast to a C int."""
     if raw.isdigit() and raw[0] != 48 and len(raw) < 10:  # the common case
         return int(raw)
-    value = _string2ll(raw)
+    value = string2ll(raw)
     if value is None or value < 0:
         return None
     return (value + (1 << 31)) % _INT32 - (1 << 31)
@@ -497,7 +486,7 @@ def arity_ok(info: CommandInfo, argc: int) -> bool:
 
 
 def arity_error(info: CommandInfo) -> str:
-    return f"ERR wrong number of arguments for '{info.name}' command"
+    return wrong_args(info.name)
 
 
 def _c_arg(raw: bytes, limit: int) -> bytes:
