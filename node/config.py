@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.sdsrepr import sds_repr
+
 REDIS_VERSION = "7.0.15"
 
 
@@ -373,31 +375,6 @@ def fatal_message(line_no: int, line: str, reason: str) -> str:
     )
 
 
-def _repr_arg(arg: str) -> str:
-    """sdscatrepr: the quoted form Redis gives command-line option arguments."""
-    out = ['"']
-    for b in arg.encode("utf-8", "surrogateescape"):
-        ch = chr(b)
-        if ch in '\\"':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif 32 <= b < 127:
-            out.append(ch)
-        else:
-            out.append(f"\\x{b:02x}")
-    out.append('"')
-    return "".join(out)
-
-
 def load(argv: Sequence[str]) -> Config:
     """Build a Config from ``slotgate-node [config-file] [--directive value ...]``.
 
@@ -425,7 +402,7 @@ def load(argv: Sequence[str]) -> Config:
                 options += "\n"
             options += a[2:] + " "
         else:
-            options += _repr_arg(a) + " "
+            options += sds_repr(a.encode("utf-8", "surrogateescape")) + " "
     text = content + "\n" + options if options else content
     saw_save = False
     cfg.values["save"] = DIRECTIVES["save"].default

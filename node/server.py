@@ -32,7 +32,9 @@ from node.commands.registry import Command, build_table
 from node.config import Config
 from node.keyspace import Keyspace
 from node.netio import Conn, Poller
-from protocol.resp import ProtocolError, RequestReader
+from protocol.errors import MAX_CLIENTS
+from protocol.resp import ProtocolError, RequestReader, error
+from protocol.sdsrepr import sds_repr
 
 log = logging.getLogger("node")
 
@@ -167,7 +169,7 @@ class Server:
 
     def feed_monitors(self, c: Client, argv: list[bytes]) -> None:
         now = time.time()
-        args = " ".join('"' + _repr_arg(a) + '"' for a in argv)
+        args = " ".join([sds_repr(a) for a in argv])
         line = f"+{now:.6f} [{c.db.index} {c.addr}] {args}\r\n".encode()
         for m in self.monitors:
             if m is not c:
@@ -271,7 +273,7 @@ class Server:
         if len(self.clients) >= int(self.config.get("maxclients")):
             self.stat_rejected_conn += 1
             try:
-                await sock.send_all(b"-ERR max number of clients reached\r\n")
+                await sock.send_all(error(MAX_CLIENTS))
             except OSError:
                 pass
             sock.close()
@@ -628,25 +630,6 @@ class Server:
 
     def uptime_s(self) -> int:
         return int(time.monotonic() - self.start_monotonic)
-
-
-def _repr_arg(a: bytes) -> str:
-    out = []
-    for b in a:
-        ch = chr(b)
-        if ch in '\\"':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif 32 <= b < 127:
-            out.append(ch)
-        else:
-            out.append(f"\\x{b:02x}")
-    return "".join(out)
 
 
 def _noop() -> None:

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.errors import wrong_args
 from protocol.overrides import route_for
+from protocol.resp import string2ll
 
 DATA_PATH = Path(__file__).with_name("commands.json")
 
@@ -64,7 +66,8 @@ class KeySpec:
 class CommandInfo:
     """One command's row. ``flags``, ``tips``, ``acl_categories`` (``@read``...) as Redis
     prints them; ``group`` from COMMAND DOCS; ``subcommands`` keyed by the part after ``|``;
-    ``route`` / ``merge`` from ``protocol.overrides``."""
+    ``route`` / ``merge`` / ``reason`` from ``protocol.overrides``: how the proxy handles it
+    (a ``split`` row's keys are ``first_key`` and every ``step``-th argument after it)."""
 
     name: str
     arity: int
@@ -81,6 +84,7 @@ class CommandInfo:
     merge: str | None
     has_keys: bool  # COMMAND GETKEYS does not answer "The command has no key arguments"
     container: str | None = None  # "config" for "config|get"
+    reason: str | None = None  # why an "unsupported" row is refused
     _keys: KeyFn = field(repr=False, default=lambda argv: [])
     _keys_all: KeyFn = field(repr=False, default=lambda argv: [])
 
@@ -90,19 +94,6 @@ class CommandInfo:
 
 
 # --------------------------------------------------------------------------- key finding
-# C string2ll: optional '-', no '+', no leading zeros, no spaces, fits in int64.
-def _string2ll(raw: bytes) -> int | None:
-    if not raw or len(raw) > 20:
-        return None
-    digits = raw[1:] if raw[:1] == b"-" else raw
-    if not digits.isdigit() or not digits.isascii():
-        return None
-    if digits[:1] == b"0" and (len(digits) > 1 or raw[:1] == b"-"):
-        return None
-    value = int(raw)
-    return value if -(1 << 63) <= value < (1 << 63) else None
-
-
 # C atoi: leading whitespace, optional sign, digits up to the first non-digit; 0 if none.
 def _atoi(raw: bytes) -> int:
     s = raw.lstrip(b" \t\n\v\f\r")
@@ -127,7 +118,7 @@ def _numkeys(raw: bytes) -> int | None:
     """A keynum argument as Redis reads it: string2ll, then cast to a C int."""
     if raw.isdigit() and raw[0] != 48 and len(raw) < 10:  # the common case
         return int(raw)
-    value = _string2ll(raw)
+    value = string2ll(raw)
     if value is None or value < 0:
         return None
     return (value + (1 << 31)) % _INT32 - (1 << 31)
@@ -394,13 +385,14 @@ def _build(entry: list[Any], docs: dict[str, Any], container: str | None) -> Com
         sub = _build(sub_entry, sub_docs, name)
         subs[sub.name.partition("|")[2]] = sub
     has_keys = name in _NATIVE or any(not s.not_key for s in specs)
-    route, merge = route_for(name, flags, tips, has_keys)
+    row = route_for(name, flags, tips, has_keys)
     return CommandInfo(
         name=name, arity=entry[1], flags=flags, first_key=entry[3], last_key=entry[4],
         step=entry[5], key_specs=specs, tips=tips,
         acl_categories=tuple(_text(c) for c in _items(entry[6])),
         group=_text(doc["group"]) if "group" in doc else "", subcommands=subs,
-        route=route, merge=merge, has_keys=has_keys, container=container,
+        route=row.route, merge=row.merge, has_keys=has_keys, container=container,
+        reason=row.reason,
         _keys=_make_keyfn(name, specs, False), _keys_all=_make_keyfn(name, specs, True),
     )
 
@@ -494,7 +486,7 @@ def arity_ok(info: CommandInfo, argc: int) -> bool:
 
 
 def arity_error(info: CommandInfo) -> str:
-    return f"ERR wrong number of arguments for '{info.name}' command"
+    return wrong_args(info.name)
 
 
 def _c_arg(raw: bytes, limit: int) -> bytes:

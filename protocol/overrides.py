@@ -12,13 +12,17 @@ Routes:
                 A movable-key command whose argv has no keys (``EVAL s 0``) goes to any master.
 ``keyless``     no keys: sent to any one master.
 ``split``       multi-key fan-out: keys grouped by slot, one sub-command per group, merged.
+                The keys are the row's ``first_key`` with every ``step``-th argument after it
+                (Redis' own legacy key range); each key carries its ``step - 1`` followers.
 ``all_masters`` sent to every master, replies merged.
 ``all_nodes``   sent to every node, replicas included, replies merged.
 ``proxy``       answered by the proxy itself (connection state, PING, COMMAND, KEYSLOT...).
 ``pubsub``      enters or leaves subscriber mode (SUBSCRIBE family).
 ``transaction`` MULTI / EXEC / DISCARD / WATCH / UNWATCH: pins the session to one shard.
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
-``unsupported`` admin commands a proxy cannot sensibly forward: answered with an error.
+``unsupported`` refused at lookup: the row's ``reason`` says why (server administration a
+                proxy cannot sensibly forward, replies no merge can combine into one
+                server's).
 =============== ===============================================================================
 
 Merges (``None`` when the route does not fan out):
@@ -34,45 +38,66 @@ Merges (``None`` when the route does not fan out):
 ``scan``    one cursor walks the masters one after another (SCAN).
 ``info``    INFO: text sections combined by the proxy.
 ``any``     the first non-null reply (RANDOMKEY).
-``special`` command-specific (Redis' ``response_policy:special``); the proxy decides.
 =========== ==================================================================================
+
+Every merge named here is implemented by the proxy (``proxy/splitter.py``, ``proxy/fanout.py``;
+a test holds the two lists equal). A fan-out command whose replies none of them combines
+(Redis' ``response_policy:special`` without a row here, or a policy with no merge above) is an
+``unsupported`` row, so the proxy refuses it before sending anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
     "blocking", "unsupported",
 })
 MERGES = frozenset({
-    "mget", "all_ok", "one_ok", "sum", "min", "max", "and", "or", "concat", "scan", "info",
-    "any", "special",
+    "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
 })
+FAN_OUT_ROUTES = frozenset({"split", "all_masters", "all_nodes"})
 
-Row = tuple[str, str | None]
 
-_PROXY: Row = ("proxy", None)
-_UNSUPPORTED: Row = ("unsupported", None)
-_PUBSUB: Row = ("pubsub", None)
-_TRANSACTION: Row = ("transaction", None)
-_KEYLESS: Row = ("keyless", None)
+class Row(NamedTuple):
+    """How the proxy handles one command: ``route``, the fan-out ``merge`` (else None), and for
+    an ``unsupported`` row the ``reason`` it is refused (documented in docs/COMMANDS.md)."""
+
+    route: str
+    merge: str | None = None
+    reason: str | None = None
+
+
+def _unsupported(reason: str) -> Row:
+    return Row("unsupported", None, reason)
+
+
+_PROXY = Row("proxy")
+_PUBSUB = Row("pubsub")
+_TRANSACTION = Row("transaction")
+_KEYLESS = Row("keyless")
+_NODE_ADMIN = _unsupported("administers one server: through the proxy it would reach one "
+                           "arbitrary node of the cluster")
+_REPLICATION = _unsupported("replication is set up per node, not through the proxy")
+_REPLICATION_LINK = _unsupported("part of the replication protocol between nodes")
+_NO_MERGE = _unsupported("no merge combines the nodes' replies into one server's")
 
 # Keyed by full lower-case name (subcommands ``container|sub``). Wins over everything else.
 OVERRIDES: dict[str, Row] = {
     # Multi-key commands split by slot.
-    "mget": ("split", "mget"),
-    "mset": ("split", "all_ok"),
-    "del": ("split", "sum"),
-    "unlink": ("split", "sum"),
-    "exists": ("split", "sum"),
-    "touch": ("split", "sum"),
+    "mget": Row("split", "mget"),
+    "mset": Row("split", "all_ok"),
+    "del": Row("split", "sum"),
+    "unlink": Row("split", "sum"),
+    "exists": Row("split", "sum"),
+    "touch": Row("split", "sum"),
     # Atomic across its keys: cannot be split, so cross-slot gets CROSSSLOT.
-    "msetnx": ("single", None),
+    "msetnx": Row("single"),
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report
     # as a key: use key_positions(argv, include_not_key=True).
-    "spublish": ("single", None),
+    "spublish": Row("single"),
     # Answered by the proxy.
     "ping": _PROXY,
     "echo": _PROXY,
@@ -94,16 +119,16 @@ OVERRIDES: dict[str, Row] = {
     "command|help": _KEYLESS,
     "command|getkeysandflags": _KEYLESS,
     # Fan-out to every master.
-    "dbsize": ("all_masters", "sum"),
-    "keys": ("all_masters", "concat"),
-    "scan": ("all_masters", "scan"),
-    "flushall": ("all_masters", "all_ok"),
-    "flushdb": ("all_masters", "all_ok"),
-    "script|load": ("all_masters", "all_ok"),
-    "script|exists": ("all_masters", "and"),
-    "script|flush": ("all_masters", "all_ok"),
-    "info": ("all_masters", "info"),
-    "randomkey": ("all_masters", "any"),
+    "dbsize": Row("all_masters", "sum"),
+    "keys": Row("all_masters", "concat"),
+    "scan": Row("all_masters", "scan"),
+    "flushall": Row("all_masters", "all_ok"),
+    "flushdb": Row("all_masters", "all_ok"),
+    "script|load": Row("all_masters", "all_ok"),
+    "script|exists": Row("all_masters", "and"),
+    "script|flush": Row("all_masters", "all_ok"),
+    "info": Row("all_masters", "info"),
+    "randomkey": Row("all_masters", "any"),
     # Cluster introspection a client may read from any master.
     "cluster|info": _KEYLESS,
     "cluster|nodes": _KEYLESS,
@@ -125,47 +150,47 @@ OVERRIDES: dict[str, Row] = {
     "watch": _TRANSACTION,
     "unwatch": _TRANSACTION,
     # Server administration and replication internals.
-    "shutdown": _UNSUPPORTED,
-    "monitor": _UNSUPPORTED,
-    "replicaof": _UNSUPPORTED,
-    "slaveof": _UNSUPPORTED,
-    "failover": _UNSUPPORTED,
-    "sync": _UNSUPPORTED,
-    "psync": _UNSUPPORTED,
-    "replconf": _UNSUPPORTED,
-    "debug": _UNSUPPORTED,
-    "save": _UNSUPPORTED,
-    "bgsave": _UNSUPPORTED,
-    "bgrewriteaof": _UNSUPPORTED,
-    "module": _UNSUPPORTED,
-    "asking": _UNSUPPORTED,
-    "swapdb": _UNSUPPORTED,
+    "shutdown": _NODE_ADMIN,
+    "debug": _NODE_ADMIN,
+    "save": _NODE_ADMIN,
+    "bgsave": _NODE_ADMIN,
+    "bgrewriteaof": _NODE_ADMIN,
+    "module": _NODE_ADMIN,
+    "replicaof": _REPLICATION,
+    "slaveof": _REPLICATION,
+    "failover": _REPLICATION,
+    "sync": _REPLICATION_LINK,
+    "psync": _REPLICATION_LINK,
+    "replconf": _REPLICATION_LINK,
+    "monitor": _unsupported("streams one server's commands; the proxy has no one server to "
+                            "watch"),
+    "asking": _unsupported("the proxy follows ASK redirects itself"),
+    "swapdb": _unsupported("a cluster has database 0 only"),
 }
 
 # Default for subcommands of these containers that have no row of their own.
 CONTAINER_DEFAULTS: dict[str, Row] = {
     "command": _PROXY,
-    "cluster": _UNSUPPORTED,
-    "client": _UNSUPPORTED,
+    "cluster": _unsupported("one cluster node's own view or administration; the proxy "
+                            "stands for the whole cluster"),
+    "client": _unsupported("manages connections, and the proxy's node connections are shared "
+                           "between its clients"),
 }
 
 _REQUEST_POLICY_ROUTES = {
     "all_shards": "all_masters",
     "all_nodes": "all_nodes",
     "multi_shard": "split",
-    "special": "unsupported",
 }
+# Only the policies the proxy can merge; any other (``special``, ``agg_max``...) makes the
+# row ``unsupported`` unless OVERRIDES says otherwise (INFO).
 _RESPONSE_POLICY_MERGES = {
     "all_succeeded": "all_ok",
     "one_succeeded": "one_ok",
     "agg_sum": "sum",
     "agg_min": "min",
-    "agg_max": "max",
     "agg_logical_and": "and",
-    "agg_logical_or": "or",
-    "special": "special",
 }
-_FAN_OUT = frozenset({"split", "all_masters", "all_nodes"})
 
 
 def _tip_value(tips: Iterable[str], prefix: str) -> str | None:
@@ -176,7 +201,7 @@ def _tip_value(tips: Iterable[str], prefix: str) -> str | None:
 
 
 def route_for(name: str, flags: Iterable[str], tips: Iterable[str], has_keys: bool) -> Row:
-    """The ``(route, merge)`` of the command ``name`` (lower case, ``container|sub``).
+    """The ``Row`` of the command ``name`` (lower case, ``container|sub``).
 
     Order: ``OVERRIDES``, then ``CONTAINER_DEFAULTS``, then flag ``blocking``, then the
     request/response policy tips, then keyed -> ``single`` / keyless -> ``keyless``.
@@ -188,14 +213,16 @@ def route_for(name: str, flags: Iterable[str], tips: Iterable[str], has_keys: bo
     if sub and container in CONTAINER_DEFAULTS:
         return CONTAINER_DEFAULTS[container]
     if "blocking" in flags:
-        return ("blocking", None)
+        return Row("blocking")
     tips = tuple(tips)
     request = _tip_value(tips, "request_policy:")
     if request is not None:
-        route = _REQUEST_POLICY_ROUTES[request]
+        route = _REQUEST_POLICY_ROUTES.get(request)
+        if route is None:
+            return _unsupported(f"no generic way to route it (request_policy:{request})")
         response = _tip_value(tips, "response_policy:")
-        if route in _FAN_OUT:
-            merge = _RESPONSE_POLICY_MERGES[response] if response else "concat"
-            return (route, merge)
-        return (route, None)
-    return ("single", None) if has_keys else ("keyless", None)
+        if response is None:
+            return Row(route, "concat")
+        merge = _RESPONSE_POLICY_MERGES.get(response)
+        return _NO_MERGE if merge is None else Row(route, merge)
+    return Row("single") if has_keys else Row("keyless")

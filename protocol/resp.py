@@ -92,7 +92,7 @@ def _expected_dollar(byte: int) -> ProtocolError:
     return ProtocolError(ERR_EXPECTED_DOLLAR.format(ch))
 
 
-def _string2ll(s: bytes) -> int | None:
+def string2ll(s: bytes) -> int | None:
     """Redis' strict string2ll: optional '-', no '+', no spaces, no leading zeros; None if bad."""
     if not s or len(s) > 20:
         return None
@@ -394,7 +394,7 @@ class RequestReader:
             cr = self._header_end(buf, pos, ERR_MBULK_COUNT_TOO_BIG)
             if cr < 0:
                 return None
-            count = _string2ll(bytes(buf[pos + 1 : cr]))
+            count = string2ll(bytes(buf[pos + 1 : cr]))
             if count is None or count > self.max_multibulk_len:
                 raise ProtocolError(ERR_MULTIBULK_LEN)
             self._pos = cr + 2
@@ -453,7 +453,7 @@ class RequestReader:
             return -1
         if buf[pos] != 36:
             raise _expected_dollar(buf[pos])
-        n = _string2ll(bytes(buf[pos + 1 : cr]))
+        n = string2ll(bytes(buf[pos + 1 : cr]))
         if n is None or n < 0 or n > self.max_bulk_len:
             raise ProtocolError(ERR_BULK_LEN)
         return n

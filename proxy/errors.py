@@ -1,30 +1,30 @@
 """Every client-visible error the proxy itself produces, as constants (without ``-``/CRLF).
 
-Where Redis has an error for the situation, the text is Redis' own, byte for byte.
+Where Redis has an error for the situation, the text is Redis' own, byte for byte: those the
+node answers too are defined in ``protocol/errors.py`` and named here for the proxy's modules.
 Errors that are the proxy's own start with ``ERR slotgate:`` so they are easy to grep for.
 """
 
 from __future__ import annotations
 
-CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
-SLOT_NOT_SERVED = "CLUSTERDOWN Hash slot not served"
-WRONG_ARITY = "ERR wrong number of arguments for '{name}' command"
-SYNTAX = "ERR syntax error"
-NOT_INTEGER = "ERR value is not an integer or out of range"
-INVALID_CURSOR = "ERR invalid cursor"
-NOPROTO = "NOPROTO unsupported protocol version"
-SELECT_IN_CLUSTER = "ERR SELECT is not allowed in cluster mode"
-DB_OUT_OF_RANGE = "ERR DB index is out of range"
-CLIENT_NAME_CHARS = "ERR Client names cannot contain spaces, newlines or special characters."
-AUTH_NOT_CONFIGURED = (
-    "ERR AUTH <password> called without any password configured for the default user. "
-    "Are you sure your configuration is correct?"
-)
-MULTI_NESTED = "ERR MULTI calls can not be nested"
-EXEC_WITHOUT_MULTI = "ERR EXEC without MULTI"
-DISCARD_WITHOUT_MULTI = "ERR DISCARD without MULTI"
-WATCH_IN_MULTI = "ERR WATCH inside MULTI is not allowed"
-EXECABORT = "EXECABORT Transaction discarded because of previous errors."
+from protocol.errors import AUTH_NOT_CONFIGURED as AUTH_NOT_CONFIGURED
+from protocol.errors import CLIENT_NAME_CHARS as CLIENT_NAME_CHARS
+from protocol.errors import CROSSSLOT as CROSSSLOT
+from protocol.errors import DISCARD_WITHOUT_MULTI as DISCARD_WITHOUT_MULTI
+from protocol.errors import EXEC_WITHOUT_MULTI as EXEC_WITHOUT_MULTI
+from protocol.errors import EXECABORT as EXECABORT
+from protocol.errors import INVALID_CURSOR as INVALID_CURSOR
+from protocol.errors import MAX_CLIENTS as MAX_CLIENTS
+from protocol.errors import NESTED_MULTI as NESTED_MULTI
+from protocol.errors import NOT_INTEGER as NOT_INTEGER
+from protocol.errors import SELECT_CLUSTER as SELECT_CLUSTER
+from protocol.errors import SLOT_NOT_SERVED as SLOT_NOT_SERVED
+from protocol.errors import SYNTAX as SYNTAX
+from protocol.errors import WATCH_IN_MULTI as WATCH_IN_MULTI
+from protocol.errors import WRONG_ARITY as WRONG_ARITY
+from protocol.errors import WRONGPASS as WRONGPASS
+
+MULTI_NESTED = NESTED_MULTI  # the name the transaction code uses
 
 # The proxy's own errors.
 UNKNOWN_FATE_WRITE = (
@@ -34,5 +34,3 @@ NODE_UNREACHABLE = "ERR slotgate: no connection to {node} within the retry deadl
 TOO_MANY_REDIRECTS = "ERR slotgate: too many redirects ({count}) for slot {slot}"
 NOT_IN_MULTI = "ERR slotgate: '{name}' cannot run inside MULTI through the proxy"
 NOT_SUPPORTED = "ERR slotgate: '{name}' is not supported through the proxy"
-MAX_CLIENTS = "ERR max number of clients reached"
-

@@ -1,7 +1,9 @@
 """Requests that become several backend requests: cross-slot splits and all-node fan-out.
 
 Planning and merging are the pure functions of ``splitter.py``; this module sends the parts
-through the router and fills the client's reply slot once every part has answered.
+through the router and fills the client's reply slot once every part has answered. What to
+split and how to merge come from the request's command table row (``first_key``, ``step``,
+``merge``); every merge a fan-out row names has a handler here, checked at import.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import hiredis
 
-from protocol.commands import CommandInfo
+from protocol.commands import ALL_COMMANDS, CommandInfo
 from proxy import errors, splitter
 from proxy.redirect import error_frame
 from proxy.router import Call, Gather
@@ -43,7 +45,8 @@ class _Split:
 
     def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
                  parts: list[splitter.Part] | None, payloads: list[bytes], readonly: bool,
-                 merge: str, total_keys: int, get_nil: bytes = b"") -> None:
+                 merge: Callable[[_Split], bytes], total_keys: int,
+                 get_nil: bytes = b"") -> None:
         self.session = session
         self.reply_slot = reply_slot
         self.slots = slots  # per part
@@ -69,7 +72,7 @@ class _Split:
         self.replies[index] = raw
         self.remaining -= 1
         if self.remaining == 0:
-            self.reply_slot(_MERGES[self.merge](self))
+            self.reply_slot(self.merge(self))
 
     def part_call(self, index: int, node: str) -> Call:
         """Part ``index`` as a ``Call`` of its own: only for the rare paths (redirects,
@@ -105,7 +108,7 @@ class _NodeBatch:
         split.replies[index] = raw
         split.remaining -= 1
         if split.remaining == 0:
-            split.reply_slot(_MERGES[split.merge](split))
+            split.reply_slot(split.merge(split))
 
     def on_failure(self, exc: Exception, sent: bool) -> None:
         index = self.indices[self.next]
@@ -130,13 +133,14 @@ def _merge_gets(sp: _Split) -> bytes:
     return b"*%d\r\n%s" % (sp.total_keys, b"".join(sp.replies))
 
 
-_MERGES: dict[str, Callable[[_Split], bytes]] = {
-    "in_order": _merge_mget,
-    "concat_in_order": _merge_mget_in_order,
-    "gets": _merge_gets,
+# Merges of a split request, by the row's ``merge`` name. MGET's has two faster variants,
+# chosen by ``split`` from how the keys fall into slots.
+SPLIT_MERGES: dict[str, Callable[[_Split], bytes]] = {
+    "mget": _merge_mget,
     "sum": lambda sp: splitter.merge_sum(sp.replies),
     "all_ok": lambda sp: splitter.merge_all_ok(sp.replies),
 }
+_MERGE_MGET = SPLIT_MERGES["mget"]
 
 
 def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
@@ -144,7 +148,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
 
     One pass plans the parts (one per slot); each node's parts go out as one payload with one
     pending entry; the last reply merges into the client's reply slot."""
-    first, step, merge = splitter.SPLIT_SHAPES[argv[0].lower()]
+    first, step = info.first_key, info.step
+    merge = SPLIT_MERGES[info.merge or ""]
     if (len(argv) - first) % step:
         s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
         return
@@ -158,10 +163,10 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
             return
         get_nil = b""
         if step == 1:
-            if merge == "in_order":  # MGET: a GET per key
+            if merge is _MERGE_MGET:  # a GET per key
                 head = _GET_HEAD
                 get_nil = _NULLS[s.proto]
-                merge = "gets"
+                merge = _merge_gets
             else:  # each part's multibulk: the command name's header, then the key
                 head = b"*2\r\n$%d\r\n%s\r\n" % (len(name), name)
             payloads = [b"%s$%d\r\n%s\r\n" % (head, len(key), key) for key in argv[first:]]
@@ -177,8 +182,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         if len(parts) == 1:
             s.send_single(argv, parts[0].slot, readonly, info.name)
             return
-        if merge == "in_order" and in_order:
-            merge = "concat_in_order"
+        if merge is _MERGE_MGET and in_order:
+            merge = _merge_mget_in_order
         slots = [part.slot for part in parts]
         payloads = [pack_command(tuple(part.argv)) for part in parts]
         get_nil = b""
@@ -238,11 +243,7 @@ def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     if special is not None:
         special(s, argv, info)
         return
-    merge = splitter.ALL_MERGES.get(merge_name)
-    if merge is None:
-        s.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
-        return
-    _fan(s, argv, info, s.new_slot(info.name), merge)
+    _fan(s, argv, info, s.new_slot(info.name), splitter.ALL_MERGES[merge_name])
 
 
 # --- SCAN ----------------------------------------------------------------------------------
@@ -379,3 +380,19 @@ _SPECIAL = {
     "info": info,
     "any": randomkey,
 }
+# Every merge name an all-masters / all-nodes row may carry.
+FAN_MERGES = frozenset(splitter.ALL_MERGES) | frozenset(_SPECIAL)
+
+
+def _unhandled_rows() -> list[str]:
+    """Fan-out rows of the command table whose merge has no handler here."""
+    handlers = {"split": frozenset(SPLIT_MERGES), "all_masters": FAN_MERGES,
+                "all_nodes": FAN_MERGES}
+    return [i.name for i in ALL_COMMANDS.values()
+            if i.route in handlers and i.merge not in handlers[i.route]]
+
+
+# A row the proxy cannot merge is an "unsupported" row of the table, refused before any
+# sending; a fan-out row without a handler is a bug, found at start-up.
+if _unhandled_rows():
+    raise RuntimeError(f"fan-out rows without a merge handler: {_unhandled_rows()}")

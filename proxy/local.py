@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from protocol import commands
+from protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
+from protocol.resp import OK, array, bulk, error, integer, null, verbatim
 from protocol.slots import key_slot
 from proxy import errors
 from proxy.redirect import error_frame
@@ -20,40 +22,20 @@ if TYPE_CHECKING:
 # A handler returns the reply frame, or None: "not mine after all, forward to one master".
 Handler = Callable[["Session", list[bytes]], bytes | None]
 
-OK = b"+OK\r\n"
-
-
-def _bulk(b: bytes) -> bytes:
-    return b"$%d\r\n%s\r\n" % (len(b), b)
-
-
-def _null(proto: int) -> bytes:
-    return b"_\r\n" if proto == 3 else b"$-1\r\n"
-
-
-def _verbatim(text: bytes, proto: int) -> bytes:
-    if proto == 3:
-        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
-    return _bulk(text)
 
 
 def _wrong_arity(name: str) -> bytes:
     return error_frame(errors.WRONG_ARITY.format(name=name))
 
 
-def _valid_client_name(name: bytes) -> bool:
-    # Redis: every byte must be printable ASCII other than space ('!'..'~').
-    return all(33 <= c <= 126 for c in name)
-
-
 def ping(s: Session, argv: list[bytes]) -> bytes:
     if len(argv) > 2:
         return _wrong_arity("ping")
-    return _bulk(argv[1]) if len(argv) == 2 else b"+PONG\r\n"
+    return bulk(argv[1]) if len(argv) == 2 else b"+PONG\r\n"
 
 
 def echo(s: Session, argv: list[bytes]) -> bytes:
-    return _bulk(argv[1])
+    return bulk(argv[1])
 
 
 def quit_(s: Session, argv: list[bytes]) -> bytes:
@@ -61,50 +43,27 @@ def quit_(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
-def _hello_reply(s: Session) -> bytes:
-    fields = [
-        _bulk(b"server"), _bulk(b"redis"),
-        _bulk(b"version"), _bulk(commands.REDIS_VERSION.encode()),
-        _bulk(b"proto"), b":%d\r\n" % s.proto,
-        _bulk(b"id"), b":%d\r\n" % s.id,
-        _bulk(b"mode"), _bulk(b"standalone"),
-        _bulk(b"role"), _bulk(b"master"),
-        _bulk(b"modules"), b"*0\r\n",
-    ]
-    header = b"%7\r\n" if s.proto == 3 else b"*14\r\n"
-    return header + b"".join(fields)
-
-
 def hello(s: Session, argv: list[bytes]) -> bytes:
-    proto = s.proto
-    if len(argv) >= 2:
-        ver = argv[1]
-        if not ver.lstrip(b"-").isdigit():
-            return error_frame("ERR Protocol version is not an integer or out of range")
-        proto = int(ver)
-        if proto not in (2, 3):
-            return error_frame(errors.NOPROTO)
-    name: bytes | None = None
-    i = 2
-    while i < len(argv):
-        opt = argv[i].lower()
-        more = len(argv) - i - 1
-        if opt == b"auth" and more >= 2:
-            if argv[i + 1] != b"default":
-                return error_frame("WRONGPASS invalid username-password pair or user is disabled.")
-            i += 3
-        elif opt == b"setname" and more >= 1:
-            name = argv[i + 1]
-            if not _valid_client_name(name):
-                return error_frame(errors.CLIENT_NAME_CHARS)
-            i += 2
+    """Redis' HELLO, option by option (protocol/hello.py); AUTH accepts the default user with
+    any password, as a server without one does."""
+    try:
+        request = parse_hello(argv)
+    except HelloError as exc:
+        return error(exc.text)
+    for step, args in request.steps:
+        if step == AUTH:
+            if args[0] != b"default":
+                return error_frame(errors.WRONGPASS)
         else:
-            return error_frame(
-                f"ERR Syntax error in HELLO option '{argv[i].decode('utf-8', 'replace')}'")
-    s.proto = proto
-    if name is not None:
-        s.name = name or None
-    return _hello_reply(s)
+            if not valid_client_name(args[0]):
+                return error_frame(errors.CLIENT_NAME_CHARS)
+            s.name = args[0] or None
+    if request.error is not None:
+        return error(request.error)
+    if request.proto is not None:
+        s.proto = request.proto
+    return hello_reply(s.proto, s.id, version=commands.REDIS_VERSION, mode=b"standalone",
+                       role=b"master")
 
 
 def auth(s: Session, argv: list[bytes]) -> bytes:
@@ -113,7 +72,7 @@ def auth(s: Session, argv: list[bytes]) -> bytes:
     if len(argv) == 2:
         return error_frame(errors.AUTH_NOT_CONFIGURED)
     if argv[1] != b"default":
-        return error_frame("WRONGPASS invalid username-password pair or user is disabled.")
+        return error_frame(errors.WRONGPASS)
     return OK
 
 
@@ -138,7 +97,7 @@ def select(s: Session, argv: list[bytes]) -> bytes:
         return error_frame(errors.NOT_INTEGER)
     db = int(raw)
     if db != 0:
-        return error_frame(errors.SELECT_IN_CLUSTER)
+        return error_frame(errors.SELECT_CLUSTER)
     return OK
 
 
@@ -148,18 +107,18 @@ def readonly(s: Session, argv: list[bytes]) -> bytes:
 
 def client_setname(s: Session, argv: list[bytes]) -> bytes:
     name = argv[2]
-    if not _valid_client_name(name):
+    if not valid_client_name(name):
         return error_frame(errors.CLIENT_NAME_CHARS)
     s.name = name or None
     return OK
 
 
 def client_getname(s: Session, argv: list[bytes]) -> bytes:
-    return _null(s.proto) if s.name is None else _bulk(s.name)
+    return null(s.proto) if s.name is None else bulk(s.name)
 
 
 def client_id(s: Session, argv: list[bytes]) -> bytes:
-    return b":%d\r\n" % s.id
+    return integer(s.id)
 
 
 def _client_line(s: Session) -> bytes:
@@ -174,12 +133,12 @@ def _client_line(s: Session) -> bytes:
 
 
 def client_info(s: Session, argv: list[bytes]) -> bytes:
-    return _verbatim(_client_line(s), s.proto)
+    return verbatim(_client_line(s), proto=s.proto)
 
 
 def client_list(s: Session, argv: list[bytes]) -> bytes:
     # Only this connection: the proxy does not expose other clients.
-    return _verbatim(_client_line(s), s.proto)
+    return verbatim(_client_line(s), proto=s.proto)
 
 
 def client_setinfo(s: Session, argv: list[bytes]) -> bytes:
@@ -192,7 +151,7 @@ def client_setinfo(s: Session, argv: list[bytes]) -> bytes:
 
 
 def cluster_keyslot(s: Session, argv: list[bytes]) -> bytes:
-    return b":%d\r\n" % key_slot(argv[2])
+    return integer(key_slot(argv[2]))
 
 
 def command(s: Session, argv: list[bytes]) -> bytes:
@@ -200,7 +159,7 @@ def command(s: Session, argv: list[bytes]) -> bytes:
 
 
 def command_count(s: Session, argv: list[bytes]) -> bytes:
-    return b":%d\r\n" % commands.command_count()
+    return integer(commands.command_count())
 
 
 def command_info(s: Session, argv: list[bytes]) -> bytes:
@@ -214,8 +173,7 @@ def command_docs(s: Session, argv: list[bytes]) -> bytes:
 def command_list(s: Session, argv: list[bytes]) -> bytes | None:
     if len(argv) > 2:
         return None  # FILTERBY: a master answers it from the same table
-    names = commands.command_list()
-    return b"*%d\r\n" % len(names) + b"".join(_bulk(n) for n in names)
+    return array(bulk(n) for n in commands.command_list())
 
 
 def command_getkeys(s: Session, argv: list[bytes]) -> bytes:
@@ -223,8 +181,7 @@ def command_getkeys(s: Session, argv: list[bytes]) -> bytes:
         positions = commands.getkeys_command(argv[2:])
     except commands.GetKeysError as exc:
         return error_frame(str(exc))
-    keys = [argv[2 + p] for p in positions]
-    return b"*%d\r\n" % len(keys) + b"".join(_bulk(k) for k in keys)
+    return array(bulk(argv[2 + p]) for p in positions)
 
 
 HANDLERS: dict[str, Handler] = {

@@ -501,7 +501,7 @@ class Session:
             self.reply("other", b"-" + unknown_command_error(argv) + b"\r\n")
             return None
         if not arity_ok(info, len(argv)):
-            self.reply(info.name, error_frame(f"ERR wrong number of arguments for '{info.name}' command"))
+            self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
             return None
         if self.link is not None:
             name = argv[0].lower()

@@ -1,11 +1,12 @@
 """Fan-out planning and reply merging: pure functions over argv lists and raw reply frames.
 
-Two shapes:
-- **cross-slot split** (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH): the keys are grouped by slot
-  in first-appearance order, each group becomes one sub-command (same command name), and the
+Two shapes, both named by the command table's row (``route``, ``merge``):
+- **cross-slot split** (route ``split``: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH): the keys (the
+  row's ``first_key``, then every ``step``-th argument) are grouped by slot in
+  first-appearance order, each group becomes one sub-command (same command name), and the
   parts' replies merge back into exactly what one server would have answered.
 - **all masters** (DBSIZE, KEYS, FLUSHALL, SCRIPT LOAD …): the same argv goes to every master
-  and a merge function combines the replies.
+  and the row's merge (``ALL_MERGES``) combines the replies.
 
 Merging reads raw frames and only decodes what it must (array headers, integers). If any part
 is an error, the merged reply is the first error in part order (MSET: ``OK`` only when every
@@ -21,15 +22,6 @@ from protocol.resp import ReplyFramer
 from protocol.slots import key_slot
 
 OK = b"+OK\r\n"
-# Commands split by slot, with (first key index, key step) and the merge to apply.
-SPLIT_SHAPES: dict[bytes, tuple[int, int, str]] = {
-    b"mget": (1, 1, "in_order"),
-    b"mset": (1, 2, "all_ok"),
-    b"del": (1, 1, "sum"),
-    b"unlink": (1, 1, "sum"),
-    b"exists": (1, 1, "sum"),
-    b"touch": (1, 1, "sum"),
-}
 
 
 @dataclass(slots=True)
@@ -200,17 +192,6 @@ def merge_and_ints(replies: Sequence[bytes]) -> bytes:
     return b"*%d\r\n" % n + b"".join(merged)
 
 
-def merge_sum_arrays(replies: Sequence[bytes]) -> bytes:
-    """Element-wise sum of integer arrays."""
-    err = _first_error(replies)
-    if err is not None:
-        return err
-    columns = [array_elements(r) for r in replies]
-    n = len(columns[0])
-    sums = [sum(int(col[i][1:-2]) for col in columns) for i in range(n)]
-    return b"*%d\r\n" % n + b"".join(b":%d\r\n" % s for s in sums)
-
-
 def merge_one_ok(replies: Sequence[bytes]) -> bytes:
     """The first success if any part succeeded (SCRIPT KILL), else the first error."""
     for r in replies:
@@ -228,7 +209,8 @@ def merge_min(replies: Sequence[bytes]) -> bytes:
 
 Merge = Callable[[Sequence[bytes]], bytes]
 
-# Merge functions for all-masters fan-out, by name (the command table's ``merge`` field).
+# Merge functions for all-masters fan-out, by the command table's ``merge`` name (those
+# with a handler of their own are in ``fanout._SPECIAL``).
 ALL_MERGES: dict[str, Merge] = {
     "one_ok": merge_one_ok,
     "min": merge_min,
@@ -237,7 +219,6 @@ ALL_MERGES: dict[str, Merge] = {
     "all_ok": merge_first,
     "concat": merge_concat,
     "and": merge_and_ints,
-    "sum_arrays": merge_sum_arrays,
 }
 
 

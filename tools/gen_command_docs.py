@@ -6,10 +6,9 @@ Usage::
     python tools/gen_command_docs.py --check   # exit 1 if the checked-in file is stale
 
 Each row comes from ``protocol/commands.py`` (the table generated from redis-server 7.0, whose
-``route`` and ``merge`` columns are set by ``protocol/overrides.py``). A fan-out merge that the
-proxy does not implement (``proxy/splitter.py`` and ``proxy/fanout.py``) is documented as
-refused, which is what the proxy answers. ``NOTES`` adds a sentence where a command's handling
-has a detail of its own.
+``route``, ``merge`` and ``reason`` columns are set by ``protocol/overrides.py``); an
+``unsupported`` row shows the refusal the proxy answers and the row's reason. ``NOTES`` adds a
+sentence where a command's handling has a detail of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
-from proxy import fanout, splitter  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
 
@@ -57,9 +55,6 @@ MERGE_TEXT: dict[str, str] = {
     "info": "first master's INFO, keyspace summed over all masters, plus a `# Proxy` section",
     "any": "the first non-null reply",
 }
-
-# How the split route names its merges (proxy/fanout.split): table merge -> what it does.
-_SPLIT_MERGES = {"mget": "mget", "sum": "sum", "all_ok": "all_ok"}
 
 NOTES: dict[str, str] = {
     "msetnx": "Not split across slots: see [MSETNX](#why-msetnx-is-not-split).",
@@ -98,25 +93,16 @@ NOTES: dict[str, str] = {
 }
 
 
-def _implemented_fanout_merges() -> set[str]:
-    # fanout._SPECIAL: merges with handlers of their own (SCAN, INFO, RANDOMKEY).
-    return set(splitter.ALL_MERGES) | set(fanout._SPECIAL)
-
-
-def handling(info: CommandInfo, fanout_merges: set[str]) -> str:
+def handling(info: CommandInfo) -> str:
     """One command's handling, as a sentence (Markdown, safe inside a table cell)."""
     route, merge = info.route, info.merge
-    refused = f"refused: `-ERR slotgate: '{info.name}' is not supported through the proxy`"
     if route == "unsupported":
-        text = refused
-    elif route == "split":
-        text = f"{ROUTE_TEXT[route]}; {MERGE_TEXT[_SPLIT_MERGES[merge or '']]}"
-    elif route in ("all_masters", "all_nodes") and merge not in fanout_merges:
-        text = f"{refused} (no way to combine the nodes' replies into one server's)"
+        text = (f"refused: `-ERR slotgate: '{info.name}' is not supported through the proxy` "
+                f"({info.reason})")
     elif merge == "scan":
         text = f"one master per call; {MERGE_TEXT[merge]}"
-    elif route in ("all_masters", "all_nodes"):
-        text = f"{ROUTE_TEXT[route]}; {MERGE_TEXT[merge or '']}"
+    elif merge is not None:
+        text = f"{ROUTE_TEXT[route]}; {MERGE_TEXT[merge]}"
     else:
         text = ROUTE_TEXT[route]
     text = text[0].upper() + text[1:] + "."
@@ -178,7 +164,6 @@ client can only observe by reading concurrently).
 
 def render() -> str:
     rows = _rows()
-    merges = _implemented_fanout_merges()
     out = [HEADER]
     counts = Counter(i.route for i in rows)
     out.append("## Routes\n")
@@ -193,7 +178,7 @@ def render() -> str:
     out.append("|---|---|---|---|")
     for info in rows:
         merge = f"`{info.merge}`" if info.merge else ""
-        out.append(f"| {_name(info)} | `{info.route}` | {merge} | {handling(info, merges)} |")
+        out.append(f"| {_name(info)} | `{info.route}` | {merge} | {handling(info)} |")
     return "\n".join(out) + "\n"
 
 

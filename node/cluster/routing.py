@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from node.cluster import bus
 from protocol import commands as pc
+from protocol import errors
+from protocol.resp import error
 from protocol.slots import key_slot
 
 if TYPE_CHECKING:
@@ -37,11 +39,11 @@ if TYPE_CHECKING:
     from node.cluster.state import Node
     from node.commands.registry import Command
 
-CROSSSLOT = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+CROSSSLOT = error(errors.CROSSSLOT)
 TRYAGAIN = b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
 DOWN_STATE = b"-CLUSTERDOWN The cluster is down\r\n"
 DOWN_RO_STATE = b"-CLUSTERDOWN The cluster is down and only accepts read commands\r\n"
-DOWN_UNBOUND = b"-CLUSTERDOWN Hash slot not served\r\n"
+DOWN_UNBOUND = error(errors.SLOT_NOT_SERVED)
 
 KeyFn = Callable[[Sequence[bytes]], list[int]]
 _SHARD_PUBSUB = frozenset({"spublish", "ssubscribe", "sunsubscribe"})

@@ -12,7 +12,9 @@ from node.commands.replies import OK, PONG
 from node.commands.util import parse_int
 from node.config import REDIS_VERSION
 from node.errors import CommandError
-from protocol.resp import array_header, bulk, integer, map_header, verbatim
+from protocol.errors import AUTH_NOT_CONFIGURED, CLIENT_NAME_CHARS, NOAUTH_HELLO
+from protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
+from protocol.resp import array_header, bulk, integer, verbatim
 
 if TYPE_CHECKING:
     from node.client import Client
@@ -54,9 +56,7 @@ def auth(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(errors.SYNTAX)
     if len(argv) == 2:
         if not c.server.config.get("requirepass"):
-            raise CommandError(
-                "ERR AUTH <password> called without any password configured for the default "
-                "user. Are you sure your configuration is correct?")
+            raise CommandError(AUTH_NOT_CONFIGURED)
         user, password = b"default", argv[1]
     else:
         user, password = argv[1], argv[2]
@@ -70,55 +70,31 @@ def auth(c: Client, argv: list[bytes]) -> bytes:
 
 @command("hello")
 def hello(c: Client, argv: list[bytes]) -> bytes:
-    proto = c.resp
-    if len(argv) >= 2:
-        try:
-            proto = parse_int(argv[1])
-        except CommandError:
-            raise CommandError("ERR Protocol version is not an integer or out of range") from None
-        if proto < 2 or proto > 3:
-            raise CommandError("NOPROTO unsupported protocol version")
-    name: bytes | None = None
-    creds: tuple[bytes, bytes] | None = None
-    i = 2
-    while i < len(argv):
-        opt = argv[i].lower()
-        more = len(argv) - i - 1
-        if opt == b"auth" and more >= 2:
-            creds = (argv[i + 1], argv[i + 2])
-            i += 3
-        elif opt == b"setname" and more >= 1:
-            name = argv[i + 1]
-            i += 2
+    try:
+        request = parse_hello(argv)
+    except HelloError as exc:
+        raise CommandError(exc.text.decode("utf-8", "replace")) from None
+    for step, args in request.steps:  # each option acts at once, as in Redis
+        if step == AUTH:
+            user, password = args
+            if not _check_password(c, user, password):
+                raise CommandError(errors.WRONGPASS)
+            c.authenticated = True
+            c.user = user
+            c.update_slow()
         else:
-            raise CommandError(f"ERR Syntax error in HELLO option '{errors._shown(argv[i], 128)}'")
-    if creds is not None:
-        if not _check_password(c, *creds):
-            raise CommandError(errors.WRONGPASS)
-        c.authenticated = True
-        c.user = creds[0]
+            _validate_name(args[0])
+            c.name = args[0]
+    if request.error is not None:
+        raise CommandError(request.error.decode("utf-8", "replace"))
     if not c.authenticated:
-        raise CommandError(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
-            "select the RESP protocol version at the same time")
-    if name is not None:
-        _validate_name(name)
-        c.name = name
+        raise CommandError(NOAUTH_HELLO)
+    proto = c.resp if request.proto is None else request.proto
     c.set_resp(proto)
     c.update_slow()
     mode = b"cluster" if c.server.cluster_enabled else b"standalone"
     role = c.extra.get("role_for_hello", b"master")
-    return b"".join([
-        map_header(7, proto),
-        bulk(b"server"), bulk(b"redis"),
-        bulk(b"version"), bulk(REDIS_VERSION.encode()),
-        bulk(b"proto"), integer(proto),
-        bulk(b"id"), integer(c.id),
-        bulk(b"mode"), bulk(mode),
-        bulk(b"role"), bulk(role),
-        bulk(b"modules"), array_header(0),
-    ])
+    return hello_reply(proto, c.id, version=REDIS_VERSION, mode=mode, role=role)
 
 
 @command("select")
@@ -159,10 +135,8 @@ def reset(c: Client, argv: list[bytes]) -> bytes:
 # -- CLIENT ------------------------------------------------------------------------------------
 
 def _validate_name(name: bytes) -> None:
-    for b in name:
-        if b < 33 or b > 126:
-            raise CommandError(
-                "ERR Client names cannot contain spaces, newlines or special characters.")
+    if not valid_client_name(name):
+        raise CommandError(CLIENT_NAME_CHARS)
 
 
 @command("client|id")

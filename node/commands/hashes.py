@@ -30,7 +30,7 @@ from node.commands.typeutil import (
     xor_digest,
 )
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
-from node.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE, CommandError
+from node.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE, CommandError, wrong_args
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_HASH, register_type
 from protocol.resp import format_long_double, to_long_double
 
@@ -138,8 +138,7 @@ def _get_or_create(c: Client, key: bytes) -> RHash:
 
 
 def _wrong_args(argv: list[bytes]) -> CommandError:
-    name = argv[0].decode("utf-8", "replace").lower()
-    return CommandError(f"ERR wrong number of arguments for '{name}' command")
+    return CommandError(wrong_args(argv[0].decode("utf-8", "replace").lower()))
 
 
 def _bulk(x: bytes) -> bytes:

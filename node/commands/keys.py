@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 from node.commands.registry import command
 from node.commands.replies import OK, ONE, ZERO
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
-from node.errors import DB_INDEX_OUT_OF_RANGE, INVALID_EXPIRE, NO_SUCH_KEY, SYNTAX, CommandError
+from node.errors import (
+    DB_INDEX_OUT_OF_RANGE,
+    INVALID_CURSOR,
+    INVALID_EXPIRE,
+    NO_SUCH_KEY,
+    SYNTAX,
+    CommandError,
+)
 from node.glob import compile_glob
 from node.keyspace import NOTIFY_GENERIC, TYPES, Database, now_ms
 from protocol.resp import array_header, bulk, integer
@@ -120,7 +127,7 @@ def copy(c: Client, argv: list[bytes]) -> bytes:
     if c.server.cluster_enabled and (src_db.index != 0 or dst_index != 0):
         raise CommandError("ERR Copying to another database is not allowed in cluster mode")
     if not 0 <= dst_index < len(c.ks.dbs):
-        raise CommandError("ERR DB index is out of range")
+        raise CommandError(DB_INDEX_OUT_OF_RANGE)
     dst_db = c.ks.dbs[dst_index]
     src, dst = argv[1], argv[2]
     if dst_db is src_db and src == dst:
@@ -204,10 +211,10 @@ def parse_cursor(raw: bytes) -> int:
     """strtoul like Redis: optional sign (a '-' wraps around), digits only, <= 2**64-1."""
     body = raw[1:] if raw[:1] in (b"+", b"-") else raw
     if not body or not body.isdigit():
-        raise CommandError("ERR invalid cursor")
+        raise CommandError(INVALID_CURSOR)
     n = int(body)
     if n > 2**64 - 1:
-        raise CommandError("ERR invalid cursor")
+        raise CommandError(INVALID_CURSOR)
     return (-n) % 2**64 if raw[:1] == b"-" else n
 
 

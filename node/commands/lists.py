@@ -32,7 +32,7 @@ from node.commands.typeutil import (
     pop_or_block,
 )
 from node.commands.util import LONG_MAX, parse_int
-from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError
+from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, register_type
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def _pop_n(db: Database, key: bytes, v: RList, left: bool, count: int) -> list[b
 
 def _pop(c: Client, argv: list[bytes], left: bool) -> bytes:
     if len(argv) > 3:
-        raise CommandError(f"ERR wrong number of arguments for '{argv[0].decode(errors='replace').lower()}' command")
+        raise CommandError(wrong_args(argv[0].decode(errors="replace").lower()))
     db = c.db
     key = argv[1]
     if len(argv) == 2:

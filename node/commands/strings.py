@@ -24,6 +24,7 @@ from node.errors import (
     SYNTAX,
     WRONGTYPE,
     CommandError,
+    wrong_args,
 )
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_KEY_MISS, NOTIFY_STRING, now_ms
 from protocol.resp import array_header, bulk, format_long_double, integer, to_long_double
@@ -253,7 +254,7 @@ def mget(c: Client, argv: list[bytes]) -> bytes:
 
 def _check_pairs(argv: list[bytes], name: str) -> None:
     if len(argv) % 2 == 0:
-        raise CommandError(f"ERR wrong number of arguments for '{name}' command")
+        raise CommandError(wrong_args(name))
 
 
 @command("mset")

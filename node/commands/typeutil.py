@@ -10,7 +10,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from node.commands.util import LONG_MAX, parse_int
-from node.errors import NOT_INTEGER, SYNTAX, TIMEOUT_NEGATIVE, TIMEOUT_NOT_FLOAT, CommandError
+from node.errors import (
+    INVALID_CURSOR,
+    NOT_INTEGER,
+    SYNTAX,
+    TIMEOUT_NEGATIVE,
+    TIMEOUT_NOT_FLOAT,
+    CommandError,
+)
 from node.glob import compile_glob
 
 if TYPE_CHECKING:
@@ -151,7 +158,6 @@ def mix_digest(digest: bytearray, data: bytes) -> None:
 
 # --- HSCAN / SSCAN / ZSCAN -----------------------------------------------------------------
 
-INVALID_CURSOR = "ERR invalid cursor"
 EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
 _SNAPSHOT_LIMIT = 64
 _snapshots: OrderedDict[int, list[Any]] = OrderedDict()

@@ -17,6 +17,12 @@ CASES = [
         "HELLO 3", "HELLO 2 AUTH default wrong", "HELLO 2 SETNAME x", "MULTI", "EXEC",
         ("HELLO 2 AUTH default s3cret", "type"), "PING", "SET a 1", "GET a",
         "AUTH s3cret", "AUTH default s3cret", "RESET", "GET a", "AUTH s3cret", "GET a"]),
+    # HELLO's options act one by one, before its NOAUTH check: a name set stays, an AUTH that
+    # went through stays even when a later option is wrong.
+    Case("hello options before noauth", [
+        "HELLO 2 SETNAME early", "AUTH s3cret", "CLIENT GETNAME", "RESET",
+        "HELLO 2 SETNAME late AUTH default wrong", "AUTH s3cret", "CLIENT GETNAME", "RESET",
+        "HELLO 2 AUTH default s3cret BAD", "SET a 2", "GET a", "RESET", "GET a"]),
 ]
 
 

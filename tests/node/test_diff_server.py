@@ -15,6 +15,16 @@ CASES = [
                                + " ".join(["abcdefghij"] * 20)]),
     Case("hello", ["HELLO 4", "HELLO x", "HELLO 2 FOO", "HELLO 2 AUTH default", "HELLO 1",
                    ("HELLO 2 AUTH default wrong", "type"), "HELLO 2 SETNAME 'a b'"]),
+    # HELLO's options act one by one: a name set before a bad option stays; the option in the
+    # error is printed as a C string (up to a NUL byte), CR and LF as spaces, at any length.
+    Case("hello options in order", [
+        "HELLO 2 SETNAME ok BAD", "CLIENT GETNAME", "HELLO 2 SETNAME a2 AUTH foo bar",
+        "CLIENT GETNAME", "HELLO 2 AUTH foo bar SETNAME 'a b'", "HELLO 2 AUTH foo bar BAD",
+        "HELLO 2 SETNAME ok2 SETNAME 'a b'", "CLIENT GETNAME", "HELLO 2 SETNAME ok3 AUTH foo",
+        "CLIENT GETNAME", "HELLO 03", "HELLO +3", "HELLO ' 3'", "HELLO -1",
+        "HELLO 99999999999999999999", "HELLO 3 " + "x" * 200, 'HELLO 3 "a\r\nb\x00c"',
+        "HELLO 3 AUTH", "HELLO 3 setname", ("HELLO 2 aUtH default x SETNAME ''", "type"),
+        "CLIENT GETNAME"]),
     Case("auth without password", ["AUTH x", "AUTH default x", "AUTH a b c", "AUTH foo bar"]),
     Case("multi exec", ["MULTI", "SET a 1", "INCR a", "GET a", "EXEC", "EXEC", "DISCARD",
                         "MULTI", "MULTI", "WATCH a", "DISCARD", "MULTI", "SET a", "GET a", "EXEC",

@@ -66,6 +66,33 @@ def test_monitor_sees_other_clients(node_standalone: ManagedProcess,
         b.close()
 
 
+# sdscatrepr's cases: quote, backslash, the five named escapes, other control bytes, DEL, bytes
+# from 0x80 up (UTF-8 text too), \v and \f (not named: hex), an empty argument.
+_REPR_ARGS = [b'say "hi"', b"back\\slash\\", b"nl\ncr\rtab\t", b"bell\abs\b", b"\x00\x01\x1b\x7f",
+              b"\x80\xfe\xff", "caf\u00e9 \u65e5\u672c".encode(), b"\x0b\x0c", b"", b"plain ~!#{}"]
+
+
+def test_monitor_quotes_arguments_as_redis(node_standalone: ManagedProcess,
+                                           redis_standalone: ManagedProcess) -> None:
+    shown = []
+    for port in _both(node_standalone, redis_standalone):
+        m, b = Conn(port), Conn(port)
+        assert m.call([b"MONITOR"]) == b"+OK\r\n"
+        assert b.call([b"RPUSH", b"mon-repr", *_REPR_ARGS]) == b":%d\r\n" % len(_REPR_ARGS)
+        assert b.call([b"ECHO", bytes(range(256))])[:6] == b"$256\r\n"  # every byte value
+        for _ in range(2):
+            line = m.read()
+            assert line.startswith(b"+") and line.endswith(b"\r\n"), line
+            shown.append(line.split(b"] ", 1)[1])  # after "+<time> [<db> <addr>] "
+        b.call([b"DEL", b"mon-repr"])
+        m.close()
+        b.close()
+    assert shown[:2] == shown[2:]  # ours, then redis-server's
+    assert shown[2] == (b'"RPUSH" "mon-repr" "say \\"hi\\"" "back\\\\slash\\\\" "nl\\ncr\\rtab\\t" '
+                    b'"bell\\abs\\b" "\\x00\\x01\\x1b\\x7f" "\\x80\\xfe\\xff" '
+                    b'"caf\\xc3\\xa9 \\xe6\\x97\\xa5\\xe6\\x9c\\xac" "\\x0b\\x0c" "" "plain ~!#{}"\r\n')
+
+
 def test_shutdown_nosave_stops_the_node(tmp_path: Path) -> None:
     node = slotgate_node(tmp_path).start()
     try:

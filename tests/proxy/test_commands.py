@@ -139,6 +139,28 @@ def test_local_commands_match_real_redis(
         assert p.pipeline(cmds) == c.pipeline(cmds)
 
 
+def test_hello_options_match_real_redis(slotgate: ManagedProcess,
+                                        redis_standalone: ManagedProcess) -> None:
+    # Options act one by one (a name set before a bad option stays); the protocol version is
+    # read as Redis' string2ll; the bad option is printed as a C string, CR/LF as spaces.
+    commands = [
+        [b"HELLO", b"2", b"SETNAME", b"ok", b"BAD"], [b"CLIENT", b"GETNAME"],
+        [b"HELLO", b"2", b"SETNAME", b"a2", b"AUTH", b"foo", b"bar"], [b"CLIENT", b"GETNAME"],
+        [b"HELLO", b"2", b"AUTH", b"foo", b"bar", b"SETNAME", b"a b"],
+        [b"HELLO", b"2", b"SETNAME", b"ok2", b"SETNAME", b"a b"], [b"CLIENT", b"GETNAME"],
+        [b"HELLO", b"03"], [b"HELLO", b"+3"], [b"HELLO", b" 3"], [b"HELLO", b"-1"],
+        [b"HELLO", b"99999999999999999999"], [b"HELLO", b"3", b"x" * 200],
+        [b"HELLO", b"3", b"a\r\nb\xff\x00c"], [b"HELLO", b"3", b"AUTH"],
+        [b"HELLO", b"3", b"setname"], [b"HELLO", b"2", b"SETNAME", b""], [b"CLIENT", b"GETNAME"],
+    ]
+    with RawClient(slotgate.port) as p, RawClient(redis_standalone.port) as d:
+        got, want = p.pipeline(commands), d.pipeline(commands)
+    for argv, ours, real in zip(commands, got, want, strict=True):
+        if argv[:4] == [b"HELLO", b"2", b"SETNAME", b""]:  # the reply carries the client id
+            ours, real = ours[:4], real[:4]
+        assert ours == real, argv
+
+
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_hello_switches_protocol_and_reports_standalone(slotgate: ManagedProcess,
                                                         protocol: int) -> None:
