@@ -14,7 +14,7 @@ state on it (``tx``: MULTI/WATCH, ``sub``: subscriber mode) is changed only by i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from protocol.commands import COMMANDS, CommandInfo
@@ -164,5 +164,9 @@ def _route_names() -> set[str]:
     return names
 
 
-# Route name -> its function; a route the table uses without a function here is a KeyError.
-ROUTES: dict[str, Route] = {route: _BY_NAME[route] for route in sorted(_route_names())}
+def table(route_names: Iterable[str]) -> dict[str, Route]:
+    """Route name -> its function; a name without a function is a ``KeyError``."""
+    return {route: _BY_NAME[route] for route in sorted(route_names)}
+
+
+ROUTES = table(_route_names())

@@ -17,7 +17,7 @@ import trio
 from protocol.commands import COMMANDS
 from protocol.overrides import ROUTES as ROUTE_NAMES
 from protocol.slots import key_slot
-from proxy import errors
+from proxy import errors, routes
 from proxy.routes import ROUTES
 from proxy.server import Proxy
 from proxy.settings import ProxySettings
@@ -91,7 +91,9 @@ def test_every_route_of_the_command_table_has_a_function() -> None:
     used |= {sub.route for info in COMMANDS.values() for sub in info.subcommands.values()}
     assert used == set(ROUTES)
     assert set(ROUTES) <= ROUTE_NAMES
-    assert all(callable(fn) for fn in ROUTES.values())
+    assert ROUTES["single"] is routes.single and ROUTES["all_nodes"] is routes.all_nodes
+    with pytest.raises(KeyError):
+        routes.table({"single", "no-such-route"})  # a route without a function fails the import
 
 
 # --- one slot ----------------------------------------------------------------------------------
