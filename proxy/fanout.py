@@ -22,7 +22,8 @@ from proxy.redirect import error_frame
 from proxy.router import Call, Gather
 
 if TYPE_CHECKING:
-    from proxy.session import ReplySlot, Session
+    from proxy.routes import RouteSession as Session  # the session as route code sees it
+    from proxy.session import ReplySlot
 
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]

@@ -13,11 +13,11 @@ from protocol import commands
 from protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
 from protocol.resp import OK, array, bulk, error, integer, null, verbatim
 from protocol.slots import key_slot
-from proxy import errors
+from proxy import errors, pinned, pubsub
 from proxy.redirect import error_frame
 
 if TYPE_CHECKING:
-    from proxy.session import Session
+    from proxy.routes import RouteSession as Session  # the session as route code sees it
 
 # A handler returns the reply frame, or None: "not mine after all, forward to one master".
 Handler = Callable[["Session", list[bytes]], bytes | None]
@@ -77,15 +77,8 @@ def auth(s: Session, argv: list[bytes]) -> bytes:
 
 
 def reset(s: Session, argv: list[bytes]) -> bytes:
-    s.multi = None
-    s.multi_dirty = False
-    if s.watch is not None:
-        watch, s.watch = s.watch, None
-        s.router.nursery.start_soon(watch.aclose)
-    if s.link is not None:
-        link, s.link = s.link, None
-        link.closed = True
-        s.router.nursery.start_soon(link.aclose)
+    pinned.reset(s)
+    pubsub.reset(s)
     s.proto = 2
     s.name = None
     return b"+RESET\r\n"
@@ -123,7 +116,7 @@ def client_id(s: Session, argv: list[bytes]) -> bytes:
 
 def _client_line(s: Session) -> bytes:
     name = (s.name or b"").decode("utf-8", "replace")
-    flags = "x" if s.multi is not None else "N"
+    flags = "x" if s.tx.queued is not None else "N"
     return (
         f"id={s.id} addr={s.peer} laddr={s.proxy.listen_address} fd=-1 name={name} age=0 "
         f"idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 "

@@ -21,6 +21,9 @@ back in normal mode. If the link's node connection is lost, the client connectio
 too (as a Redis server going away would do), so the client resubscribes.
 
 Limitation: the sharded channels of one client must all live on the link's node.
+
+The client's subscriber state is a ``Subscriber`` the session holds; only this module
+changes it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from proxy.backend import HELLO3
 from proxy.redirect import error_frame
 
 if TYPE_CHECKING:
-    from proxy.session import Session
+    from proxy.routes import RouteSession
 
 RECV_BUFFER_BYTES = 64 * 1024
 MESSAGE_KINDS = frozenset({b"message", b"pmessage", b"smessage"})
@@ -60,10 +63,34 @@ PUBSUB_HOME_SLOT = 0
 NOT_ONE_NODE = "ERR slotgate: a client's shard channels must all live on one node"
 
 
+class Subscriber:
+    """One client's subscriber mode: ``link`` while it has subscriptions, else None."""
+
+    __slots__ = ("link",)
+
+    def __init__(self) -> None:
+        self.link: Link | None = None
+
+    async def aclose(self) -> None:
+        """The client is gone: close its link."""
+        link, self.link = self.link, None
+        if link is not None:
+            await link.aclose()
+
+
+def reset(s: RouteSession) -> None:
+    """RESET: out of subscriber mode (the link closes in the background)."""
+    sub = s.sub
+    if sub.link is not None:
+        link, sub.link = sub.link, None
+        link.closed = True
+        s.router.nursery.start_soon(link.aclose)
+
+
 class Link:
     """One client's subscriber connection."""
 
-    def __init__(self, session: Session, node: str, stream: trio.SocketStream) -> None:
+    def __init__(self, session: RouteSession, node: str, stream: trio.SocketStream) -> None:
         self.session = session
         self.node = node
         self.stream = stream
@@ -152,7 +179,7 @@ def _shard_slot(argv: list[bytes]) -> int | None:
     return slots.pop() if slots else -1
 
 
-async def _open_link(s: Session, node: str) -> Link:
+async def _open_link(s: RouteSession, node: str) -> Link:
     host, _, port = node.rpartition(":")
     with trio.fail_after(s.settings.connect_timeout_ms / 1000):
         stream = await trio.open_tcp_stream(host, int(port))
@@ -167,11 +194,12 @@ async def _open_link(s: Session, node: str) -> Link:
     return Link(s, node, stream)
 
 
-async def _run(s: Session, argv: list[bytes], name: str) -> None:
+async def _run(s: RouteSession, argv: list[bytes], name: str) -> None:
     """Enter subscriber mode if needed, forward, and leave it when nothing is left."""
     await s.wait_idle(own=0)
     cmd = argv[0].lower()
-    link = s.link
+    sub = s.sub
+    link = sub.link
     if cmd in SHARD_COMMANDS:
         slot = _shard_slot(argv)
         if slot is None:
@@ -193,28 +221,28 @@ async def _run(s: Session, argv: list[bytes], name: str) -> None:
         except (OSError, trio.TooSlowError, trio.BrokenResourceError):
             s.reply(name, error_frame(errors.NODE_UNREACHABLE.format(node=node)))
             return
-        s.link = link
+        sub.link = link
         s.spawn(link.pump)
     try:
         await link.forward(argv, _replies_owed(link, argv))
     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
         s.abort()
         return
-    if link.subscriptions() == 0 and s.link is link:
-        s.link = None
+    if link.subscriptions() == 0 and sub.link is link:
+        sub.link = None
         await link.aclose()
 
 
-def command(s: Session, argv: list[bytes], name: str) -> Awaitable[None]:
+def command(s: RouteSession, argv: list[bytes], name: str) -> Awaitable[None]:
     """A subscribe-family command (any mode), or any command of a RESP2 subscriber."""
     return _run(s, argv, name)
 
 
-def refused_while_subscribed(s: Session, name: bytes) -> bool:
+def refused_while_subscribed(s: RouteSession, name: bytes) -> bool:
     """RESP2 subscribers may run only the subscribe family, PING, QUIT and RESET."""
-    return s.link is not None and s.proto == 2 and name not in SUBSCRIBER_ALLOWED
+    return s.sub.link is not None and s.proto == 2 and name not in SUBSCRIBER_ALLOWED
 
 
-def forwarded_ping(s: Session, name: bytes) -> bool:
+def forwarded_ping(s: RouteSession, name: bytes) -> bool:
     """A RESP2 subscriber's PING is answered by the link, in Redis' subscriber form."""
-    return s.link is not None and s.proto == 2 and name == b"ping"
+    return s.sub.link is not None and s.proto == 2 and name == b"ping"

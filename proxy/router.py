@@ -13,20 +13,26 @@ bytes — nothing is decoded on that path. Error replies are classified:
   by a small task, until the request's deadline; then the client gets the error.
 
 A call with ``fixed_node`` goes to that node only (all-nodes fan-out) and follows nothing.
+
+The same loop serves requests that run on a client's own connection (transactions, blocking
+commands, WATCH; see ``pinned.py``): an ``AwaitedCall`` takes the router's decisions like any
+call, but its task does the I/O (a round trip on that connection, the backoff sleeps), and a
+redirect or retry in any of its replies decides for all of them. Every call, awaited or not,
+is bounded by ``max_redirects`` and by its retry deadline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
 
 from protocol.resp import encode_command
 from proxy import errors
-from proxy.backend import DISCARD, BackendPool
+from proxy.backend import DISCARD, BackendError, BackendPool, DirectConnection
 from proxy.metrics import ProxyMetrics
-from proxy.redirect import Action, backoff_ms, classify_error, decide_lost, error_frame
+from proxy.redirect import Action, Decision, backoff_ms, classify_error, decide_lost, error_frame
 from proxy.settings import ProxySettings
 
 if TYPE_CHECKING:
@@ -83,6 +89,79 @@ class Call:
     def on_failure(self, exc: Exception, sent: bool) -> None:
         self.router.on_lost(self, sent)
 
+    def transmit(self, node: str, asking: bool) -> None:
+        """Send to ``node`` on the client's shared connection (``ASKING`` first for an ASK)."""
+        conn = self.router.pool.get(node, self.proto, self.sticky)
+        if asking:
+            conn.send(ASKING, DISCARD)
+        conn.send(self.payload, self)
+
+    def resend_after(self, delay_s: float) -> None:
+        """Send again to the slot's owner in ``delay_s`` (a retry's backoff)."""
+        self.router.nursery.start_soon(self.router.resend_later, self, delay_s)
+
+
+# Opens (or reuses) the connection an awaited call runs on, to the node given.
+Connect = Callable[[str], Awaitable[DirectConnection]]
+
+
+class AwaitedCall(Call):
+    """A request on a connection of the client's own, awaited by the client's task.
+
+    The router decides exactly as for any call (``transmit`` and ``resend_after`` only note
+    where and when to go next); ``run`` does the round trips and sleeps the backoffs, so that
+    cancelling the task (the client went away) ends the request. ``n_replies``: the frames the
+    payload is answered with (``MULTI … EXEC``: one per command)."""
+
+    __slots__ = ("n_replies", "asking", "delay_s", "result")
+
+    def __init__(self, router: Router, payload: bytes, slot: int, readonly: bool, proto: int,
+                 sticky: int, n_replies: int) -> None:
+        super().__init__(router, payload, slot, readonly, proto, sticky, self.finish)
+        self.n_replies = n_replies
+        self.asking = False
+        self.delay_s: float | None = None
+        self.result: bytes | None = None
+
+    def transmit(self, node: str, asking: bool) -> None:
+        self.asking = asking
+
+    def resend_after(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def finish(self, raw: bytes) -> None:
+        self.result = raw
+
+    async def run(self, connect: Connect) -> bytes:
+        """Follow the router's decisions until the final reply frame (EXEC's, the blocking
+        command's, WATCH's)."""
+        router = self.router
+        router.send(self)
+        while self.result is None:
+            delay_s = self.delay_s
+            if delay_s is not None:
+                self.delay_s = None
+                await trio.sleep(delay_s)
+                router.send(self)
+                continue
+            node, asking = self.node, self.asking
+            self.asking = False
+            payload, n_replies = self.payload, self.n_replies
+            if asking:
+                payload, n_replies = ASKING + payload, n_replies + 1
+            sent = False
+            try:
+                conn = await connect(node)
+                sent = True
+                frames = await conn.roundtrip(payload, n_replies)
+            except (BackendError, OSError, trio.TooSlowError):
+                # As for a shared connection that died (the pool's on_failure).
+                router.topology.request_refresh("conn_lost")
+                router.on_lost(self, sent)
+                continue
+            router.on_replies(self, frames[1:] if asking else frames)
+        return self.result
+
 
 class Router:
     def __init__(
@@ -110,7 +189,7 @@ class Router:
             self._retry(call, "UNSERVED")
             return
         call.node = owner
-        self.pool.get(owner, call.proto, call.sticky).send(call.payload, call)
+        call.transmit(owner, False)
 
     # --- replies that are errors -----------------------------------------------------------
     def on_error(self, call: Call, raw: bytes) -> None:
@@ -119,11 +198,26 @@ class Router:
             return
         expired = call.deadline != 0.0 and trio.current_time() >= call.deadline
         d = classify_error(raw, call.node, call.redirects, self._max_redirects, expired)
-        action = d.action
-        if action is Action.FORWARD:
+        if d.action is Action.FORWARD:
             call.finish(raw)
-            return
+        else:
+            self._follow(call, d)
+
+    def on_replies(self, call: Call, frames: list[tuple[int, bytes]]) -> None:
+        """The replies to one pipelined payload (``MULTI … EXEC``): a redirect or retry in any
+        of them means nothing ran, and it decides; else the last reply is the answer."""
+        expired = call.deadline != 0.0 and trio.current_time() >= call.deadline
+        for type_byte, raw in frames:
+            if type_byte == _MINUS:
+                d = classify_error(raw, call.node, call.redirects, self._max_redirects, expired)
+                if d.action is not Action.FORWARD:
+                    self._follow(call, d)
+                    return
+        call.finish(frames[-1][1])
+
+    def _follow(self, call: Call, d: Decision) -> None:
         self.metrics.redirect(d.kind, call.node)
+        action = d.action
         if action is Action.RESEND:
             call.redirects += 1
             self.topology.moved(d.slot, d.node)
@@ -131,9 +225,7 @@ class Router:
         elif action is Action.ASK:
             call.redirects += 1
             call.node = d.node
-            conn = self.pool.get(d.node, call.proto, call.sticky)
-            conn.send(ASKING, DISCARD)
-            conn.send(call.payload, call)
+            call.transmit(d.node, True)
         elif action is Action.RETRY:
             self._retry(call, d.kind)
         else:
@@ -166,10 +258,10 @@ class Router:
         s = self.settings
         delay_s = backoff_ms(call.attempts, s.retry_backoff_min_ms, s.retry_backoff_max_ms) / 1000
         call.attempts += 1
-        self.nursery.start_soon(self._resend_later, call, min(delay_s, call.deadline - now))
+        call.resend_after(max(min(delay_s, call.deadline - now), 0.0))
 
-    async def _resend_later(self, call: Call, delay_s: float) -> None:
-        await trio.sleep(max(delay_s, 0.0))
+    async def resend_later(self, call: Call, delay_s: float) -> None:
+        await trio.sleep(delay_s)
         self.send(call)
         self.pool.after_batch()
 

@@ -26,7 +26,10 @@ wait: for a request that holds up the session, for the client to drain replies
 
 Most requests are one backend call to one slot's master. Those skip the generic dispatch:
 the command table row, arity and key finder are looked up once by the command name's exact
-spelling (``_SINGLE``), and the request is its own reply slot (``SlotCall``).
+spelling (``_SINGLE``), and the request is its own reply slot (``SlotCall``). Every other
+request goes to the function ``routes.ROUTES`` has for its row's route; route code uses the
+session through ``routes.RouteSession``. Per-feature state is typed and owned by its feature's
+module: ``tx`` (MULTI/WATCH, pinned.py) and ``sub`` (subscriber mode, pubsub.py).
 
 The reading side stops when the client closes, sends QUIT, sends bad protocol (Redis' error
 is sent, then the connection closes) or the proxy shuts down; replies still owed are flushed
@@ -58,10 +61,11 @@ from protocol.commands import (
 )
 from protocol.resp import ProtocolError, RequestReader
 from protocol.slots import SLOT_COUNT, key_slot
-from proxy import errors
-from proxy.backend import BackendConnection, DirectConnection, receive_ready
+from proxy import fanout, local, pinned, pubsub
+from proxy.backend import BackendConnection, receive_ready
 from proxy.redirect import error_frame
 from proxy.router import Call
+from proxy.routes import CROSSSLOT, ROUTES
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -69,7 +73,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("slotgate.session")
 
 RECV_BUFFER_BYTES = 64 * 1024
-CROSSSLOT = error_frame(errors.CROSSSLOT)
 _MINUS = ord("-")
 # Why the poller handed the client socket back to the session's task.
 _EOF, _PENDING, _QUIT, _BAD, _FULL = range(5)
@@ -91,7 +94,6 @@ class OutputFlusher:
             pending, self.pending = self.pending, []
             for session in pending:
                 session.write_now()
-_ROUTE_HANDLERS: dict[str, str] = {}  # route -> Session method name, filled below
 
 
 def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
@@ -193,14 +195,9 @@ class Session:
         self._read_scope = trio.CancelScope()
         self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
         self._give_up = False  # shutdown's deadline passed: no more shielded requests
-        # Transactions (see pinned.py).
-        self.multi: list[list[bytes]] | None = None
-        self.multi_dirty = False
-        self.watch: DirectConnection | None = None
-        self.direct: dict[str, DirectConnection] = {}
-        self.link: pubsub.Link | None = None  # subscriber mode (see pubsub.py)
+        self.tx = pinned.Transaction()  # MULTI/WATCH state, changed only by pinned.py
+        self.sub = pubsub.Subscriber()  # subscriber mode, changed only by pubsub.py
         self._nursery: trio.Nursery | None = None
-        self._routes = {route: getattr(self, method) for route, method in _ROUTE_HANDLERS.items()}
         self._flush_all = proxy.router.pool.after_batch  # node output, then client output
         self._poller = proxy.router.pool.poller
         self._reader: RequestReader | None = None
@@ -326,20 +323,9 @@ class Session:
             self.closed = True
             self.metrics.client_disconnected()
             with trio.CancelScope(shield=True):
-                await self._close_pinned()
+                await self.tx.aclose()
+                await self.sub.aclose()
                 await self.stream.aclose()
-
-    async def _close_pinned(self) -> None:
-        conns: list[DirectConnection | pubsub.Link] = list(self.direct.values())
-        if self.watch is not None:
-            conns.append(self.watch)
-        if self.link is not None:
-            conns.append(self.link)
-        self.direct.clear()
-        self.watch = None
-        self.link = None
-        for conn in conns:
-            await conn.aclose()
 
     async def _read_loop(self) -> bool:
         """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
@@ -469,26 +455,26 @@ class Session:
         """Route one request. Returns an awaitable when the request must finish before the
         next one is read (the caller awaits it), else None."""
         fast = _SINGLE.get(argv[0])
-        if fast is not None and self.multi is None and self.link is None:
+        if fast is not None and self.tx.queued is None and self.sub.link is None:
             row, keys, arity, readonly = fast
             argc = len(argv)
             if argc == arity if arity > 0 else argc >= -arity:
                 positions = keys(argv)
                 if len(positions) == 1:
-                    self._send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
+                    self.send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
                     return None
                 slot = self._slot_at(argv, positions)
                 if slot is None:
                     self.reply(row.name, CROSSSLOT)
                 else:
-                    self._send_single(argv, slot, readonly, row.name)
+                    self.send_single(argv, slot, readonly, row.name)
                 return None
         split = _SPLIT.get(argv[0])
-        if split is not None and self.multi is None and self.link is None:
+        if split is not None and self.tx.queued is None and self.sub.link is None:
             if arity_ok(split, len(argv)):
                 fanout.split(self, argv, split)
                 return None
-        if self.multi is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
+        if self.tx.queued is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
         info = lookup(argv)
@@ -503,16 +489,16 @@ class Session:
         if not arity_ok(info, len(argv)):
             self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
             return None
-        if self.link is not None:
+        if self.sub.link is not None:
             name = argv[0].lower()
             if pubsub.refused_while_subscribed(self, name):
                 self.reply(info.name, error_frame(pubsub.CANT_EXECUTE.format(name=info.name)))
                 return None
             if pubsub.forwarded_ping(self, name):
                 return pubsub.command(self, argv, info.name)
-        return self._routes[info.route](argv, info)
+        return ROUTES[info.route](self, argv, info)
 
-    # --- routes ------------------------------------------------------------------------------
+    # --- the interface route code uses (routes.RouteSession) ---------------------------------
     def slot_of(self, argv: list[bytes]) -> int | None:
         """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots.
 
@@ -528,7 +514,7 @@ class Session:
                 return None
         return slot
 
-    def _send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+    def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         """One request as one call to ``slot``'s master, the call being its reply slot."""
         call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
         self.slots.append(call)
@@ -556,70 +542,6 @@ class Session:
             conn = self._conns[node] = self.router.pool.get(node, self.proto, self.id)
         return conn
 
-    send_single = _send_single  # for fanout.split's one-slot case
-
-    def route_single(self, argv: list[bytes], info: CommandInfo) -> None:
-        slot = self.slot_of(argv)
-        if slot is None:
-            self.reply(info.name, CROSSSLOT)
-            return
-        self._send_single(argv, slot, "readonly" in info.flags, info.name)
-
-    def route_keyless(self, argv: list[bytes], info: CommandInfo) -> None:
-        slot = _KEYLESS_HOME.get(info.name, self.any_slot)
-        self._send_single(argv, slot, "readonly" in info.flags, info.name)
-
-    def route_split(self, argv: list[bytes], info: CommandInfo) -> None:
-        fanout.split(self, argv, info)
-
-    def route_all(self, argv: list[bytes], info: CommandInfo) -> None:
-        fanout.all_nodes(self, argv, info)
-
-    def route_proxy(self, argv: list[bytes], info: CommandInfo) -> None:
-        reply = local.HANDLERS[info.name](self, argv)
-        if reply is None:
-            self.route_keyless(argv, info)
-        else:
-            self.reply(info.name, reply)
-
-    def route_pubsub(self, argv: list[bytes], info: CommandInfo) -> Awaitable[None]:
-        return pubsub.command(self, argv, info.name)
-
-    def route_unsupported(self, argv: list[bytes], info: CommandInfo) -> None:
-        self.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
-
-    def route_transaction(self, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
-        return pinned.TRANSACTION[info.name](self, argv)
-
-    def route_blocking(self, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
-        slot = self.slot_of(argv)
-        if slot is None:
-            self.reply(info.name, CROSSSLOT)
-            return None
-        return pinned.blocking(self, argv, info, slot)
-
-
-_ROUTE_HANDLERS.update({
-    "single": "route_single",
-    "keyless": "route_keyless",
-    "split": "route_split",
-    "all_masters": "route_all",
-    "all_nodes": "route_all",
-    "proxy": "route_proxy",
-    "pubsub": "route_pubsub",
-    "unsupported": "route_unsupported",
-    "transaction": "route_transaction",
-    "blocking": "route_blocking",
-})
-
-# Imported last: these modules take a Session and use the names above.
-from proxy import fanout, local, pinned, pubsub  # noqa: E402
-
-# Keyless commands that must reach one fixed node: classic pub/sub lives on the pub/sub home.
-_KEYLESS_HOME = {
-    name: pubsub.PUBSUB_HOME_SLOT
-    for name in ("publish", "pubsub|channels", "pubsub|numsub", "pubsub|numpat")
-}
 
 # Plain (non-container) commands routed "single", under their lower- and upper-case
 # spellings: (row, key finder incl. not-key args, arity, readonly).

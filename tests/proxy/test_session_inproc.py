@@ -1,0 +1,244 @@
+"""The proxy's session, router and fan-out in one trio run, against a fake cluster
+(tests/proxy/fakecluster.py): no processes, milliseconds per test.
+
+The proxy is the real one (``Proxy.run`` on a loopback port, its real backend connections);
+only the nodes are fakes, which answer from dicts and can be told to redirect. The client is
+the blocking ``RawClient``, run in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+import trio
+
+from protocol.commands import COMMANDS
+from protocol.overrides import ROUTES as ROUTE_NAMES
+from protocol.slots import key_slot
+from proxy import errors, routes
+from proxy.routes import ROUTES
+from proxy.server import Proxy
+from proxy.settings import ProxySettings
+from tests.proxy.fakecluster import NULL, FakeCluster, FakeNode, array, bulk
+from tests.proxy.rawclient import RawClient
+
+MAX_REDIRECTS = 3
+
+
+@dataclass
+class Setup:
+    cluster: FakeCluster
+    proxy: Proxy
+    client: RawClient
+
+    async def call(self, *args: bytes | str | int) -> bytes:
+        return await trio.to_thread.run_sync(lambda: self.client.call(*args))
+
+    async def pipeline(self, commands: list[list[bytes]]) -> list[bytes]:
+        return await trio.to_thread.run_sync(lambda: self.client.pipeline(commands))
+
+    def redirects(self, kind: str) -> int:
+        return self.proxy.metrics.total("redirect", kind)
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[Setup]:
+    async with trio.open_nursery() as nursery:
+        cluster = FakeCluster(3)
+        await cluster.start(nursery)
+        host, _, port = cluster.nodes[0].address.rpartition(":")
+        settings = ProxySettings(
+            listen_port=0, seeds=[(host, int(port))], max_redirects=MAX_REDIRECTS,
+            retry_deadline_ms=2000, retry_backoff_min_ms=1, retry_backoff_max_ms=10,
+            connect_timeout_ms=1000, shutdown_grace_ms=100)
+        proxy = Proxy(settings)
+        await nursery.start(proxy.run)
+        proxy_port = int(proxy.listen_address.rpartition(":")[2])
+        client = await trio.to_thread.run_sync(lambda: RawClient(proxy_port, timeout_s=10))
+        try:
+            with trio.fail_after(20):
+                yield Setup(cluster, proxy, client)
+        finally:
+            client.close()
+            nursery.cancel_scope.cancel()
+
+
+def key_on(node: FakeNode, prefix: str = "k", taken: Callable[[bytes], bool] = lambda k: False,
+           ) -> bytes:
+    """A key whose slot ``node`` owns."""
+    for i in range(100_000):
+        key = f"{prefix}{i}".encode()
+        if node.cluster.owner[key_slot(key)] is node and not taken(key):
+            return key
+    raise AssertionError("no key found")
+
+
+def ping_pong(cluster: FakeCluster, slot: int) -> tuple[FakeNode, FakeNode]:
+    """Two nodes that send ``slot`` to each other forever (the first owns it)."""
+    a = cluster.owner[slot]
+    assert a is not None
+    b = next(n for n in cluster.nodes if n is not a)
+    a.moved_to[slot] = b.address
+    b.moved_to[slot] = a.address
+    return a, b
+
+
+# --- the route table ---------------------------------------------------------------------------
+def test_every_route_of_the_command_table_has_a_function() -> None:
+    used = {info.route for info in COMMANDS.values()}
+    used |= {sub.route for info in COMMANDS.values() for sub in info.subcommands.values()}
+    assert used == set(ROUTES)
+    assert set(ROUTES) <= ROUTE_NAMES
+    assert ROUTES["single"] is routes.single and ROUTES["all_nodes"] is routes.all_nodes
+    with pytest.raises(KeyError):
+        routes.table({"single", "no-such-route"})  # a route without a function fails the import
+
+
+# --- one slot ----------------------------------------------------------------------------------
+async def test_single_slot_requests_go_to_the_owner_only(setup: Setup) -> None:
+    a, b, c = setup.cluster.nodes
+    ka, kb = key_on(a), key_on(b)
+    assert await setup.pipeline([[b"SET", ka, b"1"], [b"SET", kb, b"2"]]) == [b"+OK\r\n"] * 2
+    assert await setup.call("GET", ka) == bulk(b"1")
+    assert await setup.call("GET", kb) == bulk(b"2")
+    assert a.data == {ka: b"1"} and b.data == {kb: b"2"} and c.data == {}
+    assert [argv[1] for argv in a.commands(b"GET")] == [ka]
+    assert [argv[1] for argv in b.commands(b"GET")] == [kb]
+    assert c.commands(b"GET") == []
+    assert setup.redirects("MOVED") == 0
+
+
+async def test_moved_is_followed_and_the_map_patched(setup: Setup) -> None:
+    a, b, _ = setup.cluster.nodes
+    key = key_on(a)
+    await setup.call("SET", key, "v")
+    setup.cluster.move(key_slot(key), b)  # the proxy's map still says a
+    assert await setup.call("GET", key) == bulk(b"v")
+    assert len(a.commands(b"GET")) == 1 and len(b.commands(b"GET")) == 1
+    assert setup.redirects("MOVED") == 1
+    assert await setup.call("GET", key) == bulk(b"v")
+    assert len(a.commands(b"GET")) == 1, "the second GET goes to the new owner directly"
+
+
+async def test_ask_is_followed_once_with_asking(setup: Setup) -> None:
+    a, b, _ = setup.cluster.nodes
+    key = key_on(a)
+    slot = key_slot(key)
+    a.ask_to[slot] = b.address  # migrating a -> b; the key is already on b
+    b.importing.add(slot)
+    b.data[key] = b"moved-already"
+    assert await setup.call("GET", key) == bulk(b"moved-already")
+    assert b.log[-2:] == [[b"ASKING"], [b"GET", key]]
+    assert setup.redirects("ASK") == 1
+    # ASK does not change the map: the next request asks a first again.
+    assert await setup.call("GET", key) == bulk(b"moved-already")
+    assert len(a.commands(b"GET")) == 2
+
+
+async def test_tryagain_is_retried(setup: Setup) -> None:
+    a = setup.cluster.nodes[0]
+    key = key_on(a)
+    a.data[key] = b"v"
+    a.faults[b"GET"] = [b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"]
+    assert await setup.call("GET", key) == bulk(b"v")
+    assert len(a.commands(b"GET")) == 2
+    assert setup.redirects("TRYAGAIN") == 1
+
+
+async def test_redirects_are_bounded(setup: Setup) -> None:
+    key = key_on(setup.cluster.nodes[0])
+    a, b = ping_pong(setup.cluster, key_slot(key))
+    reply = await setup.call("GET", key)
+    assert reply == b"-%s\r\n" % errors.TOO_MANY_REDIRECTS.format(
+        count=MAX_REDIRECTS, slot=key_slot(key)).encode()
+    assert len(a.commands(b"GET")) + len(b.commands(b"GET")) == MAX_REDIRECTS + 1
+
+
+# --- split requests ----------------------------------------------------------------------------
+async def test_split_mget_is_merged_in_key_order(setup: Setup) -> None:
+    a, b, c = setup.cluster.nodes
+    keys: list[bytes] = []
+    for node in (b, a, c, a, b, c):  # owners interleaved, so parts come back out of key order
+        keys.append(key_on(node, taken=lambda k: k in keys))
+    for i, key in enumerate(keys[:-1]):
+        setup.cluster.node_of(key).data[key] = b"v%d" % i
+    reply = await setup.call("MGET", *keys)
+    assert reply == array([bulk(b"v%d" % i) for i in range(5)] + [NULL])
+    for node in (a, b, c):
+        sent = [k for argv in node.log if argv[0].upper() in (b"GET", b"MGET") for k in argv[1:]]
+        assert sorted(sent) == sorted(k for k in keys if setup.cluster.node_of(k) is node)
+
+
+async def test_split_mget_part_follows_moved(setup: Setup) -> None:
+    a, b, c = setup.cluster.nodes
+    keys = [key_on(a), key_on(b), key_on(c)]
+    for i, key in enumerate(keys):
+        setup.cluster.node_of(key).data[key] = b"v%d" % i
+    setup.cluster.move(key_slot(keys[0]), c)
+    assert await setup.call("MGET", *keys) == array([bulk(b"v0"), bulk(b"v1"), bulk(b"v2")])
+    assert setup.redirects("MOVED") == 1
+
+
+# --- requests on the client's own connection: MULTI/EXEC, WATCH, blocking commands -----------
+def _transaction(key: bytes) -> list[list[bytes]]:
+    return [[b"MULTI"], [b"SET", key, b"1"], [b"INCR", key], [b"EXEC"]]
+
+
+async def test_transaction_follows_moved(setup: Setup) -> None:
+    a, b, _ = setup.cluster.nodes
+    key = key_on(a, "t")
+    setup.cluster.move(key_slot(key), b)
+    replies = await setup.pipeline(_transaction(key))
+    assert replies == [b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n", b"*2\r\n+OK\r\n:2\r\n"]
+    assert len(a.commands(b"EXEC")) == 1 and len(b.commands(b"EXEC")) == 1
+    assert b.data == {key: b"2"}
+    assert setup.redirects("MOVED") == 1
+
+
+async def test_transaction_redirects_are_bounded(setup: Setup) -> None:
+    key = key_on(setup.cluster.nodes[0], "t")
+    a, b = ping_pong(setup.cluster, key_slot(key))
+    replies = await setup.pipeline(_transaction(key))
+    assert replies[3] == b"-%s\r\n" % errors.TOO_MANY_REDIRECTS.format(
+        count=MAX_REDIRECTS, slot=key_slot(key)).encode()
+    assert len(a.commands(b"EXEC")) + len(b.commands(b"EXEC")) == MAX_REDIRECTS + 1
+    assert await setup.call("PING") == b"+PONG\r\n"  # the session serves on
+
+
+async def test_transaction_tryagain_is_retried(setup: Setup) -> None:
+    a = setup.cluster.nodes[0]
+    key = key_on(a, "t")
+    a.faults[b"EXEC"] = [b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"]
+    replies = await setup.pipeline(_transaction(key))
+    assert replies[3] == b"*2\r\n+OK\r\n:2\r\n"
+    assert len(a.commands(b"EXEC")) == 2
+
+
+async def test_watch_follows_moved_and_the_transaction_runs_there(setup: Setup) -> None:
+    a, b, _ = setup.cluster.nodes
+    key = key_on(a, "w")
+    setup.cluster.move(key_slot(key), b)
+    assert await setup.call("WATCH", key) == b"+OK\r\n"
+    replies = await setup.pipeline(_transaction(key))
+    assert replies[3] == b"*2\r\n+OK\r\n:2\r\n"
+    assert len(b.commands(b"WATCH")) == 1 and len(b.commands(b"EXEC")) == 1
+
+
+async def test_watch_redirects_are_bounded(setup: Setup) -> None:
+    key = key_on(setup.cluster.nodes[0], "w")
+    a, b = ping_pong(setup.cluster, key_slot(key))
+    assert await setup.call("WATCH", key) == b"-%s\r\n" % errors.TOO_MANY_REDIRECTS.format(
+        count=MAX_REDIRECTS, slot=key_slot(key)).encode()
+    assert len(a.commands(b"WATCH")) + len(b.commands(b"WATCH")) == MAX_REDIRECTS + 1
+    assert await setup.call("PING") == b"+PONG\r\n"
+
+
+async def test_blocking_command_follows_moved(setup: Setup) -> None:
+    a, b, _ = setup.cluster.nodes
+    key = key_on(a, "q")
+    a.data[key] = [b"job"]
+    setup.cluster.move(key_slot(key), b)
+    assert await setup.call("BLPOP", key, "0") == array([bulk(key), bulk(b"job")])
+    assert len(a.commands(b"BLPOP")) == 1 and len(b.commands(b"BLPOP")) == 1
