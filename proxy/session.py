@@ -61,7 +61,7 @@ from protocol.commands import (
 )
 from protocol.resp import ProtocolError, RequestReader
 from protocol.slots import SLOT_COUNT, key_slot
-from proxy import fanout, local, pinned, pubsub
+from proxy import errors, fanout, local, pinned, pubsub
 from proxy.backend import BackendConnection, receive_ready
 from proxy.redirect import error_frame
 from proxy.router import Call

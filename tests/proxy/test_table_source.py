@@ -10,10 +10,10 @@ from pathlib import Path
 
 from protocol.commands import ALL_COMMANDS, lookup
 from protocol.overrides import FAN_OUT_ROUTES, MERGES, ROUTES
-from proxy import fanout, local, pinned, pubsub, session, splitter
+from proxy import fanout, local, pinned, pubsub, routes, session, splitter
 
 PROXY_DIR = Path(__file__).resolve().parents[2] / "proxy"
-_ROUTE_MODULES = (session, fanout, pinned, pubsub, local)
+_ROUTE_MODULES = (session, routes, fanout, pinned, pubsub, local)
 
 
 def _literals(node: ast.expr) -> Iterator[str]:
