@@ -2,18 +2,64 @@
 
 A handler gets the ``Client`` and reads/writes its fields directly; the ones meant for
 handlers are documented in node/commands/__init__.py.
+
+The fast-path flag ``slow``, read once per request by node/dispatch.py, is derived and never
+assigned by hand: its inputs are ``SlowInput`` fields (here: ``authenticated``, ``multi``,
+``reply_mode``, ``subscriptions``, ``asking``; on the server: ``monitors``,
+``command_checks``, ``cluster_route``, ``cluster_keypos``), and assigning one recomputes the
+flag in ``Client._refresh_slow`` (``Server._refresh_slow`` for the server-wide part, which
+then refreshes every client). No caller has to remember to update it.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from node.keyspace import Database, now_ms
 
 if TYPE_CHECKING:
+    import socket
+
+    import trio
+
+    from node.commands.pubsub import ClientSubs
     from node.commands.registry import Command
     from node.server import Server
+
+_T = TypeVar("_T")
+
+
+class _Refreshes(Protocol):
+    __dict__: dict[str, Any]
+
+    def _refresh_slow(self) -> None: ...
+
+
+class SlowInput(Generic[_T]):
+    """A field the fast-path flag depends on: assigning it recomputes the flag (the owner's
+    ``_refresh_slow``).
+
+    Only ``__set__`` exists at run time, so a read finds the value in the instance's
+    ``__dict__`` as for a plain attribute, with no function call (handlers and the
+    dispatcher read these fields often)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __set__(self, obj: _Refreshes, value: _T) -> None:
+        obj.__dict__[self.name] = value
+        obj._refresh_slow()
+
+    if TYPE_CHECKING:  # for the type checker only: at run time reads bypass the descriptor
+        @overload
+        def __get__(self, obj: None, owner: type) -> SlowInput[_T]: ...
+
+        @overload
+        def __get__(self, obj: object, owner: type) -> _T: ...
+
+        def __get__(self, obj: object, owner: type) -> SlowInput[_T] | _T: ...
 
 
 
@@ -52,6 +98,14 @@ class BlockState:
 class Client:
     """One client connection's state."""
 
+    # -- inputs of the fast-path flag (assigning one recomputes ``slow``) ----------------
+    authenticated: SlowInput[bool] = SlowInput()
+    # MULTI: queued (command, argv) or None outside a transaction
+    multi: SlowInput[list[tuple[Command, list[bytes]]] | None] = SlowInput()
+    reply_mode: SlowInput[int] = SlowInput()  # REPLY_ON, REPLY_OFF, ...
+    subscriptions: SlowInput[int] = SlowInput()  # channels + patterns (+ shard): pub/sub mode
+    asking: SlowInput[bool] = SlowInput()  # cluster ASKING (one command)
+
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server
         self.ks = server.ks
@@ -65,20 +119,17 @@ class Client:
         self.resp = 2
         self.null_bulk = NULL_BULK[2]
         self.null_array = NULL_ARRAY[2]
-        self.authenticated = not server.config.requirepass
+        # The fast-path inputs start in the instance dict; ``slow`` is computed once all are set.
+        self.__dict__.update(authenticated=not server.config.requirepass, multi=None,
+                             reply_mode=REPLY_ON, subscriptions=0, asking=False)
         self.user = b"default"
-        # MULTI: queued (command, argv) or None outside a transaction
-        self.multi: list[tuple[Command, list[bytes]]] | None = None
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
         self.dirty_cas = False  # a watched key was touched
         self.in_exec = False
         self.watched: list[tuple[Database, bytes]] = []
         self.blocked: BlockState | None = None
-        self.reply_mode = REPLY_ON
-        self.monitor = False
+        self.monitor = False  # in the server's ``monitors`` (Server.add_monitor)
         self.readonly = False  # cluster READONLY
-        self.asking = False  # cluster ASKING (one command)
-        self.subscriptions = 0  # channels + patterns (+ shard channels), for pub/sub mode
         self.close_after_reply = False
         self.killed = False
         self.last_cmd = "NULL"
@@ -87,9 +138,24 @@ class Client:
         self.out: list[bytes] = []
         # Set by the server: called when the client must wake (unblocked, killed).
         self.wake: Callable[[], None] = _noop
-        self.extra: dict[str, Any] = {}  # room for other modules' per-client state
-        self.slow = False
-        self.update_slow()
+        # -- the connection, as node/server.py serves it -----------------------------------
+        self.fd = 8  # the socket's descriptor, for CLIENT LIST (8 for internal clients)
+        self.rawsock: socket.socket | None = None  # for non-blocking sends outside its task
+        self.cancel_scope: trio.CancelScope | None = None  # ends the client's task (a kill)
+        self.running = False  # its requests are being run (the output is not to be sent yet)
+        self.sending = False  # a send of its output is in progress
+        self.flush_scheduled = False  # a flush task for its output is started
+        self.unblock_event: trio.Event | None = None  # set to end a blocking wait
+        # -- features' per-client state --------------------------------------------------
+        # EXEC with writes propagated: MULTI went out before the first (EXEC closes it)
+        self.exec_multi_propagated = False
+        self.pubsub: ClientSubs | None = None  # subscriptions (node/commands/pubsub.py)
+        self.is_replica = False  # a replica of ours (PSYNC/SYNC)
+        self.is_master = False  # our master's link (node/repl_replica.py)
+        self.repl_listening_port = 0  # REPLCONF listening-port
+        self.repl_ip: str | None = None  # REPLCONF ip-address
+        self.slow = False  # the fast-path flag: derived, see the module docstring
+        self._refresh_slow()
 
     @property
     def db_index(self) -> int:
@@ -100,15 +166,16 @@ class Client:
         self.null_bulk = NULL_BULK[proto]
         self.null_array = NULL_ARRAY[proto]
 
-    def update_slow(self) -> None:
-        """Recompute whether this client's commands need the full checks (auth, MULTI, ...)."""
+    def _refresh_slow(self) -> None:
+        """Recompute whether this client's commands need the full checks (auth, MULTI, ...).
+        Called only when an input changes (``SlowInput``, ``Server._refresh_slow``)."""
         self.slow = (
             not self.authenticated
             or self.multi is not None
             or self.reply_mode != REPLY_ON
             or self.subscriptions > 0
             or self.asking
-            or self.server.slow  # kept current by Server.update_slow
+            or self.server.slow
         )
 
     # -- blocking ------------------------------------------------------------------------
@@ -127,8 +194,6 @@ class Client:
         for key in keys:
             q = self.db.blocking.get(key)
             if q is None:
-                from collections import deque
-
                 q = self.db.blocking[key] = deque()
             if self not in q:
                 q.append(self)

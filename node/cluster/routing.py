@@ -167,7 +167,6 @@ class Router:
                 c.multi = None
                 c.multi_error = False
                 c.unwatch_all()
-                c.update_slow()
             return reply
         if not c.asking and self.keys_here(cmd, argv):
             return None
@@ -248,5 +247,4 @@ class Router:
     def _redirect_error(self, c: Client, reply: bytes) -> bytes:
         if c.asking and c.multi is None:
             c.asking = False  # the ASKING flag lasts one command, even a rejected one
-            c.update_slow()
         return reply

@@ -64,7 +64,6 @@ def auth(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(errors.WRONGPASS)
     c.authenticated = True
     c.user = user
-    c.update_slow()
     return OK
 
 
@@ -106,9 +105,8 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
         _validate_name(name)
         c.name = name
     c.set_resp(proto)
-    c.update_slow()
     mode = b"cluster" if c.server.cluster_enabled else b"standalone"
-    role = c.extra.get("role_for_hello", b"master")
+    role = b"master"
     return b"".join([
         map_header(7, proto),
         bulk(b"server"), bulk(b"redis"),
@@ -144,15 +142,11 @@ def reset(c: Client, argv: list[bytes]) -> bytes:
     c.asking = False
     c.reply_mode = REPLY_ON
     if c.monitor:
-        c.monitor = False
-        if c in c.server.monitors:
-            c.server.monitors.remove(c)
-            c.server.update_slow()
+        c.server.remove_monitor(c)
     for hook in c.server.client_close_hooks:  # pub/sub & co. drop this client's state
         hook(c)
     c.subscriptions = 0
     c.authenticated = not c.server.config.get("requirepass")
-    c.update_slow()
     return b"+RESET\r\n"
 
 
@@ -185,12 +179,15 @@ def client_getname(c: Client, argv: list[bytes]) -> bytes:
 def client_info_line(c: Client, now_ms: int | None = None) -> str:
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     multi = -1 if c.multi is None else len(c.multi)
+    subs = c.pubsub
+    sub, psub, ssub = (0, 0, 0) if subs is None else (
+        len(subs.channels), len(subs.patterns), len(subs.shard))
     cmd = c.last_cmd
     return (
-        f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.extra.get('fd', 8)} "
+        f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.fd} "
         f"name={c.name.decode('utf-8', 'replace')} age={(now - c.created_ms) // 1000} "
         f"idle={(now - c.last_interaction_ms) // 1000} flags={c.flags_text()} db={c.db.index} "
-        f"sub={c.extra.get('sub', 0)} psub={c.extra.get('psub', 0)} ssub={c.extra.get('ssub', 0)} "
+        f"sub={sub} psub={psub} ssub={ssub} "
         f"multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 "
         f"omem=0 tot-mem=0 events=r cmd={cmd} user={c.user.decode('utf-8', 'replace')} "
         f"redir=-1 resp={c.resp}"
@@ -201,9 +198,9 @@ _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
 
 
 def _client_type(c: Client) -> bytes:
-    if c.extra.get("is_replica"):
+    if c.is_replica:
         return b"replica"
-    if c.extra.get("is_master"):
+    if c.is_master:
         return b"master"
     if c.subscriptions:
         return b"pubsub"
@@ -314,7 +311,6 @@ def client_reply(c: Client, argv: list[bytes]) -> bytes:
     mode = argv[2].lower()
     if mode == b"on":
         c.reply_mode = REPLY_ON
-        c.update_slow()
         return OK
     if mode == b"off":
         c.reply_mode = REPLY_OFF
@@ -323,7 +319,6 @@ def client_reply(c: Client, argv: list[bytes]) -> bytes:
             c.reply_mode = REPLY_SKIP_NEXT
     else:
         raise CommandError(errors.SYNTAX)
-    c.update_slow()
     return b""
 
 

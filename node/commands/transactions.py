@@ -33,7 +33,6 @@ def multi(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(NESTED_MULTI)
     c.multi = []
     c.multi_error = False
-    c.update_slow()
     return OK
 
 
@@ -41,7 +40,6 @@ def discard_transaction(c: Client) -> None:
     c.multi = None
     c.multi_error = False
     c.unwatch_all()
-    c.update_slow()
 
 
 @command("discard")
@@ -77,16 +75,16 @@ def exec_(c: Client, argv: list[bytes]) -> bytes:
         return reply
     c.unwatch_all()
     c.multi = None
-    c.update_slow()
     parts = [array_header(len(queued))]
     c.in_exec = True
-    c.extra["exec_multi_propagated"] = False
+    c.exec_multi_propagated = False  # call() sends MULTI before the first write it propagates
     try:
         for cmd, q_argv in queued:
             parts.append(dispatch.call(c, cmd, q_argv))
     finally:
         c.in_exec = False
-        if c.extra.pop("exec_multi_propagated", False):
+        if c.exec_multi_propagated:
+            c.exec_multi_propagated = False
             c.ks.propagate(c.db.index, [b"EXEC"])
     c.multi_error = False
     return b"".join(parts)
