@@ -3,19 +3,20 @@
 A handler gets the ``Client`` and reads/writes its fields directly; the ones meant for
 handlers are documented in node/commands/__init__.py.
 
-The fast-path flag ``slow``, read once per request by node/dispatch.py, is derived and never
-assigned by hand: its inputs are ``SlowInput`` fields (here: ``authenticated``, ``multi``,
-``reply_mode``, ``subscriptions``, ``asking``; on the server: ``monitors``,
-``command_checks``, ``cluster_route``, ``cluster_keypos``), and assigning one recomputes the
-flag in ``Client._refresh_slow`` (``Server._refresh_slow`` for the server-wide part, which
-then refreshes every client). No caller has to remember to update it.
+The fast-path flag ``slow``, read once per request by node/dispatch.py, is derived, never
+assigned by hand: its inputs (``Client.SLOW_INPUTS``; the server's, ``Server.SLOW_INPUTS``)
+are plain attributes for reading, changed only through their setters here (``set_multi``
+...; on the server ``add_monitor`` ...), each of which recomputes the flag in
+``_refresh_slow``, the one place that computes it (``Server._refresh_slow`` for the
+server-wide part, which then refreshes every client). No caller has to remember to update
+it; tests/node/test_fastpath_flag.py checks that no other code assigns an input.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING
 
 from node.keyspace import Database, now_ms
 
@@ -27,40 +28,6 @@ if TYPE_CHECKING:
     from node.commands.pubsub import ClientSubs
     from node.commands.registry import Command
     from node.server import Server
-
-_T = TypeVar("_T")
-
-
-class _Refreshes(Protocol):
-    __dict__: dict[str, Any]
-
-    def _refresh_slow(self) -> None: ...
-
-
-class SlowInput(Generic[_T]):
-    """A field the fast-path flag depends on: assigning it recomputes the flag (the owner's
-    ``_refresh_slow``).
-
-    Only ``__set__`` exists at run time, so a read finds the value in the instance's
-    ``__dict__`` as for a plain attribute, with no function call (handlers and the
-    dispatcher read these fields often)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __set__(self, obj: _Refreshes, value: _T) -> None:
-        obj.__dict__[self.name] = value
-        obj._refresh_slow()
-
-    if TYPE_CHECKING:  # for the type checker only: at run time reads bypass the descriptor
-        @overload
-        def __get__(self, obj: None, owner: type) -> SlowInput[_T]: ...
-
-        @overload
-        def __get__(self, obj: object, owner: type) -> _T: ...
-
-        def __get__(self, obj: object, owner: type) -> SlowInput[_T] | _T: ...
-
 
 
 class _BlockedMarker(bytes):
@@ -98,13 +65,9 @@ class BlockState:
 class Client:
     """One client connection's state."""
 
-    # -- inputs of the fast-path flag (assigning one recomputes ``slow``) ----------------
-    authenticated: SlowInput[bool] = SlowInput()
-    # MULTI: queued (command, argv) or None outside a transaction
-    multi: SlowInput[list[tuple[Command, list[bytes]]] | None] = SlowInput()
-    reply_mode: SlowInput[int] = SlowInput()  # REPLY_ON, REPLY_OFF, ...
-    subscriptions: SlowInput[int] = SlowInput()  # channels + patterns (+ shard): pub/sub mode
-    asking: SlowInput[bool] = SlowInput()  # cluster ASKING (one command)
+    # The inputs of the fast-path flag ``slow``: read them freely, change them only with
+    # their setters (``set_<name>``), which recompute the flag.
+    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking")
 
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server
@@ -119,9 +82,14 @@ class Client:
         self.resp = 2
         self.null_bulk = NULL_BULK[2]
         self.null_array = NULL_ARRAY[2]
-        # The fast-path inputs start in the instance dict; ``slow`` is computed once all are set.
-        self.__dict__.update(authenticated=not server.config.requirepass, multi=None,
-                             reply_mode=REPLY_ON, subscriptions=0, asking=False)
+        # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their setters --------
+        self.authenticated: bool = not server.config.requirepass
+        # MULTI: queued (command, argv) or None outside a transaction
+        self.multi: list[tuple[Command, list[bytes]]] | None = None
+        self.reply_mode = REPLY_ON  # REPLY_ON, REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP
+        self.subscriptions = 0  # channels + patterns (+ shard channels): pub/sub mode
+        self.asking = False  # cluster ASKING (one command)
+        # ------------------------------------------------------------------------------------
         self.user = b"default"
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
         self.dirty_cas = False  # a watched key was touched
@@ -154,7 +122,7 @@ class Client:
         self.is_master = False  # our master's link (node/repl_replica.py)
         self.repl_listening_port = 0  # REPLCONF listening-port
         self.repl_ip: str | None = None  # REPLCONF ip-address
-        self.slow = False  # the fast-path flag: derived, see the module docstring
+        self.slow = False  # the fast-path flag: derived (_refresh_slow), never set elsewhere
         self._refresh_slow()
 
     @property
@@ -166,9 +134,10 @@ class Client:
         self.null_bulk = NULL_BULK[proto]
         self.null_array = NULL_ARRAY[proto]
 
+    # -- the fast-path flag -----------------------------------------------------------------
     def _refresh_slow(self) -> None:
         """Recompute whether this client's commands need the full checks (auth, MULTI, ...).
-        Called only when an input changes (``SlowInput``, ``Server._refresh_slow``)."""
+        Called only by the setters below and by ``Server._refresh_slow``."""
         self.slow = (
             not self.authenticated
             or self.multi is not None
@@ -177,6 +146,33 @@ class Client:
             or self.asking
             or self.server.slow
         )
+
+    def set_authenticated(self, authenticated: bool) -> None:
+        self.authenticated = authenticated
+        self._refresh_slow()
+
+    def set_multi(self, queue: list[tuple[Command, list[bytes]]] | None) -> None:
+        """Open a transaction (``[]``) or close it (None; see also ``discard_multi``)."""
+        self.multi = queue
+        self._refresh_slow()
+
+    def discard_multi(self) -> None:
+        """Leave MULTI: drop the queue, the queue-time error and the watched keys."""
+        self.set_multi(None)
+        self.multi_error = False
+        self.unwatch_all()
+
+    def set_reply_mode(self, mode: int) -> None:
+        self.reply_mode = mode
+        self._refresh_slow()
+
+    def set_subscriptions(self, count: int) -> None:
+        self.subscriptions = count
+        self._refresh_slow()
+
+    def set_asking(self, asking: bool) -> None:
+        self.asking = asking
+        self._refresh_slow()
 
     # -- blocking ------------------------------------------------------------------------
     def block(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node import dispatch
-from node.client import Client, SlowInput
+from node.client import Client
 from node.commands import hashes, load_all
 from node.commands.registry import Command, build_table
 from node.commands.server_cmds import parse_notify_flags
@@ -57,15 +57,10 @@ CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 class Server:
     """A Redis-compatible node. ``await Server(cfg).run()`` serves until cancelled/SHUTDOWN."""
 
-    # -- inputs of the server-wide fast-path flag (assigning one recomputes ``slow``) -------
-    monitors: SlowInput[tuple[Client, ...]] = SlowInput()  # MONITOR clients (add_monitor)
-    # Checks run before every command off the fast path (replica READONLY, NOREPLICAS, the
-    # failover write pause): fn(c, cmd, argv) -> an error reply, or None to go on.
-    command_checks: SlowInput[tuple[CommandCheck, ...]] = SlowInput()
-    cluster_route: SlowInput[CommandCheck | None] = SlowInput()  # cluster mode: MOVED, ASK ...
-    # Cluster routing on the fast path (filled by node/cluster/routing.py): per command 0
-    # (no keys), the index of its only key, or -1 (ask cluster_keys_here).
-    cluster_keypos: SlowInput[dict[Command, int] | None] = SlowInput()
+    # The inputs of the server-wide fast-path flag ``slow``: read them freely, change them
+    # only with add_monitor / remove_monitor, add_command_check / remove_command_check and
+    # set_cluster_routing, which recompute the flag.
+    SLOW_INPUTS = ("monitors", "command_checks", "cluster_route", "cluster_keypos")
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -101,12 +96,19 @@ class Server:
         self.slowlog_next_id = 0
         self.slowlog_threshold_us = SLOWLOG_OFF_US
         self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
-        # The fast-path inputs start in the instance dict; ``slow`` is computed once all are
-        # set. ``slow``: every client's commands take the full path.
-        self.__dict__.update(monitors=(), command_checks=(), cluster_route=None,
-                             cluster_keypos=None)
-        self.slow = False
-        # The slots served here without further checks (cluster mode, with cluster_keypos).
+        # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their methods --------
+        self.monitors: tuple[Client, ...] = ()  # MONITOR clients
+        # Checks run before every command off the fast path (replica READONLY, NOREPLICAS,
+        # the failover write pause): fn(c, cmd, argv) -> an error reply, or None to go on.
+        self.command_checks: tuple[CommandCheck, ...] = ()
+        # Cluster mode: fn(c, cmd, argv) -> a redirect (MOVED, ASK ...) or None to run it.
+        self.cluster_route: CommandCheck | None = None
+        # Cluster routing on the fast path (filled by node/cluster/routing.py): per command 0
+        # (no keys), the index of its only key, or -1 (ask cluster_keys_here); and the slots
+        # served here without further checks.
+        self.cluster_keypos: dict[Command, int] | None = None
+        # ------------------------------------------------------------------------------------
+        self.slow = False  # every client's commands take the full path (_refresh_slow)
         self.cluster_slots: bytes | bytearray = b""
         self.cluster_keys_here: Callable[[Command, list[bytes]], bool] = _keys_here
         # Runs before any client output is written (cluster: save nodes.conf first).
@@ -142,9 +144,10 @@ class Server:
         for hook in self.config_hooks:
             hook()
 
+    # -- the fast-path flag ------------------------------------------------------------------
     def _refresh_slow(self) -> None:
-        """Recompute the server-wide part of the fast-path flag; called only when one of its
-        inputs changes (``SlowInput``). Propagation and cluster routing are done on the fast
+        """Recompute the server-wide part of the fast-path flag; called only by the methods
+        below that change its inputs. Propagation and cluster routing are done on the fast
         path too (node/dispatch.py), so propagate hooks are no input."""
         slow = bool(self.monitors or self.command_checks
                     or (self.cluster_route is not None and self.cluster_keypos is None))
@@ -159,21 +162,34 @@ class Server:
         if check not in self.command_checks:
             self.command_checks = ((check, *self.command_checks) if first
                                    else (*self.command_checks, check))
+            self._refresh_slow()
 
     def remove_command_check(self, check: CommandCheck) -> None:
         if check in self.command_checks:
             self.command_checks = tuple(x for x in self.command_checks if x != check)
+            self._refresh_slow()
 
     def add_monitor(self, c: Client) -> None:
         """MONITOR: feed ``c`` every command from now on."""
         c.monitor = True
         if c not in self.monitors:
             self.monitors = (*self.monitors, c)
+            self._refresh_slow()
 
     def remove_monitor(self, c: Client) -> None:
         c.monitor = False
         if c in self.monitors:
             self.monitors = tuple(m for m in self.monitors if m is not c)
+            self._refresh_slow()
+
+    def set_cluster_routing(self, route: CommandCheck | None, keypos: dict[Command, int] | None,
+                            keys_here: Callable[[Command, list[bytes]], bool]) -> None:
+        """Cluster mode: ``route`` decides redirects off the fast path; with ``keypos`` (and
+        ``cluster_slots``, ``keys_here``) the fast path routes by itself."""
+        self.cluster_route = route
+        self.cluster_keypos = keypos
+        self.cluster_keys_here = keys_here
+        self._refresh_slow()
 
     def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
         self.ks.propagate_hooks.append(hook)

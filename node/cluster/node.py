@@ -291,9 +291,7 @@ def install(server: Server) -> ClusterNode:
     cn = ClusterNode(server)
     server.cluster = cn
     failover_shell.install(cn)  # replication follows the role; elections; manual failover
-    server.cluster_route = cn.router.route
-    server.cluster_keypos = cn.router.keypos
-    server.cluster_keys_here = cn.router.keys_here
+    server.set_cluster_routing(cn.router.route, cn.router.keypos, cn.router.keys_here)
     server.before_reply = cn.before_reply
     server.info_sections["cluster"] = cn.info_fields
     server.background_tasks.append(cn.run)

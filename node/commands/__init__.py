@@ -67,8 +67,9 @@ this protocol), ``c.multi`` (queued commands or None), ``c.in_exec``, ``c.authen
 ``c.out`` (pending output; append push frames for this client here and call ``c.wake()`` when
 writing to ANOTHER client, e.g. PUBLISH). A feature's per-client state is a typed field of
 ``Client`` (node/client.py), owned by that feature's module. Fields the fast path depends on
-(``authenticated``, ``multi``, ``reply_mode``, ``subscriptions``, ``asking``) recompute
-``c.slow`` when assigned: just assign them.
+(``Client.SLOW_INPUTS``: ``authenticated``, ``multi``, ``reply_mode``, ``subscriptions``,
+``asking``) are changed only with their setters (``c.set_multi(...)``, ...), which keep
+``c.slow`` right.
 
 Replies (RESP2/RESP3)
 ---------------------
@@ -110,9 +111,9 @@ Hooks for later subsystems
   argv) -> bytes | None)`` / ``server.remove_command_check(fn)``.
 - keyspace notifications: ``ks.notify_hook = fn(flag, event, key, db_index)``;
   ``ks.notify_flags`` from notify-keyspace-events.
-- cluster routing: ``server.cluster_route = fn(c, cmd, argv) -> bytes | None`` (an error reply
-  such as MOVED, or None to run the command); called for every command when
-  cluster-enabled is yes.
+- cluster routing: ``server.set_cluster_routing(fn(c, cmd, argv) -> bytes | None, ...)`` (an
+  error reply such as MOVED, or None to run the command); called for every command off the
+  fast path when cluster-enabled is yes.
 - INFO: ``server.info_sections[name] = fn(server) -> list[tuple[str, object]]``.
 - the per-slot key index (cluster mode): ``db.count_keys_in_slot(slot)``,
   ``db.keys_in_slot(slot)`` (an insertion-ordered dict of keys).

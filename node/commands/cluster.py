@@ -471,7 +471,7 @@ def cluster_failover(c: Client, argv: list[bytes]) -> bytes:
 @command("asking")
 def asking(c: Client, argv: list[bytes]) -> bytes:
     cluster_of(c)
-    c.asking = True
+    c.set_asking(True)
     return OK
 
 

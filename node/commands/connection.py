@@ -62,7 +62,7 @@ def auth(c: Client, argv: list[bytes]) -> bytes:
         user, password = argv[1], argv[2]
     if not _check_password(c, user, password):
         raise CommandError(errors.WRONGPASS)
-    c.authenticated = True
+    c.set_authenticated(True)
     c.user = user
     return OK
 
@@ -94,7 +94,7 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
     if creds is not None:
         if not _check_password(c, *creds):
             raise CommandError(errors.WRONGPASS)
-        c.authenticated = True
+        c.set_authenticated(True)
         c.user = creds[0]
     if not c.authenticated:
         raise CommandError(
@@ -132,21 +132,19 @@ def select(c: Client, argv: list[bytes]) -> bytes:
 
 @command("reset")
 def reset(c: Client, argv: list[bytes]) -> bytes:
-    c.multi = None
-    c.multi_error = False
-    c.unwatch_all()
+    c.discard_multi()
     c.db = c.ks.dbs[0]
     c.set_resp(2)
     c.name = b""
     c.readonly = False
-    c.asking = False
-    c.reply_mode = REPLY_ON
+    c.set_asking(False)
+    c.set_reply_mode(REPLY_ON)
     if c.monitor:
         c.server.remove_monitor(c)
     for hook in c.server.client_close_hooks:  # pub/sub & co. drop this client's state
         hook(c)
-    c.subscriptions = 0
-    c.authenticated = not c.server.config.get("requirepass")
+    c.set_subscriptions(0)
+    c.set_authenticated(not c.server.config.get("requirepass"))
     return b"+RESET\r\n"
 
 
@@ -310,13 +308,13 @@ def _kill_filter(c: Client, opt: bytes, val: bytes, now_ms: int) -> bool:
 def client_reply(c: Client, argv: list[bytes]) -> bytes:
     mode = argv[2].lower()
     if mode == b"on":
-        c.reply_mode = REPLY_ON
+        c.set_reply_mode(REPLY_ON)
         return OK
     if mode == b"off":
-        c.reply_mode = REPLY_OFF
+        c.set_reply_mode(REPLY_OFF)
     elif mode == b"skip":
         if c.reply_mode != REPLY_OFF:
-            c.reply_mode = REPLY_SKIP_NEXT
+            c.set_reply_mode(REPLY_SKIP_NEXT)
     else:
         raise CommandError(errors.SYNTAX)
     return b""

@@ -215,7 +215,7 @@ def _discard(registry: dict[bytes, Subscribers], name: bytes, c: Client) -> bool
 
 
 def _set_counts(c: Client, st: ClientSubs) -> None:
-    c.subscriptions = len(st.channels) + len(st.patterns) + len(st.shard)
+    c.set_subscriptions(len(st.channels) + len(st.patterns) + len(st.shard))
 
 
 def _subs(c: Client) -> ClientSubs:

@@ -1,16 +1,17 @@
-"""The fast-path flag (``Client.slow``, node/client.py) is derived from its inputs: assigning
-an input recomputes it, so no state change can leave a client on the fast path past the auth,
-MULTI, reply-mode, pub/sub or ASKING checks.
+"""The fast-path flag (``Client.slow``, node/client.py) is derived from its inputs: the
+setter of each input recomputes it, so no state change can leave a client on the fast path
+past the auth, MULTI, reply-mode, pub/sub or ASKING checks.
 
-In-process (a real ``Server``, requests through ``dispatch.run_requests``, no sockets): every
-input of the flag is a ``SlowInput`` field, and each one, set, takes the client (server-wide:
-every client) off the fast path. Through real processes: each state, entered by its command
-inside one pipelined batch, changes what the next fast-path command does exactly as on a real
-redis-server 7.0.
+In-process (a real ``Server``, requests through ``dispatch.run_requests``, no sockets): the
+flag is computed from exactly the declared inputs, no code assigns one past its setter, and
+each one, set, takes the client (server-wide: every client) off the fast path. Through real
+processes: each state, entered by its command inside one pipelined batch, changes what the
+next fast-path command does exactly as on a real redis-server 7.0.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from node import dispatch
-from node.client import REPLY_OFF, REPLY_ON, Client, SlowInput
+from node.client import REPLY_OFF, REPLY_ON, Client
 from node.config import load
 from node.server import Server
 from protocol.resp import encode_command
@@ -28,8 +29,11 @@ from tests.node.diff import Conn
 from tests.support import ManagedProcess, redis_server, slotgate_node
 
 # -- in-process ------------------------------------------------------------------------------
-# Each input of a client's flag, with a value that must take the client off the fast path.
-CLIENT_INPUTS: dict[str, tuple[object, object]] = {  # name: (normal value, slow value)
+NODE = Path(__file__).resolve().parents[2] / "node"
+
+# Each input of a client's flag: (normal value, value that takes the client off the fast path),
+# set with the input's setter ``set_<name>``.
+CLIENT_INPUTS: dict[str, tuple[object, object]] = {
     "authenticated": (True, False),
     "multi": (None, []),
     "reply_mode": (REPLY_ON, REPLY_OFF),
@@ -42,12 +46,19 @@ def _refuse(c: Client, cmd: object, argv: list[bytes]) -> bytes | None:
     return None
 
 
-# Each input of the server-wide flag: (normal value, value that takes every client off it).
-SERVER_INPUTS: dict[str, tuple[object, Callable[[Client], object]]] = {
-    "monitors": ((), lambda c: (c,)),
-    "command_checks": ((), lambda c: (_refuse,)),
+def _keys_here(cmd: object, argv: list[bytes]) -> bool:
+    return True
+
+
+# Each input of the server-wide flag: (change that takes every client off the fast path, undo).
+_Change = Callable[[Server, Client], None]
+SERVER_INPUTS: dict[str, tuple[_Change, _Change]] = {
+    "monitors": (lambda s, c: s.add_monitor(c), lambda s, c: s.remove_monitor(c)),
+    "command_checks": (lambda s, c: s.add_command_check(_refuse),
+                       lambda s, c: s.remove_command_check(_refuse)),
     # cluster routing that the fast path cannot do (no per-command key positions)
-    "cluster_route": (None, lambda c: _refuse),
+    "cluster_route": (lambda s, c: s.set_cluster_routing(_refuse, None, _keys_here),
+                      lambda s, c: s.set_cluster_routing(None, None, _keys_here)),
 }
 
 
@@ -59,10 +70,6 @@ def server(tmp_path: Path) -> Iterator[Server]:
         yield Server(load(["--save", ""]))
     finally:
         os.chdir(cwd)
-
-
-def _declared(cls: type) -> set[str]:
-    return {name for name, v in vars(cls).items() if isinstance(v, SlowInput)}
 
 
 class _Reads:
@@ -80,20 +87,55 @@ class _Reads:
         pass  # the flag being computed
 
 
-def test_every_input_of_the_flag_is_a_slow_input(server: Server) -> None:
-    """What the flag is computed from is exactly the declared SlowInput fields (plus the
-    server-wide flag, and the flag itself): an input kept as a plain field would need
-    every writer to remember an update."""
-    assert _declared(Client) == set(CLIENT_INPUTS)
-    assert _declared(Server) == set(SERVER_INPUTS) | {"cluster_keypos"}
+def test_the_flag_is_computed_from_exactly_the_declared_inputs(server: Server) -> None:
+    """What ``_refresh_slow`` reads is ``SLOW_INPUTS`` (plus the server-wide flag, and the
+    flag itself): an input missing from the list would have no setter to keep it right."""
+    assert set(Client.SLOW_INPUTS) == set(CLIENT_INPUTS)
+    assert set(Server.SLOW_INPUTS) == set(SERVER_INPUTS) | {"cluster_keypos"}
     c = server._new_client("127.0.0.1:1", "127.0.0.1:2")
     read: set[str] = set()
     Client._refresh_slow(_Reads(c, read))  # type: ignore[arg-type]
-    assert read - {"server"} == _declared(Client)
+    assert read - {"server"} == set(Client.SLOW_INPUTS)
     read = set()
-    server.__dict__["cluster_route"] = _refuse  # so that cluster_keypos is read too
+    server.cluster_route = _refuse  # so that cluster_keypos is read too
     Server._refresh_slow(_Reads(server, read))  # type: ignore[arg-type]
-    assert read - {"slow", "clients"} == _declared(Server)
+    assert read - {"slow", "clients"} == set(Server.SLOW_INPUTS)
+
+
+def _assigned_outside_owner(path: Path) -> list[str]:
+    """``x.<input> = ...`` (or ``+=``, or a tuple target) in ``path`` outside the input's own
+    class (Client, Server). ``self.<name>`` in another class is that class' own field."""
+    owners = {name: "Client" for name in Client.SLOW_INPUTS}
+    owners.update((name, "Server") for name in Server.SLOW_INPUTS)
+    found: list[str] = []
+
+    def visit(node: ast.AST, cls: str | None) -> None:
+        if isinstance(node, ast.ClassDef):
+            cls = node.name
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        while targets:
+            t = targets.pop()
+            if isinstance(t, (ast.Tuple, ast.List)):
+                targets.extend(t.elts)
+            elif isinstance(t, ast.Attribute) and t.attr in owners and cls != owners[t.attr]:
+                own = cls is not None and isinstance(t.value, ast.Name) and t.value.id == "self"
+                if not own:
+                    found.append(f"{path.relative_to(NODE.parent)}:{t.lineno} .{t.attr}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, cls)
+
+    visit(ast.parse(path.read_text(), str(path)), None)
+    return found
+
+
+def test_no_code_assigns_an_input_past_its_setter() -> None:
+    found = [hit for path in sorted(NODE.rglob("*.py")) for hit in _assigned_outside_owner(path)]
+    assert not found, "assign these through their setters (set_<name>, add_..., ...):\n" + \
+        "\n".join(found)
 
 
 @pytest.mark.parametrize("name", list(CLIENT_INPUTS))
@@ -101,35 +143,34 @@ def test_each_client_input_takes_the_client_off_the_fast_path(server: Server, na
     normal, slow = CLIENT_INPUTS[name]
     c = server._new_client("127.0.0.1:1", "127.0.0.1:2")
     other = server._new_client("127.0.0.1:3", "127.0.0.1:2")
+    setter = getattr(c, f"set_{name}")
     assert not c.slow
-    setattr(c, name, slow)
+    setter(slow)
     assert c.slow
     assert not other.slow
-    setattr(c, name, normal)
+    setter(normal)
     assert not c.slow
 
 
 @pytest.mark.parametrize("name", list(SERVER_INPUTS))
 def test_each_server_input_takes_every_client_off_the_fast_path(server: Server,
                                                                 name: str) -> None:
-    normal, slow = SERVER_INPUTS[name]
+    change, undo = SERVER_INPUTS[name]
     before = server._new_client("127.0.0.1:1", "127.0.0.1:2")
     assert not server.slow and not before.slow
-    setattr(server, name, slow(before))
+    change(server, before)
     after = server._new_client("127.0.0.1:3", "127.0.0.1:2")
     assert server.slow and before.slow and after.slow
-    setattr(server, name, normal)
+    undo(server, before)
     assert not server.slow and not before.slow and not after.slow
 
 
 def test_cluster_routing_the_fast_path_can_do_keeps_clients_on_it(server: Server) -> None:
     c = server._new_client("127.0.0.1:1", "127.0.0.1:2")
-    server.cluster_route = _refuse
+    server.set_cluster_routing(_refuse, None, _keys_here)
     assert c.slow
-    server.cluster_keypos = {}  # per-command key positions: the fast path routes itself
+    server.set_cluster_routing(_refuse, {}, _keys_here)  # the fast path routes by itself
     assert not c.slow
-    server.cluster_keypos = None
-    assert c.slow
 
 
 def test_commands_that_change_an_input_move_the_client(server: Server) -> None:
