@@ -38,7 +38,8 @@ def make(cluster: bool, hook: bool) -> tuple[Server, Any]:
     if cluster:
         from node.cluster import bus
 
-        st = srv.cluster.state  # type: ignore[attr-defined]
+        assert srv.cluster is not None
+        st = srv.cluster.state
         for slot in range(16384):
             st.add_slot(st.myself, slot)
         st.state = bus.STATE_OK

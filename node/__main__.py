@@ -12,10 +12,14 @@ import os
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
 from node.config import REDIS_VERSION, ConfigError, load
+
+if TYPE_CHECKING:
+    from node.server import Server
 
 _LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO,
            "warning": logging.WARNING}
@@ -43,10 +47,7 @@ def _setup_logging(level: str, logfile: str) -> None:
     root.setLevel(_LEVELS.get(level, logging.INFO))
 
 
-async def _serve(server: object) -> None:
-    from node.server import Server
-
-    assert isinstance(server, Server)
+async def _serve(server: Server) -> None:
     log = logging.getLogger("node")
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         log.error("Can't chdir to '%s': %s", workdir, e.strerror)
         return 1
+    # Imported here: --version and a config error answer without loading the node.
     from node.server import Server
 
     server = Server(cfg)

@@ -2,19 +2,32 @@
 
 A handler gets the ``Client`` and reads/writes its fields directly; the ones meant for
 handlers are documented in node/commands/__init__.py.
+
+The fast-path flag ``slow``, read once per request by node/dispatch.py, is derived, never
+assigned by hand: its inputs (``Client.SLOW_INPUTS``; the server's, ``Server.SLOW_INPUTS``)
+are plain attributes for reading, changed only through their setters here (``set_multi``
+...; on the server ``add_monitor`` ...), each of which recomputes the flag in
+``_refresh_slow``, the one place that computes it (``Server._refresh_slow`` for the
+server-wide part, which then refreshes every client). No caller has to remember to update
+it; tests/node/test_fastpath_flag.py checks that no other code assigns an input.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from node.keyspace import Database, now_ms
 
 if TYPE_CHECKING:
+    import socket
+
+    import trio
+
+    from node.commands.pubsub import ClientSubs
     from node.commands.registry import Command
     from node.server import Server
-
 
 
 class _BlockedMarker(bytes):
@@ -52,6 +65,10 @@ class BlockState:
 class Client:
     """One client connection's state."""
 
+    # The inputs of the fast-path flag ``slow``: read them freely, change them only with
+    # their setters (``set_<name>``), which recompute the flag.
+    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking")
+
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server
         self.ks = server.ks
@@ -65,20 +82,22 @@ class Client:
         self.resp = 2
         self.null_bulk = NULL_BULK[2]
         self.null_array = NULL_ARRAY[2]
-        self.authenticated = not server.config.requirepass
-        self.user = b"default"
+        # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their setters --------
+        self.authenticated: bool = not server.config.requirepass
         # MULTI: queued (command, argv) or None outside a transaction
         self.multi: list[tuple[Command, list[bytes]]] | None = None
+        self.reply_mode = REPLY_ON  # REPLY_ON, REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP
+        self.subscriptions = 0  # channels + patterns (+ shard channels): pub/sub mode
+        self.asking = False  # cluster ASKING (one command)
+        # ------------------------------------------------------------------------------------
+        self.user = b"default"
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
         self.dirty_cas = False  # a watched key was touched
         self.in_exec = False
         self.watched: list[tuple[Database, bytes]] = []
         self.blocked: BlockState | None = None
-        self.reply_mode = REPLY_ON
-        self.monitor = False
+        self.monitor = False  # in the server's ``monitors`` (Server.add_monitor)
         self.readonly = False  # cluster READONLY
-        self.asking = False  # cluster ASKING (one command)
-        self.subscriptions = 0  # channels + patterns (+ shard channels), for pub/sub mode
         self.close_after_reply = False
         self.killed = False
         self.last_cmd = "NULL"
@@ -87,9 +106,24 @@ class Client:
         self.out: list[bytes] = []
         # Set by the server: called when the client must wake (unblocked, killed).
         self.wake: Callable[[], None] = _noop
-        self.extra: dict[str, Any] = {}  # room for other modules' per-client state
-        self.slow = False
-        self.update_slow()
+        # -- the connection, as node/server.py serves it -----------------------------------
+        self.fd = 8  # the socket's descriptor, for CLIENT LIST (8 for internal clients)
+        self.rawsock: socket.socket | None = None  # for non-blocking sends outside its task
+        self.cancel_scope: trio.CancelScope | None = None  # ends the client's task (a kill)
+        self.running = False  # its requests are being run (the output is not to be sent yet)
+        self.sending = False  # a send of its output is in progress
+        self.flush_scheduled = False  # a flush task for its output is started
+        self.unblock_event: trio.Event | None = None  # set to end a blocking wait
+        # -- features' per-client state --------------------------------------------------
+        # EXEC with writes propagated: MULTI went out before the first (EXEC closes it)
+        self.exec_multi_propagated = False
+        self.pubsub: ClientSubs | None = None  # subscriptions (node/commands/pubsub.py)
+        self.is_replica = False  # a replica of ours (PSYNC/SYNC)
+        self.is_master = False  # our master's link (node/repl_replica.py)
+        self.repl_listening_port = 0  # REPLCONF listening-port
+        self.repl_ip: str | None = None  # REPLCONF ip-address
+        self.slow = False  # the fast-path flag: derived (_refresh_slow), never set elsewhere
+        self._refresh_slow()
 
     @property
     def db_index(self) -> int:
@@ -100,16 +134,45 @@ class Client:
         self.null_bulk = NULL_BULK[proto]
         self.null_array = NULL_ARRAY[proto]
 
-    def update_slow(self) -> None:
-        """Recompute whether this client's commands need the full checks (auth, MULTI, ...)."""
+    # -- the fast-path flag -----------------------------------------------------------------
+    def _refresh_slow(self) -> None:
+        """Recompute whether this client's commands need the full checks (auth, MULTI, ...).
+        Called only by the setters below and by ``Server._refresh_slow``."""
         self.slow = (
             not self.authenticated
             or self.multi is not None
             or self.reply_mode != REPLY_ON
             or self.subscriptions > 0
             or self.asking
-            or self.server.slow  # kept current by Server.update_slow
+            or self.server.slow
         )
+
+    def set_authenticated(self, authenticated: bool) -> None:
+        self.authenticated = authenticated
+        self._refresh_slow()
+
+    def set_multi(self, queue: list[tuple[Command, list[bytes]]] | None) -> None:
+        """Open a transaction (``[]``) or close it (None; see also ``discard_multi``)."""
+        self.multi = queue
+        self._refresh_slow()
+
+    def discard_multi(self) -> None:
+        """Leave MULTI: drop the queue, the queue-time error and the watched keys."""
+        self.set_multi(None)
+        self.multi_error = False
+        self.unwatch_all()
+
+    def set_reply_mode(self, mode: int) -> None:
+        self.reply_mode = mode
+        self._refresh_slow()
+
+    def set_subscriptions(self, count: int) -> None:
+        self.subscriptions = count
+        self._refresh_slow()
+
+    def set_asking(self, asking: bool) -> None:
+        self.asking = asking
+        self._refresh_slow()
 
     # -- blocking ------------------------------------------------------------------------
     def block(
@@ -127,8 +190,6 @@ class Client:
         for key in keys:
             q = self.db.blocking.get(key)
             if q is None:
-                from collections import deque
-
                 q = self.db.blocking[key] = deque()
             if self not in q:
                 q.append(self)

@@ -183,10 +183,7 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
         if redirect is not None:
             cmd.rejected_calls += 1
             if cmd.full_name == "exec":  # Redis discards the transaction; the reply stays as is
-                c.multi = None
-                c.multi_error = False
-                c.unwatch_all()
-                c.update_slow()
+                c.discard_multi()
             elif c.multi is not None:
                 c.multi_error = True
             c.server.count_error(redirect)
@@ -204,8 +201,7 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     mode_before = c.reply_mode
     reply = call(c, cmd, argv)
     if c.asking and cmd.full_name != "asking" and c.multi is None:
-        c.asking = False
-        c.update_slow()
+        c.set_asking(False)
     if mode_before != REPLY_ON or c.reply_mode != REPLY_ON:
         reply = _apply_reply_mode(c, mode_before, reply)
     return reply
@@ -223,10 +219,7 @@ def _rejected(c: Client, is_exec: bool, reply: bytes, formatted: bool = False) -
     if c.multi is not None:
         c.multi_error = True
     if is_exec and reply[:1] == b"-":
-        c.multi = None
-        c.multi_error = False
-        c.unwatch_all()
-        c.update_slow()
+        c.discard_multi()
         text = reply[1:]
         if formatted and text.startswith(b"ERR "):
             text = text[4:]
@@ -238,13 +231,11 @@ def _rejected(c: Client, is_exec: bool, reply: bytes, formatted: bool = False) -
 def _apply_reply_mode(c: Client, mode_before: int, reply: bytes) -> bytes:
     mode = c.reply_mode
     if mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP just ran: skip the NEXT reply
-        c.reply_mode = REPLY_SKIP
-        c.update_slow()
+        c.set_reply_mode(REPLY_SKIP)
         return b""
     if mode_before == REPLY_SKIP:
         if mode == REPLY_SKIP:
-            c.reply_mode = REPLY_ON
-            c.update_slow()
+            c.set_reply_mode(REPLY_ON)
         return b""
     if mode == REPLY_OFF:
         return b""
@@ -278,8 +269,8 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     if us >= srv.slowlog_threshold_us:
         srv.slowlog_add(c, argv, us)
     if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
-        if c.in_exec and not c.extra.get("exec_multi_propagated", True):
-            c.extra["exec_multi_propagated"] = True
+        if c.in_exec and not c.exec_multi_propagated:
+            c.exec_multi_propagated = True
             ks.propagate(db_index, [b"MULTI"])
         for p_argv in c.propagate_as or (argv,):
             ks.propagate(db_index, p_argv)

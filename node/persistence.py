@@ -371,7 +371,6 @@ class Persistence:
             aof.close()
         if self.feed in self.ks.propagate_hooks:
             self.ks.propagate_hooks.remove(self.feed)
-            self.server.update_slow()
 
     # -- AOF rewrite ---------------------------------------------------------------------
     def start_rewrite(self) -> None:
@@ -572,8 +571,8 @@ class Persistence:
 
 
 def _p(c: Client) -> Persistence:
-    p = c.server.persistence  # type: ignore[attr-defined]
-    assert isinstance(p, Persistence)
+    p = c.server.persistence
+    assert p is not None  # installed with the server (node/server.py SUBSYSTEMS)
     return p
 
 
@@ -631,7 +630,7 @@ def bgrewriteaof_cmd(c: Client, argv: list[bytes]) -> bytes:
 def install(server: Server) -> None:
     """Load data from disk, then attach the AOF feed, cron, INFO section, shutdown hook."""
     p = Persistence(server)
-    server.persistence = p  # type: ignore[attr-defined]
+    server.persistence = p
     p.save_params = []
     words = str(server.config.get("save")).split()
     p.save_params = [(int(words[i]), int(words[i + 1])) for i in range(0, len(words) - 1, 2)]

@@ -59,7 +59,7 @@ class Applier:
         cid = server._next_client_id
         server._next_client_id += 1
         self.client = Client(server, cid, addr, addr)
-        self.client.authenticated = True
+        self.client.set_authenticated(True)
         self.registered = register
         if register:
             server.clients[cid] = self.client

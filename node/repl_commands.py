@@ -55,7 +55,7 @@ def _replicaof(c: Client, argv: list[bytes]) -> bytes:
         if repl.role == "slave":
             repl.stop_replication()
         return OK
-    if c.extra.get("is_replica"):
+    if c.is_replica:
         raise CommandError("ERR Command is not valid when client is a replica.")
     try:
         port = _parse_long(argv[2])
@@ -78,12 +78,12 @@ def replconf_cmd(c: Client, argv: list[bytes]) -> bytes:
     for i in range(1, len(argv), 2):
         opt, val = argv[i].lower(), argv[i + 1]
         if opt == b"listening-port":
-            c.extra["repl_listening_port"] = _parse_long(val)
+            c.repl_listening_port = _parse_long(val)
             r = repl.replicas.get(c.id)
             if r is not None:
-                r.port = int(c.extra["repl_listening_port"])
+                r.port = c.repl_listening_port
         elif opt == b"ip-address":
-            c.extra["repl_ip"] = val.decode("utf-8", "replace")
+            c.repl_ip = val.decode("utf-8", "replace")
         elif opt in (b"capa", b"rdb-only", b"rdb-filter-only"):
             pass
         elif opt == b"ack":
@@ -106,7 +106,7 @@ def replconf_cmd(c: Client, argv: list[bytes]) -> bytes:
 @command("psync")
 def psync_cmd(c: Client, argv: list[bytes]) -> bytes:
     repl = get(c.server)
-    if c.extra.get("is_replica"):
+    if c.is_replica:
         return b""
     try:
         offset = int(argv[2])
@@ -118,7 +118,7 @@ def psync_cmd(c: Client, argv: list[bytes]) -> bytes:
 @command("sync")
 def sync_cmd(c: Client, argv: list[bytes]) -> bytes:
     repl = get(c.server)
-    if c.extra.get("is_replica"):
+    if c.is_replica:
         return b""
     return repl.psync(c, "?", -1, send_fullresync=False)
 

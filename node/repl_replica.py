@@ -246,7 +246,7 @@ class MasterLink:
         self.cached_master = None
         self.applier = Applier(self.server, f"{self.host}:{self.port}", register=True)
         mc = self.applier.client
-        mc.extra["is_master"] = True
+        mc.is_master = True
         mc.db = self.server.ks.dbs[self._db_index] if self._db_index < len(self.server.ks.dbs) \
             else self.server.ks.dbs[0]
         reader = RequestReader(max_bulk_len=1 << 62)
@@ -256,7 +256,7 @@ class MasterLink:
         timeout_s = int(self.server.config.get("repl-timeout"))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._ack_loop, conn.stream)
-            mc.extra["cancel_scope"] = nursery.cancel_scope
+            mc.cancel_scope = nursery.cancel_scope
             while True:
                 self._apply_pending(reader)
                 if mc.killed:

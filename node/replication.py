@@ -42,12 +42,12 @@ from node import snapshot
 from node.errors import CommandError
 from node.repl_apply import encode, select_cmd
 from node.repl_backlog import Backlog
+from node.repl_replica import MasterLink
 from protocol.resp import array_header, bulk, integer, simple
 
 if TYPE_CHECKING:
     from node.client import Client
     from node.commands.registry import Command
-    from node.repl_replica import MasterLink
     from node.server import Server
 
 log = logging.getLogger("node.replication")
@@ -149,8 +149,6 @@ class Replication:
 
     def start_replication(self, host: str, port: int) -> None:
         """Become a replica of ``host:port`` (or switch masters)."""
-        from node.repl_replica import MasterLink
-
         cached: tuple[str, int] | None
         if self.role == "master":
             # Our own history is what the new master may continue (e.g. our old replica).
@@ -252,9 +250,9 @@ class Replication:
         r = self.replicas.get(c.id)
         if r is None:
             r = Replica(c)
-            r.port = int(c.extra.get("repl_listening_port", 0))
+            r.port = c.repl_listening_port
             self.replicas[c.id] = r
-        c.extra["is_replica"] = True
+        c.is_replica = True
         backlog = self.backlog
         same_history = replid == self.replid or (
             replid == self.replid2 and offset <= self.second_repl_offset)
@@ -420,12 +418,10 @@ class Replication:
         need = self.role == "slave" or (
             int(self.cfg.get("min-replicas-to-write")) > 0
             and int(self.cfg.get("min-replicas-max-lag")) > 0)
-        checks = self.server.command_checks
-        if need and self.check_write not in checks:
-            checks.append(self.check_write)
-        elif not need and self.check_write in checks:
-            checks.remove(self.check_write)
-        self.server.update_slow()
+        if need:
+            self.server.add_command_check(self.check_write)
+        else:
+            self.server.remove_command_check(self.check_write)
 
     def check_write(self, c: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
         write = cmd.write or (cmd.full_name == "exec" and bool(c.multi)
@@ -551,15 +547,15 @@ class Replication:
 
 def get(server: Server) -> Replication:
     """The server's ``Replication`` (created by ``install``)."""
-    repl = server.replication  # type: ignore[attr-defined]
-    assert isinstance(repl, Replication)
+    repl = server.replication
+    assert repl is not None  # installed with the server (node/server.py SUBSYSTEMS)
     return repl
 
 
 def install(server: Server) -> None:
     """Attach replication to ``server``: propagate hook, checks, INFO, cron, close hooks."""
     repl = Replication(server)
-    server.replication = repl  # type: ignore[attr-defined]
+    server.replication = repl
     server.config_hooks.append(repl.on_config)
     server.background_tasks.append(repl.run)
     server.client_close_hooks.append(repl.on_client_close)

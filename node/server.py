@@ -21,20 +21,26 @@ import socket as _stdsocket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from node import dispatch
 from node.client import Client
-from node.commands import load_all
+from node.commands import hashes, load_all
 from node.commands.registry import Command, build_table
+from node.commands.server_cmds import parse_notify_flags
 from node.config import Config
 from node.keyspace import Keyspace
 from node.netio import Conn, Poller
 from protocol.errors import MAX_CLIENTS
 from protocol.resp import ProtocolError, RequestReader, error
 from protocol.sdsrepr import sds_repr
+
+if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
+    from node.cluster.node import ClusterNode
+    from node.persistence import Persistence
+    from node.replication import Replication
 
 log = logging.getLogger("node")
 
@@ -43,15 +49,27 @@ RECV_SIZE = 64 * 1024  # bytes per recv
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
-# built) adds hooks, command checks, INFO sections and background tasks.
+# built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
+# INFO sections and background tasks.
 SUBSYSTEMS = ("node.persistence", "node.replication", "node.cluster")
+
+CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 
 
 class Server:
     """A Redis-compatible node. ``await Server(cfg).run()`` serves until cancelled/SHUTDOWN."""
 
+    # The inputs of the server-wide fast-path flag ``slow``: read them freely, change them
+    # only with add_monitor / remove_monitor, add_command_check / remove_command_check and
+    # set_cluster_routing, which recompute the flag.
+    SLOW_INPUTS = ("monitors", "command_checks", "cluster_route", "cluster_keypos")
+
     def __init__(self, config: Config) -> None:
         self.config = config
+        # The optional subsystems, each set by its own ``install`` (None: not running).
+        self.persistence: Persistence | None = None
+        self.replication: Replication | None = None
+        self.cluster: ClusterNode | None = None  # cluster-enabled yes
         self.cluster_enabled: bool = bool(config.get("cluster-enabled"))
         self.ks = Keyspace(int(config.get("databases")), cluster=self.cluster_enabled)
         load_all()
@@ -80,13 +98,19 @@ class Server:
         self.slowlog_next_id = 0
         self.slowlog_threshold_us = SLOWLOG_OFF_US
         self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
-        self.monitors: list[Client] = []
-        self.slow = False  # every client's commands take the full path
-        self.cluster_route: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+        # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their methods --------
+        self.monitors: tuple[Client, ...] = ()  # MONITOR clients
+        # Checks run before every command off the fast path (replica READONLY, NOREPLICAS,
+        # the failover write pause): fn(c, cmd, argv) -> an error reply, or None to go on.
+        self.command_checks: tuple[CommandCheck, ...] = ()
+        # Cluster mode: fn(c, cmd, argv) -> a redirect (MOVED, ASK ...) or None to run it.
+        self.cluster_route: CommandCheck | None = None
         # Cluster routing on the fast path (filled by node/cluster/routing.py): per command 0
         # (no keys), the index of its only key, or -1 (ask cluster_keys_here); and the slots
         # served here without further checks.
         self.cluster_keypos: dict[Command, int] | None = None
+        # ------------------------------------------------------------------------------------
+        self.slow = False  # every client's commands take the full path (_refresh_slow)
         self.cluster_slots: bytes | bytearray = b""
         self.cluster_keys_here: Callable[[Command, list[bytes]], bool] = _keys_here
         # Runs before any client output is written (cluster: save nodes.conf first).
@@ -103,9 +127,6 @@ class Server:
         self.nursery: trio.Nursery | None = None
         self.poller: Poller | None = None  # serves idle clients' sockets (node/netio.py)
         self.last_save_time = int(time.time())
-        # Checks run before every command off the fast path (replica READONLY, NOREPLICAS):
-        # fn(c, cmd, argv) -> an error reply, or None to go on.
-        self.command_checks: list[Callable[[Client, Command, list[bytes]], bytes | None]] = []
         self.config_hooks: list[Callable[[], None]] = []  # after start and after CONFIG SET
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
         for mod in subsystems:
@@ -119,29 +140,61 @@ class Server:
         thr_us = int(cfg.get("slowlog-log-slower-than"))
         # Redis logs a command whose duration in whole microseconds is >= the setting
         self.slowlog_threshold_us = SLOWLOG_OFF_US if thr_us < 0 else thr_us
-        from node.commands.server_cmds import parse_notify_flags
-
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
-        from node.commands import hashes
-
         self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
                                                    int(cfg.get("hash-max-listpack-value")))
         for hook in self.config_hooks:
             hook()
-        self.update_slow()
 
-    def update_slow(self) -> None:
-        # Propagation and cluster routing are done on the fast path too (node/dispatch.py).
+    # -- the fast-path flag ------------------------------------------------------------------
+    def _refresh_slow(self) -> None:
+        """Recompute the server-wide part of the fast-path flag; called only by the methods
+        below that change its inputs. Propagation and cluster routing are done on the fast
+        path too (node/dispatch.py), so propagate hooks are no input."""
         slow = bool(self.monitors or self.command_checks
                     or (self.cluster_route is not None and self.cluster_keypos is None))
         if slow != self.slow:
             self.slow = slow
             for c in self.clients.values():  # each client's ``slow`` includes the server's
-                c.update_slow()
+                c._refresh_slow()
+
+    def add_command_check(self, check: CommandCheck, *, first: bool = False) -> None:
+        """Run ``check`` before every command off the fast path (once, however often added);
+        ``first``: before the checks already there."""
+        if check not in self.command_checks:
+            self.command_checks = ((check, *self.command_checks) if first
+                                   else (*self.command_checks, check))
+            self._refresh_slow()
+
+    def remove_command_check(self, check: CommandCheck) -> None:
+        if check in self.command_checks:
+            self.command_checks = tuple(x for x in self.command_checks if x != check)
+            self._refresh_slow()
+
+    def add_monitor(self, c: Client) -> None:
+        """MONITOR: feed ``c`` every command from now on."""
+        c.monitor = True
+        if c not in self.monitors:
+            self.monitors = (*self.monitors, c)
+            self._refresh_slow()
+
+    def remove_monitor(self, c: Client) -> None:
+        c.monitor = False
+        if c in self.monitors:
+            self.monitors = tuple(m for m in self.monitors if m is not c)
+            self._refresh_slow()
+
+    def set_cluster_routing(self, route: CommandCheck | None, keypos: dict[Command, int] | None,
+                            keys_here: Callable[[Command, list[bytes]], bool]) -> None:
+        """Cluster mode: ``route`` decides redirects off the fast path; with ``keypos`` (and
+        ``cluster_slots``, ``keys_here``) the fast path routes by itself."""
+        self.cluster_route = route
+        self.cluster_keypos = keypos
+        self.cluster_keys_here = keys_here
+        self._refresh_slow()
 
     def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
         self.ks.propagate_hooks.append(hook)
-        self.update_slow()
 
     def count_error(self, reply: bytes) -> None:
         """INFO errorstats / total_error_replies for an error reply ``-PREFIX text``."""
@@ -190,9 +243,8 @@ class Server:
             c.wake = _noop
             c.unblock(None)
         c.unwatch_all()
-        if c.monitor and c in self.monitors:
-            self.monitors.remove(c)
-            self.update_slow()
+        if c.monitor:
+            self.remove_monitor(c)
         for hook in self.client_close_hooks:
             hook(c)
 
@@ -200,8 +252,8 @@ class Server:
         """CLIENT KILL: close ``c`` (after the current reply if it is the caller)."""
         c.killed = True
         c.close_after_reply = True
-        scope = c.extra.get("cancel_scope")
-        if scope is not None and not c.extra.get("running"):
+        scope = c.cancel_scope
+        if scope is not None and not c.running:
             scope.cancel()
 
     def flush_replicas(self) -> None:
@@ -214,10 +266,9 @@ class Server:
         self.repl_dirty = []
         for r in dirty:
             out = r.out
-            extra = r.extra
-            if not out or extra.get("sending") or r.killed:
+            if not out or r.sending or r.killed:
                 continue
-            raw = extra.get("rawsock")
+            raw = r.rawsock
             if raw is None:
                 continue
             data = out[0] if len(out) == 1 else b"".join(out)
@@ -239,9 +290,9 @@ class Server:
             self.flush_replicas()
         if self.before_reply is not None:
             self.before_reply()
-        if c.extra.get("sending"):
+        if c.sending:
             return
-        c.extra["sending"] = True
+        c.sending = True
         try:
             out = c.out
             while out:
@@ -250,10 +301,10 @@ class Server:
                 self.stat_net_output_bytes += len(data)
                 await sock.send_all(data)
         finally:
-            c.extra["sending"] = False
+            c.sending = False
 
     async def _flush_task(self, c: Client, sock: Conn) -> None:
-        c.extra["flush_scheduled"] = False
+        c.flush_scheduled = False
         try:
             await self._flush(c, sock)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
@@ -279,11 +330,11 @@ class Server:
             sock.close()
             return
         c = self._new_client(addr, laddr)
-        c.extra["fd"] = sock.sock.fileno()
-        c.extra["rawsock"] = sock.sock
+        c.fd = sock.sock.fileno()
+        c.rawsock = sock.sock
         try:
             with trio.CancelScope() as scope:
-                c.extra["cancel_scope"] = scope
+                c.cancel_scope = scope
                 await self._client_loop(c, sock)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
@@ -299,15 +350,15 @@ class Server:
         assert nursery is not None
 
         def wake() -> None:
-            ev = c.extra.get("unblock_event")
+            ev = c.unblock_event
             if ev is not None:
                 ev.set()
                 return
-            if c.out and not c.extra.get("flush_scheduled") and not c.extra.get("running"):
-                c.extra["flush_scheduled"] = True
+            if c.out and not c.flush_scheduled and not c.running:
+                c.flush_scheduled = True
                 nursery.start_soon(self._flush_task, c, sock)
-            if c.killed and not c.extra.get("running"):
-                scope = c.extra.get("cancel_scope")
+            if c.killed and not c.running:
+                scope = c.cancel_scope
                 if scope is not None:
                     scope.cancel()
 
@@ -383,8 +434,7 @@ class Server:
         self.stat_net_input_bytes += len(data)
         reader.feed(data)
         run = dispatch.run_requests
-        extra = c.extra
-        extra["running"] = True
+        c.running = True
         try:
             while True:
                 try:
@@ -404,8 +454,8 @@ class Server:
                 if not reader.buffered_bytes():
                     break
         finally:
-            extra["running"] = False
-        if c.out and not extra.get("sending"):
+            c.running = False
+        if c.out and not c.sending:
             if self.repl_dirty:  # replicas first: sent with the pass's others (_end_pass)
                 self._deferred.append((c, sock, ev, handed))
             elif not self._send_now(c, sock):
@@ -427,7 +477,7 @@ class Server:
         if deferred:
             self._deferred = []
             for c, sock, ev, handed in deferred:
-                if handed or c.killed or not c.out or c.extra.get("sending"):
+                if handed or c.killed or not c.out or c.sending:
                     continue  # its task sends (or drops) the output
                 if not self._send_now(c, sock):
                     handed.append(("flush",))
@@ -460,8 +510,7 @@ class Server:
         """Run ``reqs[idx:]``, then every complete request buffered in ``reader`` (parking
         while blocked). False: the connection is to be closed."""
         run = dispatch.run_requests
-        extra = c.extra
-        extra["running"] = True
+        c.running = True
         try:
             while True:
                 while True:
@@ -470,9 +519,9 @@ class Server:
                         return False
                     if c.blocked is not None:
                         await self._flush(c, sock)
-                        extra["running"] = False
+                        c.running = False
                         await self._wait_unblocked(c, sock, reader)
-                        extra["running"] = True
+                        c.running = True
                         if c.killed:
                             return False
                     if idx >= len(reqs):
@@ -492,7 +541,7 @@ class Server:
                     return True
                 idx = 0
         finally:
-            extra["running"] = False
+            c.running = False
 
     def _protocol_error(self, c: Client, e: ProtocolError) -> None:
         c.out.append(b"-" + str(e).encode() + b"\r\n")
@@ -508,7 +557,7 @@ class Server:
         st = c.blocked
         assert st is not None
         ev = trio.Event()
-        c.extra["unblock_event"] = ev
+        c.unblock_event = ev
 
         async def watch_socket(cancel: trio.CancelScope) -> None:
             while True:
@@ -528,7 +577,7 @@ class Server:
                     await ev.wait()
                 nursery.cancel_scope.cancel()
         finally:
-            c.extra.pop("unblock_event", None)
+            c.unblock_event = None
             if c.blocked is not None:
                 c.unblock(None if c.killed else c.blocked.timeout_reply)
         if c.out and not c.killed:

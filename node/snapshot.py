@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from node import rdb
+from node.commands import dump
 from node.keyspace import Keyspace, now_ms
 
 log = logging.getLogger("node.snapshot")
@@ -53,8 +54,6 @@ class SnapshotError(Exception):
 def _value_obj(value: Any) -> bytes:
     if type(value) is bytes:
         return b"\x00" + value
-    from node.commands import dump
-
     dump._wire_types()
     adapter = dump.ADAPTERS.get(type(value))
     if adapter is None:
@@ -67,8 +66,6 @@ def _obj_value(obj: bytes) -> Any:
         raise SnapshotError("empty value")
     if obj[0] == RAW_STRING:
         return obj[1:]
-    from node.commands import dump
-
     dump._wire_types()
     try:
         kind, value = rdb.load(obj, verify=False)

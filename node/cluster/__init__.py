@@ -4,16 +4,20 @@ routing. ``install(server)`` is the subsystem entry point (a no-op unless cluste
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from node.server import Server
 
 
-def install(server: Any) -> None:
+def install(server: Server) -> None:
     """Subsystem hook: turn cluster mode on when ``cluster-enabled yes``.
 
     A config file that is locked by another node or corrupted is fatal, as in Redis: the
     reason is logged and the process exits with status 1."""
     if not server.cluster_enabled:
         return
+    # Imported here: the engine, bus and transport load only when cluster mode is on.
     from node.cluster.node import install as install_cluster
     from node.cluster.nodesconf import ConfigFileError
 

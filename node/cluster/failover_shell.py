@@ -23,7 +23,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from node import dispatch
+from node import dispatch, replication
 from node.client import BLOCKED
 from node.cluster.failover import Failover
 
@@ -111,27 +111,21 @@ class NodeReplication:
             return  # the cron retries once the address is known and the server runs
         if repl.role == "slave" and (repl.master_host, repl.master_port) == (node.ip, node.port):
             return
-        fo = getattr(self.cn, "failover", None)
+        fo = self.cn.failover
         if fo is not None:
             fo.reset_manual()
         repl.start_replication(node.ip, node.port)
 
     def pause_writes(self, until_ms: int) -> None:
         self.paused_until_ms = until_ms
-        checks = self.server.command_checks
-        if self.check_pause not in checks:
-            checks.insert(0, self.check_pause)
-            self.server.update_slow()
+        self.server.add_command_check(self.check_pause, first=True)
         log.warning("Clients write-paused for the manual failover.")
 
     def unpause_writes(self) -> None:
         if not self.paused_until_ms:
             return
         self.paused_until_ms = 0
-        checks = self.server.command_checks
-        if self.check_pause in checks:
-            checks.remove(self.check_pause)
-            self.server.update_slow()
+        self.server.remove_command_check(self.check_pause)
         parked, self.parked = self.parked, []
         for c, cmd, argv, multi_error in parked:
             st = c.blocked
@@ -152,7 +146,7 @@ class NodeReplication:
         streams are never paused)."""
         if not self.paused_until_ms:
             return None
-        if c.extra.get("is_master") or c.extra.get("is_replica"):
+        if c.is_master or c.is_replica:
             return None
         if c.multi is not None and cmd.full_name != "exec":
             return None  # queuing changes nothing; EXEC is what waits
@@ -169,14 +163,12 @@ class NodeReplication:
 
 def install(cn: ClusterNode) -> Failover:
     """Attach failover to ``cn`` (its engine, hooks and INFO)."""
-    from node import replication
-
     repl = replication.get(cn.server)
     port = NodeReplication(cn, repl)
     fo = Failover(cn.engine, Settings(cn), port)
     cn.engine.ext = fo
     cn.hooks.repl_offset = repl.repl_offset
     cn.hooks.set_master = port.set_master
-    cn.failover = fo  # type: ignore[attr-defined]
-    cn.failover_port = port  # type: ignore[attr-defined]
+    cn.failover = fo
+    cn.failover_port = port
     return fo

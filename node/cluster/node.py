@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from node.cluster import bus, nodesconf
+from node.cluster import bus, failover_shell, nodesconf
+from node.cluster.failover import Failover
+from node.cluster.failover_shell import NodeReplication
 from node.cluster.gossip import CRON_INTERVAL_MS, Engine, Hooks
-from node.cluster.routing import Router
+from node.cluster.routing import DOWN_STATE, DOWN_UNBOUND, Router
 from node.cluster.state import (
     CLUSTER_BUS_PORT_OFFSET,
     TODO_FSYNC,
@@ -33,6 +35,8 @@ from node.cluster.state import (
     random_name,
 )
 from node.cluster.transport import Transport
+from node.commands import pubsub
+from protocol.slots import key_slot
 
 if TYPE_CHECKING:
     from node.server import Server
@@ -122,7 +126,11 @@ class ClusterNode:
         hooks.count_keys_in_slot = lambda slot: server.ks.dbs[0].count_keys_in_slot(slot)
         hooks.delete_keys_in_slot = self.delete_keys_in_slot
         hooks.publish = self._deliver_publish
-        # hooks.set_master / hooks.repl_offset: node/cluster/failover_shell.py (install)
+        # hooks.set_master / hooks.repl_offset: node/cluster/failover_shell.py (install), which
+        # also sets these two: elections and manual failover, and the replication port with
+        # the write pause.
+        self.failover: Failover | None = None
+        self.failover_port: NodeReplication | None = None
         self.router = Router(self)
         self.refresh_myself()
         if self.verify_config_with_data():
@@ -210,9 +218,6 @@ class ClusterNode:
         server = self.server
         if not server.blocked_clients:
             return
-        from node.cluster.routing import DOWN_STATE, DOWN_UNBOUND
-        from protocol.slots import key_slot
-
         st = self.state
         me = st.myself
         for c in list(server.clients.values()):
@@ -232,8 +237,6 @@ class ClusterNode:
                 c.unblock(DOWN_UNBOUND if owner is None else self.redirect(b"MOVED", slot, owner))
 
     def _deliver_publish(self, channel: bytes, message: bytes, shard: bool) -> None:
-        from node.commands import pubsub
-
         h = pubsub.hub(self.server)
         if shard:
             h.deliver_shard(channel, message)
@@ -273,10 +276,6 @@ class ClusterNode:
                 self.redirect_blocked_clients()
 
     def _hook_pubsub(self) -> None:
-        try:
-            from node.commands import pubsub
-        except ImportError:
-            return
         pubsub.hub(self.server).publish_hooks.append(self.engine.publish)
 
     # -- INFO ----------------------------------------------------------------------------------
@@ -290,15 +289,10 @@ class ClusterNode:
 def install(server: Server) -> ClusterNode:
     """Turn cluster mode on for ``server`` (called from the server when cluster-enabled)."""
     cn = ClusterNode(server)
-    server.cluster = cn  # type: ignore[attr-defined]
-    from node.cluster import failover_shell
-
+    server.cluster = cn
     failover_shell.install(cn)  # replication follows the role; elections; manual failover
-    server.cluster_route = cn.router.route
-    server.cluster_keypos = cn.router.keypos
-    server.cluster_keys_here = cn.router.keys_here
+    server.set_cluster_routing(cn.router.route, cn.router.keypos, cn.router.keys_here)
     server.before_reply = cn.before_reply
     server.info_sections["cluster"] = cn.info_fields
     server.background_tasks.append(cn.run)
-    server.update_slow()
     return cn

@@ -166,10 +166,7 @@ class Router:
                 return None
             reply = self._full(c, cmd, c.multi)
             if reply is not None:  # a redirect at EXEC discards the transaction
-                c.multi = None
-                c.multi_error = False
-                c.unwatch_all()
-                c.update_slow()
+                c.discard_multi()
             return reply
         if not c.asking and self.keys_here(cmd, argv):
             return None
@@ -249,6 +246,5 @@ class Router:
 
     def _redirect_error(self, c: Client, reply: bytes) -> bytes:
         if c.asking and c.multi is None:
-            c.asking = False  # the ASKING flag lasts one command, even a rejected one
-            c.update_slow()
+            c.set_asking(False)  # the ASKING flag lasts one command, even a rejected one
         return reply

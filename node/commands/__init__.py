@@ -63,10 +63,13 @@ Client state
 ------------
 ``c.id``, ``c.name``, ``c.resp`` (2 or 3), ``c.null_bulk`` / ``c.null_array`` (the null for
 this protocol), ``c.multi`` (queued commands or None), ``c.in_exec``, ``c.authenticated``,
-``c.readonly``/``c.asking`` (cluster), ``c.subscriptions`` (pub/sub count: keep it right and
-call ``c.update_slow()`` after changing it), ``c.extra`` (a dict for your module's per-client
-state), ``c.out`` (pending output; append push frames for this client here and call
-``c.wake()`` when writing to ANOTHER client, e.g. PUBLISH).
+``c.readonly``/``c.asking`` (cluster), ``c.subscriptions`` (pub/sub count: keep it right),
+``c.out`` (pending output; append push frames for this client here and call ``c.wake()`` when
+writing to ANOTHER client, e.g. PUBLISH). A feature's per-client state is a typed field of
+``Client`` (node/client.py), owned by that feature's module. Fields the fast path depends on
+(``Client.SLOW_INPUTS``: ``authenticated``, ``multi``, ``reply_mode``, ``subscriptions``,
+``asking``) are changed only with their setters (``c.set_multi(...)``, ...), which keep
+``c.slow`` right.
 
 Replies (RESP2/RESP3)
 ---------------------
@@ -100,12 +103,17 @@ go to docs/COMPATIBILITY.md with their reason.
 
 Hooks for later subsystems
 --------------------------
+- a subsystem: a module named in ``SUBSYSTEMS`` (node/server.py) with ``install(server)``,
+  which sets the subsystem's own typed field of ``Server`` (declare one there:
+  ``server.persistence``, ``server.replication``, ``server.cluster``).
 - replication/AOF: ``server.add_propagate_hook(fn(db_index, argv))``.
+- checks before every command off the fast path: ``server.add_command_check(fn(c, cmd,
+  argv) -> bytes | None)`` / ``server.remove_command_check(fn)``.
 - keyspace notifications: ``ks.notify_hook = fn(flag, event, key, db_index)``;
   ``ks.notify_flags`` from notify-keyspace-events.
-- cluster routing: ``server.cluster_route = fn(c, cmd, argv) -> bytes | None`` (an error reply
-  such as MOVED, or None to run the command); called for every command when
-  cluster-enabled is yes.
+- cluster routing: ``server.set_cluster_routing(fn(c, cmd, argv) -> bytes | None, ...)`` (an
+  error reply such as MOVED, or None to run the command); called for every command off the
+  fast path when cluster-enabled is yes.
 - INFO: ``server.info_sections[name] = fn(server) -> list[tuple[str, object]]``.
 - the per-slot key index (cluster mode): ``db.count_keys_in_slot(slot)``,
   ``db.keys_in_slot(slot)`` (an insertion-ordered dict of keys).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from node.cluster import views
+from node.cluster import failure, views
 from node.cluster.state import (
     SLOT_COUNT,
     TODO_FSYNC,
@@ -24,6 +24,7 @@ from node.cluster.state import (
     Node,
     random_name,
 )
+from node.commands import server_cmds
 from node.commands.registry import command
 from node.commands.replies import OK
 from node.commands.util import parse_int
@@ -43,7 +44,7 @@ SETSLOT_SYNTAX = "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try
 
 
 def cluster_of(c: Client) -> ClusterNode:
-    cn = getattr(c.server, "cluster", None)
+    cn = c.server.cluster
     if cn is None:
         raise CommandError(DISABLED)
     return cn
@@ -138,8 +139,6 @@ def cluster_getkeysinslot(c: Client, argv: list[bytes]) -> bytes:
 @command("cluster|count-failure-reports")
 def cluster_count_failure_reports(c: Client, argv: list[bytes]) -> bytes:
     cn = cluster_of(c)
-    from node.cluster import failure
-
     n = _node_arg(cn.state, argv[2])
     return integer(failure.failure_reports_count(n, cn.settings.node_timeout_ms, cn.clock_ms()))
 
@@ -462,7 +461,9 @@ def cluster_failover(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError("ERR I'm a replica but my master is unknown to me")
     if not force and not takeover and (master.failed or master.link is None):
         raise CommandError("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE")
-    cn.failover.manual_failover(force=force, takeover=takeover)  # type: ignore[attr-defined]
+    fo = cn.failover
+    assert fo is not None  # set with cluster mode (node/cluster/failover_shell.py)
+    fo.manual_failover(force=force, takeover=takeover)
     return _done(cn, TODO_SAVE | TODO_UPDATE_STATE | TODO_FSYNC)
 
 
@@ -470,8 +471,7 @@ def cluster_failover(c: Client, argv: list[bytes]) -> bytes:
 @command("asking")
 def asking(c: Client, argv: list[bytes]) -> bytes:
     cluster_of(c)
-    c.asking = True
-    c.update_slow()
+    c.set_asking(True)
     return OK
 
 
@@ -497,14 +497,4 @@ def _debug_drop_cluster_packet_filter(c: Client, argv: list[bytes]) -> bytes:
     return OK
 
 
-def _register_debug() -> None:
-    try:
-        from node.commands import server_cmds
-    except ImportError:
-        return
-    subs = getattr(server_cmds, "DEBUG_SUBCOMMANDS", None)
-    if isinstance(subs, dict):
-        subs[b"drop-cluster-packet-filter"] = _debug_drop_cluster_packet_filter
-
-
-_register_debug()
+server_cmds.DEBUG_SUBCOMMANDS[b"drop-cluster-packet-filter"] = _debug_drop_cluster_packet_filter

@@ -62,9 +62,8 @@ def auth(c: Client, argv: list[bytes]) -> bytes:
         user, password = argv[1], argv[2]
     if not _check_password(c, user, password):
         raise CommandError(errors.WRONGPASS)
-    c.authenticated = True
+    c.set_authenticated(True)
     c.user = user
-    c.update_slow()
     return OK
 
 
@@ -79,9 +78,8 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
             user, password = args
             if not _check_password(c, user, password):
                 raise CommandError(errors.WRONGPASS)
-            c.authenticated = True
+            c.set_authenticated(True)
             c.user = user
-            c.update_slow()
         else:
             _validate_name(args[0])
             c.name = args[0]
@@ -91,9 +89,8 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(NOAUTH_HELLO)
     proto = c.resp if request.proto is None else request.proto
     c.set_resp(proto)
-    c.update_slow()
     mode = b"cluster" if c.server.cluster_enabled else b"standalone"
-    role = c.extra.get("role_for_hello", b"master")
+    role = b"master"
     return hello_reply(proto, c.id, version=REDIS_VERSION, mode=mode, role=role)
 
 
@@ -110,25 +107,19 @@ def select(c: Client, argv: list[bytes]) -> bytes:
 
 @command("reset")
 def reset(c: Client, argv: list[bytes]) -> bytes:
-    c.multi = None
-    c.multi_error = False
-    c.unwatch_all()
+    c.discard_multi()
     c.db = c.ks.dbs[0]
     c.set_resp(2)
     c.name = b""
     c.readonly = False
-    c.asking = False
-    c.reply_mode = REPLY_ON
+    c.set_asking(False)
+    c.set_reply_mode(REPLY_ON)
     if c.monitor:
-        c.monitor = False
-        if c in c.server.monitors:
-            c.server.monitors.remove(c)
-            c.server.update_slow()
+        c.server.remove_monitor(c)
     for hook in c.server.client_close_hooks:  # pub/sub & co. drop this client's state
         hook(c)
-    c.subscriptions = 0
-    c.authenticated = not c.server.config.get("requirepass")
-    c.update_slow()
+    c.set_subscriptions(0)
+    c.set_authenticated(not c.server.config.get("requirepass"))
     return b"+RESET\r\n"
 
 
@@ -159,12 +150,15 @@ def client_getname(c: Client, argv: list[bytes]) -> bytes:
 def client_info_line(c: Client, now_ms: int | None = None) -> str:
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     multi = -1 if c.multi is None else len(c.multi)
+    subs = c.pubsub
+    sub, psub, ssub = (0, 0, 0) if subs is None else (
+        len(subs.channels), len(subs.patterns), len(subs.shard))
     cmd = c.last_cmd
     return (
-        f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.extra.get('fd', 8)} "
+        f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.fd} "
         f"name={c.name.decode('utf-8', 'replace')} age={(now - c.created_ms) // 1000} "
         f"idle={(now - c.last_interaction_ms) // 1000} flags={c.flags_text()} db={c.db.index} "
-        f"sub={c.extra.get('sub', 0)} psub={c.extra.get('psub', 0)} ssub={c.extra.get('ssub', 0)} "
+        f"sub={sub} psub={psub} ssub={ssub} "
         f"multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 "
         f"omem=0 tot-mem=0 events=r cmd={cmd} user={c.user.decode('utf-8', 'replace')} "
         f"redir=-1 resp={c.resp}"
@@ -175,9 +169,9 @@ _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
 
 
 def _client_type(c: Client) -> bytes:
-    if c.extra.get("is_replica"):
+    if c.is_replica:
         return b"replica"
-    if c.extra.get("is_master"):
+    if c.is_master:
         return b"master"
     if c.subscriptions:
         return b"pubsub"
@@ -287,17 +281,15 @@ def _kill_filter(c: Client, opt: bytes, val: bytes, now_ms: int) -> bool:
 def client_reply(c: Client, argv: list[bytes]) -> bytes:
     mode = argv[2].lower()
     if mode == b"on":
-        c.reply_mode = REPLY_ON
-        c.update_slow()
+        c.set_reply_mode(REPLY_ON)
         return OK
     if mode == b"off":
-        c.reply_mode = REPLY_OFF
+        c.set_reply_mode(REPLY_OFF)
     elif mode == b"skip":
         if c.reply_mode != REPLY_OFF:
-            c.reply_mode = REPLY_SKIP_NEXT
+            c.set_reply_mode(REPLY_SKIP_NEXT)
     else:
         raise CommandError(errors.SYNTAX)
-    c.update_slow()
     return b""
 
 

@@ -171,7 +171,7 @@ def migrate(c: Client, argv: list[bytes]) -> bytes:
         port = int(argv[2])
     except ValueError:
         port = 0
-    restore = b"RESTORE-ASKING" if getattr(c.server, "cluster", None) is not None else b"RESTORE"
+    restore = b"RESTORE-ASKING" if c.server.cluster is not None else b"RESTORE"
     may_retry = True
     while True:
         try:

@@ -2,10 +2,10 @@
 
 State lives in one ``Hub`` per server (channel -> subscribers, pattern -> subscribers, shard
 channel -> subscribers, each an insertion-ordered dict used as a set) and one ``ClientSubs``
-per subscribed client (``c.extra["pubsub"]``). ``c.subscriptions`` holds the client's total
-(channels + patterns + shard channels), which is what puts a RESP2 client in subscribe mode
-(the dispatcher then refuses other commands with Redis' error); ``c.extra`` carries the
-``sub``/``psub``/``ssub`` counts that CLIENT LIST shows.
+per subscribed client (``c.pubsub``; its sizes are the ``sub``/``psub``/``ssub`` counts that
+CLIENT LIST shows). ``c.subscriptions`` holds the client's total (channels + patterns + shard
+channels), which is what puts a RESP2 client in subscribe mode (the dispatcher then refuses
+other commands with Redis' error).
 
 Delivery appends one frame per message to the receiver's ``c.out`` and wakes it. Messages for
 a receiver are coalesced into one ``bytearray`` while it is still queued (the server takes
@@ -94,9 +94,10 @@ class Hub:
     # -- subscriptions -------------------------------------------------------------------
     def drop_client(self, c: Client) -> None:
         """Forget every subscription of ``c`` (disconnect, RESET)."""
-        st: ClientSubs | None = c.extra.pop("pubsub", None)
+        st = c.pubsub
         if st is None:
             return
+        c.pubsub = None
         for ch in st.channels:
             _discard(self.channels, ch, c)
         for pat in st.patterns:
@@ -141,7 +142,7 @@ class Hub:
     def _push(self, rc: Client, frame: bytes) -> None:
         if rc.killed:
             return
-        st: ClientSubs | None = rc.extra.get("pubsub")
+        st = rc.pubsub
         if st is None:  # unsubscribed meanwhile (cannot happen within one delivery)
             return
         out = rc.out
@@ -163,7 +164,7 @@ class Hub:
         hard, soft, soft_s = self.pubsub_limits()
         if not hard and not soft:
             return
-        pending = queued + (st.inflight_bytes if rc.extra.get("sending") else 0)
+        pending = queued + (st.inflight_bytes if rc.sending else 0)
         over = bool(hard) and pending >= hard
         if soft and pending >= soft:
             now = time.monotonic()
@@ -214,17 +215,13 @@ def _discard(registry: dict[bytes, Subscribers], name: bytes, c: Client) -> bool
 
 
 def _set_counts(c: Client, st: ClientSubs) -> None:
-    c.extra["sub"] = len(st.channels)
-    c.extra["psub"] = len(st.patterns)
-    c.extra["ssub"] = len(st.shard)
-    c.subscriptions = len(st.channels) + len(st.patterns) + len(st.shard)
-    c.update_slow()
+    c.set_subscriptions(len(st.channels) + len(st.patterns) + len(st.shard))
 
 
 def _subs(c: Client) -> ClientSubs:
-    st: ClientSubs | None = c.extra.get("pubsub")
+    st = c.pubsub
     if st is None:
-        st = c.extra["pubsub"] = ClientSubs()
+        st = c.pubsub = ClientSubs()
     return st
 
 
@@ -279,7 +276,7 @@ def _unsubscribe(c: Client, names: list[bytes], fam: _Family) -> bytes:
         out.append(_confirm(c, word, None, count(st)))
     _set_counts(c, st)
     if not c.subscriptions:
-        c.extra.pop("pubsub", None)
+        c.pubsub = None
     return b"".join(out)
 
 

@@ -521,9 +521,7 @@ def slowlog_help(c: Client, argv: list[bytes]) -> bytes:
 def monitor(c: Client, argv: list[bytes]) -> bytes:
     if c.monitor:
         return OK
-    c.monitor = True
-    c.server.monitors.append(c)
-    c.server.update_slow()
+    c.server.add_monitor(c)
     return OK
 
 

@@ -31,24 +31,16 @@ if TYPE_CHECKING:
 def multi(c: Client, argv: list[bytes]) -> bytes:
     if c.multi is not None:
         raise CommandError(NESTED_MULTI)
-    c.multi = []
+    c.set_multi([])
     c.multi_error = False
-    c.update_slow()
     return OK
-
-
-def discard_transaction(c: Client) -> None:
-    c.multi = None
-    c.multi_error = False
-    c.unwatch_all()
-    c.update_slow()
 
 
 @command("discard")
 def discard(c: Client, argv: list[bytes]) -> bytes:
     if c.multi is None:
         raise CommandError(DISCARD_WITHOUT_MULTI)
-    discard_transaction(c)
+    c.discard_multi()
     return OK
 
 
@@ -73,20 +65,20 @@ def exec_(c: Client, argv: list[bytes]) -> bytes:
         c.dirty_cas = True
     if c.multi_error or c.dirty_cas:
         reply = b"-" + EXECABORT.encode() + b"\r\n" if c.multi_error else c.null_array
-        discard_transaction(c)
+        c.discard_multi()
         return reply
     c.unwatch_all()
-    c.multi = None
-    c.update_slow()
+    c.set_multi(None)
     parts = [array_header(len(queued))]
     c.in_exec = True
-    c.extra["exec_multi_propagated"] = False
+    c.exec_multi_propagated = False  # call() sends MULTI before the first write it propagates
     try:
         for cmd, q_argv in queued:
             parts.append(dispatch.call(c, cmd, q_argv))
     finally:
         c.in_exec = False
-        if c.extra.pop("exec_multi_propagated", False):
+        if c.exec_multi_propagated:
+            c.exec_multi_propagated = False
             c.ks.propagate(c.db.index, [b"EXEC"])
     c.multi_error = False
     return b"".join(parts)
