@@ -368,7 +368,7 @@ class RawClient:
         self.send(*args)
         return self.read()
 
-    def call_frames(self, *args: RawArg, frames: int) -> list[bytes]:
+    def call_frames(self, *args: RawArg, frames: int = 1) -> list[bytes]:
         """Send one command that answers with ``frames`` frames (SUBSCRIBE a b: two)."""
         self.send(*args)
         return self.read_frames(frames)

@@ -8,12 +8,12 @@ import resource
 import socket
 import struct
 import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, redis_server, slotgate_node
+from tests.support import ManagedProcess, node_and_redis, wait_until
 
 
 def rss_bytes(pid: int) -> int:
@@ -49,14 +49,9 @@ def _roundtrip_ok(port: int) -> None:
 
 
 @pytest.fixture
-def pair(tmp_path: Path):  # type: ignore[no-untyped-def]
-    ours = slotgate_node(tmp_path, extra=["--maxclients", "10000"]).start()
-    real = redis_server(tmp_path, extra=["--maxclients", "10000"]).start()
-    try:
-        yield ours, real
-    finally:
-        ours.stop()
-        real.stop()
+def pair(tmp_path: Path) -> Iterator[tuple[ManagedProcess, ManagedProcess]]:
+    with node_and_redis(tmp_path, ["--maxclients", "10000"]) as procs:
+        yield procs["ours"], procs["real"]
 
 
 @pytest.mark.parametrize("payload", [
@@ -125,13 +120,13 @@ def test_ten_thousand_connections(pair: tuple[ManagedProcess, ManagedProcess]) -
         finally:
             for s in socks:
                 s.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                _roundtrip_ok(proc.port)
-                break
-            except (AssertionError, OSError):
-                time.sleep(0.2)  # the server is still accepting the close of 10k sockets
+
+        def serves(port: int = proc.port) -> bool:
+            _roundtrip_ok(port)
+            return True
+
+        # the server may still be taking in the close of 10k sockets
+        wait_until(serves, 30, "a round trip", interval_s=0.2, ignore=(AssertionError, OSError))
         _roundtrip_ok(proc.port)
 
 
