@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 
@@ -33,6 +34,7 @@ CLUSTER_PORT_RANGE = (20000, 22700)
 PLAIN_PORT_RANGE = (12000, 19000)
 _rng = random.Random(os.getpid() ^ time.time_ns())
 _handed_out: set[int] = set()
+T = TypeVar("T")
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
@@ -76,9 +78,9 @@ def during(duration_s: float, interval_s: float = 0.05) -> Iterator[None]:
         time.sleep(interval_s)
 
 
-def wait_until(cond: Callable[[], object], timeout_s: float = 10.0,
+def wait_until(cond: Callable[[], T], timeout_s: float = 10.0,
                what: str | Callable[[], str] = "", interval_s: float = 0.05,
-               ignore: tuple[type[BaseException], ...] = ()) -> object:
+               ignore: tuple[type[BaseException], ...] = ()) -> T:
     """Poll ``cond`` every ``interval_s`` until it returns something true, and return that.
 
     An exception of a type in ``ignore`` counts as "not yet" (a node that is restarting);
@@ -234,6 +236,22 @@ def wait_cluster_ok(nodes: Sequence[ManagedProcess], timeout_s: float = 60.0) ->
 
     wait_until(all_ok, timeout_s, lambda: f"cluster_state:ok on every node ({last[0][:200]})",
                interval_s=0.1, ignore=(redis.RedisError,))
+
+
+def nodes_lines(n: ManagedProcess) -> list[list[str]]:
+    """``n``'s CLUSTER NODES, one list of fields per node."""
+    text = n.client(socket_timeout=5).execute_command("CLUSTER", "NODES").decode()
+    return [line.split() for line in text.splitlines()]
+
+
+def signature(n: ManagedProcess) -> str:
+    """redis-cli's clusterManagerGetConfigSignature: id:sorted slot tokens, per node with slots."""
+    parts = []
+    for f in nodes_lines(n):
+        slots = sorted(t for t in f[8:] if not t.startswith("["))
+        if slots:
+            parts.append(f[0] + ":" + ",".join(slots))
+    return "|".join(sorted(parts))
 
 
 def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[str] = ()) -> ManagedProcess:
