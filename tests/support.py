@@ -78,7 +78,7 @@ def during(duration_s: float, interval_s: float = 0.05) -> Iterator[None]:
         time.sleep(interval_s)
 
 
-def wait_until(cond: Callable[[], T], timeout_s: float = 10.0,
+def wait_until(cond: Callable[[], T | None], timeout_s: float = 10.0,
                what: str | Callable[[], str] = "", interval_s: float = 0.05,
                ignore: tuple[type[BaseException], ...] = ()) -> T:
     """Poll ``cond`` every ``interval_s`` until it returns something true, and return that.
@@ -351,7 +351,7 @@ class RawClient:
     them, with no client-side conversion. ``timeout_s`` bounds every socket operation.
     """
 
-    def __init__(self, port: int, timeout_s: float = 10.0) -> None:
+    def __init__(self, port: int, timeout_s: float = 20.0) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
         self.timeout_s = timeout_s
         self.framer = ReplyFramer()
