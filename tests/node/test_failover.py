@@ -20,6 +20,7 @@ from redis.cluster import RedisCluster
 from protocol.slots import key_slot
 from tests.support import (
     ManagedProcess,
+    during,
     redis_cli,
     redis_server,
     start_all,
@@ -180,12 +181,11 @@ class BackgroundWriter:
     def _run(self) -> None:
         rc = RedisCluster(host="127.0.0.1", port=self.port, socket_timeout=self.socket_timeout_s,
                           socket_connect_timeout=1)
-        end = time.monotonic() + self.max_s
-        i = 0
         try:
-            while not self._stop.is_set() and time.monotonic() < end:
+            for i, _ in enumerate(during(self.max_s, interval_s=0)):
+                if self._stop.is_set():
+                    break
                 self.write(rc, i)
-                i += 1
         finally:
             rc.close()
 
