@@ -9,6 +9,8 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -65,53 +67,53 @@ def test_write_with_unknown_fate_gets_an_error_and_reads_are_retried(
         proxy.stop()
 
 
-def test_sigterm_finishes_in_flight_requests_then_exits(
-    cluster_backend: ClusterBackend, tmp_path: Path
-) -> None:
-    proxy = slotgate_proxy(tmp_path, cluster_backend.ports[:1]).start()
+@contextmanager
+def blpop_in_flight(backend: ClusterBackend, workdir: Path,
+                    timeout: str) -> Iterator[tuple[ManagedProcess, RawClient]]:
+    """A proxy of its own, and a client whose BLPOP (``timeout`` s) waits at the node; the
+    proxy is stopped at the end."""
+    proxy = slotgate_proxy(workdir, backend.ports[:1]).start()
     q = f"q{uuid.uuid4().hex[:6]}"
-    owner = slot_owner(cluster_backend, key_slot(q.encode()))
+    owner = slot_owner(backend, key_slot(q.encode()))
     try:
         with RawClient(proxy.port) as c:
             assert c.call("PING") == b"+PONG\r\n"
-            c.send("BLPOP", q, "1.5")
+            c.send("BLPOP", q, timeout)
             wait_blocked(owner.port, 1)
-            started = time.monotonic()
-            os.kill(proxy.pid, signal.SIGTERM)
-            wait_until(lambda: not listening(proxy.port), what="the listener to close")
-            with pytest.raises(OSError):
-                socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
-            # The in-flight blocking command still gets its (timeout) reply, then the close.
-            assert c.read_until_closed() == b"*-1\r\n"
-            assert time.monotonic() - started > 1.0
-        assert proxy.proc is not None
-        assert proxy.proc.wait(10) == 0
+            yield proxy, c
     finally:
         proxy.stop()
+
+
+def test_sigterm_finishes_in_flight_requests_then_exits(
+    cluster_backend: ClusterBackend, tmp_path: Path
+) -> None:
+    with blpop_in_flight(cluster_backend, tmp_path, "1.5") as (proxy, c):
+        started = time.monotonic()
+        os.kill(proxy.pid, signal.SIGTERM)
+        wait_until(lambda: not listening(proxy.port), what="the listener to close")
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
+        # The in-flight blocking command still gets its (timeout) reply, then the close.
+        assert c.read_until_closed() == b"*-1\r\n"
+        assert time.monotonic() - started > 1.0
+        assert proxy.proc is not None
+        assert proxy.proc.wait(10) == 0
 
 
 def test_a_second_signal_gives_up_blocking_commands_and_exits_at_once(
     cluster_backend: ClusterBackend, tmp_path: Path
 ) -> None:
-    proxy = slotgate_proxy(tmp_path, cluster_backend.ports[:1]).start()
-    q = f"q{uuid.uuid4().hex[:6]}"
-    owner = slot_owner(cluster_backend, key_slot(q.encode()))
-    try:
-        with RawClient(proxy.port) as c:
-            assert c.call("PING") == b"+PONG\r\n"
-            c.send("BLPOP", q, "20")
-            wait_blocked(owner.port, 1)
-            started = time.monotonic()
-            os.kill(proxy.pid, signal.SIGTERM)
-            time.sleep(0.3)  # the scenario: a while after the first signal, still serving
-            assert proxy.alive()  # the first signal waits for the BLPOP
-            os.kill(proxy.pid, signal.SIGTERM)
-            assert c.read_until_closed() == b""
-            assert proxy.proc is not None
-            assert proxy.proc.wait(10) == 0
-            assert time.monotonic() - started < 5
-    finally:
-        proxy.stop()
+    with blpop_in_flight(cluster_backend, tmp_path, "20") as (proxy, c):
+        started = time.monotonic()
+        os.kill(proxy.pid, signal.SIGTERM)
+        time.sleep(0.3)  # the scenario: a while after the first signal, still serving
+        assert proxy.alive()  # the first signal waits for the BLPOP
+        os.kill(proxy.pid, signal.SIGTERM)
+        assert c.read_until_closed() == b""
+        assert proxy.proc is not None
+        assert proxy.proc.wait(10) == 0
+        assert time.monotonic() - started < 5
 
 
 def test_shutdown_grace_bounds_blocking_commands_too(
