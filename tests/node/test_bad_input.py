@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, node_and_redis, wait_until
+from tests.support import ManagedProcess, RawClient, node_and_redis, wait_until
 
 
 def rss_bytes(pid: int) -> int:
@@ -38,14 +38,8 @@ def _read_until_closed(sock: socket.socket, timeout_s: float = 10.0) -> bytes:
 
 
 def _roundtrip_ok(port: int) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"*3\r\n$3\r\nSET\r\n$5\r\nprobe\r\n$2\r\nok\r\n*2\r\n$3\r\nGET\r\n$5\r\nprobe\r\n")
-        buf = b""
-        while buf.count(b"\r\n") < 3:
-            data = s.recv(4096)
-            assert data, "closed"
-            buf += data
-        assert buf == b"+OK\r\n$2\r\nok\r\n"
+    with RawClient(port, timeout_s=10) as c:
+        assert c.pipeline([["SET", "probe", "ok"], ["GET", "probe"]]) == [b"+OK\r\n", b"$2\r\nok\r\n"]
 
 
 @pytest.fixture
