@@ -2,72 +2,64 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.support import ManagedProcess, create_cluster, redis_server, start_nodes
+from tests.support import (
+    ManagedProcess,
+    create_cluster,
+    redis_server,
+    running,
+    slotgate_node,
+    slotgate_proxy,
+    start_all,
+    start_nodes,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="session")
 def redis_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     """One real redis-server, standalone. Tests must not rely on its data from other tests."""
-    proc = redis_server(tmp_path_factory.mktemp("redis-standalone")).start()
-    try:
+    proc = redis_server(tmp_path_factory.mktemp("redis-standalone"))
+    with running(proc):
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_cluster_enabled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     """One real cluster-enabled redis-server that owns no slots (for CLUSTER KEYSLOT etc.)."""
-    proc = redis_server(tmp_path_factory.mktemp("redis-clustered"), cluster=True).start()
-    try:
+    proc = redis_server(tmp_path_factory.mktemp("redis-clustered"), cluster=True)
+    with running(proc):
         yield proc
-    finally:
-        proc.stop()
 
 
 def wait_replicas_up(nodes: Sequence[ManagedProcess], timeout_s: float = 60.0) -> None:
     """Wait until every replica among ``nodes`` reports ``master_link_status:up``."""
-    deadline = time.monotonic() + timeout_s
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            infos = [n.client(socket_timeout=2).info("replication") for n in nodes]
-        except redis.RedisError as exc:
-            infos, last = [], str(exc)
-        if infos:
-            down = [n.port for n, i in zip(nodes, infos, strict=True)
-                    if i.get("role") == "slave" and i.get("master_link_status") != "up"]
-            if not down:
-                return
-            last = f"replicas not up: {down}"
-        time.sleep(0.1)
-    raise TimeoutError(f"replicas not in sync after {timeout_s}s: {last}")
+    down: list[int] = []
+
+    def all_up() -> bool:
+        infos = [n.client(socket_timeout=2).info("replication") for n in nodes]
+        down[:] = [n.port for n, i in zip(nodes, infos, strict=True)
+                   if i.get("role") == "slave" and i.get("master_link_status") != "up"]
+        return not down
+
+    wait_until(all_up, timeout_s, lambda: f"replicas in sync (not up: {down})",
+               interval_s=0.1, ignore=(redis.RedisError,))
 
 
-def start_real_cluster(workdir: Path, masters: int = 3, replicas: int = 1) -> list[ManagedProcess]:
-    nodes = [redis_server(workdir, cluster=True) for _ in range(masters * (1 + replicas))]
-    try:
-        for n in nodes:
-            n.start()
-        create_cluster(nodes, replicas=replicas)
-        wait_replicas_up(nodes)
-    except Exception:
-        for n in nodes:
-            n.stop()
-        raise
-    return nodes
-
-
-def start_bundled_cluster(workdir: Path, masters: int = 3, replicas: int = 1) -> list[ManagedProcess]:
-    """Our nodes, formed exactly as the real cluster: ``redis-cli --cluster create``."""
-    nodes = start_nodes(workdir, masters * (1 + replicas))
+def start_cluster(kind: str, workdir: Path, masters: int = 3,
+                  replicas: int = 1) -> list[ManagedProcess]:
+    """A cluster of real redis-servers (``kind`` "real") or of our nodes ("bundled"), formed
+    the same way: ``redis-cli --cluster create``, then every replica in sync."""
+    count = masters * (1 + replicas)
+    if kind == "real":
+        nodes = start_all([redis_server(workdir, cluster=True) for _ in range(count)])
+    else:
+        nodes = start_nodes(workdir, count)
     try:
         create_cluster(nodes, replicas=replicas)
         wait_replicas_up(nodes)
@@ -89,26 +81,25 @@ def cleanup() -> Iterator[list[ManagedProcess]]:
             p.stop()
 
 
-@pytest.fixture(scope="session")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
-    """A real redis-server 7 cluster: 3 masters + 3 replicas made with redis-cli --cluster create."""
-    nodes = start_real_cluster(tmp_path_factory.mktemp("real-cluster"))
+def _session_cluster(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
+    nodes = start_cluster(kind, tmp_path_factory.mktemp(f"{kind}-cluster"))
     try:
         yield nodes
     finally:
         for n in nodes:
             n.stop()
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
+    """A real redis-server 7 cluster: 3 masters + 3 replicas made with redis-cli --cluster create."""
+    yield from _session_cluster("real", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def bundled_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     """Six of our nodes: 3 masters + 3 replicas made with redis-cli --cluster create."""
-    nodes = start_bundled_cluster(tmp_path_factory.mktemp("bundled-cluster"))
-    try:
-        yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
+    yield from _session_cluster("bundled", tmp_path_factory)
 
 
 class ClusterBackend:
@@ -140,23 +131,15 @@ def cluster_backend(request: pytest.FixtureRequest) -> ClusterBackend:
 def slotgate(cluster_backend: ClusterBackend,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     """The proxy (a real ``python -m proxy`` process) in front of ``cluster_backend``."""
-    from tests.support import slotgate_proxy
-
-    proc = slotgate_proxy(tmp_path_factory.mktemp("slotgate"), cluster_backend.ports[:2]).start()
-    try:
+    proc = slotgate_proxy(tmp_path_factory.mktemp("slotgate"), cluster_backend.ports[:2])
+    with running(proc):
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="session")
 def node_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     """One of our nodes, standalone (debug command on). Tests must not rely on its data."""
-    from tests.support import slotgate_node
-
     proc = slotgate_node(tmp_path_factory.mktemp("node-standalone"),
-                         extra=["--enable-debug-command", "yes"]).start()
-    try:
+                         extra=["--enable-debug-command", "yes"])
+    with running(proc):
         yield proc
-    finally:
-        proc.stop()

@@ -1,8 +1,14 @@
-"""Process fixtures' building blocks: free loopback ports, managed subprocesses.
+"""Test building blocks: free loopback ports, managed subprocesses, the raw RESP client, and
+the waits that stand in for sleeps.
 
 Every process started here is stopped by PID (SIGTERM, then SIGKILL after a grace period).
 Cluster nodes need both ``port`` and ``port + 10000`` free and below the kernel's ephemeral
 range (32768+), so cluster ports are drawn from 20000..22700.
+
+Tests do not sleep to synchronise: they wait for what they need to be true
+(:func:`wait_until`, :func:`wait_blocked`), or observe for a fixed window (:func:`during`)
+when the window itself is the scenario. A ``time.sleep`` left in a test is part of the
+scenario (a key's expiry, a server held busy) and says so in a comment.
 """
 
 from __future__ import annotations
@@ -14,16 +20,21 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import redis
+
+from protocol.resp import ReplyFramer, encode_command
 
 CLUSTER_BUS_PORT_OFFSET = 10000
 CLUSTER_PORT_RANGE = (20000, 22700)
 PLAIN_PORT_RANGE = (12000, 19000)
 _rng = random.Random(os.getpid() ^ time.time_ns())
 _handed_out: set[int] = set()
+T = TypeVar("T")
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
@@ -55,14 +66,39 @@ def free_port(cluster: bool = False) -> int:
     raise RuntimeError("no free loopback port found")
 
 
-def wait_until(cond: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:
-    """Poll ``cond`` every 50 ms until it is true; AssertionError after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
+def during(duration_s: float, interval_s: float = 0.05) -> Iterator[None]:
+    """An observation window: yields at once, then every ``interval_s`` until ``duration_s``
+    has passed. For a scenario that is tried or must hold for a while; to wait for a
+    condition, use :func:`wait_until`."""
+    end = time.monotonic() + duration_s
+    while True:
+        yield
+        if time.monotonic() >= end:
             return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or cond}")
+        time.sleep(interval_s)
+
+
+def wait_until(cond: Callable[[], T | None], timeout_s: float = 10.0,
+               what: str | Callable[[], str] = "", interval_s: float = 0.05,
+               ignore: tuple[type[BaseException], ...] = ()) -> T:
+    """Poll ``cond`` every ``interval_s`` until it returns something true, and return that.
+
+    An exception of a type in ``ignore`` counts as "not yet" (a node that is restarting);
+    any other propagates. After ``timeout_s``, AssertionError naming ``what`` (a callable is
+    asked then, to show the state the wait ended in) and the last ignored exception.
+    """
+    last: BaseException | None = None
+    for _ in during(timeout_s, interval_s):
+        try:
+            value = cond()
+        except ignore as exc:
+            last = exc
+            continue
+        if value:
+            return value
+    text = what() if callable(what) else what or cond
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {text}"
+                         + (f" (last: {last!r})" if last is not None else ""))
 
 
 def pid_alive(pid: int) -> bool:
@@ -75,16 +111,19 @@ def pid_alive(pid: int) -> bool:
 
 
 def wait_for_port(port: int, timeout_s: float = 10.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """Until something accepts connections on ``port``; RuntimeError at once if ``proc``
+    exits first."""
+
+    def listening() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                return True
         except OSError:
-            time.sleep(0.02)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+            return False
+
+    wait_until(listening, timeout_s, f"a listener on 127.0.0.1:{port}", interval_s=0.02)
 
 
 class ManagedProcess:
@@ -184,24 +223,35 @@ def create_cluster(nodes: Sequence[ManagedProcess], replicas: int = 1, timeout_s
 
 def wait_cluster_ok(nodes: Sequence[ManagedProcess], timeout_s: float = 60.0) -> None:
     """Wait until every node reports cluster_state:ok and all agree on slot coverage."""
-    deadline = time.monotonic() + timeout_s
-    last = ""
-    while time.monotonic() < deadline:
-        ok = True
+
+    last = [""]
+
+    def all_ok() -> bool:
         for n in nodes:
-            try:
-                info = n.client(socket_timeout=2).execute_command("CLUSTER", "INFO")
-            except redis.RedisError as exc:
-                ok, last = False, str(exc)
-                break
-            text = info.decode() if isinstance(info, bytes) else str(info)
-            if "cluster_state:ok" not in text:
-                ok, last = False, text
-                break
-        if ok:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"cluster not ok after {timeout_s}s: {last[:200]}")
+            info = n.client(socket_timeout=2).execute_command("CLUSTER", "INFO")
+            last[0] = info.decode() if isinstance(info, bytes) else str(info)
+            if "cluster_state:ok" not in last[0]:
+                return False
+        return True
+
+    wait_until(all_ok, timeout_s, lambda: f"cluster_state:ok on every node ({last[0][:200]})",
+               interval_s=0.1, ignore=(redis.RedisError,))
+
+
+def nodes_lines(n: ManagedProcess) -> list[list[str]]:
+    """``n``'s CLUSTER NODES, one list of fields per node."""
+    text = n.client(socket_timeout=5).execute_command("CLUSTER", "NODES").decode()
+    return [line.split() for line in text.splitlines()]
+
+
+def signature(n: ManagedProcess) -> str:
+    """redis-cli's clusterManagerGetConfigSignature: id:sorted slot tokens, per node with slots."""
+    parts = []
+    for f in nodes_lines(n):
+        slots = sorted(t for t in f[8:] if not t.startswith("["))
+        if slots:
+            parts.append(f[0] + ":" + ",".join(slots))
+    return "|".join(sorted(parts))
 
 
 def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[str] = ()) -> ManagedProcess:
@@ -260,3 +310,143 @@ def start_all(procs: list[ManagedProcess]) -> list[ManagedProcess]:
             p.stop()
         raise
     return procs
+
+
+@contextmanager
+def running(*procs: ManagedProcess) -> Iterator[None]:
+    """Start ``procs`` (all or none, see :func:`start_all`) for the duration of the block; each
+    is stopped by PID when it ends."""
+    start_all(list(procs))
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.stop()
+
+
+@contextmanager
+def node_and_redis(workdir: Path, extra: Sequence[str] = (), *,
+                   cluster: bool = False) -> Iterator[dict[str, ManagedProcess]]:
+    """Our node and a real redis-server 7.0 side by side, for differential tests: both started
+    with the same ``extra`` directives and the DEBUG command enabled, as ``{"ours": ...,
+    "real": ...}``; both stopped (by PID) when the block ends."""
+    procs = {
+        "ours": slotgate_node(workdir, cluster=cluster,
+                              extra=["--enable-debug-command", "yes", *extra]),
+        "real": redis_server(workdir, cluster=cluster, extra=extra),
+    }
+    with running(*procs.values()):
+        yield procs
+
+
+# -- the raw client ------------------------------------------------------------------------------
+RawArg = bytes | str | int | float
+
+
+class RawClient:
+    """A blocking RESP client over a plain socket, for byte-exact tests.
+
+    Commands go out as clients encode them (or as any bytes, ``send_raw``, for malformed or
+    inline input); replies come back as raw frames, the bytes exactly as the server sent
+    them, with no client-side conversion. ``timeout_s`` bounds every socket operation.
+    """
+
+    def __init__(self, port: int, timeout_s: float = 20.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.timeout_s = timeout_s
+        self.framer = ReplyFramer()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, *args: RawArg) -> None:
+        """One command; its reply is left to ``read``."""
+        self.sock.sendall(encode_command(*args))
+
+    def read(self, timeout_s: float | None = None) -> bytes:
+        """The next reply frame; TimeoutError after ``timeout_s`` (default: the client's)."""
+        if timeout_s is not None:
+            self.sock.settimeout(timeout_s)
+        try:
+            while (frame := self.framer.next_frame()) is None:
+                data = self.sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                self.framer.feed(data)
+        finally:
+            if timeout_s is not None:
+                self.sock.settimeout(self.timeout_s)
+        return frame[1]
+
+    def read_frames(self, n: int) -> list[bytes]:
+        return [self.read() for _ in range(n)]
+
+    def call(self, *args: RawArg) -> bytes:
+        """Send one command, return its reply frame."""
+        self.send(*args)
+        return self.read()
+
+    def call_frames(self, *args: RawArg, frames: int = 1) -> list[bytes]:
+        """Send one command that answers with ``frames`` frames (SUBSCRIBE a b: two)."""
+        self.send(*args)
+        return self.read_frames(frames)
+
+    def pipeline(self, commands: Iterable[Sequence[RawArg]]) -> list[bytes]:
+        """Send every command in one write, then read one reply frame each."""
+        data = [encode_command(*c) for c in commands]
+        self.sock.sendall(b"".join(data))
+        return self.read_frames(len(data))
+
+    def nothing_pending(self, wait_s: float = 0.1) -> bool:
+        """No reply (not even part of one) is buffered or arrives within ``wait_s``."""
+        if self.framer.buffered_bytes():
+            return False
+        self.sock.settimeout(wait_s)
+        try:
+            self.framer.feed(self.sock.recv(1 << 16))
+        except TimeoutError:
+            return True
+        finally:
+            self.sock.settimeout(self.timeout_s)
+        return False
+
+    def read_until_closed(self) -> bytes:
+        """Everything the server sends until it closes the connection (bytes already
+        buffered first)."""
+        chunks = []
+        while (frame := self.framer.next_frame()) is not None:
+            chunks.append(frame[1])
+        while data := self.sock.recv(1 << 16):
+            chunks.append(data)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def blocked_clients(client: RawClient | redis.Redis) -> int:
+    """``blocked_clients`` of the server's INFO clients."""
+    if isinstance(client, RawClient):
+        text = client.call("INFO", "clients").decode()
+        return int(text.split("blocked_clients:", 1)[1].split("\r\n", 1)[0])
+    return int(client.info("clients")["blocked_clients"])
+
+
+def wait_blocked(client_or_port: int | RawClient | redis.Redis, n: int,
+                 timeout_s: float = 10.0) -> None:
+    """Until the server's INFO clients shows exactly ``n`` blocked clients: the blocking
+    commands sent have reached the server and wait there (or, for 0, none waits any more).
+    ``client_or_port`` is a connection to ask on, or the port to open one to."""
+    if isinstance(client_or_port, int):
+        with RawClient(client_or_port) as client:
+            wait_blocked(client, n, timeout_s)
+        return
+    wait_until(lambda: blocked_clients(client_or_port) == n, timeout_s,
+               lambda: f"{n} blocked clients (now {blocked_clients(client_or_port)})",
+               interval_s=0.01)

@@ -17,7 +17,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from tests.support import (
     ManagedProcess,
     free_port,
     wait_cluster_ok,
+    wait_until,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -251,14 +251,15 @@ def run_health(test: list[str], replace: dict[str, str], timeout_s: float = 30.0
     argv = [sys.executable if a == "python" else a for a in argv]
     if argv[0] == "slotgate-proxy":
         argv = [sys.executable, "-m", "proxy", *argv[1:]]
-    deadline = time.monotonic() + timeout_s
-    while True:
+    out = [""]
+
+    def passes() -> bool:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        if r.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"health check {argv} still failing: {r.stdout} {r.stderr}")
-        time.sleep(0.2)
+        out[0] = f"{r.stdout} {r.stderr}"
+        return r.returncode == 0
+
+    wait_until(passes, timeout_s, lambda: f"health check {argv} to pass: {out[0]}",
+               interval_s=0.2)
 
 
 def test_stack_in_miniature(mini_nodes: list[ManagedProcess], tmp_path: Path) -> None:

@@ -7,19 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.node.diff import Pair
-from tests.support import redis_server, slotgate_node
+from tests.support import node_and_redis
 
 
 @pytest.fixture(scope="module")
 def diff_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     """Our node and a real redis-server 7.0, fresh for the test module, both debug-enabled."""
-    d = tmp_path_factory.mktemp("diff")
-    ours = slotgate_node(d, extra=["--enable-debug-command", "yes"]).start()
-    try:
-        real = redis_server(d).start()
-        try:
-            yield Pair(ours.port, real.port)
-        finally:
-            real.stop()
-    finally:
-        ours.stop()
+    with node_and_redis(tmp_path_factory.mktemp("diff")) as procs:
+        yield Pair(procs["ours"].port, procs["real"].port)

@@ -35,15 +35,13 @@ assertion shows all differences at once.
 from __future__ import annotations
 
 import shlex
-import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import hiredis
 
-from protocol.resp import ReplyFramer, encode_command
-
-READ_TIMEOUT_S = 10.0
+from protocol.resp import ReplyFramer
+from tests.support import RawClient
 
 Line = str | tuple[str, str]
 
@@ -55,38 +53,6 @@ class Case:
     name: str
     lines: list[Line]
     setup: list[str] = field(default_factory=list)  # run on both, replies not compared
-
-
-class Conn:
-    """A raw RESP connection returning whole reply frames as bytes."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT_S)
-        self.framer = ReplyFramer()
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, argv: Sequence[bytes]) -> None:
-        self.sock.sendall(encode_command(*argv))
-
-    def read(self, timeout_s: float = READ_TIMEOUT_S) -> bytes:
-        self.sock.settimeout(timeout_s)
-        while True:
-            fr = self.framer.next_frame()
-            if fr is not None:
-                return fr[1]
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("server closed the connection")
-            self.framer.feed(data)
-
-    def call(self, argv: Sequence[bytes]) -> bytes:
-        self.send(argv)
-        return self.read()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 # -- normalizers ---------------------------------------------------------------------------------
@@ -161,19 +127,20 @@ class Pair:
         self.ours_port = ours_port
         self.real_port = real_port
 
-    def connect(self, proto: int = 2) -> tuple[Conn, Conn]:
-        ours, real = Conn(self.ours_port), Conn(self.real_port)
+    def connect(self, proto: int = 2) -> tuple[RawClient, RawClient]:
+        ours, real = RawClient(self.ours_port), RawClient(self.real_port)
         for conn in (ours, real):
-            conn.call([b"FLUSHALL"])
+            conn.call("FLUSHALL")
             if proto == 3:
-                conn.call([b"HELLO", b"3"])
+                conn.call("HELLO", "3")
         return ours, real
 
 
-def compare(ours: Conn, real: Conn, argv: list[bytes], normalizer: str | None) -> str | None:
+def compare(ours: RawClient, real: RawClient, argv: list[bytes],
+            normalizer: str | None) -> str | None:
     """Send ``argv`` to both; a description of the difference, or None."""
-    real.send(argv)
-    ours.send(argv)
+    real.send(*argv)
+    ours.send(*argv)
     if normalizer == "noreply":
         return None
     r_reply = real.read()
@@ -207,8 +174,8 @@ def run_lines(pair: Pair, lines: Sequence[Line], proto: int = 2,
     try:
         for line in setup:
             argv = split_line(line)
-            ours.call(argv)
-            real.call(argv)
+            ours.call(*argv)
+            real.call(*argv)
         for item in lines:
             text, norm = (item, None) if isinstance(item, str) else item
             diff = compare(ours, real, split_line(text), norm)
@@ -264,8 +231,8 @@ def run_argvs(pair: Pair, argvs: Sequence[list[bytes]], proto: int = 2) -> list[
                 continue  # its unordered reply would sit inside EXEC's array: not comparable
             diff = None
             if name == b"exec" and _TIME_DEPENDENT.intersection(queued):
-                real.send(argv)
-                ours.send(argv)
+                real.send(*argv)
+                ours.send(*argv)
                 r_reply, o_reply = real.read(), ours.read()
                 if not _close(_parse(o_reply), _parse(r_reply)):
                     diff = show_difference(o_reply, r_reply)

@@ -8,12 +8,12 @@ import resource
 import socket
 import struct
 import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, redis_server, slotgate_node
+from tests.support import ManagedProcess, RawClient, node_and_redis, wait_until
 
 
 def rss_bytes(pid: int) -> int:
@@ -38,25 +38,14 @@ def _read_until_closed(sock: socket.socket, timeout_s: float = 10.0) -> bytes:
 
 
 def _roundtrip_ok(port: int) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"*3\r\n$3\r\nSET\r\n$5\r\nprobe\r\n$2\r\nok\r\n*2\r\n$3\r\nGET\r\n$5\r\nprobe\r\n")
-        buf = b""
-        while buf.count(b"\r\n") < 3:
-            data = s.recv(4096)
-            assert data, "closed"
-            buf += data
-        assert buf == b"+OK\r\n$2\r\nok\r\n"
+    with RawClient(port, timeout_s=10) as c:
+        assert c.pipeline([["SET", "probe", "ok"], ["GET", "probe"]]) == [b"+OK\r\n", b"$2\r\nok\r\n"]
 
 
 @pytest.fixture
-def pair(tmp_path: Path):  # type: ignore[no-untyped-def]
-    ours = slotgate_node(tmp_path, extra=["--maxclients", "10000"]).start()
-    real = redis_server(tmp_path, extra=["--maxclients", "10000"]).start()
-    try:
-        yield ours, real
-    finally:
-        ours.stop()
-        real.stop()
+def pair(tmp_path: Path) -> Iterator[tuple[ManagedProcess, ManagedProcess]]:
+    with node_and_redis(tmp_path, ["--maxclients", "10000"]) as procs:
+        yield procs["ours"], procs["real"]
 
 
 @pytest.mark.parametrize("payload", [
@@ -125,13 +114,13 @@ def test_ten_thousand_connections(pair: tuple[ManagedProcess, ManagedProcess]) -
         finally:
             for s in socks:
                 s.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                _roundtrip_ok(proc.port)
-                break
-            except (AssertionError, OSError):
-                time.sleep(0.2)  # the server is still accepting the close of 10k sockets
+
+        def serves(port: int = proc.port) -> bool:
+            _roundtrip_ok(port)
+            return True
+
+        # the server may still be taking in the close of 10k sockets
+        wait_until(serves, 30, "a round trip", interval_s=0.2, ignore=(AssertionError, OSError))
         _roundtrip_ok(proc.port)
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from node.cluster import bus
-from tests.support import ManagedProcess, redis_server
+from tests.support import ManagedProcess, during, redis_server
 
 NAME_A = b"a" * 40
 NAME_B = b"0123456789abcdef0123456789abcdef01234567"
@@ -164,9 +163,8 @@ def real_node(tmp_path: Path) -> Iterator[ManagedProcess]:
 
 def _read_message(sock: socket.socket, timeout_s: float = 5.0) -> bytes:
     reader = bus.FrameReader()
-    deadline = time.monotonic() + timeout_s
     sock.settimeout(0.5)
-    while time.monotonic() < deadline:
+    for _ in during(timeout_s, interval_s=0):
         try:
             data = sock.recv(65536)
         except TimeoutError:

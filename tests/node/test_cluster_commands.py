@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support import ManagedProcess, redis_server, start_nodes
+from tests.support import ManagedProcess, node_and_redis, start_nodes
 
 UNKNOWN = "0123456789012345678901234567890123456789"
 
@@ -61,20 +61,11 @@ SEQUENCE: list[list[str]] = [
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[ManagedProcess, ManagedProcess]]:
-    real = redis_server(tmp_path, cluster=True).start()
-    try:
-        ours = start_nodes(tmp_path, 1)[0]
-    except Exception:
-        real.stop()
-        raise
-    # let both pass the 2 s start-up delay of the cluster state (CLUSTER_WRITABLE_DELAY), so
-    # CLUSTER INFO's cluster_size is computed on both
-    time.sleep(2.2)
-    try:
-        yield ours, real
-    finally:
-        ours.stop()
-        real.stop()
+    with node_and_redis(tmp_path, cluster=True) as procs:
+        # let both pass the 2 s start-up delay of the cluster state (CLUSTER_WRITABLE_DELAY),
+        # so CLUSTER INFO's cluster_size is computed on both: nothing shows the delay's end
+        time.sleep(2.2)
+        yield procs["ours"], procs["real"]
 
 
 def _normalize(value: Any, ids: list[str], port: int) -> Any:

@@ -4,15 +4,13 @@ redis-server 7.0 that both own all 16384 slots, and the raw replies must be iden
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from protocol.resp import encode_command
 from protocol.slots import key_slot
-from tests.node.diff import Conn
-from tests.support import ManagedProcess, redis_server, slotgate_node
+from tests.support import ManagedProcess, RawClient, node_and_redis, wait_until
 
 K_SLOT = str(key_slot(b"k"))
 
@@ -32,34 +30,22 @@ BATCHES: list[list[str]] = [
 
 
 def _own_all_slots(node: ManagedProcess) -> None:
-    c = Conn(node.port)
-    try:
-        assert c.call([b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383"]) == b"+OK\r\n"
-        deadline = time.monotonic() + 20
-        while b"cluster_state:ok" not in c.call([b"CLUSTER", b"INFO"]):
-            assert time.monotonic() < deadline, "cluster state did not become ok"
-            time.sleep(0.1)
-    finally:
-        c.close()
+    with RawClient(node.port) as c:
+        assert c.call(b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383") == b"+OK\r\n"
+        wait_until(lambda: b"cluster_state:ok" in c.call(b"CLUSTER", b"INFO"), 20,
+                   "cluster state ok", interval_s=0.1)
 
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    ours = slotgate_node(tmp_path_factory.mktemp("fast-ours"), cluster=True).start()
-    try:
-        real = redis_server(tmp_path_factory.mktemp("fast-real"), cluster=True).start()
-        try:
-            _own_all_slots(ours)
-            _own_all_slots(real)
-            yield ours.port, real.port
-        finally:
-            real.stop()
-    finally:
-        ours.stop()
+    with node_and_redis(tmp_path_factory.mktemp("fast"), cluster=True) as procs:
+        _own_all_slots(procs["ours"])
+        _own_all_slots(procs["real"])
+        yield procs["ours"].port, procs["real"].port
 
 
 def _run(port: int, batches: list[list[str]]) -> list[list[bytes]]:
-    c = Conn(port)
+    c = RawClient(port)
     try:
         out = []
         for batch in batches:

@@ -374,7 +374,7 @@ def test_new_link_pings_as_redis_does() -> None:
         eng.st.add_node(learned)
         eng.st.add_node(answered)
         assert eng.start_handshake("127.0.0.1", 20004, 30004)
-        await trio.sleep(0.05)
+        await trio.sleep(0.05)  # mock clock: the cron runs 50 ms later
         eng.cron()
         assert len(links) == 3 and all(lk.node.link is lk for lk in links)
         by_node = {lk.node.port: lk for lk in links}
@@ -382,7 +382,7 @@ def test_new_link_pings_as_redis_does() -> None:
         assert by_node[20003].out == [] and by_node[20004].out == []
         first_ping_ms = learned.ping_sent
         assert first_ping_ms == mock_ms()
-        await trio.sleep(0.01)
+        await trio.sleep(0.01)  # mock clock: the links come up 10 ms later
         for lk in links:
             eng.on_link_connected(lk)
         assert [bus.decode(m).type for m in by_node[20002].out] == [bus.PING, bus.PING]

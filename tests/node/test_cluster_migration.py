@@ -4,41 +4,26 @@ with identical replies (ports and ids replaced by placeholders)."""
 
 from __future__ import annotations
 
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from protocol.resp import ReplyFramer, encode_command
 from protocol.slots import key_slot
-from tests.support import ManagedProcess, free_port, redis_server, start_nodes, wait_cluster_ok
+from tests.support import (
+    ManagedProcess,
+    RawClient,
+    free_port,
+    redis_server,
+    start_nodes,
+    wait_blocked,
+    wait_cluster_ok,
+    wait_until,
+)
 
 SLOT = key_slot(b"{t}")  # 15891: owned by the second node below
 # DUMP of the string "r" as redis-server 7.0 makes it (RDB version 10, CRC64)
 PAYLOAD_R = b"\x00\x01r\n\x00\xd4_vbK\x16(c"
-
-
-class Conn:
-    """One raw connection: send a command, get its raw reply frame."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.framer = ReplyFramer()
-        self.pending: list[bytes] = []
-
-    def __call__(self, *args: bytes | str | int) -> bytes:
-        self.sock.sendall(encode_command(*args))
-        while not self.pending:
-            data = self.sock.recv(65536)
-            assert data, "closed"
-            self.framer.feed(data)
-            self.pending.extend(f for _, f in self.framer.frames())
-        return self.pending.pop(0)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _two_masters(nodes: list[ManagedProcess]) -> None:
@@ -49,13 +34,12 @@ def _two_masters(nodes: list[ManagedProcess]) -> None:
     b.client().execute_command("CLUSTER", "SET-CONFIG-EPOCH", 2)
     b.client().execute_command("CLUSTER", "MEET", "127.0.0.1", a.port)
     wait_cluster_ok(nodes)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def agree() -> bool:
         views = [n.client().execute_command("CLUSTER", "NODES").decode() for n in nodes]
-        if all(v.count("8192-16383") == 1 and v.count("0-8191") == 1 for v in views):
-            return
-        time.sleep(0.1)
-    raise AssertionError("two masters did not agree")
+        return all(v.count("8192-16383") == 1 and v.count("0-8191") == 1 for v in views)
+
+    wait_until(agree, 20, "the two masters to agree", interval_s=0.1)
 
 
 @pytest.fixture
@@ -87,12 +71,12 @@ def scenario(nodes: list[ManagedProcess]) -> list[tuple[str, bytes]]:
     a, b = nodes
     ida = a.client().execute_command("CLUSTER", "MYID")
     idb = b.client().execute_command("CLUSTER", "MYID")
-    ca, cb = Conn(a.port), Conn(b.port)
+    ca, cb = RawClient(a.port), RawClient(b.port)
     dead_port = free_port()
     out: list[tuple[str, bytes]] = []
 
-    def step(name: str, conn: Callable[..., bytes], *args: bytes | str | int) -> None:
-        out.append((name, conn(*args)))
+    def step(name: str, conn: RawClient, *args: bytes | str | int) -> None:
+        out.append((name, conn.call(*args)))
 
     step("set present", cb, "SET", "{t}present", "1")
     step("set moving", cb, "SET", "{t}moving", "2")
@@ -181,19 +165,19 @@ def blocked_scenario(nodes: list[ManagedProcess]) -> list[bytes]:
     cluster goes down."""
     a, b = nodes
     ida = a.client().execute_command("CLUSTER", "MYID")
-    blocked = Conn(b.port)
-    blocked.sock.sendall(encode_command("BLPOP", "{t}q", 0))
-    time.sleep(0.3)
+    blocked = RawClient(b.port)
+    blocked.send("BLPOP", "{t}q", 0)
+    wait_blocked(b.port, 1)
     b.client().execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", ida)
-    moved = blocked("PING")  # the BLPOP reply arrives first
+    moved = blocked.call("PING")  # the BLPOP reply arrives first
     blocked.close()
     # slot now served by a; a client blocked there when a loses the slot to nobody
-    blocked = Conn(a.port)
+    blocked = RawClient(a.port)
     a.client().execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", ida)
-    blocked.sock.sendall(encode_command("BLPOP", "{t}q", 0))
-    time.sleep(0.3)
+    blocked.send("BLPOP", "{t}q", 0)
+    wait_blocked(a.port, 1)
     a.client().execute_command("CLUSTER", "DELSLOTS", SLOT)
-    down = blocked("PING")
+    down = blocked.call("PING")
     blocked.close()
     idb = b.client().execute_command("CLUSTER", "MYID")
     return [_norm(r, a.port, b.port, 1, ida, idb) for r in (moved, down)]

@@ -10,23 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, redis_server, start_nodes, wait_cluster_ok, wait_until
+from tests.support import (
+    ManagedProcess,
+    during,
+    nodes_lines,
+    redis_server,
+    signature,
+    start_nodes,
+    wait_cluster_ok,
+    wait_until,
+)
 
 RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
-
-
-def nodes_lines(n: ManagedProcess) -> list[list[str]]:
-    text = n.client(socket_timeout=5).execute_command("CLUSTER", "NODES").decode()
-    return [line.split() for line in text.splitlines()]
-
-
-def signature(n: ManagedProcess) -> str:
-    parts = []
-    for f in nodes_lines(n):
-        slots = sorted(t for t in f[8:] if not t.startswith("["))
-        if slots:
-            parts.append(f[0] + ":" + ",".join(slots))
-    return "|".join(sorted(parts))
 
 
 def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
@@ -221,10 +216,8 @@ def test_publish_crosses_the_bus_both_ways(mixed: list[ManagedProcess]) -> None:
         for i, publisher in enumerate((ours, real)):
             publisher.client().publish("news", f"m{i}")
             for p in subs:
-                msg = None
-                deadline = time.monotonic() + 10
-                while msg is None and time.monotonic() < deadline:
-                    msg = p.get_message(timeout=1)
+                msg = wait_until(functools.partial(p.get_message, timeout=1), 10,
+                                 f"m{i} on every subscriber", interval_s=0)
                 assert msg is not None and msg["data"] == f"m{i}".encode()
     finally:
         for p in subs:
@@ -251,13 +244,11 @@ def test_debug_drop_cluster_packet_filter(tmp_path: Path) -> None:
         # > node_timeout: a ping stays unanswered the whole time, yet no PFAIL. (Whether it is
         # the same ping depends on timing: b's traffic arrives about every node_timeout/2, the
         # very bound at which the cron drops a link with a pending ping, on Redis too.)
-        deadline = time.monotonic() + 2.5
-        while time.monotonic() < deadline:
+        for _ in during(2.5, interval_s=0.25):
             assert ping_sent() != 0
             assert not {"fail?", "fail"} & set(flags_of(a, bid))
-            time.sleep(0.25)
         assert a.client().execute_command("DEBUG", "DROP-CLUSTER-PACKET-FILTER", -1) == b"OK"
-        time.sleep(1)
+        time.sleep(1)  # the scenario: a second without the filter, and the peer still healthy
         assert not {"fail?", "fail"} & set(flags_of(a, bid))
     finally:
         a.stop()

@@ -16,7 +16,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from protocol.slots import key_slot
-from tests.support import ManagedProcess, create_cluster, redis_cli, start_nodes
+from tests.support import ManagedProcess, create_cluster, redis_cli, start_nodes, wait_until
 
 MOVE_SLOTS = 500
 RESHARD_TIMEOUT_S = 180.0
@@ -151,7 +151,7 @@ def test_redis_py_cluster_client_through_reshard(cluster: list[ManagedProcess]) 
     writer = Writer(a.port, expected, hot)
     writer.start()
     try:
-        time.sleep(0.5)
+        wait_until(lambda: writer.ops > 0 or not writer.is_alive(), 30, "the writer under way")
         ops_before = writer.ops
         t0 = time.monotonic()
         res = redis_cli("--cluster", "reshard", f"127.0.0.1:{a.port}",
@@ -160,7 +160,7 @@ def test_redis_py_cluster_client_through_reshard(cluster: list[ManagedProcess]) 
                         timeout_s=RESHARD_TIMEOUT_S, check=False)
         reshard_s = time.monotonic() - t0
         ops_during = writer.ops - ops_before
-        time.sleep(0.5)
+        time.sleep(0.5)  # the scenario: the client goes on a little after the reshard
         print(f"reshard took {reshard_s:.1f} s; {ops_during} client rounds ran during it")
     finally:
         writer.stop.set()

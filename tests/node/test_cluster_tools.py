@@ -4,9 +4,7 @@ rebalance/add-node/del-node/fix, redis-py RedisCluster, redis-benchmark --cluste
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +12,17 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from protocol.resp import ReplyFramer, encode_command
 from protocol.slots import key_slot
-from tests.support import ManagedProcess, redis_cli, start_nodes, wait_cluster_ok
+from tests.support import (
+    ManagedProcess,
+    RawClient,
+    nodes_lines,
+    redis_cli,
+    signature,
+    start_nodes,
+    wait_cluster_ok,
+    wait_until,
+)
 
 SLOTS = 16384
 
@@ -25,44 +31,21 @@ def addr(n: ManagedProcess) -> str:
     return f"127.0.0.1:{n.port}"
 
 
-def nodes_lines(n: ManagedProcess) -> list[list[str]]:
-    text = n.client().execute_command("CLUSTER", "NODES").decode()
-    return [line.split() for line in text.splitlines()]
-
-
-def signature(n: ManagedProcess) -> str:
-    """redis-cli's clusterManagerGetConfigSignature: id:sorted slot tokens, per node with slots."""
-    parts = []
-    for f in nodes_lines(n):
-        slots = sorted(t for t in f[8:] if not t.startswith("["))
-        if slots:
-            parts.append(f[0] + ":" + ",".join(slots))
-    return "|".join(sorted(parts))
-
-
 def wait_agree(nodes: list[ManagedProcess], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
     sigs: set[str] = set()
-    while time.monotonic() < deadline:
-        sigs = {signature(n) for n in nodes}
-        if len(sigs) == 1:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"nodes disagree: {sigs}")
+
+    def agree() -> bool:
+        sigs.clear()
+        sigs.update(signature(n) for n in nodes)
+        return len(sigs) == 1
+
+    wait_until(agree, timeout_s, lambda: f"nodes to agree: {sigs}", interval_s=0.2)
 
 
 def raw(port: int, *cmds: list[bytes]) -> list[bytes]:
     """Send ``cmds`` pipelined on a fresh connection; the raw reply frames."""
-    framer = ReplyFramer()
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"".join(encode_command(*c) for c in cmds))
-        frames: list[bytes] = []
-        while len(frames) < len(cmds):
-            data = s.recv(65536)
-            assert data, "connection closed"
-            framer.feed(data)
-            frames.extend(f for _, f in framer.frames())
-    return frames
+    with RawClient(port) as c:
+        return c.pipeline(cmds)
 
 
 def check(entry: ManagedProcess) -> str:
@@ -102,23 +85,16 @@ def six(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProces
 
 def wait_replicas(nodes: list[ManagedProcess], count: int, timeout_s: float = 30.0) -> None:
     """Until every node lists ``count`` replicas (roles spread with the next pings)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if all(sum("slave" in f[2].split(",") for f in nodes_lines(n)) == count for n in nodes):
-            return
-        time.sleep(0.2)
-    raise AssertionError("replicas not known everywhere")
+    wait_until(lambda: all(sum("slave" in f[2].split(",") for f in nodes_lines(n)) == count
+                           for n in nodes),
+               timeout_s, "replicas known everywhere", interval_s=0.2)
 
 
 def wait_known(nodes: list[ManagedProcess], timeout_s: float = 30.0) -> None:
     """Until every node knows every other (gossip spreads a newly met node)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        views = [[f for f in nodes_lines(n) if "handshake" not in f[2]] for n in nodes]
-        if all(len(v) == len(nodes) for v in views):
-            return
-        time.sleep(0.2)
-    raise AssertionError("nodes do not know each other")
+    wait_until(lambda: all(len([f for f in nodes_lines(n) if "handshake" not in f[2]])
+                           == len(nodes) for n in nodes),
+               timeout_s, "nodes to know each other", interval_s=0.2)
 
 
 def test_create_topology(six: list[ManagedProcess]) -> None:
@@ -376,13 +352,15 @@ def test_replicas_replicate_and_serve_readonly(six: list[ManagedProcess]) -> Non
     replica_line = next(f for f in lines if f[3] == owner[0])
     replica = next(n for n in six if replica_line[1].startswith(addr(n) + "@"))
     port = replica.port
-    deadline = time.monotonic() + 30
-    while True:
-        got = raw(port, [b"READONLY"], [b"GET", b"{r}key"], [b"SET", b"{r}key", b"x"],
-                  [b"READWRITE"], [b"GET", b"{r}key"])
-        if got[1] == b"$5\r\nvalue\r\n" or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    got: list[bytes] = []
+
+    def replica_has_key() -> bool:
+        got[:] = raw(port, [b"READONLY"], [b"GET", b"{r}key"], [b"SET", b"{r}key", b"x"],
+                     [b"READWRITE"], [b"GET", b"{r}key"])
+        return got[1] == b"$5\r\nvalue\r\n"
+
+    wait_until(replica_has_key, 30, lambda: f"the replica to have the key: {got}",
+               interval_s=0.2)
     moved = b"-MOVED %d %s\r\n" % (key_slot(b"{r}key"), owner[1].split("@")[0].encode())
     assert got == [b"+OK\r\n", b"$5\r\nvalue\r\n", moved, b"+OK\r\n", moved]
     assert replica.client().execute_command("ROLE")[0] == b"slave"
@@ -391,12 +369,15 @@ def test_replicas_replicate_and_serve_readonly(six: list[ManagedProcess]) -> Non
         entries = six[0].client().execute_command("CLUSTER", "SLOTS")
         return all(len(e) == 4 for e in entries)  # start, end, master, one replica
 
-    deadline = time.monotonic() + 30
-    while not slots_have_replicas() and time.monotonic() < deadline:
+    def listed_else_write() -> bool:
+        if slots_have_replicas():
+            return True
         # replicas appear in CLUSTER SLOTS once their gossiped offset is non-zero
         rc = RedisCluster(host="127.0.0.1", port=six[0].port)
         for k in ("{a}x", "{b}x", "{c}x", "{d}x", "{e}x", "{f}x"):
             rc.set(k, 1)
         rc.close()
-        time.sleep(0.5)
+        return False
+
+    wait_until(listed_else_write, 30, "replicas in CLUSTER SLOTS", interval_s=0.5)
     assert slots_have_replicas()

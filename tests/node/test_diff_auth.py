@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.node.diff import Case, Pair, check_cases
-from tests.support import redis_server, slotgate_node
+from tests.support import node_and_redis
 
 PASSWORD = "s3cret"
 
@@ -28,16 +28,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def auth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    d = tmp_path_factory.mktemp("auth")
-    ours = slotgate_node(d, extra=["--requirepass", PASSWORD]).start()
-    try:
-        real = redis_server(d, extra=["--requirepass", PASSWORD]).start()
-        try:
-            yield Pair(ours.port, real.port)
-        finally:
-            real.stop()
-    finally:
-        ours.stop()
+    with node_and_redis(tmp_path_factory.mktemp("auth"), ["--requirepass", PASSWORD]) as procs:
+        yield Pair(procs["ours"].port, procs["real"].port)
 
 
 def test_auth_matches_redis(auth_pair: Pair) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.node.diff import Case, Conn, Pair, check_cases, show_difference, split_line
+from tests.node.diff import Case, Pair, check_cases, show_difference, split_line
+from tests.support import RawClient
 
 COUNTER_CASES = [
     Case("incr values at the edges", [
@@ -133,7 +134,7 @@ def test_hset_matches_redis(diff_pair: Pair, proto: int) -> None:
     assert not problems, "\n".join(problems)
 
 
-def _pipelined(conn: Conn, lines: list[str]) -> list[bytes]:
+def _pipelined(conn: RawClient, lines: list[str]) -> list[bytes]:
     conn.send_raw(b"".join(_encode(split_line(line)) for line in lines))
     return [conn.read() for _ in lines]
 
@@ -171,16 +172,16 @@ NOTIFIED = ["RPUSH l a", "LPUSH l b", "RPUSH l c d", "LPUSH l e f", "INCR k", "I
 
 def _events(pair: Pair, port: int, lines: list[str] = NOTIFIED, flags: bytes = b"KEA") -> bytes:
     """Raw messages a pattern subscriber gets while ``lines`` run (events ``flags`` on)."""
-    cmd = Conn(port)
-    sub = Conn(port)
+    cmd = RawClient(port)
+    sub = RawClient(port)
     try:
-        cmd.call([b"FLUSHALL"])
-        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", flags])
-        sub.call([b"PSUBSCRIBE", b"__key*@0__:*"])
+        cmd.call(b"FLUSHALL")
+        cmd.call(b"CONFIG", b"SET", b"notify-keyspace-events", flags)
+        sub.call(b"PSUBSCRIBE", b"__key*@0__:*")
         for line in lines:
-            cmd.call(split_line(line))
-        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b""])
-        cmd.call([b"SET", b"end", b"1"])  # not notified: marks the end of the stream
+            cmd.call(*split_line(line))
+        cmd.call(b"CONFIG", b"SET", b"notify-keyspace-events", b"")
+        cmd.call(b"SET", b"end", b"1")  # not notified: marks the end of the stream
         msgs = []
         # one keyspace + one keyevent message per event; stop at the first quiet read
         while True:
@@ -190,7 +191,7 @@ def _events(pair: Pair, port: int, lines: list[str] = NOTIFIED, flags: bytes = b
                 break
         return b"".join(msgs)
     finally:
-        cmd.call([b"CONFIG", b"SET", b"notify-keyspace-events", b""])
+        cmd.call(b"CONFIG", b"SET", b"notify-keyspace-events", b"")
         cmd.close()
         sub.close()
 
@@ -228,8 +229,8 @@ def test_keymiss_events_match_redis(diff_pair: Pair) -> None:
     assert ours == real, show_difference(ours, real)
 
 
-def _dirty(conn: Conn) -> int:
-    info = conn.call([b"INFO", b"persistence"]).decode()
+def _dirty(conn: RawClient) -> int:
+    info = conn.call(b"INFO", b"persistence").decode()
     for line in info.split("\r\n"):
         if line.startswith("rdb_changes_since_last_save:"):
             return int(line.split(":")[1])
@@ -249,7 +250,7 @@ def test_dirty_counter_matches_redis(diff_pair: Pair) -> None:
         for conn in (ours, real):
             before = _dirty(conn)
             for line in DIRTY_LINES:
-                conn.call(split_line(line))
+                conn.call(*split_line(line))
             deltas.append(_dirty(conn) - before)
     finally:
         ours.close()
@@ -258,8 +259,8 @@ def test_dirty_counter_matches_redis(diff_pair: Pair) -> None:
     assert deltas[0] == deltas[1], f"ours {deltas[0]} vs real {deltas[1]}"
 
 
-def _stats(conn: Conn) -> tuple[int, int]:
-    info = conn.call([b"INFO", b"stats"]).decode()
+def _stats(conn: RawClient) -> tuple[int, int]:
+    info = conn.call(b"INFO", b"stats").decode()
     fields = dict(line.split(":", 1) for line in info.split("\r\n") if ":" in line)
     return int(fields["keyspace_hits"]), int(fields["keyspace_misses"])
 
@@ -277,7 +278,7 @@ def test_get_hit_and_miss_counts_match_redis(diff_pair: Pair) -> None:
         for conn in (ours, real):
             hits0, misses0 = _stats(conn)
             for line in HIT_LINES:
-                conn.call(split_line(line))
+                conn.call(*split_line(line))
             hits1, misses1 = _stats(conn)
             deltas.append((hits1 - hits0, misses1 - misses0))
     finally:

@@ -20,11 +20,13 @@ from redis.cluster import RedisCluster
 from protocol.slots import key_slot
 from tests.support import (
     ManagedProcess,
+    during,
     redis_cli,
     redis_server,
     start_all,
     start_nodes,
     wait_cluster_ok,
+    wait_until,
 )
 
 NODE_TIMEOUT_MS = 1500
@@ -39,18 +41,8 @@ KINDS = ("ours", "real")
 # -- helpers -------------------------------------------------------------------------------------
 def wait_for(pred: Callable[[], object], timeout_s: float, what: str,
              interval_s: float = 0.05) -> object:
-    """Poll ``pred`` until truthy (exceptions count as not yet) or fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = pred()
-        except (redis.RedisError, OSError) as exc:
-            value, last = None, exc
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+    """Poll ``pred`` until truthy (a node that does not answer counts as not yet)."""
+    return wait_until(pred, timeout_s, what, interval_s, ignore=(redis.RedisError, OSError))
 
 
 def start_cluster_nodes(kind: str, workdir: Path, count: int, timeout_ms: int = NODE_TIMEOUT_MS,
@@ -67,6 +59,19 @@ def create(nodes: Sequence[ManagedProcess], replicas: int = 1) -> None:
                     "--cluster-replicas", str(replicas), "--cluster-yes", timeout_s=120)
     assert "[OK] All 16384 slots covered." in out.stdout, out.stdout + out.stderr
     wait_cluster_ok(nodes)
+
+
+def formed_cluster(kind: str, workdir: Path, procs: list[ManagedProcess],
+                   timeout_ms: int = NODE_TIMEOUT_MS,
+                   extra: Sequence[str] = ()) -> list[ManagedProcess]:
+    """Six nodes of ``kind`` (added to ``procs``, to be stopped) as 3 masters with one replica
+    each, every replica in sync and every node agreeing on the configuration."""
+    nodes = start_cluster_nodes(kind, workdir, 6, timeout_ms, extra)
+    procs.extend(nodes)
+    create(nodes)
+    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
+    wait_agree(nodes)
+    return nodes
 
 
 def nodes_lines(n: ManagedProcess) -> list[list[str]]:
@@ -176,12 +181,11 @@ class BackgroundWriter:
     def _run(self) -> None:
         rc = RedisCluster(host="127.0.0.1", port=self.port, socket_timeout=self.socket_timeout_s,
                           socket_connect_timeout=1)
-        end = time.monotonic() + self.max_s
-        i = 0
         try:
-            while not self._stop.is_set() and time.monotonic() < end:
+            for i, _ in enumerate(during(self.max_s, interval_s=0)):
+                if self._stop.is_set():
+                    break
                 self.write(rc, i)
-                i += 1
         finally:
             rc.close()
 
@@ -202,18 +206,14 @@ class Writer(BackgroundWriter):
             self.acked[key] = i
         except (redis.RedisError, OSError):
             self.errors += 1
-            time.sleep(0.05)
-        time.sleep(0.002)
+            time.sleep(0.05)  # load pacing: back off from a node that is down
+        time.sleep(0.002)  # load pacing: a steady write rate, not synchronisation
 
 
 # -- the scenario ------------------------------------------------------------------------------
 def kill9_scenario(kind: str, workdir: Path, procs: list[ManagedProcess]) -> float:
     """Returns the failover time: kill -9 of a master -> its replica acknowledges a write."""
-    nodes = start_cluster_nodes(kind, workdir, 6, timeout_ms=KILL9_TIMEOUT_MS)
-    procs.extend(nodes)
-    create(nodes)
-    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
-    wait_agree(nodes)
+    nodes = formed_cluster(kind, workdir, procs, timeout_ms=KILL9_TIMEOUT_MS)
     victim = nodes[0]
     replica = shard_of(nodes, victim)[0]
     victim_id, replica_id = myid(victim), myid(replica)

@@ -14,15 +14,13 @@ from redis.cluster import RedisCluster
 from tests.node.test_failover import (
     KINDS,
     BackgroundWriter,
-    create,
     first_slot,
+    formed_cluster,
     key_in_slot,
     myid,
     nodes_lines,
-    replicas_synced,
     role_of,
     shard_of,
-    start_cluster_nodes,
     wait_agree,
     wait_for,
 )
@@ -46,16 +44,12 @@ class UniqueWriter(BackgroundWriter):
                 self.acked.append(key)
         except (redis.RedisError, OSError) as exc:
             self.errors.append(f"{key}: {exc}")
-            time.sleep(0.02)
+            time.sleep(0.02)  # load pacing: back off from a node that is down
 
 
 def test_manual_failover_under_load_loses_no_acked_write(tmp_path: Path,
                                                         cleanup: list[ManagedProcess]) -> None:
-    nodes = start_cluster_nodes("ours", tmp_path, 6)
-    cleanup.extend(nodes)
-    create(nodes)
-    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
-    wait_agree(nodes)
+    nodes = formed_cluster("ours", tmp_path, cleanup)
     master = nodes[0]
     replica = shard_of(nodes, master)[0]
     master_id, replica_id = myid(master), myid(replica)
@@ -95,11 +89,7 @@ def test_manual_failover_under_load_loses_no_acked_write(tmp_path: Path,
 
 def _down_master(kind: str, workdir: Path, cleanup: list[ManagedProcess]
                  ) -> tuple[list[ManagedProcess], list[tuple[ManagedProcess, ManagedProcess]]]:
-    nodes = start_cluster_nodes(kind, workdir, 6)
-    cleanup.extend(nodes)
-    create(nodes)
-    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
-    wait_agree(nodes)
+    nodes = formed_cluster(kind, workdir, cleanup)
     masters = [n for n in nodes if role_of(n)[0] == "master"]
     pairs = [(m, shard_of(nodes, m)[0]) for m in masters]
     for _, r in pairs:  # only the operator may promote them

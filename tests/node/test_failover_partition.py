@@ -18,6 +18,7 @@ from tests.node.test_failover import (
     NODE_TIMEOUT_MS,
     create,
     first_slot,
+    formed_cluster,
     key_in_slot,
     myid,
     replicas_synced,
@@ -27,7 +28,7 @@ from tests.node.test_failover import (
     wait_agree,
     wait_for,
 )
-from tests.support import ManagedProcess
+from tests.support import ManagedProcess, during
 
 # redis-py raises ClusterDownError for -CLUSTERDOWN and keeps the text after the prefix
 DOWN = "The cluster is down"
@@ -43,11 +44,7 @@ def _thaw(n: ManagedProcess) -> None:
 
 
 def test_sigstopped_master_steps_down(tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
-    nodes = start_cluster_nodes("ours", tmp_path, 6)
-    cleanup.extend(nodes)
-    create(nodes)
-    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
-    wait_agree(nodes)
+    nodes = formed_cluster("ours", tmp_path, cleanup)
     master = nodes[0]
     replica = shard_of(nodes, master)[0]
     replica_id = myid(replica)
@@ -63,7 +60,7 @@ def test_sigstopped_master_steps_down(tmp_path: Path, cleanup: list[ManagedProce
     probe = key_in_slot(slot, "probe")
     _freeze(master)
     try:
-        time.sleep(3 * NODE_TIMEOUT_MS / 1000)
+        time.sleep(3 * NODE_TIMEOUT_MS / 1000)  # the scenario: frozen for 3 x node_timeout
         wait_for(lambda: role_of(replica) == ("master", "-"), 10, "the replica to take over")
     finally:
         _thaw(master)
@@ -71,14 +68,12 @@ def test_sigstopped_master_steps_down(tmp_path: Path, cleanup: list[ManagedProce
     # slots it lost: it learns of the new owner and becomes its replica.
     old = master.client(socket_timeout=2)
     accepted = 0
-    deadline = time.monotonic() + 4
-    while time.monotonic() < deadline:
+    for _ in during(4, interval_s=0.02):
         try:
             if old.set(probe, "stale"):
                 accepted += 1
         except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError):
             pass
-        time.sleep(0.02)
     assert accepted == 0, f"the old master acknowledged {accepted} writes after SIGCONT"
     wait_for(lambda: role_of(master) == ("slave", replica_id), 15, "old master steps down")
     new = replica.client()

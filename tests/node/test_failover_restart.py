@@ -9,9 +9,8 @@ from pathlib import Path
 from redis.cluster import RedisCluster
 
 from tests.node.test_failover import (
-    create,
+    formed_cluster,
     replicas_synced,
-    start_cluster_nodes,
     view,
     wait_agree,
     wait_for,
@@ -24,11 +23,7 @@ KEYS = 1500
 
 def test_whole_cluster_restart_keeps_topology_and_acked_writes(
         tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
-    nodes = start_cluster_nodes("ours", tmp_path, 6, extra=AOF)
-    cleanup.extend(nodes)
-    create(nodes)
-    wait_for(lambda: replicas_synced(nodes), 30, "replicas in sync")
-    wait_agree(nodes)
+    nodes = formed_cluster("ours", tmp_path, cleanup, extra=AOF)
     rc = RedisCluster(host="127.0.0.1", port=nodes[0].port)
     acked: dict[str, str] = {}
     try:

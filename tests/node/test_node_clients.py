@@ -4,13 +4,11 @@ KILL, MONITOR, SHUTDOWN. Replies compared as raw bytes where they are determinis
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.node.diff import Conn
-from tests.support import ManagedProcess, slotgate_node
+from tests.support import ManagedProcess, RawClient, slotgate_node, wait_blocked
 
 
 def _both(node_standalone: ManagedProcess, redis_standalone: ManagedProcess) -> list[int]:
@@ -22,12 +20,12 @@ def test_client_unblock(node_standalone: ManagedProcess, redis_standalone: Manag
                         how: list[bytes]) -> None:
     results = []
     for port in _both(node_standalone, redis_standalone):
-        a, b = Conn(port), Conn(port)
-        cid = a.call([b"CLIENT", b"ID"])
-        a.send([b"BLPOP", b"unblock-me", b"0"])
-        time.sleep(0.2)
-        unblocked = b.call([b"CLIENT", b"UNBLOCK", cid[1:-2], *how])
-        results.append((unblocked, a.read(), b.call([b"CLIENT", b"UNBLOCK", cid[1:-2]])))
+        a, b = RawClient(port), RawClient(port)
+        cid = a.call(b"CLIENT", b"ID")
+        a.send(b"BLPOP", b"unblock-me", b"0")
+        wait_blocked(b, 1)
+        unblocked = b.call(b"CLIENT", b"UNBLOCK", cid[1:-2], *how)
+        results.append((unblocked, a.read(), b.call(b"CLIENT", b"UNBLOCK", cid[1:-2])))
         a.close()
         b.close()
     assert results[0] == results[1]
@@ -38,12 +36,12 @@ def test_client_kill_by_id(node_standalone: ManagedProcess,
                            redis_standalone: ManagedProcess) -> None:
     results = []
     for port in _both(node_standalone, redis_standalone):
-        a, b = Conn(port), Conn(port)
-        cid = a.call([b"CLIENT", b"ID"])[1:-2]
-        killed = b.call([b"CLIENT", b"KILL", b"ID", cid])
+        a, b = RawClient(port), RawClient(port)
+        cid = a.call(b"CLIENT", b"ID")[1:-2]
+        killed = b.call(b"CLIENT", b"KILL", b"ID", cid)
         a.sock.settimeout(5)
         closed = a.sock.recv(100) == b""
-        again = b.call([b"CLIENT", b"KILL", b"ID", cid])
+        again = b.call(b"CLIENT", b"KILL", b"ID", cid)
         results.append((killed, closed, again))
         a.close()
         b.close()
@@ -56,10 +54,10 @@ _MONITOR_LINE = re.compile(rb'^\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "SET" "mon" "
 def test_monitor_sees_other_clients(node_standalone: ManagedProcess,
                                     redis_standalone: ManagedProcess) -> None:
     for port in _both(node_standalone, redis_standalone):
-        m, b = Conn(port), Conn(port)
-        assert b.call([b"PING"]) == b"+PONG\r\n"  # b is a client before MONITOR starts
-        assert m.call([b"MONITOR"]) == b"+OK\r\n"
-        b.call([b"SET", b"mon", b'a b"c'])
+        m, b = RawClient(port), RawClient(port)
+        assert b.call(b"PING") == b"+PONG\r\n"  # b is a client before MONITOR starts
+        assert m.call(b"MONITOR") == b"+OK\r\n"
+        b.call(b"SET", b"mon", b'a b"c')
         line = m.read()
         assert _MONITOR_LINE.match(line), line
         m.close()
@@ -96,8 +94,8 @@ def test_monitor_quotes_arguments_as_redis(node_standalone: ManagedProcess,
 def test_shutdown_nosave_stops_the_node(tmp_path: Path) -> None:
     node = slotgate_node(tmp_path).start()
     try:
-        c = Conn(node.port)
-        c.send([b"SHUTDOWN", b"NOSAVE"])
+        c = RawClient(node.port)
+        c.send(b"SHUTDOWN", b"NOSAVE")
         c.sock.settimeout(10)
         assert c.sock.recv(100) == b""
         assert node.proc is not None

@@ -9,13 +9,20 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.support import REDIS_SERVER, ManagedProcess, free_port, redis_cli, slotgate_node
+from tests.support import (
+    REDIS_SERVER,
+    ManagedProcess,
+    RawClient,
+    free_port,
+    redis_cli,
+    slotgate_node,
+    wait_until,
+)
 
 NODE = [sys.executable, "-m", "node"]
 
@@ -132,16 +139,9 @@ def test_protocol_error_closes_only_that_connection(
         node_standalone: ManagedProcess, redis_standalone: ManagedProcess, garbage: bytes) -> None:
     replies = []
     for proc in (node_standalone, redis_standalone):
-        s = socket.create_connection(("127.0.0.1", proc.port), timeout=5)
-        s.sendall(b"PING\r\n" + garbage)
-        data = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
-        replies.append(data)
+        with RawClient(proc.port, timeout_s=5) as c:
+            c.send_raw(b"PING\r\n" + garbage)
+            replies.append(c.read_until_closed())
         assert proc.client().ping() is True  # others unaffected
     assert replies[0] == replies[1]
     assert replies[0].startswith(b"+PONG\r\n-ERR Protocol error")
@@ -170,14 +170,10 @@ def test_query_buffer_limit_closes_connection(tmp_path: Path) -> None:
 
 
 def test_inline_and_pipelined(node_standalone: ManagedProcess) -> None:
-    s = socket.create_connection(("127.0.0.1", node_standalone.port), timeout=5)
-    s.sendall(b"SET inl 'a b'\r\nGET inl\r\n\r\n*2\r\n$3\r\nGET\r\n$3\r\ninl\r\nDEL inl\r\n")
-    want = b"+OK\r\n$3\r\na b\r\n$3\r\na b\r\n:1\r\n"
-    data = b""
-    deadline = time.monotonic() + 5
-    while len(data) < len(want) and time.monotonic() < deadline:
-        data += s.recv(4096)
-    s.close()
+    with RawClient(node_standalone.port, timeout_s=5) as c:
+        c.send_raw(b"SET inl 'a b'\r\nGET inl\r\n\r\n*2\r\n$3\r\nGET\r\n$3\r\ninl\r\nDEL inl\r\n")
+        want = b"+OK\r\n$3\r\na b\r\n$3\r\na b\r\n:1\r\n"
+        data = b"".join(c.read_frames(4))
     assert data == want
 
 
@@ -267,9 +263,7 @@ def test_active_expiry_removes_untouched_keys_and_breaks_watch(tmp_path: Path) -
         for i in range(300):
             r.set(f"tmp:{i}", "v", px=100)
         r.set("keep", "v")
-        deadline = time.monotonic() + 10
-        while r.dbsize() > 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: r.dbsize() <= 1, 10, "the short-lived keys to expire")
         assert r.dbsize() == 1  # only "keep": the others expired without being accessed
         assert r.info("stats")["expired_keys"] == 301
         pipe.multi()

@@ -184,7 +184,7 @@ def test_snapshot_save_bgsave_restart(node: Callable[..., ManagedProcess]) -> No
     r.sadd("set", "a", "b")
     redis.Redis(host="127.0.0.1", port=proc.port, db=5).set("db5", "x")
     first = r.lastsave()
-    time.sleep(1.1)
+    wait_until(lambda: time.time() >= first.timestamp() + 1, 5, "a new second (LASTSAVE's unit)")
     assert r.save()
     assert r.lastsave() > first
     assert r.info("persistence")["rdb_changes_since_last_save"] == 0

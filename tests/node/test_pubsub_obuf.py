@@ -5,7 +5,6 @@ Every scenario runs on our node and on a real redis-server 7.0 and must end the 
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,46 +12,22 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support import ManagedProcess, free_port, redis_server
+from tests.support import ManagedProcess, during, node_and_redis
 
 MESSAGE = b"m" * (64 * 1024)  # 64 KiB per PUBLISH
 BATCH = 32  # publishes per pipeline round trip
 
 
-def node_process(workdir: Path, *extra: str) -> ManagedProcess:
-    port = free_port()
-    argv = [sys.executable, "-m", "node", "--port", str(port), "--bind", "127.0.0.1", *extra]
-    return ManagedProcess(argv, port, workdir / f"node-{port}", "node.log")
-
-
-def start_pair(workdir: Path, *extra: str) -> dict[str, ManagedProcess]:
-    ours = node_process(workdir, *extra).start()
-    try:
-        real = redis_server(workdir, extra=extra).start()
-    except Exception:
-        ours.stop()
-        raise
-    return {"ours": ours, "real": real}
-
-
 @pytest.fixture
 def default_limits(tmp_path: Path) -> Iterator[dict[str, ManagedProcess]]:
-    pair = start_pair(tmp_path)  # built-in default: pubsub 32mb 8mb 60
-    try:
-        yield pair
-    finally:
-        for p in pair.values():
-            p.stop()
+    with node_and_redis(tmp_path) as procs:  # built-in default: pubsub 32mb 8mb 60
+        yield procs
 
 
 @pytest.fixture
 def soft_limit(tmp_path: Path) -> Iterator[dict[str, ManagedProcess]]:
-    pair = start_pair(tmp_path, "--client-output-buffer-limit", "pubsub 0 256kb 1")
-    try:
-        yield pair
-    finally:
-        for p in pair.values():
-            p.stop()
+    with node_and_redis(tmp_path, ["--client-output-buffer-limit", "pubsub 0 256kb 1"]) as procs:
+        yield procs
 
 
 def rss_bytes(pid: int) -> int:
@@ -95,9 +70,8 @@ def numsub(client: redis.Redis, channel: bytes) -> int:
 def drain_until_closed(s: socket.socket, timeout_s: float = 10.0) -> int:
     """Read what the server had already sent; returns the byte count once it closes."""
     total = 0
-    deadline = time.monotonic() + timeout_s
     s.settimeout(1)
-    while time.monotonic() < deadline:
+    for _ in during(timeout_s, interval_s=0):
         try:
             data = s.recv(1 << 20)
         except TimeoutError:

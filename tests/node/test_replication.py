@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support import ManagedProcess, redis_server, slotgate_node, wait_until
+from tests.support import ManagedProcess, during, redis_server, slotgate_node, wait_until
 
 
 def info(r: redis.Redis, section: str = "replication") -> dict[str, str]:
@@ -367,6 +367,7 @@ def _check_write_before_reply(m_proc: ManagedProcess, r_proc: ManagedProcess) ->
     try:
         # C holds the node for 0.3 s, so that A's SET and B's sleep are both pending when it
         # wakes, and are served one after the other in a single pass.
+        # (the sleeps order the three requests inside C's 0.3 s; the node, busy, shows nothing)
         c.sendall(b"DEBUG SLEEP 0.3\r\n")
         time.sleep(0.05)
         a.sendall(b"SET early-bird v1\r\n")
@@ -375,10 +376,10 @@ def _check_write_before_reply(m_proc: ManagedProcess, r_proc: ManagedProcess) ->
         assert a.recv(100) == b"+OK\r\n"
         got_reply = time.monotonic()
         seen = None
-        while time.monotonic() - got_reply < 1.5 and seen is None:
+        for _ in during(1.5, interval_s=0.01):
             if r.get("early-bird") == b"v1":
                 seen = time.monotonic() - got_reply
-            time.sleep(0.01)
+                break
         # Sent after the reply, the write would wait out B's 2 s sleep.
         assert seen is not None and seen < 1.0, seen
         assert b.recv(100) == b"+OK\r\n" and c.recv(100) == b"+OK\r\n"

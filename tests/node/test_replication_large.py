@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.support import slotgate_node
+from tests.support import slotgate_node, wait_until
 
 SIZE_BYTES = 20 * 1024 * 1024
 VALUE = b"v" * 1000
@@ -46,23 +46,18 @@ def test_large_full_sync_while_master_serves_writes(tmp_path: Path) -> None:
         r = replica.client(socket_timeout=60)
         try:
             assert r.execute_command("REPLICAOF", "127.0.0.1", master.port) == b"OK"
-            deadline = time.monotonic() + 60
-            while r.info("replication")["master_link_status"] != "up":
-                assert time.monotonic() < deadline, "full sync did not finish"
-                time.sleep(0.05)
+            wait_until(lambda: r.info("replication")["master_link_status"] == "up", 60,
+                       "the full sync to finish")
             saw_sync = "Full resync requested" in master.log_text()
-            time.sleep(0.3)  # keep writing a little after the link is up
+            time.sleep(0.3)  # the scenario: writes go on a little after the link is up
         finally:
             stop.set()
             t.join(10)
         assert not errors, errors
         assert saw_sync
         assert len(written) > 0
-        deadline = time.monotonic() + 30
-        while r.info("replication")["slave_repl_offset"] != \
-                m.info("replication")["master_repl_offset"]:
-            assert time.monotonic() < deadline, "replica did not catch up"
-            time.sleep(0.05)
+        wait_until(lambda: r.info("replication")["slave_repl_offset"]
+                   == m.info("replication")["master_repl_offset"], 30, "the replica to catch up")
         assert r.dbsize() == m.dbsize() == keys + len(written) + 1
         assert r.get("key:0:counter") == str(len(written)).encode()
         for start in range(0, len(written), 1000):

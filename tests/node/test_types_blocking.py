@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tests.node.types_diff import (  # noqa: F401 - servers is a fixture
-    Conn,
-    blocked_count,
-    compare_scenario,
-    servers,
-    wait_blocked,
-)
+from tests.node.types_diff import compare_scenario, servers  # noqa: F401 - servers is a fixture
+from tests.support import RawClient, wait_blocked
 
 
 def test_fifo_wakeup_order_one_push_serves_several(servers):  # noqa: F811
@@ -124,9 +119,9 @@ def test_timeouts_reply_null_after_the_delay(servers):  # noqa: F811
     for name in ("real", "ours"):
         for cmd in (["BLPOP", "nokey", "0.2"], ["BLMOVE", "nokey", "x", "LEFT", "LEFT", "0.2"],
                     ["BZPOPMIN", "nokey", "0.2"], ["BLMPOP", "0.2", "1", "nokey", "LEFT"]):
-            c = Conn(servers[name].port)
+            c = RawClient(servers[name].port)
             t0 = time.monotonic()
-            reply = c.cmd(*cmd)
+            reply = c.call(*cmd)
             elapsed = time.monotonic() - t0
             c.close()
             assert reply == b"*-1\r\n", (name, cmd, reply)
@@ -140,15 +135,12 @@ def test_timeout_in_resp3_and_disconnect_while_blocked(servers):  # noqa: F811
         ("cmd", 1, "BRPOPLPUSH", "nokey", "x", "0.05"),
         ("cmd", 1, "BZMPOP", "0.05", "1", "nokey", "MIN"),
     ])
-    c = Conn(servers["ours"].port)
+    c = RawClient(servers["ours"].port)
     c.send("BLPOP", "gone", "0")
-    admin = Conn(servers["ours"].port)
+    admin = RawClient(servers["ours"].port)
     wait_blocked(admin, 1)
     c.close()
-    deadline = time.monotonic() + 5
-    while blocked_count(admin) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert blocked_count(admin) == 0
-    assert admin.cmd("RPUSH", "gone", "v") == b":1\r\n"
-    assert admin.cmd("LRANGE", "gone", "0", "-1") == b"*1\r\n$1\r\nv\r\n"
+    wait_blocked(admin, 0)
+    assert admin.call("RPUSH", "gone", "v") == b":1\r\n"
+    assert admin.call("LRANGE", "gone", "0", "-1") == b"*1\r\n$1\r\nv\r\n"
     admin.close()

@@ -145,7 +145,7 @@ def test_large_hash_unordered_replies_and_full_hscan(servers):  # noqa: F811
             seen: dict[bytes, bytes] = {}
             cursor = b"0"
             for _ in range(1000):
-                raw = proto_pair.ours.cmd("HSCAN", "h", cursor, "COUNT", "50")
+                raw = proto_pair.ours.call("HSCAN", "h", cursor, "COUNT", "50")
                 reply = parse(raw)
                 assert isinstance(reply, list)
                 cursor, flat = reply
@@ -154,9 +154,9 @@ def test_large_hash_unordered_replies_and_full_hscan(servers):  # noqa: F811
                     break
             assert seen == {f"f{i}".encode(): f"v{i}".encode() for i in range(600)}
         for cmd in (["HRANDFIELD", "h", "5"], ["HRANDFIELD", "h", "-5", "WITHVALUES"]):
-            reply = parse(p.ours.cmd(*cmd))
+            reply = parse(p.ours.call(*cmd))
             assert isinstance(reply, list) and len(reply) == 5
-        distinct = parse(p.ours.cmd("HRANDFIELD", "h", "300"))
+        distinct = parse(p.ours.call("HRANDFIELD", "h", "300"))
         assert isinstance(distinct, list) and len(set(distinct)) == 300
     finally:
         p.close()

@@ -174,18 +174,18 @@ def test_spop_and_srandmember_draw_members(servers):  # noqa: F811
     p = Pair(servers, 2)
     try:
         members = [f"m{i}".encode() for i in range(200)]
-        assert p.ours.cmd("SADD", "s", *members) == b":200\r\n"
-        some = parse(p.ours.cmd("SRANDMEMBER", "s", "50"))
+        assert p.ours.call("SADD", "s", *members) == b":200\r\n"
+        some = parse(p.ours.call("SRANDMEMBER", "s", "50"))
         assert isinstance(some, list) and len(set(some)) == 50 and set(some) <= set(members)
-        rep = parse(p.ours.cmd("SRANDMEMBER", "s", "-300"))
+        rep = parse(p.ours.call("SRANDMEMBER", "s", "-300"))
         assert isinstance(rep, list) and len(rep) == 300 and set(rep) <= set(members)
-        popped = parse(p.ours.cmd("SPOP", "s", "150"))
+        popped = parse(p.ours.call("SPOP", "s", "150"))
         assert isinstance(popped, list) and len(set(popped)) == 150
-        assert p.ours.cmd("SCARD", "s") == b":50\r\n"
-        rest = parse(p.ours.cmd("SMEMBERS", "s"))
+        assert p.ours.call("SCARD", "s") == b":50\r\n"
+        rest = parse(p.ours.call("SMEMBERS", "s"))
         assert isinstance(rest, list) and set(rest) | set(popped) == set(members)
-        one = parse(p.ours.cmd("SPOP", "s"))
+        one = parse(p.ours.call("SPOP", "s"))
         assert one in rest
-        assert p.ours.cmd("SISMEMBER", "s", one) == b":0\r\n"
+        assert p.ours.call("SISMEMBER", "s", one) == b":0\r\n"
     finally:
         p.close()

@@ -331,11 +331,11 @@ def test_zscan_and_zrandmember_on_big_zset(servers):  # noqa: F811
         args = []
         for i in range(500):
             args += [str(i / 7), f"m{i}"]
-        assert p.ours.cmd("ZADD", "z", *args) == b":500\r\n"
+        assert p.ours.call("ZADD", "z", *args) == b":500\r\n"
         seen = {}
         cursor = b"0"
         for _ in range(1000):
-            reply = parse(p.ours.cmd("ZSCAN", "z", cursor, "COUNT", "37"))
+            reply = parse(p.ours.call("ZSCAN", "z", cursor, "COUNT", "37"))
             assert isinstance(reply, list)
             cursor, flat = reply
             seen.update(zip(flat[::2], flat[1::2], strict=True))
@@ -343,11 +343,11 @@ def test_zscan_and_zrandmember_on_big_zset(servers):  # noqa: F811
                 break
         assert len(seen) == 500
         assert seen[b"m7"] == b"1"
-        picks = parse(p.ours.cmd("ZRANDMEMBER", "z", "20", "WITHSCORES"))
+        picks = parse(p.ours.call("ZRANDMEMBER", "z", "20", "WITHSCORES"))
         assert isinstance(picks, list) and len(picks) == 20
         assert all(isinstance(pair, list) and len(pair) == 2 for pair in picks)
         assert len({pair[0] for pair in picks}) == 20
-        rep = parse(p.ours.cmd("ZRANDMEMBER", "z", "-600"))
+        rep = parse(p.ours.call("ZRANDMEMBER", "z", "-600"))
         assert isinstance(rep, list) and len(rep) == 600
     finally:
         p.close()

@@ -11,18 +11,14 @@ Replies whose order Redis leaves unspecified (a hashtable set's members) are com
 from __future__ import annotations
 
 import shlex
-import socket
-import time
 from collections.abc import Mapping
 from typing import Protocol
 
 import hiredis
 import pytest
 
-from protocol.resp import ReplyFramer, encode_command
 from tests.node.diff import Pair as DiffPair
-
-FRAME_TIMEOUT_S = 10.0
+from tests.support import RawClient, wait_blocked
 
 
 class HasPort(Protocol):
@@ -43,35 +39,6 @@ def servers(diff_pair: DiffPair) -> dict[str, _Endpoint]:
     """Our node and a real redis-server: the shared differential fixture (tests/node/diff.py,
     started by tests/node/conftest.py), by port."""
     return {"ours": _Endpoint(diff_pair.ours_port), "real": _Endpoint(diff_pair.real_port)}
-
-
-class Conn:
-    """A raw RESP connection that returns whole reply frames as bytes."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=FRAME_TIMEOUT_S)
-        self.framer = ReplyFramer()
-
-    def send(self, *args: bytes | str | int) -> None:
-        self.sock.sendall(encode_command(*args))
-
-    def read(self, timeout_s: float = FRAME_TIMEOUT_S) -> bytes:
-        self.sock.settimeout(timeout_s)
-        while True:
-            fr = self.framer.next_frame()
-            if fr is not None:
-                return fr[1]
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("server closed the connection")
-            self.framer.feed(data)
-
-    def cmd(self, *args: bytes | str | int) -> bytes:
-        self.send(*args)
-        return self.read()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def parse(raw: bytes) -> object:
@@ -97,15 +64,15 @@ class Pair:
     """One connection to each server, same protocol version."""
 
     def __init__(self, servers: Mapping[str, HasPort], proto: int = 2) -> None:
-        self.real = Conn(servers["real"].port)
-        self.ours = Conn(servers["ours"].port)
+        self.real = RawClient(servers["real"].port)
+        self.ours = RawClient(servers["ours"].port)
         self.proto = proto
         for c in (self.real, self.ours):
             if proto == 3:
-                c.cmd("HELLO", "3")
+                c.call("HELLO", "3")
 
     def both(self, *args: bytes | str | int) -> tuple[bytes, bytes]:
-        return self.real.cmd(*args), self.ours.cmd(*args)
+        return self.real.call(*args), self.ours.call(*args)
 
     def script(self, text: str, unordered_cmds: frozenset[str] = frozenset()) -> list[str]:
         """Run each non-empty, non-comment line; return descriptions of the mismatches."""
@@ -131,8 +98,8 @@ class Pair:
 
 def flush(servers: Mapping[str, HasPort]) -> None:
     for name in ("real", "ours"):
-        c = Conn(servers[name].port)
-        assert c.cmd("FLUSHALL") == b"+OK\r\n"
+        c = RawClient(servers[name].port)
+        assert c.call("FLUSHALL") == b"+OK\r\n"
         c.close()
 
 
@@ -150,28 +117,6 @@ def run_script(servers: Mapping[str, HasPort], text: str,
     return diffs
 
 
-def blocked_count(conn: Conn) -> int:
-    """Clients whose CLIENT LIST flags include ``b`` (blocked)."""
-    text = parse(conn.cmd("CLIENT", "LIST"))
-    assert isinstance(text, bytes), text
-    n = 0
-    for line in text.split(b"\n"):
-        for field in line.split():
-            if field.startswith(b"flags=") and b"b" in field[6:]:
-                n += 1
-    return n
-
-
-def wait_blocked(conn: Conn, n: int, timeout_s: float = 5.0) -> None:
-    """Wait until the server shows at least ``n`` blocked clients."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if blocked_count(conn) >= n:
-            return
-        time.sleep(0.01)
-    raise TimeoutError(f"fewer than {n} blocked clients after {timeout_s}s")
-
-
 # --- multi-client scenarios (blocking commands) ---------------------------------------------
 
 Step = tuple[object, ...]
@@ -184,23 +129,23 @@ def scenario(port: int, steps: list[Step], proto: int = 2) -> list[tuple[int, by
     only (a blocking command); ``("read", cid)`` read one pending reply;
     ``("blocked", n)`` wait until ``n`` clients are blocked; ``("flush",)`` FLUSHALL.
     """
-    conns: dict[int, Conn] = {}
-    admin = Conn(port)
+    conns: dict[int, RawClient] = {}
+    admin = RawClient(port)
     out: list[tuple[int, bytes]] = []
 
-    def conn(cid: object) -> Conn:
+    def conn(cid: object) -> RawClient:
         assert isinstance(cid, int)
         if cid not in conns:
-            conns[cid] = Conn(port)
+            conns[cid] = RawClient(port)
             if proto == 3:
-                conns[cid].cmd("HELLO", "3")
+                conns[cid].call("HELLO", "3")
         return conns[cid]
 
     try:
         for step in steps:
             kind = step[0]
             if kind == "cmd":
-                out.append((int(step[1]), conn(step[1]).cmd(*step[2:])))  # type: ignore[arg-type]
+                out.append((int(step[1]), conn(step[1]).call(*step[2:])))  # type: ignore[arg-type]
             elif kind == "send":
                 conn(step[1]).send(*step[2:])  # type: ignore[arg-type]
             elif kind == "read":
@@ -208,7 +153,7 @@ def scenario(port: int, steps: list[Step], proto: int = 2) -> list[tuple[int, by
             elif kind == "blocked":
                 wait_blocked(admin, int(step[1]))  # type: ignore[call-overload]
             elif kind == "flush":
-                admin.cmd("FLUSHALL")
+                admin.call("FLUSHALL")
             else:
                 raise ValueError(f"unknown step {step!r}")
     finally:

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from protocol.commands import lookup_name
-from tests.proxy.rawclient import RawClient
-from tests.support import ManagedProcess
+from tests.support import ManagedProcess, RawClient
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "COMMANDS.md"

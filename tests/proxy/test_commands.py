@@ -15,8 +15,7 @@ from protocol.slots import SLOT_COUNT, key_slot
 from proxy.splitter import array_elements
 from tests.conftest import ClusterBackend
 from tests.proxy.gaps import NO_GETKEYSANDFLAGS, NO_SCRIPTING, node_gap
-from tests.proxy.rawclient import RawClient
-from tests.support import ManagedProcess, redis_cli
+from tests.support import ManagedProcess, RawClient, redis_cli
 
 
 @pytest.fixture

@@ -14,28 +14,17 @@ import uuid
 import redis
 
 from protocol.slots import key_slot
-from tests.conftest import ClusterBackend
+from tests.conftest import ClusterBackend, wait_replicas_up
 from tests.proxy.test_redirects import slot_owner
-from tests.support import ManagedProcess, wait_cluster_ok
+from tests.support import ManagedProcess, during, wait_cluster_ok, wait_until
 
 UNKNOWN_FATE = "write may or may not have been applied"
 
 
-def wait_replicas_synced(backend: ClusterBackend, timeout_s: float = 30.0) -> None:
-    """Until every replica's link to its master is up (a replica that never synced cannot
-    be elected, so a failover test must not start earlier)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        infos = [n.client().info("replication") for n in backend.nodes]
-        if all(i.get("master_link_status") == "up" for i in infos if i["role"] == "slave"):
-            return
-        time.sleep(0.2)
-    raise TimeoutError("replicas did not finish their initial sync")
-
-
 def test_master_killed_mid_traffic(slotgate: ManagedProcess,
                                    cluster_backend: ClusterBackend) -> None:
-    wait_replicas_synced(cluster_backend)
+    # a replica that never synced cannot be elected: the failover must not start earlier
+    wait_replicas_up(cluster_backend.nodes, 30)
     tag = f"fo{uuid.uuid4().hex[:6]}"
     victim = slot_owner(cluster_backend, key_slot(tag.encode()))
     keys = [f"{{{tag}}}:{i}" for i in range(21)] + [f"other{tag}:{i}" for i in range(21)]
@@ -84,13 +73,13 @@ def test_master_killed_mid_traffic(slotgate: ManagedProcess,
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)
+        wait_until(lambda: acked or unexpected, what="the clients under way")
         victim.kill()
         killed_at[0] = time.monotonic()
         # node timeout is 2 s: the replica should take over within a few seconds.
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and ok_after_kill[0] < 200:
-            time.sleep(0.1)
+        for _ in during(20, interval_s=0.1):
+            if ok_after_kill[0] >= 200:
+                break
     finally:
         stop.set()
         for t in threads:
@@ -111,4 +100,4 @@ def test_master_killed_mid_traffic(slotgate: ManagedProcess,
     finally:
         victim.start()
         wait_cluster_ok(cluster_backend.nodes, timeout_s=60)
-        wait_replicas_synced(cluster_backend)
+        wait_replicas_up(cluster_backend.nodes, 30)

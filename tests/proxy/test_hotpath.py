@@ -8,8 +8,7 @@ import uuid
 
 from protocol.resp import encode_command
 from proxy import errors
-from tests.proxy.rawclient import RawClient
-from tests.support import ManagedProcess
+from tests.support import ManagedProcess, RawClient
 
 CROSSSLOT_REPLY = b"-" + errors.CROSSSLOT.encode() + b"\r\n"
 
@@ -40,7 +39,7 @@ def test_concurrent_pipelining_clients_get_their_own_replies_in_order(
                         cmds += [[b"SET", key, value], [b"INCR", f"hp:{run}:{c}:n".encode()],
                                  [b"GET", key], [b"get", key + b":missing"]]
                         want += [b"+OK\r\n", b":%d\r\n" % (i + 1), _bulk(value), b"$-1\r\n"]
-                    rc.send(b"".join(encode_command(*cmd) for cmd in cmds))
+                    rc.send_raw(b"".join(encode_command(*cmd) for cmd in cmds))
                     got = rc.read_frames(len(cmds))
                     assert got == want, f"client {c} chunk {chunk}"
         except BaseException as exc:  # reported by the test thread below

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from protocol.slots import SLOT_COUNT
 from proxy.metrics import COMMAND_BUCKETS_S, MetricsServer, PrometheusMetrics
 from proxy.topology import SlotMap
 from tests.conftest import ClusterBackend
-from tests.support import ManagedProcess, free_port, slotgate_proxy
+from tests.support import ManagedProcess, free_port, slotgate_proxy, wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -183,15 +182,15 @@ def get(url: str) -> tuple[int, str, str]:
 
 
 def wait_healthy(url: str, timeout_s: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    last = ""
-    while time.monotonic() < deadline:
+    last = [""]
+
+    def healthy() -> str | None:
         status, _, body = get(url)
-        if status == 200:
-            return body
-        last = f"{status} {body}"
-        time.sleep(0.1)
-    raise AssertionError(f"/healthz never became 200: {last}")
+        last[0] = f"{status} {body}"
+        return body if status == 200 else None
+
+    return wait_until(healthy, timeout_s, lambda: f"/healthz to be 200: {last[0]}",
+                      interval_s=0.1)
 
 
 class Running:
@@ -224,11 +223,14 @@ def test_healthz_ready_and_topology_gauges(proxy: Running, cluster_backend: Clus
     assert value(samples, "slotgate_slots_covered") == SLOT_COUNT
     assert value(samples, "slotgate_nodes", role="master") == 3
     # Replicas count once they are in sync ("online" in CLUSTER SHARDS) and the map refreshed.
-    deadline = time.monotonic() + 20
-    while value(samples, "slotgate_nodes", role="replica") != 3:
-        assert time.monotonic() < deadline, value(samples, "slotgate_nodes", role="replica")
-        time.sleep(0.2)
+    def replicas_counted() -> bool:
+        nonlocal samples
         samples = proxy.scrape()
+        return value(samples, "slotgate_nodes", role="replica") == 3
+
+    if value(samples, "slotgate_nodes", role="replica") != 3:
+        wait_until(replicas_counted, 20, lambda: "3 replicas in slotgate_nodes, not "
+                   f"{value(samples, 'slotgate_nodes', role='replica')}", interval_s=0.2)
     assert value(samples, "slotgate_topology_refreshes_total", reason="startup", outcome="ok") >= 1
     # Every cluster node has its series from the start.
     for n in cluster_backend.nodes:
@@ -285,10 +287,8 @@ def test_protocol_errors_counted(proxy: Running) -> None:
     with socket.create_connection(("127.0.0.1", proxy.proc.port), timeout=5) as s:
         s.sendall(b"*1\r\n$abc\r\n")
         assert s.recv(100).startswith(b"-ERR Protocol error")
-    deadline = time.monotonic() + 5
-    while value(proxy.scrape(), "slotgate_protocol_errors_total") == before:
-        assert time.monotonic() < deadline, "protocol error not counted"
-        time.sleep(0.05)
+    wait_until(lambda: value(proxy.scrape(), "slotgate_protocol_errors_total") != before, 5,
+               "the protocol error counted")
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -321,25 +321,16 @@ def test_healthz_503_without_coverage(tmp_path: Path) -> None:
 
 
 def wait_for_http(url: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            get(url)
-            return
-        except urllib.error.URLError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    wait_until(lambda: get(url), timeout_s, f"an answer from {url}",
+               ignore=(urllib.error.URLError,))
 
 
 def wait_log(proc: ManagedProcess, pattern: str, timeout_s: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def found() -> str | None:
         text = proc.log_text()
-        if re.search(pattern, text):
-            return text
-        time.sleep(0.05)
-    raise AssertionError(f"{pattern!r} not in log:\n{proc.log_text()[-2000:]}")
+        return text if re.search(pattern, text) else None
+
+    return wait_until(found, timeout_s, lambda: f"{pattern!r} in log:\n{proc.log_text()[-2000:]}")
 
 
 def test_sighup_reload_keeps_clients(cluster_backend: ClusterBackend, tmp_path: Path) -> None:

@@ -8,9 +8,7 @@ import uuid
 
 import redis
 
-from protocol.resp import encode_command
-from tests.proxy.rawclient import RawClient
-from tests.support import ManagedProcess
+from tests.support import ManagedProcess, RawClient
 
 
 def test_resp2_subscriber_session_matches_standalone(
@@ -35,7 +33,7 @@ def test_resp2_subscriber_session_matches_standalone(
         with RawClient(server.port) as c:
             got = []
             for argv, n in script:
-                c.send(encode_command(*argv))
+                c.send(*argv)
                 got.append(c.read_frames(n))
             transcripts.append(got)
     assert transcripts[0] == transcripts[1]
@@ -65,7 +63,7 @@ def test_resp3_subscriber_can_run_other_commands(slotgate: ManagedProcess) -> No
     key = f"{ch}:key"
     with RawClient(slotgate.port) as c:
         c.call("HELLO", "3")
-        c.send(encode_command("SUBSCRIBE", ch))
+        c.send("SUBSCRIBE", ch)
         assert c.read_frames(1)[0] == b">3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n" % (
             len(ch), ch.encode())
         assert c.call("SET", key, "v") == b"+OK\r\n"
@@ -93,13 +91,13 @@ def test_sharded_pubsub(slotgate: ManagedProcess) -> None:
 
 def test_subscriber_quit_and_reset(slotgate: ManagedProcess) -> None:
     with RawClient(slotgate.port) as c:
-        c.send(encode_command("SUBSCRIBE", "q1"))
+        c.send("SUBSCRIBE", "q1")
         c.read_frames(1)
         assert c.call("RESET") == b"+RESET\r\n"
         assert c.call("PING") == b"+PONG\r\n"  # normal mode again
-        c.send(encode_command("SUBSCRIBE", "q1"))
+        c.send("SUBSCRIBE", "q1")
         c.read_frames(1)
-        c.send(encode_command("QUIT"))
+        c.send("QUIT")
         assert c.read_until_closed() == b"+OK\r\n"
-    time.sleep(0.1)
+    time.sleep(0.1)  # a proxy that failed on the close would be gone by now
     assert redis.Redis(port=slotgate.port).ping() is True

@@ -14,7 +14,7 @@ import redis
 
 from protocol.slots import key_slot
 from tests.conftest import ClusterBackend
-from tests.support import ManagedProcess
+from tests.support import ManagedProcess, wait_until
 
 
 def node_by_port(backend: ClusterBackend, port: int) -> ManagedProcess:
@@ -108,13 +108,13 @@ def test_slot_moved_while_clients_run(slotgate: ManagedProcess,
     for t in threads:
         t.start()
     try:
-        time.sleep(0.2)
+        wait_until(lambda: ops[0] or errors, what="the clients under way")
         open_migration(slot, src, dst)
         for i in range(0, len(keys), 10):
             migrate_keys(src, dst, keys[i : i + 10])
-            time.sleep(0.05)
+            time.sleep(0.05)  # the scenario: clients run between the batches (ASK)
         finish_migration(cluster_backend, slot, src, dst)
-        time.sleep(0.5)
+        time.sleep(0.5)  # the scenario: clients run on once the slot has moved (MOVED)
     finally:
         stop.set()
         for t in threads:

@@ -20,7 +20,7 @@ import redis
 
 from tests.conftest import ClusterBackend
 from tests.proxy.test_metrics import parse
-from tests.support import ManagedProcess, free_port, redis_cli, slotgate_proxy
+from tests.support import ManagedProcess, free_port, redis_cli, slotgate_proxy, wait_until
 
 KEYS = 10_000
 TASKS = 20
@@ -88,13 +88,14 @@ def wait_cluster_consistent(seed: ManagedProcess, timeout_s: float = 60.0) -> No
     """Until ``redis-cli --cluster check`` is happy: every node (replicas too, which learn
     slot moves by gossip) agrees on the configuration and no slot is left open. redis-cli
     refuses to reshard before that."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    out = [""]
+
+    def consistent() -> bool:
         check = redis_cli("--cluster", "check", f"127.0.0.1:{seed.port}", check=False)
-        if check.returncode == 0:
-            return
-        assert time.monotonic() < deadline, check.stdout[-3000:]
-        time.sleep(0.1)
+        out[0] = check.stdout[-3000:]
+        return check.returncode == 0
+
+    wait_until(consistent, timeout_s, lambda: f"a clean cluster check: {out[0]}", interval_s=0.1)
 
 
 # Keys per MIGRATE. A real redis-server moves a slot in well under a millisecond, so there it
@@ -209,10 +210,11 @@ def test_reshard_2000_slots_away_and_back_under_load(
         th.start()
     started = time.monotonic()
     try:
-        while sum(t.ops for t in tasks) < 2 * TASKS:  # every client is under way
-            assert time.monotonic() - started < 30, "clients did not start"
+        def under_way() -> bool:
             assert all(th.is_alive() for th in threads), [t.errors for t in tasks]
-            time.sleep(0.05)
+            return sum(t.ops for t in tasks) >= 2 * TASKS
+
+        wait_until(under_way, 30, "every client under way")
         pipeline = MIGRATE_PIPELINE[cluster_backend.kind]
         reshard(seed, src_id, dst_id, pipeline)
         wait_cluster_consistent(seed)

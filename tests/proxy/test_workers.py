@@ -17,8 +17,17 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.slots import key_slot
-from tests.proxy.rawclient import RawClient
-from tests.support import ManagedProcess, free_port, pid_alive, slotgate_proxy, wait_until
+from tests.conftest import ClusterBackend
+from tests.proxy.test_redirects import slot_owner
+from tests.support import (
+    ManagedProcess,
+    RawClient,
+    free_port,
+    pid_alive,
+    slotgate_proxy,
+    wait_blocked,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -157,20 +166,22 @@ def test_sigterm_stops_every_worker(
 
 
 def test_a_second_signal_stops_at_once_and_orphans_nothing(
-    seeds: list[int], tmp_path: Path, cleanup: list[ManagedProcess]
+    seeds: list[int], real_cluster: list[ManagedProcess], tmp_path: Path,
+    cleanup: list[ManagedProcess]
 ) -> None:
     proxy, _ = start_workers(tmp_path, seeds)
     cleanup.append(proxy)
     pids = worker_pids_seen(proxy.port)
     assert len(pids) == 2
+    owner = slot_owner(ClusterBackend("real", real_cluster), key_slot(b"q-nothing"))
     with RawClient(proxy.port) as c:
         # A blocking command in flight keeps its worker stopping (it runs to its end); the
         # second signal, forwarded, gives it up: every worker is gone well before its 20 s.
-        c.send(b"*3\r\n$5\r\nBLPOP\r\n$9\r\nq-nothing\r\n$2\r\n20\r\n")
-        time.sleep(0.3)
+        c.send_raw(b"*3\r\n$5\r\nBLPOP\r\n$9\r\nq-nothing\r\n$2\r\n20\r\n")
+        wait_blocked(owner.port, 1)
         started = time.monotonic()
         os.kill(proxy.pid, signal.SIGTERM)
-        time.sleep(0.3)
+        time.sleep(0.3)  # the scenario: a while after the first signal, still stopping
         assert proxy.alive()
         os.kill(proxy.pid, signal.SIGINT)
         assert c.read_until_closed() == b""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import redis
 
 from protocol import commands as C
 from protocol.overrides import MERGES, OVERRIDES, ROUTES
-from tests.support import ManagedProcess
+from tests.support import ManagedProcess, RawClient
 from tools import gen_commands
 
 CORPUS_PATH = Path(__file__).with_name("data") / "getkeys_corpus.txt"
@@ -87,24 +86,8 @@ def _frame_end(buf: bytes, pos: int) -> int | None:
 
 def _raw_replies(port: int, proto: int, requests: Sequence[Sequence[bytes]]) -> list[bytes]:
     """Send ``requests`` pipelined after HELLO <proto>; the raw bytes of each reply."""
-    payload = [C.encode_value(["$HELLO", f"${proto}"])]
-    for argv in requests:
-        payload.append(C.encode_value(["$" + a.decode() for a in argv]))
-    out: list[bytes] = []
-    buf = b""
-    pos = 0
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(b"".join(payload))
-        while len(out) < len(requests) + 1:
-            end = _frame_end(buf, pos)
-            if end is None:
-                chunk = sock.recv(1 << 20)
-                assert chunk, "server closed the connection"
-                buf += chunk
-                continue
-            out.append(buf[pos:end])
-            pos = end
-    return out[1:]
+    with RawClient(port) as c:
+        return c.pipeline([[b"HELLO", proto], *requests])[1:]
 
 
 @pytest.mark.parametrize("proto", [2, 3])

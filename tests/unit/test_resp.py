@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import socket
-import time
 
 import hiredis
 import pytest
@@ -29,6 +28,7 @@ from protocol.resp import (
     split_args,
     to_long_double,
 )
+from tests.support import RawClient, wait_until
 
 
 class SlowReader(RequestReader):
@@ -502,41 +502,22 @@ def test_inline_parsing_matches_real_redis(redis_standalone) -> None:
     assert reply == want
 
 
-class RawClient:
-    """Commands over a plain socket; replies as raw frames (no client-side conversions)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.framer = ReplyFramer()
-
-    def __call__(self, *args: bytes | str | int | float) -> bytes:
-        self.sock.sendall(encode_command(*args))
-        while (frame := self.framer.next_frame()) is None:
-            data = self.sock.recv(65536)
-            assert data, "server closed the connection"
-            self.framer.feed(data)
-        return frame[1]
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 @pytest.fixture
 def raw_client(redis_standalone):
-    client = RawClient(redis_standalone.port)
+    client = RawClient(redis_standalone.port, timeout_s=5)
     yield client
     client.close()
 
 
 def test_format_double_matches_zscore(raw_client: RawClient) -> None:
     for x in [1.5, 0.1, 1e20, 3.0, -2.5e-7, 123456789.123, float("inf"), float("-inf"), 1 / 3]:
-        raw_client("ZADD", "resp:z", repr(x), "m")
-        assert raw_client("ZSCORE", "resp:z", "m") == resp.bulk(format_double(x)), x
-    assert raw_client("HELLO", "3")[:1] == b"%"
+        raw_client.call("ZADD", "resp:z", repr(x), "m")
+        assert raw_client.call("ZSCORE", "resp:z", "m") == resp.bulk(format_double(x)), x
+    assert raw_client.call("HELLO", "3")[:1] == b"%"
     for x in [1.5, 0.1, 1e20, 3.0, float("inf"), float("-inf")]:
-        raw_client("ZADD", "resp:z", repr(x), "m")
-        assert raw_client("ZSCORE", "resp:z", "m") == resp.double(x, 3), x
-    raw_client("DEL", "resp:z")
+        raw_client.call("ZADD", "resp:z", repr(x), "m")
+        assert raw_client.call("ZSCORE", "resp:z", "m") == resp.double(x, 3), x
+    raw_client.call("DEL", "resp:z")
 
 
 def test_format_long_double_matches_incrbyfloat(raw_client: RawClient) -> None:
@@ -546,11 +527,11 @@ def test_format_long_double_matches_incrbyfloat(raw_client: RawClient) -> None:
              ("0", "-1e-20"), (".5", "5."), ("123456789012345678901234567890", "1")]
     cases += [(f"{rng.uniform(-1e6, 1e6):.6f}", f"{rng.uniform(-10, 10):.3f}") for _ in range(20)]
     for start, incr in cases:
-        raw_client("SET", "resp:f", start)
-        got = raw_client("INCRBYFLOAT", "resp:f", incr)
+        raw_client.call("SET", "resp:f", start)
+        got = raw_client.call("INCRBYFLOAT", "resp:f", incr)
         want = format_long_double(to_long_double(start) + to_long_double(incr))
         assert resp.bulk(want) == got, (start, incr)
-    raw_client("DEL", "resp:f")
+    raw_client.call("DEL", "resp:f")
 
 
 _SAFE_FRAGMENTS = [b"*", b"$", b"\r\n", b"\r\n", b"\r", b"\n", b"+", b":", b"-1", b"0", b"1", b"2",
@@ -566,12 +547,23 @@ def test_random_streams_match_real_redis(redis_standalone) -> None:
     cases = [b"".join(rng.choice(_SAFE_FRAGMENTS) for _ in range(rng.randrange(1, 30)))
              for _ in range(400)]
     socks = []
+    stats = RawClient(redis_standalone.port, timeout_s=5)
     try:
+        read_before = net_input_bytes(stats)
         for data in cases:
             s = socket.create_connection(("127.0.0.1", redis_standalone.port), timeout=5)
             socks.append(s)
             s.sendall(data)
-        time.sleep(0.5)  # every reply the server will send for these bytes is sent by now
+        polls = 0
+
+        def all_read() -> bool:
+            nonlocal polls
+            polls += 1
+            read = net_input_bytes(stats) - read_before - polls * INFO_STATS_BYTES
+            return read >= sum(map(len, cases))
+
+        # Once the server has read every byte sent, it has sent every reply it will send.
+        wait_until(all_read, what="the server to read every case")
         for s, data in zip(socks, cases, strict=True):
             s.setblocking(False)
             framer = ReplyFramer()
@@ -589,8 +581,18 @@ def test_random_streams_match_real_redis(redis_standalone) -> None:
             ours = ProtocolError(err).as_reply() if err is not None else None
             assert ours == server_error, data
     finally:
+        stats.close()
         for s in socks:
             s.close()
+
+
+INFO_STATS_BYTES = len(encode_command("INFO", "stats"))
+
+
+def net_input_bytes(client: RawClient) -> int:
+    """The server's total_net_input_bytes, counting this INFO request itself."""
+    text = client.call("INFO", "stats").decode()
+    return int(text.split("total_net_input_bytes:", 1)[1].split("\r\n", 1)[0])
 
 
 @pytest.mark.xfail(strict=True, reason="known difference: a non-CRLF payload terminator "
