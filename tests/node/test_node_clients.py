@@ -74,15 +74,15 @@ def test_monitor_quotes_arguments_as_redis(node_standalone: ManagedProcess,
                                            redis_standalone: ManagedProcess) -> None:
     shown = []
     for port in _both(node_standalone, redis_standalone):
-        m, b = Conn(port), Conn(port)
-        assert m.call([b"MONITOR"]) == b"+OK\r\n"
-        assert b.call([b"RPUSH", b"mon-repr", *_REPR_ARGS]) == b":%d\r\n" % len(_REPR_ARGS)
-        assert b.call([b"ECHO", bytes(range(256))])[:6] == b"$256\r\n"  # every byte value
+        m, b = RawClient(port), RawClient(port)
+        assert m.call(b"MONITOR") == b"+OK\r\n"
+        assert b.call(b"RPUSH", b"mon-repr", *_REPR_ARGS) == b":%d\r\n" % len(_REPR_ARGS)
+        assert b.call(b"ECHO", bytes(range(256)))[:6] == b"$256\r\n"  # every byte value
         for _ in range(2):
             line = m.read()
             assert line.startswith(b"+") and line.endswith(b"\r\n"), line
             shown.append(line.split(b"] ", 1)[1])  # after "+<time> [<db> <addr>] "
-        b.call([b"DEL", b"mon-repr"])
+        b.call(b"DEL", b"mon-repr")
         m.close()
         b.close()
     assert shown[:2] == shown[2:]  # ours, then redis-server's

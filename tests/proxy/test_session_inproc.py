@@ -22,7 +22,7 @@ from proxy.routes import ROUTES
 from proxy.server import Proxy
 from proxy.settings import ProxySettings
 from tests.proxy.fakecluster import NULL, FakeCluster, FakeNode, array, bulk
-from tests.proxy.rawclient import RawClient
+from tests.support import RawClient
 
 MAX_REDIRECTS = 3
 
