@@ -25,8 +25,7 @@ from node.client import REPLY_OFF, REPLY_ON, Client
 from node.config import load
 from node.server import Server
 from protocol.resp import encode_command
-from tests.node.diff import Conn
-from tests.support import ManagedProcess, redis_server, slotgate_node
+from tests.support import RawClient, node_and_redis
 
 # -- in-process ------------------------------------------------------------------------------
 NODE = Path(__file__).resolve().parents[2] / "node"
@@ -255,7 +254,7 @@ SCRIPTS: dict[str, list[list[str]]] = {
 def _replies_to(port: int, script: list[list[str]]) -> list[bytes]:
     """Send ``script`` in one write and read a frame per reply (a command answered with none,
     as under CLIENT REPLY OFF, is skipped on both servers alike, so PING marks the end)."""
-    c = Conn(port)
+    c = RawClient(port)
     try:
         c.send_raw(b"".join(encode_command(*argv) for argv in script)
                    + encode_command("PING", "end"))
@@ -271,16 +270,9 @@ def _replies_to(port: int, script: list[list[str]]) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    d = tmp_path_factory.mktemp("fastpath-flag")
-    ours: ManagedProcess = slotgate_node(d, extra=["--requirepass", PASSWORD]).start()
-    try:
-        real = redis_server(d, extra=["--requirepass", PASSWORD]).start()
-        try:
-            yield ours.port, real.port
-        finally:
-            real.stop()
-    finally:
-        ours.stop()
+    with node_and_redis(tmp_path_factory.mktemp("fastpath-flag"),
+                        ["--requirepass", PASSWORD]) as procs:
+        yield procs["ours"].port, procs["real"].port
 
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
@@ -293,13 +285,13 @@ def test_state_changes_reach_the_next_request_as_on_redis(pair: tuple[int, int],
 def test_a_monitor_sees_requests_of_clients_already_on_the_fast_path(
         pair: tuple[int, int]) -> None:
     for port in pair:
-        a, m = Conn(port), Conn(port)
+        a, m = RawClient(port), RawClient(port)
         try:
-            assert a.call([b"AUTH", PASSWORD.encode()]) == b"+OK\r\n"
-            assert a.call([b"SET", b"seen", b"0"]) == b"+OK\r\n"  # a: on the fast path
-            assert m.call([b"AUTH", PASSWORD.encode()]) == b"+OK\r\n"
-            assert m.call([b"MONITOR"]) == b"+OK\r\n"
-            assert a.call([b"INCR", b"seen"]) == b":1\r\n"
+            assert a.call(b"AUTH", PASSWORD.encode()) == b"+OK\r\n"
+            assert a.call(b"SET", b"seen", b"0") == b"+OK\r\n"  # a: on the fast path
+            assert m.call(b"AUTH", PASSWORD.encode()) == b"+OK\r\n"
+            assert m.call(b"MONITOR") == b"+OK\r\n"
+            assert a.call(b"INCR", b"seen") == b":1\r\n"
             assert b'"INCR" "seen"' in m.read(), port
         finally:
             a.close()
