@@ -7,8 +7,9 @@ Redis' quicklist is in practice. Redis 7.0 always reports the ``quicklist`` enco
 Argument checks run in Redis' order (some commands parse numbers before looking the key up,
 others after), because the first failing check decides the reply. Blocking commands first
 try to serve at once; otherwise they park the client with ``c.block`` and a ``serve``
-callback that pops from the key that became ready. Served blocking pops replicate as their
-non-blocking form (BLPOP -> LPOP, BLMOVE -> LMOVE), as Redis 7.0 rewrites them.
+callback that pops from the key that became ready (the pops through blocking.py, which the
+sorted sets share). Served blocking pops replicate as their non-blocking form (BLPOP -> LPOP,
+BLMOVE -> LMOVE), as Redis 7.0 rewrites them.
 """
 
 from __future__ import annotations
@@ -18,20 +19,11 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from node.commands.blocking import block_mpop, block_pop, mpop, parse_timeout_s
 from node.commands.registry import Handler, command
 from node.commands.replies import EMPTY_ARRAY, OK, ZERO
-from node.commands.typeutil import (
-    COUNT_POSITIVE,
-    bulks,
-    mix_digest,
-    parse_numkeys,
-    parse_positive,
-    parse_range,
-    parse_timeout_s,
-    pop_first,
-    pop_or_block,
-)
-from node.commands.util import LONG_MAX, parse_int
+from node.commands.typeutil import bulks, mix_digest, parse_positive
+from node.commands.util import parse_int
 from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, register_type
 
@@ -443,14 +435,15 @@ def ltrim(c: Client, argv: list[bytes]) -> bytes:
 # --- move -----------------------------------------------------------------------------------
 
 
+_SIDES = {b"left": True, b"right": False}  # LMOVE's and LMPOP's words -> at the head
+
+
 def _side(arg: bytes) -> bool:
     """LEFT -> True, RIGHT -> False; anything else is a syntax error."""
-    a = arg.lower()
-    if a == b"left":
-        return True
-    if a == b"right":
-        return False
-    raise CommandError(SYNTAX)
+    left = _SIDES.get(arg.lower())
+    if left is None:
+        raise CommandError(SYNTAX)
+    return left
 
 
 def _push_dst(db: Database, dst: bytes, dv: RList | None, x: bytes, left: bool) -> None:
@@ -551,7 +544,6 @@ def _key_reply(key: bytes, x: bytes) -> bytes:
 
 
 def _bpop(c: Client, argv: list[bytes], left: bool) -> bytes:
-    timeout_s = parse_timeout_s(argv[-1])
     pop_name = b"LPOP" if left else b"RPOP"
 
     def pop(bc: Client, db: Database, key: bytes, v: RList) -> bytes:
@@ -560,7 +552,7 @@ def _bpop(c: Client, argv: list[bytes], left: bool) -> bytes:
         bc.propagate_as = [[pop_name, key]]
         return _key_reply(key, x)
 
-    return pop_or_block(c, argv[1:-1], timeout_s, argv, RList, _get, pop)
+    return block_pop(c, argv, RList, _get, pop)
 
 
 @command("blpop")
@@ -571,25 +563,6 @@ def blpop(c: Client, argv: list[bytes]) -> bytes:
 @command("brpop")
 def brpop(c: Client, argv: list[bytes]) -> bytes:
     return _bpop(c, argv, False)
-
-
-def _mpop_args(argv: list[bytes], numkeys_idx: int) -> tuple[list[bytes], bool, int]:
-    """LMPOP/BLMPOP: (keys, left, count) with Redis' checks in its order."""
-    numkeys = parse_numkeys(argv, numkeys_idx)
-    where_idx = numkeys_idx + numkeys + 1
-    if where_idx >= len(argv):
-        raise CommandError(SYNTAX)
-    left = _side(argv[where_idx])
-    count = -1
-    j = where_idx + 1
-    while j < len(argv):
-        if count == -1 and argv[j].lower() == b"count" and j + 1 < len(argv):
-            j += 1
-            count = parse_range(argv[j], 1, LONG_MAX, COUNT_POSITIVE)
-        else:
-            raise CommandError(SYNTAX)
-        j += 1
-    return argv[numkeys_idx + 1 : where_idx], left, max(count, 1)
 
 
 def _mpop_reply(key: bytes, items: list[bytes]) -> bytes:
@@ -608,13 +581,9 @@ def _mpop(left: bool, count: int) -> Callable[[Client, Database, bytes, RList], 
 
 @command("lmpop")
 def lmpop(c: Client, argv: list[bytes]) -> bytes:
-    keys, left, count = _mpop_args(argv, 1)
-    served = pop_first(c, keys, _get, _mpop(left, count))
-    return c.null_array if served is None else served
+    return mpop(c, argv, _SIDES, _get, _mpop)
 
 
 @command("blmpop")
 def blmpop(c: Client, argv: list[bytes]) -> bytes:
-    keys, left, count = _mpop_args(argv, 2)
-    timeout_s = parse_timeout_s(argv[1])
-    return pop_or_block(c, keys, timeout_s, argv, RList, _get, _mpop(left, count))
+    return block_mpop(c, argv, _SIDES, RList, _get, _mpop)

@@ -4,27 +4,13 @@ sorted sets), with Redis 7.0's exact error texts."""
 from __future__ import annotations
 
 import hashlib
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from node.commands.util import LONG_MAX, parse_int
-from node.errors import (
-    INVALID_CURSOR,
-    NOT_INTEGER,
-    SYNTAX,
-    TIMEOUT_NEGATIVE,
-    TIMEOUT_NOT_FLOAT,
-    CommandError,
-)
+from node.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX, CommandError
 from node.glob import compile_glob
-
-if TYPE_CHECKING:
-    from node.client import Client
-    from node.keyspace import Database
-
-V = TypeVar("V")
 
 MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 NUMKEYS_POSITIVE = "ERR numkeys should be greater than 0"
@@ -54,71 +40,9 @@ def parse_range(arg: bytes, lo: int, hi: int, err: str | None = None) -> int:
     return n
 
 
-def parse_timeout_s(arg: bytes) -> float:
-    """getTimeoutFromObjectOrReply in seconds: a long double, truncated to whole ms; 0 (also
-    anything below 1 ms) blocks forever. Values whose ms do not fit a long long (inf, 1e20)
-    wrap negative in C, so Redis calls them negative; so do we."""
-    if not arg or arg[:1].isspace() or arg[-1:].isspace() or b"_" in arg:
-        raise CommandError(TIMEOUT_NOT_FLOAT)
-    try:
-        x = float(arg)
-    except ValueError:
-        if not arg.lstrip(b"+-")[:2].lower() == b"0x":  # strtold also reads hex floats
-            raise CommandError(TIMEOUT_NOT_FLOAT) from None
-        try:
-            x = float.fromhex(arg.decode("ascii"))
-        except (ValueError, UnicodeDecodeError):
-            raise CommandError(TIMEOUT_NOT_FLOAT) from None
-    if math.isnan(x):
-        raise CommandError(TIMEOUT_NOT_FLOAT)
-    if math.isinf(x) or abs(x * 1000.0) >= 2.0**63:
-        raise CommandError(TIMEOUT_NEGATIVE)
-    ms = int(x * 1000.0)
-    if ms < 0:
-        raise CommandError(TIMEOUT_NEGATIVE)
-    return ms / 1000.0
-
-
 def parse_numkeys(argv: list[bytes], idx: int) -> int:
     """The numkeys of LMPOP/ZMPOP-like commands (1..LONG_MAX)."""
     return parse_range(argv[idx], 1, LONG_MAX, NUMKEYS_POSITIVE)
-
-
-# --- pops that serve the first non-empty key, or block on them (the list and zset pops) -------
-
-
-def pop_first(
-    c: Client, keys: list[bytes], get: Callable[[Database, bytes], V | None],
-    pop: Callable[[Client, Database, bytes, V], bytes],
-) -> bytes | None:
-    """``pop`` the first of ``keys`` that holds a value, in order (``get`` answers WRONGTYPE
-    for a key of another type on the way, as Redis does); None when every key is empty."""
-    db = c.db
-    for key in keys:
-        v = get(db, key)
-        if v is not None:
-            return pop(c, db, key, v)
-    return None
-
-
-def pop_or_block(
-    c: Client, keys: list[bytes], timeout_s: float, argv: list[bytes], kind: type[V],
-    get: Callable[[Database, bytes], V | None], pop: Callable[[Client, Database, bytes, V], bytes],
-) -> bytes:
-    """A blocking pop (BLPOP, BLMPOP, BZPOPMIN, BZMPOP...): served at once like
-    :func:`pop_first`, else the client blocks on the keys (each once, first-seen order) and is
-    served by the first push of a ``kind`` value to one of them."""
-    served = pop_first(c, keys, get, pop)
-    if served is not None:
-        return served
-
-    def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
-        v = sdb.lookup(key)
-        if type(v) is not kind:
-            return None
-        return pop(bc, sdb, key, v)
-
-    return c.block(list(dict.fromkeys(keys)), timeout_s, serve, argv)
 
 
 _HDR = [b"$%d" % n for n in range(1024)]  # bulk headers of short strings, precomputed
