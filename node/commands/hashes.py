@@ -27,6 +27,7 @@ from node.commands.typeutil import (
     parse_scan_opts,
     scan_reply,
     scan_snapshot,
+    typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
@@ -36,7 +37,6 @@ from protocol.resp import format_long_double, to_long_double
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 HASH_NOT_INTEGER = "ERR hash value is not an integer"
 HASH_NOT_FLOAT = "ERR hash value is not a float"
@@ -112,18 +112,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(RHash, "hash", dict, _from_rdb)]
 
 
-def _get(db: Database, key: bytes) -> RHash | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not RHash:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _get_read(db: Database, key: bytes) -> RHash | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not RHash:
-        raise CommandError(WRONGTYPE)
-    return v
+_get, _get_read = typed_lookups(RHash)
 
 
 def _get_or_create(c: Client, key: bytes) -> RHash:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from node.commands.blocking import block_mpop, block_pop, mpop, parse_timeout_s
 from node.commands.registry import Handler, command
 from node.commands.replies import EMPTY_ARRAY, OK, ZERO
-from node.commands.typeutil import bulks, mix_digest, parse_positive
+from node.commands.typeutil import bulks, mix_digest, parse_positive, typed_lookups
 from node.commands.util import parse_int
 from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, register_type
@@ -61,18 +61,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(RList, "list", list, RList)]
 
 
-def _get(db: Database, key: bytes) -> RList | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not RList:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _get_read(db: Database, key: bytes) -> RList | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not RList:
-        raise CommandError(WRONGTYPE)
-    return v
+_get, _get_read = typed_lookups(RList)
 
 
 def _emptied(db: Database, key: bytes) -> None:

@@ -28,6 +28,7 @@ from node.commands.typeutil import (
     parse_scan_opts,
     scan_reply,
     scan_snapshot,
+    typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX
@@ -105,18 +106,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(RSet, "set", set, new_set)]
 
 
-def _get(db: Database, key: bytes) -> RSet | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not RSet:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _get_read(db: Database, key: bytes) -> RSet | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not RSet:
-        raise CommandError(WRONGTYPE)
-    return v
+_get, _get_read = typed_lookups(RSet)
 
 
 def _set_reply(c: Client, members: Iterable[bytes], n: int) -> bytes:

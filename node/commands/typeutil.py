@@ -6,11 +6,16 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from node.commands.util import LONG_MAX, parse_int
-from node.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX, CommandError
+from node.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
 from node.glob import compile_glob
+
+if TYPE_CHECKING:
+    from node.keyspace import Database
+
+V = TypeVar("V")
 
 MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 NUMKEYS_POSITIVE = "ERR numkeys should be greater than 0"
@@ -43,6 +48,27 @@ def parse_range(arg: bytes, lo: int, hi: int, err: str | None = None) -> int:
 def parse_numkeys(argv: list[bytes], idx: int) -> int:
     """The numkeys of LMPOP/ZMPOP-like commands (1..LONG_MAX)."""
     return parse_range(argv[idx], 1, LONG_MAX, NUMKEYS_POSITIVE)
+
+
+def typed_lookups(kind: type[V]) -> tuple[Callable[[Database, bytes], V | None],
+                                          Callable[[Database, bytes], V | None]]:
+    """A value type's two lookups, (get, get_read): the value at ``key``, None when the key is
+    missing, WRONGTYPE when it holds another type. ``get`` looks up as a write does
+    (``db.lookup``), ``get_read`` as a read does (``db.lookup_read``: hit/miss stats)."""
+
+    def get(db: Database, key: bytes) -> V | None:
+        v = db.lookup(key)
+        if v is not None and type(v) is not kind:
+            raise CommandError(WRONGTYPE)
+        return v
+
+    def get_read(db: Database, key: bytes) -> V | None:
+        v = db.lookup_read(key)
+        if v is not None and type(v) is not kind:
+            raise CommandError(WRONGTYPE)
+        return v
+
+    return get, get_read
 
 
 _HDR = [b"$%d" % n for n in range(1024)]  # bulk headers of short strings, precomputed

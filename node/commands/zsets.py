@@ -26,6 +26,7 @@ from node.commands.typeutil import (
     parse_scan_opts,
     scan_reply,
     scan_snapshot,
+    typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX, parse_int
@@ -96,18 +97,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(ZSet, "zset", lambda z: [(m, s) for s, m in z.entries], new_zset)]
 
 
-def get_zset(db: Database, key: bytes) -> ZSet | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not ZSet:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def get_zset_read(db: Database, key: bytes) -> ZSet | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not ZSet:
-        raise CommandError(WRONGTYPE)
-    return v
+get_zset, get_zset_read = typed_lookups(ZSet)
 
 
 _INF = float("inf")
