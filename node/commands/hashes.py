@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING, Any
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, OK, ONE, ZERO
 from node.commands.typeutil import (
-    EMPTY_SCAN,
+    Match,
     bulks,
+    collection_scan,
     mix_digest,
-    parse_cursor,
     parse_range,
-    parse_scan_opts,
-    scan_reply,
-    scan_snapshot,
+    scan_items,
     typed_lookups,
     xor_digest,
 )
@@ -430,18 +428,9 @@ def hrandfield(c: Client, argv: list[bytes]) -> bytes:
 # --- HSCAN ----------------------------------------------------------------------------------
 
 
-@command("hscan")
-def hscan(c: Client, argv: list[bytes]) -> bytes:
-    cursor = parse_cursor(argv[2])
-    h = _get_read(c.db, argv[1])
-    if h is None:
-        return EMPTY_SCAN
-    count, match = parse_scan_opts(argv, 3)
-    if not h.ht:
-        pairs = list(h.items())
-        nxt = 0
-    else:
-        nxt, pairs = scan_snapshot(cursor, count, lambda: list(h.items()))
+def _hscan_page(h: RHash, cursor: int, count: int, match: Match | None
+                ) -> tuple[int, list[bytes]]:
+    nxt, pairs = scan_items(cursor, count, h.ht, lambda: list(h.items()))
     flat: list[bytes] = []
     for f, v in pairs:
         if match is not None and match(f) is None:
@@ -450,4 +439,9 @@ def hscan(c: Client, argv: list[bytes]) -> bytes:
             continue
         flat.append(f)
         flat.append(h[f] if h.ht else v)
-    return scan_reply(nxt, flat)
+    return nxt, flat
+
+
+@command("hscan")
+def hscan(c: Client, argv: list[bytes]) -> bytes:
+    return collection_scan(c, argv, _get_read, _hscan_page)

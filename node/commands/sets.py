@@ -19,15 +19,13 @@ from typing import TYPE_CHECKING, Any
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, ONE, ZERO
 from node.commands.typeutil import (
-    EMPTY_SCAN,
+    Match,
     bulks,
-    parse_cursor,
+    collection_scan,
     parse_numkeys,
     parse_positive,
     parse_range,
-    parse_scan_opts,
-    scan_reply,
-    scan_snapshot,
+    scan_items,
     typed_lookups,
     xor_digest,
 )
@@ -452,17 +450,12 @@ def sdiffstore(c: Client, argv: list[bytes]) -> bytes:
 # --- SSCAN ----------------------------------------------------------------------------------
 
 
+def _sscan_page(s: RSet, cursor: int, count: int, match: Match | None
+                ) -> tuple[int, list[bytes]]:
+    nxt, page = scan_items(cursor, count, s.ht, lambda: list(ordered(s)))
+    return nxt, [m for m in page if (match is None or match(m) is not None) and m in s]
+
+
 @command("sscan")
 def sscan(c: Client, argv: list[bytes]) -> bytes:
-    cursor = parse_cursor(argv[2])
-    s = _get_read(c.db, argv[1])
-    if s is None:
-        return EMPTY_SCAN
-    count, match = parse_scan_opts(argv, 3)
-    if not s.ht:
-        page: list[bytes] = list(ordered(s))
-        nxt = 0
-    else:
-        nxt, page = scan_snapshot(cursor, count, lambda: list(s))
-    out = [m for m in page if (match is None or match(m) is not None) and m in s]
-    return scan_reply(nxt, out)
+    return collection_scan(c, argv, _get_read, _sscan_page)

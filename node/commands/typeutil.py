@@ -13,6 +13,7 @@ from node.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandE
 from node.glob import compile_glob
 
 if TYPE_CHECKING:
+    from node.client import Client
     from node.keyspace import Database
 
 V = TypeVar("V")
@@ -106,12 +107,10 @@ def mix_digest(digest: bytearray, data: bytes) -> None:
     digest[:] = _sha1(bytes(digest))
 
 
-# --- HSCAN / SSCAN / ZSCAN -----------------------------------------------------------------
+# --- SCAN, HSCAN, SSCAN, ZSCAN --------------------------------------------------------------
 
 EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
-_SNAPSHOT_LIMIT = 64
-_snapshots: OrderedDict[int, list[Any]] = OrderedDict()
-_next_snapshot = [1]
+Match = Callable[[bytes], Any]  # a MATCH pattern's fullmatch: None when a name does not match
 
 
 def parse_cursor(arg: bytes) -> int:
@@ -128,10 +127,13 @@ def parse_cursor(arg: bytes) -> int:
     return (2**64 - n) % 2**64 if arg[:1] == b"-" else n
 
 
-def parse_scan_opts(argv: list[bytes], start: int) -> tuple[int, Callable[[bytes], Any] | None]:
-    """``[MATCH pattern] [COUNT n]`` of a collection SCAN -> (count, match function or None)."""
+def parse_scan_opts(argv: list[bytes], start: int, allow_type: bool = False
+                    ) -> tuple[int, Match | None, bytes | None]:
+    """``[MATCH pattern] [COUNT n]`` (and ``[TYPE t]`` where ``allow_type``: SCAN's) from
+    ``argv[start]`` on -> (count, match function or None, lower-cased type or None)."""
     count = 10
     pattern: bytes | None = None
+    type_filter: bytes | None = None
     i = start
     n = len(argv)
     while i < n:
@@ -142,35 +144,85 @@ def parse_scan_opts(argv: list[bytes], start: int) -> tuple[int, Callable[[bytes
                 raise CommandError(SYNTAX)
         elif opt == b"match" and i + 1 < n:
             pattern = argv[i + 1]
+        elif opt == b"type" and i + 1 < n and allow_type:
+            type_filter = argv[i + 1].lower()
         else:
             raise CommandError(SYNTAX)
         i += 2
     if pattern is None or pattern == b"*":
-        return count, None
-    return count, compile_glob(pattern).fullmatch
+        return count, None, type_filter
+    return count, compile_glob(pattern).fullmatch, type_filter
 
 
-def scan_snapshot(cursor: int, count: int, items_of: Callable[[], list[Any]]) -> tuple[int, list[Any]]:
-    """A page of a large collection: cursor 0 snapshots the items, so every item present
-    during the whole scan is returned (exactly once). Returns (next cursor, page)."""
-    snap_id, pos = cursor >> 32, cursor & 0xFFFFFFFF
-    snap = _snapshots.get(snap_id) if cursor else None
-    if snap is None:
-        snap_id = _next_snapshot[0]
-        _next_snapshot[0] = snap_id % 0xFFFFFFF + 1
-        snap = items_of()
-        pos = 0
-        _snapshots[snap_id] = snap
-        while len(_snapshots) > _SNAPSHOT_LIMIT:
-            _snapshots.popitem(last=False)
-    else:
-        _snapshots.move_to_end(snap_id)
-    page = snap[pos : pos + count]
-    nxt = pos + len(page)
-    if nxt >= len(snap):
-        _snapshots.pop(snap_id, None)
-        return 0, page
-    return (snap_id << 32) | nxt, page
+class Snapshots:
+    """Point-in-time copies of what a scan walks, so that every item present during the whole
+    scan is returned exactly once. A cursor is ``snapshot id << 32 | position``; an owner (a
+    db for SCAN) keeps its ids apart from another's. At most ``limit`` snapshots are kept, the
+    least recently used dropped first. Both methods answer (next cursor, up to ``count``
+    items); the last page answers cursor 0 and forgets its snapshot."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._snaps: OrderedDict[tuple[int, int], list[Any]] = OrderedDict()
+        self._next_id = 1
+
+    def start(self, owner: int, count: int, items_of: Callable[[], list[Any]]
+              ) -> tuple[int, list[Any]]:
+        """Cursor 0: snapshot ``items_of()`` and answer its first page."""
+        snaps = self._snaps
+        snap_id = self._next_id
+        self._next_id = snap_id % 0xFFFFFFF + 1
+        snaps[(owner, snap_id)] = items_of()
+        while len(snaps) > self.limit:
+            snaps.popitem(last=False)
+        return self._page(owner, snap_id, 0, count)
+
+    def resume(self, owner: int, cursor: int, count: int) -> tuple[int, list[Any]] | None:
+        """The page at a non-zero ``cursor``; None when its snapshot is unknown (never handed
+        out, or dropped)."""
+        snap_id = cursor >> 32
+        if (owner, snap_id) not in self._snaps:
+            return None
+        self._snaps.move_to_end((owner, snap_id))
+        return self._page(owner, snap_id, cursor & 0xFFFFFFFF, count)
+
+    def _page(self, owner: int, snap_id: int, pos: int, count: int) -> tuple[int, list[Any]]:
+        snap = self._snaps[(owner, snap_id)]
+        page = snap[pos : pos + count]
+        nxt = pos + len(page)
+        if nxt >= len(snap):
+            del self._snaps[(owner, snap_id)]
+            return 0, page
+        return (snap_id << 32) | nxt, page
+
+
+_COLLECTION_SNAPSHOTS = Snapshots()
+
+
+def scan_items(cursor: int, count: int, big: bool, items_of: Callable[[], list[Any]]
+               ) -> tuple[int, list[Any]]:
+    """(next cursor, items) of a collection: a small one (listpack or intset encoded) whole,
+    cursor 0, in one call as Redis does; a big one a page at a time from a snapshot taken at
+    cursor 0 (an unknown cursor starts a new scan)."""
+    if not big:
+        return 0, items_of()
+    snaps = _COLLECTION_SNAPSHOTS
+    served = snaps.resume(0, cursor, count) if cursor else None
+    return served if served is not None else snaps.start(0, count, items_of)
+
+
+def collection_scan(c: Client, argv: list[bytes], get_read: Callable[[Database, bytes], V | None],
+                    page: Callable[[V, int, int, Match | None], tuple[int, list[bytes]]]) -> bytes:
+    """``HSCAN key cursor [MATCH pattern] [COUNT count]`` (SSCAN, ZSCAN): Redis' checks in its
+    order (the cursor, the key's type, then the options, which a missing key never reaches);
+    ``page(value, cursor, count, match)`` -> (next cursor, the reply's flat items)."""
+    cursor = parse_cursor(argv[2])
+    v = get_read(c.db, argv[1])
+    if v is None:
+        return EMPTY_SCAN
+    count, match, _ = parse_scan_opts(argv, 3)
+    nxt, flat = page(v, cursor, count, match)
+    return scan_reply(nxt, flat)
 
 
 def scan_reply(cursor: int, flat: list[bytes]) -> bytes:

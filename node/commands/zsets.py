@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, ZERO
 from node.commands.typeutil import (
-    EMPTY_SCAN,
+    Match,
     bulks,
+    collection_scan,
     mix_digest,
-    parse_cursor,
     parse_range,
-    parse_scan_opts,
-    scan_reply,
-    scan_snapshot,
+    scan_items,
     typed_lookups,
     xor_digest,
 )
@@ -618,18 +616,9 @@ def zrandmember(c: Client, argv: list[bytes]) -> bytes:
 # --- ZSCAN ----------------------------------------------------------------------------------
 
 
-@command("zscan")
-def zscan(c: Client, argv: list[bytes]) -> bytes:
-    cursor = parse_cursor(argv[2])
-    z = get_zset_read(c.db, argv[1])
-    if z is None:
-        return EMPTY_SCAN
-    count, match = parse_scan_opts(argv, 3)
-    if not z.big:
-        page = list(z.entries)
-        nxt = 0
-    else:
-        nxt, page = scan_snapshot(cursor, count, lambda: list(z.entries))
+def _zscan_page(z: ZSet, cursor: int, count: int, match: Match | None
+                ) -> tuple[int, list[bytes]]:
+    nxt, page = scan_items(cursor, count, z.big, lambda: list(z.entries))
     flat: list[bytes] = []
     scores = z.scores
     for _, m in page:
@@ -640,4 +629,9 @@ def zscan(c: Client, argv: list[bytes]) -> bytes:
             continue
         flat.append(m)
         flat.append(format_double(cur))
-    return scan_reply(nxt, flat)
+    return nxt, flat
+
+
+@command("zscan")
+def zscan(c: Client, argv: list[bytes]) -> bytes:
+    return collection_scan(c, argv, get_zset_read, _zscan_page)
