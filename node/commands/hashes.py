@@ -23,13 +23,14 @@ from node.commands.typeutil import (
     bulks,
     collection_scan,
     mix_digest,
-    parse_range,
+    parse_random_count,
+    random_positions,
     scan_items,
     typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
-from node.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE, CommandError, wrong_args
+from node.errors import NOT_FLOAT, OVERFLOW, WRONGTYPE, CommandError, wrong_args
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_HASH, register_type
 from protocol.resp import format_long_double, to_long_double
 
@@ -40,7 +41,6 @@ HASH_NOT_INTEGER = "ERR hash value is not an integer"
 HASH_NOT_FLOAT = "ERR hash value is not a float"
 NAN_OR_INF = "ERR value is NaN or Infinity"
 WOULD_BE_NAN_OR_INF = "ERR increment would produce NaN or Infinity"
-OUT_OF_RANGE = "ERR value is out of range"
 
 # hash-max-listpack-entries / -value for RESTORE and RDB loading (no client at hand); kept
 # current by set_limits, which the server's apply_config calls after start and CONFIG SET.
@@ -403,26 +403,14 @@ def hrandfield(c: Client, argv: list[bytes]) -> bytes:
         if h is None:
             return c.null_bulk
         return _bulk(random.choice(list(h)))
-    n = parse_range(argv[2], -LONG_MAX, LONG_MAX)
-    withvalues = False
-    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withvalues"):
-        raise CommandError(SYNTAX)
-    if len(argv) == 4:
-        withvalues = True
-        if n < -(LONG_MAX // 2) or n > LONG_MAX // 2:
-            raise CommandError(OUT_OF_RANGE)
+    n, withvalues = parse_random_count(argv, b"withvalues")
     h = _get_read(c.db, argv[1])
     if h is None or n == 0:
         return EMPTY_ARRAY
     items = list(h.items())
-    if n < 0:  # repetitions allowed, random order
-        return _pairs_reply(c, [random.choice(items) for _ in range(-n)], withvalues)
     if n >= len(items):
         return _pairs_reply(c, items, withvalues)
-    picked = sorted(random.sample(range(len(items)), n))
-    if n == 1 or h.ht:
-        random.shuffle(picked)
-    return _pairs_reply(c, [items[i] for i in picked], withvalues)
+    return _pairs_reply(c, [items[i] for i in random_positions(len(items), n, h.ht)], withvalues)
 
 
 # --- HSCAN ----------------------------------------------------------------------------------

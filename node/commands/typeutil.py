@@ -4,6 +4,7 @@ sorted sets), with Redis 7.0's exact error texts."""
 from __future__ import annotations
 
 import hashlib
+import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,6 +22,7 @@ V = TypeVar("V")
 MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 NUMKEYS_POSITIVE = "ERR numkeys should be greater than 0"
 COUNT_POSITIVE = "ERR count should be greater than 0"
+OUT_OF_RANGE = "ERR value is out of range"
 
 
 def parse_positive(arg: bytes, err: str = MUST_BE_POSITIVE) -> int:
@@ -70,6 +72,31 @@ def typed_lookups(kind: type[V]) -> tuple[Callable[[Database, bytes], V | None],
         return v
 
     return get, get_read
+
+
+def parse_random_count(argv: list[bytes], with_word: bytes) -> tuple[int, bool]:
+    """HRANDFIELD/ZRANDMEMBER ``key count [WITHVALUES|WITHSCORES]`` -> (count, whether
+    ``with_word`` was given), checked in Redis' order: the count, the word, then a count whose
+    doubled reply would not fit."""
+    n = parse_range(argv[2], -LONG_MAX, LONG_MAX)
+    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != with_word):
+        raise CommandError(SYNTAX)
+    with_it = len(argv) == 4
+    if with_it and (n < -(LONG_MAX // 2) or n > LONG_MAX // 2):
+        raise CommandError(OUT_OF_RANGE)
+    return n, with_it
+
+
+def random_positions(size: int, n: int, hashtable: bool) -> list[int]:
+    """Positions out of ``size`` for a HRANDFIELD/ZRANDMEMBER count ``n`` (non-zero, below
+    ``size``): for n < 0, -n uniform picks with repetition; else n distinct positions in order,
+    shuffled for a count of 1 or a ``hashtable`` (skiplist) encoding, as Redis' reply is."""
+    if n < 0:
+        return [random.randrange(size) for _ in range(-n)]
+    picked = sorted(random.sample(range(size), n))
+    if n == 1 or hashtable:
+        random.shuffle(picked)
+    return picked
 
 
 _HDR = [b"$%d" % n for n in range(1024)]  # bulk headers of short strings, precomputed

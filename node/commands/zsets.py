@@ -22,12 +22,13 @@ from node.commands.typeutil import (
     bulks,
     collection_scan,
     mix_digest,
-    parse_range,
+    parse_random_count,
+    random_positions,
     scan_items,
     typed_lookups,
     xor_digest,
 )
-from node.commands.util import LONG_MAX, parse_int
+from node.commands.util import parse_int
 from node.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, CommandError
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_ZSET, register_type
 from node.zset import (
@@ -53,7 +54,6 @@ INCR_PAIR = "ERR INCR option supports a single increment-element pair"
 LIMIT_RANK = ("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or "
               "BYLEX")
 WITHSCORES_LEX = "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
-OUT_OF_RANGE = "ERR value is out of range"
 
 # zset-max-listpack-entries / -value, refreshed from the config by every write
 LIMITS = {"entries": 128, "value": 64}
@@ -590,27 +590,15 @@ def zrandmember(c: Client, argv: list[bytes]) -> bytes:
             return c.null_bulk
         m = z.entries[random.randrange(len(z))][1]
         return b"$%d\r\n%s\r\n" % (len(m), m)
-    n = parse_range(argv[2], -LONG_MAX, LONG_MAX)
-    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withscores"):
-        raise CommandError(SYNTAX)
-    withscores = len(argv) == 4
-    if withscores and (n < -(LONG_MAX // 2) or n > LONG_MAX // 2):
-        raise CommandError(OUT_OF_RANGE)
+    n, withscores = parse_random_count(argv, b"withscores")
     z = get_zset_read(c.db, argv[1])
     if z is None or n == 0:
         return EMPTY_ARRAY
     size = len(z)
-    if n < 0:
-        ent = z.entries
-        picks = [ent[random.randrange(size)] for _ in range(-n)]
-        return emit(c, picks, withscores)
     if n >= size:  # the whole zset, walked from the tail as Redis does
         return emit(c, list(z.entries.iter_back_from(size - 1)), withscores)
-    idx = sorted(random.sample(range(size), n))
-    if n == 1 or z.big:
-        random.shuffle(idx)
     ent = z.entries
-    return emit(c, [ent[i] for i in idx], withscores)
+    return emit(c, [ent[i] for i in random_positions(size, n, z.big)], withscores)
 
 
 # --- ZSCAN ----------------------------------------------------------------------------------
