@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from node.commands.blocking import block_mpop, block_pop, mpop, parse_timeout_s
 from node.commands.registry import Handler, command
 from node.commands.replies import EMPTY_ARRAY, OK, ZERO
-from node.commands.typeutil import bulks, mix_digest, parse_positive, typed_lookups
+from node.commands.typeutil import bulks, index_range, mix_digest, parse_positive, typed_lookups
 from node.commands.util import parse_int
 from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, register_type
@@ -219,16 +219,10 @@ def lrange(c: Client, argv: list[bytes]) -> bytes:
     if v is None:
         return EMPTY_ARRAY
     n = len(v)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    r = index_range(start, end, n)
+    if r is None:
         return EMPTY_ARRAY
-    if end >= n:
-        end = n - 1
+    start, end = r
     if start > n - 1 - end:  # nearer the tail: walk backwards
         items = list(islice(reversed(v), n - 1 - end, n - start))
         items.reverse()
@@ -396,18 +390,11 @@ def ltrim(c: Client, argv: list[bytes]) -> bytes:
     if v is None:
         return OK
     n = len(v)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    r = index_range(start, end, n)
+    if r is None:
         ltrim_n, rtrim_n = n, 0
     else:
-        if end >= n:
-            end = n - 1
-        ltrim_n, rtrim_n = start, n - end - 1
+        ltrim_n, rtrim_n = r[0], n - r[1] - 1
     for _ in range(ltrim_n):
         v.popleft()
     for _ in range(min(rtrim_n, len(v))):

@@ -74,6 +74,23 @@ def typed_lookups(kind: type[V]) -> tuple[Callable[[Database, bytes], V | None],
     return get, get_read
 
 
+def index_range(start: int, end: int, n: int) -> tuple[int, int] | None:
+    """The inclusive index range of LRANGE, LTRIM, ZRANGE and ZREMRANGEBYRANK over ``n``
+    items, as Redis computes it: a negative index counts from the end, ``start`` is clamped to
+    0 and ``end`` to n - 1; None when the range is empty."""
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    if start < 0:
+        start = 0
+    if start > end or start >= n:
+        return None
+    if end >= n:
+        end = n - 1
+    return start, end
+
+
 def parse_random_count(argv: list[bytes], with_word: bytes) -> tuple[int, bool]:
     """HRANDFIELD/ZRANDMEMBER ``key count [WITHVALUES|WITHSCORES]`` -> (count, whether
     ``with_word`` was given), checked in Redis' order: the count, the word, then a count whose

@@ -21,6 +21,7 @@ from node.commands.typeutil import (
     Match,
     bulks,
     collection_scan,
+    index_range,
     mix_digest,
     parse_random_count,
     random_positions,
@@ -387,16 +388,10 @@ AUTO, RANK, SCORE, LEX = 0, 1, 2, 3
 
 def rank_slice(z: ZSet, start: int, end: int, rev: bool) -> list[tuple[float, bytes]]:
     n = len(z)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    r = index_range(start, end, n)
+    if r is None:
         return []
-    if end >= n:
-        end = n - 1
+    start, end = r
     if rev:
         out = z.entries.slice(n - 1 - end, n - start)
         out.reverse()
