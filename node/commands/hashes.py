@@ -25,13 +25,14 @@ from node.commands.typeutil import (
     mix_digest,
     parse_random_count,
     random_positions,
+    remove_members,
     scan_items,
     typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
 from node.errors import NOT_FLOAT, OVERFLOW, WRONGTYPE, CommandError, wrong_args
-from node.keyspace import NOTIFY_GENERIC, NOTIFY_HASH, register_type
+from node.keyspace import NOTIFY_HASH, register_type
 from protocol.resp import format_long_double, to_long_double
 
 if TYPE_CHECKING:
@@ -225,27 +226,28 @@ def hsetnx(c: Client, argv: list[bytes]) -> bytes:
     return ONE
 
 
+def _hdel_one(h: RHash, field: bytes) -> bool:
+    return h.pop(field, None) is not None
+
+
 @command("hdel")
 def hdel(c: Client, argv: list[bytes]) -> bytes:
+    return remove_members(c, argv, _get, _hdel_one, NOTIFY_HASH, b"hdel")
+
+
+def _store_number(c: Client, h: RHash, key: bytes, field: bytes, text: bytes, event: bytes
+                  ) -> None:
+    """HINCRBY/HINCRBYFLOAT: the new number's text into ``field``, the encoding converted as
+    Redis would, the change signalled and counted."""
+    h[field] = text
+    max_entries, max_value = _limits(c)
+    _check_lengths(h, [field, text], max_value)
+    if len(h) > max_entries:
+        h.ht = True
     db = c.db
-    key = argv[1]
-    h = _get(db, key)
-    if h is None:
-        return ZERO
-    deleted = 0
-    for f in argv[2:]:
-        if h.pop(f, None) is not None:
-            deleted += 1
-            if not h:
-                break
-    if deleted:
-        db.modified(key)
-        db.notify(NOTIFY_HASH, b"hdel", key)
-        if not h:
-            db.delete(key)
-            db.notify(NOTIFY_GENERIC, b"del", key)
-        c.ks.dirty += deleted
-    return b":%d\r\n" % deleted
+    db.modified(key)
+    db.notify(NOTIFY_HASH, event, key)
+    c.ks.dirty += 1
 
 
 @command("hincrby")
@@ -264,16 +266,7 @@ def hincrby(c: Client, argv: list[bytes]) -> bytes:
     new = cur + incr
     if not LONG_MIN <= new <= LONG_MAX:
         raise CommandError(OVERFLOW)
-    text = b"%d" % new
-    h[field] = text
-    max_entries, max_value = _limits(c)
-    _check_lengths(h, [field, text], max_value)
-    if len(h) > max_entries:
-        h.ht = True
-    db = c.db
-    db.modified(key)
-    db.notify(NOTIFY_HASH, b"hincrby", key)
-    c.ks.dirty += 1
+    _store_number(c, h, key, field, b"%d" % new, b"hincrby")
     return b":%d\r\n" % new
 
 
@@ -304,15 +297,7 @@ def hincrbyfloat(c: Client, argv: list[bytes]) -> bytes:
     if isinstance(cur, float):
         raise CommandError(WOULD_BE_NAN_OR_INF)
     text = format_long_double(cur + incr)
-    h[field] = text
-    max_entries, max_value = _limits(c)
-    _check_lengths(h, [field, text], max_value)
-    if len(h) > max_entries:
-        h.ht = True
-    db = c.db
-    db.modified(key)
-    db.notify(NOTIFY_HASH, b"hincrbyfloat", key)
-    c.ks.dirty += 1
+    _store_number(c, h, key, field, text, b"hincrbyfloat")
     c.propagate_as = [[b"HSET", key, field, text]]
     return _bulk(text)
 

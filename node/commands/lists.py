@@ -22,10 +22,17 @@ from typing import TYPE_CHECKING
 from node.commands.blocking import block_mpop, block_pop, mpop, parse_timeout_s
 from node.commands.registry import Handler, command
 from node.commands.replies import EMPTY_ARRAY, OK, ZERO
-from node.commands.typeutil import bulks, index_range, mix_digest, parse_positive, typed_lookups
+from node.commands.typeutil import (
+    bulks,
+    delete_emptied,
+    index_range,
+    mix_digest,
+    parse_positive,
+    typed_lookups,
+)
 from node.commands.util import parse_int
 from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
-from node.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, register_type
+from node.keyspace import NOTIFY_LIST, register_type
 
 if TYPE_CHECKING:
     from node.client import Client
@@ -62,11 +69,6 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
 
 
 _get, _get_read = typed_lookups(RList)
-
-
-def _emptied(db: Database, key: bytes) -> None:
-    db.delete(key)
-    db.notify(NOTIFY_GENERIC, b"del", key)
 
 
 # --- push -----------------------------------------------------------------------------------
@@ -154,7 +156,7 @@ def _pop_n(db: Database, key: bytes, v: RList, left: bool, count: int) -> list[b
     out = [pop() for _ in range(min(count, len(v)))]
     db.notify(NOTIFY_LIST, b"lpop" if left else b"rpop", key)
     if not v:
-        _emptied(db, key)
+        delete_emptied(db, key)
     else:
         db.modified(key)
     return out
@@ -175,7 +177,7 @@ def _pop(c: Client, argv: list[bytes], left: bool) -> bytes:
         c.ks.dirty += 1
         db.notify(NOTIFY_LIST, b"lpop" if left else b"rpop", key)
         if not v:
-            _emptied(db, key)
+            delete_emptied(db, key)
         else:
             db.modified(key)
         return b"$%d\r\n%s\r\n" % (len(x), x)
@@ -374,7 +376,7 @@ def lrem(c: Client, argv: list[bytes]) -> bytes:
         db.notify(NOTIFY_LIST, b"lrem", key)
         c.ks.dirty += removed
         if not v:
-            _emptied(db, key)
+            delete_emptied(db, key)
         else:
             db.modified(key)
     return b":%d\r\n" % removed
@@ -401,7 +403,7 @@ def ltrim(c: Client, argv: list[bytes]) -> bytes:
         v.pop()
     db.notify(NOTIFY_LIST, b"ltrim", key)
     if not v:
-        _emptied(db, key)
+        delete_emptied(db, key)
     else:
         db.modified(key)
     c.ks.dirty += ltrim_n + rtrim_n
@@ -443,7 +445,7 @@ def _move(c: Client, db: Database, src: bytes, sv: RList, dst: bytes, dv: RList 
     _push_dst(db, dst, dv, x, to_left)
     db.notify(NOTIFY_LIST, b"lpop" if from_left else b"rpop", src)
     if not sv:
-        _emptied(db, src)
+        delete_emptied(db, src)
     else:
         db.modified(src)
     c.ks.dirty += 1

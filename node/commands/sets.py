@@ -22,9 +22,11 @@ from node.commands.typeutil import (
     Match,
     bulks,
     collection_scan,
+    delete_emptied,
     parse_numkeys,
     parse_positive,
     parse_range,
+    remove_members,
     scan_items,
     typed_lookups,
     xor_digest,
@@ -35,7 +37,6 @@ from node.keyspace import NOTIFY_GENERIC, NOTIFY_SET, is_strict_int, register_ty
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 TOO_MANY_KEYS = "ERR Number of keys can't be greater than number of args"
 LIMIT_NEGATIVE = "ERR LIMIT can't be negative"
@@ -120,11 +121,6 @@ def _bulk(x: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(x), x)
 
 
-def _removed_all(db: Database, key: bytes) -> None:
-    db.delete(key)
-    db.notify(NOTIFY_GENERIC, b"del", key)
-
-
 # --- single-set commands --------------------------------------------------------------------
 
 
@@ -155,27 +151,16 @@ def sadd(c: Client, argv: list[bytes]) -> bytes:
     return b":%d\r\n" % added
 
 
+def _srem_one(s: RSet, member: bytes) -> bool:
+    if member in s:
+        s.discard(member)
+        return True
+    return False
+
+
 @command("srem")
 def srem(c: Client, argv: list[bytes]) -> bytes:
-    db = c.db
-    key = argv[1]
-    s = _get(db, key)
-    if s is None:
-        return ZERO
-    removed = 0
-    for m in argv[2:]:
-        if m in s:
-            s.discard(m)
-            removed += 1
-            if not s:
-                break
-    if removed:
-        db.modified(key)
-        db.notify(NOTIFY_SET, b"srem", key)
-        if not s:
-            _removed_all(db, key)
-        c.ks.dirty += removed
-    return b":%d\r\n" % removed
+    return remove_members(c, argv, _get, _srem_one, NOTIFY_SET, b"srem")
 
 
 @command("smembers")
@@ -229,7 +214,7 @@ def spop(c: Client, argv: list[bytes]) -> bytes:
         db.notify(NOTIFY_SET, b"spop", key)
         c.propagate_as = [[b"SREM", key, m]]
         if not s:
-            _removed_all(db, key)
+            delete_emptied(db, key)
         else:
             db.modified(key)
         c.ks.dirty += 1
@@ -242,7 +227,7 @@ def spop(c: Client, argv: list[bytes]) -> bytes:
         return _empty_set(c)
     if count >= len(s):
         out = list(ordered(s))
-        _removed_all(db, key)
+        delete_emptied(db, key)
         db.notify(NOTIFY_SET, b"spop", key)
         c.propagate_as = [[b"DEL", key]]
     else:
@@ -293,7 +278,7 @@ def smove(c: Client, argv: list[bytes]) -> bytes:
     sv.discard(m)
     db.notify(NOTIFY_SET, b"srem", src)
     if not sv:
-        _removed_all(db, src)
+        delete_emptied(db, src)
     else:
         db.modified(src)
     if dv is None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from node.commands.util import LONG_MAX, parse_int
 from node.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
 from node.glob import compile_glob
+from node.keyspace import NOTIFY_GENERIC
 
 if TYPE_CHECKING:
     from node.client import Client
@@ -114,6 +115,38 @@ def random_positions(size: int, n: int, hashtable: bool) -> list[int]:
     if n == 1 or hashtable:
         random.shuffle(picked)
     return picked
+
+
+def delete_emptied(db: Database, key: bytes) -> None:
+    """A collection's last element went: the key goes too (keys never hold empty
+    collections), with the ``del`` event Redis sends then."""
+    db.delete(key)
+    db.notify(NOTIFY_GENERIC, b"del", key)
+
+
+def remove_members(c: Client, argv: list[bytes], get: Callable[[Database, bytes], V | None],
+                   remove: Callable[[V, bytes], object], event_class: int, event: bytes) -> bytes:
+    """``HDEL key field [field ...]`` (SREM, ZREM): ``remove(value, member)`` is true when it
+    removed the member; the reply counts them. An emptied value stops the loop and its key is
+    deleted."""
+    db = c.db
+    key = argv[1]
+    v = get(db, key)
+    if v is None:
+        return b":0\r\n"
+    removed = 0
+    for m in argv[2:]:
+        if remove(v, m):
+            removed += 1
+            if not v:
+                break
+    if removed:
+        db.modified(key)
+        db.notify(event_class, event, key)
+        if not v:
+            delete_emptied(db, key)
+        c.ks.dirty += removed
+    return b":%d\r\n" % removed
 
 
 _HDR = [b"$%d" % n for n in range(1024)]  # bulk headers of short strings, precomputed

@@ -16,9 +16,9 @@ from node.commands.blocking import block_mpop, block_pop, mpop
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY
 from node.commands.sets import RSet
-from node.commands.typeutil import parse_positive
+from node.commands.typeutil import delete_emptied, parse_positive
 from node.commands.util import parse_int
-from node.commands.zsets import deleted_all, emit, get_zset, parse_score, store_result
+from node.commands.zsets import emit, get_zset, parse_score, store_result
 from node.errors import SYNTAX, WRONGTYPE, CommandError
 from node.keyspace import NOTIFY_ZSET
 from node.zset import ZSet
@@ -188,7 +188,7 @@ def _pop(c: Client, db: Database, key: bytes, z: ZSet, use_max: bool, count: int
     out = [pop() for _ in range(min(count, len(z)))]
     db.notify(NOTIFY_ZSET, b"zpopmax" if use_max else b"zpopmin", key)
     if not z:
-        deleted_all(db, key)
+        delete_emptied(db, key)
     db.modified(key)
     c.ks.dirty += len(out)
     return out

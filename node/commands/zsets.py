@@ -21,10 +21,12 @@ from node.commands.typeutil import (
     Match,
     bulks,
     collection_scan,
+    delete_emptied,
     index_range,
     mix_digest,
     parse_random_count,
     random_positions,
+    remove_members,
     scan_items,
     typed_lookups,
     xor_digest,
@@ -44,7 +46,6 @@ from protocol.resp import format_double
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 MINMAX_NOT_FLOAT = "ERR min or max is not a float"
 MINMAX_NOT_LEX = "ERR min or max not valid string range item"
@@ -147,11 +148,6 @@ def emit(c: Client, entries: list[tuple[float, bytes]], withscores: bool) -> byt
             f = format_double(s)
             parts.append(b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(m), m, len(f), f))
     return b"".join(parts)
-
-
-def deleted_all(db: Database, key: bytes) -> None:
-    db.delete(key)
-    db.notify(NOTIFY_GENERIC, b"del", key)
 
 
 # --- ZADD / ZINCRBY -------------------------------------------------------------------------
@@ -361,24 +357,7 @@ def zrevrank(c: Client, argv: list[bytes]) -> bytes:
 
 @command("zrem")
 def zrem(c: Client, argv: list[bytes]) -> bytes:
-    db = c.db
-    key = argv[1]
-    z = get_zset(db, key)
-    if z is None:
-        return ZERO
-    deleted = 0
-    for m in argv[2:]:
-        if z.delete(m):
-            deleted += 1
-            if not z:
-                break
-    if deleted:
-        db.notify(NOTIFY_ZSET, b"zrem", key)
-        if not z:
-            deleted_all(db, key)
-        db.modified(key)
-        c.ks.dirty += deleted
-    return b":%d\r\n" % deleted
+    return remove_members(c, argv, get_zset, ZSet.delete, NOTIFY_ZSET, b"zrem")
 
 
 # --- the ZRANGE family ----------------------------------------------------------------------
@@ -553,7 +532,7 @@ def _zremrange(c: Client, argv: list[bytes], kind: int, event: bytes) -> bytes:
     if victims:
         db.notify(NOTIFY_ZSET, event, key)
         if not z:
-            deleted_all(db, key)
+            delete_emptied(db, key)
         db.modified(key)
         c.ks.dirty += len(victims)
     return b":%d\r\n" % len(victims)
