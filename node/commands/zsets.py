@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, ZERO
@@ -56,6 +56,8 @@ INCR_PAIR = "ERR INCR option supports a single increment-element pair"
 LIMIT_RANK = ("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or "
               "BYLEX")
 WITHSCORES_LEX = "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
+
+B = TypeVar("B")  # one end of a score or lex range
 
 # zset-max-listpack-entries / -value, refreshed from the config by every write
 LIMITS = {"entries": 128, "value": 64}
@@ -297,24 +299,25 @@ def lex_bounds(a: bytes, b: bytes) -> tuple[tuple[int, bytes], tuple[int, bytes]
     return lo, hi
 
 
-@command("zcount")
-def zcount(c: Client, argv: list[bytes]) -> bytes:
-    lo, hi = score_bounds(argv[2], argv[3])
+def _count(c: Client, argv: list[bytes], bounds: Callable[[bytes, bytes], tuple[B, B]],
+           range_of: Callable[[ZSet, B, B], tuple[int, int]]) -> bytes:
+    """ZCOUNT/ZLEXCOUNT: the range is checked before the key is looked up."""
+    lo, hi = bounds(argv[2], argv[3])
     z = get_zset_read(c.db, argv[1])
     if z is None:
         return ZERO
-    start, stop = score_range(z, lo, hi)
+    start, stop = range_of(z, lo, hi)
     return b":%d\r\n" % (stop - start)
+
+
+@command("zcount")
+def zcount(c: Client, argv: list[bytes]) -> bytes:
+    return _count(c, argv, score_bounds, score_range)
 
 
 @command("zlexcount")
 def zlexcount(c: Client, argv: list[bytes]) -> bytes:
-    lo, hi = lex_bounds(argv[2], argv[3])
-    z = get_zset_read(c.db, argv[1])
-    if z is None:
-        return ZERO
-    start, stop = lex_range(z, lo, hi)
-    return b":%d\r\n" % (stop - start)
+    return _count(c, argv, lex_bounds, lex_range)
 
 
 @command("zscore")
