@@ -1,5 +1,7 @@
-"""Argument parsing and reply helpers shared by the collection types (lists, hashes, sets,
-sorted sets), with Redis 7.0's exact error texts."""
+"""What the value types' commands share, with Redis 7.0's exact error texts: a type's typed
+lookups (strings included), argument parsing, Redis' index arithmetic, the member removal loop
+of HDEL/SREM/ZREM, HRANDFIELD/ZRANDMEMBER's choice, reply helpers, DEBUG DIGEST mixing, and the
+scan cursors of HSCAN/SSCAN/ZSCAN and SCAN. The blocking pops' scaffolding is in blocking.py."""
 
 from __future__ import annotations
 
