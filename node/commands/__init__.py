@@ -92,7 +92,9 @@ ready, right after the command that made them ready (after EXEC for a transactio
 Redis 7.0. On timeout the client gets ``timeout_reply`` (default: ``c.null_array``). Inside
 MULTI/EXEC ``c.block`` returns the timeout reply immediately (Redis never blocks in EXEC).
 While parked the client's further pipelined commands wait; a disconnect unblocks it. Set
-``c.propagate_as`` inside ``serve`` if what it did should replicate (BLPOP -> LPOP).
+``c.propagate_as`` inside ``serve`` if what it did should replicate (BLPOP -> LPOP). A pop from
+the first non-empty of several keys (BLPOP, BZPOPMIN, the MPOP forms) needs only its type's
+lookup and pop step: ``node/commands/blocking.py`` does the timeout, arguments and blocking.
 
 Testing a command
 -----------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from node.commands.registry import command
+from node.commands.strings import get_string, get_string_write
 from node.commands.util import parse_int
 from node.errors import BIT_OFFSET, STRING_TOO_LONG, SYNTAX, WRONGTYPE, CommandError
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_STRING
@@ -15,16 +16,8 @@ from protocol.resp import array_header, integer
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 _POPCOUNT = bytes(bin(i).count("1") for i in range(256))
-
-
-def _string(db: Database, key: bytes, write: bool = False) -> bytes | None:
-    v = db.lookup(key) if write else db.lookup_read(key)
-    if v is not None and type(v) is not bytes:
-        raise CommandError(WRONGTYPE)
-    return v
 
 
 def _bit_offset(c: Client, raw: bytes, hash_ok: bool = False, bits: int = 1) -> int:
@@ -52,7 +45,7 @@ def setbit(c: Client, argv: list[bytes]) -> bytes:
     on = argv[3] == b"1"
     db = c.db
     key = argv[1]
-    cur = _string(db, key, write=True) or b""
+    cur = get_string_write(db, key) or b""
     byte = offset >> 3
     buf = bytearray(cur)
     if len(buf) <= byte:
@@ -73,7 +66,7 @@ def setbit(c: Client, argv: list[bytes]) -> bytes:
 @command("getbit")
 def getbit(c: Client, argv: list[bytes]) -> bytes:
     offset = _bit_offset(c, argv[2])
-    v = _string(c.db, argv[1]) or b""
+    v = get_string(c.db, argv[1]) or b""
     byte = offset >> 3
     if byte >= len(v):
         return integer(0)
@@ -124,7 +117,7 @@ def _count_bits(v: bytes, sbit: int, ebit: int) -> int:
 @command("bitcount")
 def bitcount(c: Client, argv: list[bytes]) -> bytes:
     n = len(argv)
-    v = _string(c.db, argv[1])  # Redis looks the key up before parsing the range
+    v = get_string(c.db, argv[1])  # Redis looks the key up before parsing the range
     if v is None:
         return integer(0)
     if n in (4, 5):
@@ -161,7 +154,7 @@ def bitpos(c: Client, argv: list[bytes]) -> bytes:
     if bit not in (0, 1):
         raise CommandError("ERR The bit argument must be 1 or 0.")
     n = len(argv)
-    v = _string(c.db, argv[1])
+    v = get_string(c.db, argv[1])
     if v is None:
         return integer(-1 if bit else 0)
     end_given = False
@@ -319,7 +312,7 @@ def _bitfield(c: Client, argv: list[bytes], readonly: bool) -> bytes:
         raise CommandError("ERR BITFIELD_RO only supports the GET subcommand")
     db = c.db
     key = argv[1]
-    cur = _string(db, key, write=writes)
+    cur = (get_string_write if writes else get_string)(db, key)
     if writes:
         max_end = max((op[3] + op[2] for op in ops if op[0] != b"get"), default=0)
         if (max_end + 7) // 8 > int(c.server.config.get("proto-max-bulk-len")):

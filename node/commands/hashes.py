@@ -19,30 +19,29 @@ from typing import TYPE_CHECKING, Any
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, OK, ONE, ZERO
 from node.commands.typeutil import (
-    EMPTY_SCAN,
+    Match,
     bulks,
+    collection_scan,
     mix_digest,
-    parse_cursor,
-    parse_range,
-    parse_scan_opts,
-    scan_reply,
-    scan_snapshot,
+    parse_random_count,
+    random_positions,
+    remove_members,
+    scan_items,
+    typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
-from node.errors import NOT_FLOAT, OVERFLOW, SYNTAX, WRONGTYPE, CommandError, wrong_args
-from node.keyspace import NOTIFY_GENERIC, NOTIFY_HASH, register_type
+from node.errors import NOT_FLOAT, OVERFLOW, WRONGTYPE, CommandError, wrong_args
+from node.keyspace import NOTIFY_HASH, register_type
 from protocol.resp import format_long_double, to_long_double
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 HASH_NOT_INTEGER = "ERR hash value is not an integer"
 HASH_NOT_FLOAT = "ERR hash value is not a float"
 NAN_OR_INF = "ERR value is NaN or Infinity"
 WOULD_BE_NAN_OR_INF = "ERR increment would produce NaN or Infinity"
-OUT_OF_RANGE = "ERR value is out of range"
 
 # hash-max-listpack-entries / -value for RESTORE and RDB loading (no client at hand); kept
 # current by set_limits, which the server's apply_config calls after start and CONFIG SET.
@@ -112,18 +111,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(RHash, "hash", dict, _from_rdb)]
 
 
-def _get(db: Database, key: bytes) -> RHash | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not RHash:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _get_read(db: Database, key: bytes) -> RHash | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not RHash:
-        raise CommandError(WRONGTYPE)
-    return v
+_get, _get_read = typed_lookups(RHash)
 
 
 def _get_or_create(c: Client, key: bytes) -> RHash:
@@ -238,27 +226,28 @@ def hsetnx(c: Client, argv: list[bytes]) -> bytes:
     return ONE
 
 
+def _hdel_one(h: RHash, field: bytes) -> bool:
+    return h.pop(field, None) is not None
+
+
 @command("hdel")
 def hdel(c: Client, argv: list[bytes]) -> bytes:
+    return remove_members(c, argv, _get, _hdel_one, NOTIFY_HASH, b"hdel")
+
+
+def _store_number(c: Client, h: RHash, key: bytes, field: bytes, text: bytes, event: bytes
+                  ) -> None:
+    """HINCRBY/HINCRBYFLOAT: the new number's text into ``field``, the encoding converted as
+    Redis would, the change signalled and counted."""
+    h[field] = text
+    max_entries, max_value = _limits(c)
+    _check_lengths(h, [field, text], max_value)
+    if len(h) > max_entries:
+        h.ht = True
     db = c.db
-    key = argv[1]
-    h = _get(db, key)
-    if h is None:
-        return ZERO
-    deleted = 0
-    for f in argv[2:]:
-        if h.pop(f, None) is not None:
-            deleted += 1
-            if not h:
-                break
-    if deleted:
-        db.modified(key)
-        db.notify(NOTIFY_HASH, b"hdel", key)
-        if not h:
-            db.delete(key)
-            db.notify(NOTIFY_GENERIC, b"del", key)
-        c.ks.dirty += deleted
-    return b":%d\r\n" % deleted
+    db.modified(key)
+    db.notify(NOTIFY_HASH, event, key)
+    c.ks.dirty += 1
 
 
 @command("hincrby")
@@ -277,16 +266,7 @@ def hincrby(c: Client, argv: list[bytes]) -> bytes:
     new = cur + incr
     if not LONG_MIN <= new <= LONG_MAX:
         raise CommandError(OVERFLOW)
-    text = b"%d" % new
-    h[field] = text
-    max_entries, max_value = _limits(c)
-    _check_lengths(h, [field, text], max_value)
-    if len(h) > max_entries:
-        h.ht = True
-    db = c.db
-    db.modified(key)
-    db.notify(NOTIFY_HASH, b"hincrby", key)
-    c.ks.dirty += 1
+    _store_number(c, h, key, field, b"%d" % new, b"hincrby")
     return b":%d\r\n" % new
 
 
@@ -317,15 +297,7 @@ def hincrbyfloat(c: Client, argv: list[bytes]) -> bytes:
     if isinstance(cur, float):
         raise CommandError(WOULD_BE_NAN_OR_INF)
     text = format_long_double(cur + incr)
-    h[field] = text
-    max_entries, max_value = _limits(c)
-    _check_lengths(h, [field, text], max_value)
-    if len(h) > max_entries:
-        h.ht = True
-    db = c.db
-    db.modified(key)
-    db.notify(NOTIFY_HASH, b"hincrbyfloat", key)
-    c.ks.dirty += 1
+    _store_number(c, h, key, field, text, b"hincrbyfloat")
     c.propagate_as = [[b"HSET", key, field, text]]
     return _bulk(text)
 
@@ -416,43 +388,22 @@ def hrandfield(c: Client, argv: list[bytes]) -> bytes:
         if h is None:
             return c.null_bulk
         return _bulk(random.choice(list(h)))
-    n = parse_range(argv[2], -LONG_MAX, LONG_MAX)
-    withvalues = False
-    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withvalues"):
-        raise CommandError(SYNTAX)
-    if len(argv) == 4:
-        withvalues = True
-        if n < -(LONG_MAX // 2) or n > LONG_MAX // 2:
-            raise CommandError(OUT_OF_RANGE)
+    n, withvalues = parse_random_count(argv, b"withvalues")
     h = _get_read(c.db, argv[1])
     if h is None or n == 0:
         return EMPTY_ARRAY
     items = list(h.items())
-    if n < 0:  # repetitions allowed, random order
-        return _pairs_reply(c, [random.choice(items) for _ in range(-n)], withvalues)
     if n >= len(items):
         return _pairs_reply(c, items, withvalues)
-    picked = sorted(random.sample(range(len(items)), n))
-    if n == 1 or h.ht:
-        random.shuffle(picked)
-    return _pairs_reply(c, [items[i] for i in picked], withvalues)
+    return _pairs_reply(c, [items[i] for i in random_positions(len(items), n, h.ht)], withvalues)
 
 
 # --- HSCAN ----------------------------------------------------------------------------------
 
 
-@command("hscan")
-def hscan(c: Client, argv: list[bytes]) -> bytes:
-    cursor = parse_cursor(argv[2])
-    h = _get_read(c.db, argv[1])
-    if h is None:
-        return EMPTY_SCAN
-    count, match = parse_scan_opts(argv, 3)
-    if not h.ht:
-        pairs = list(h.items())
-        nxt = 0
-    else:
-        nxt, pairs = scan_snapshot(cursor, count, lambda: list(h.items()))
+def _hscan_page(h: RHash, cursor: int, count: int, match: Match | None
+                ) -> tuple[int, list[bytes]]:
+    nxt, pairs = scan_items(cursor, count, h.ht, lambda: list(h.items()))
     flat: list[bytes] = []
     for f, v in pairs:
         if match is not None and match(f) is None:
@@ -461,4 +412,9 @@ def hscan(c: Client, argv: list[bytes]) -> bytes:
             continue
         flat.append(f)
         flat.append(h[f] if h.ht else v)
-    return scan_reply(nxt, flat)
+    return nxt, flat
+
+
+@command("hscan")
+def hscan(c: Client, argv: list[bytes]) -> bytes:
+    return collection_scan(c, argv, _get_read, _hscan_page)

@@ -3,15 +3,14 @@ TOUCH EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL EXPIRETIME PEXPIRETIME PERSIST 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from node.commands.registry import command
 from node.commands.replies import OK, ONE, ZERO
+from node.commands.typeutil import Snapshots, parse_cursor, parse_scan_opts
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
 from node.errors import (
     DB_INDEX_OUT_OF_RANGE,
-    INVALID_CURSOR,
     INVALID_EXPIRE,
     NO_SUCH_KEY,
     SYNTAX,
@@ -202,71 +201,23 @@ def keys(c: Client, argv: list[bytes]) -> bytes:
 # -- SCAN ---------------------------------------------------------------------------------------
 # A cursor is (snapshot id << 32 | position): cursor 0 takes a snapshot of the db's keys, so
 # every key present for the whole scan is returned once, as Redis guarantees.
-_SNAPSHOT_LIMIT = 64
-_SCAN_SNAPSHOTS: OrderedDict[tuple[int, int], list[bytes]] = OrderedDict()
-_next_snapshot = [1]
-
-
-def parse_cursor(raw: bytes) -> int:
-    """strtoul like Redis: optional sign (a '-' wraps around), digits only, <= 2**64-1."""
-    body = raw[1:] if raw[:1] in (b"+", b"-") else raw
-    if not body or not body.isdigit():
-        raise CommandError(INVALID_CURSOR)
-    n = int(body)
-    if n > 2**64 - 1:
-        raise CommandError(INVALID_CURSOR)
-    return (-n) % 2**64 if raw[:1] == b"-" else n
+_SCAN_SNAPSHOTS = Snapshots()
 
 
 def scan_page(c: Client, cursor_arg: bytes, keys_of: Any, argv_opts: list[bytes],
               allow_type: bool) -> tuple[int, list[bytes], int, bytes | None, Any]:
-    """Parse ``cursor [MATCH p] [COUNT n] [TYPE t]`` -> (snapshot id, keys, next pos, type, match)."""
+    """Parse ``cursor [MATCH p] [COUNT n] [TYPE t]`` -> (next cursor, keys, 0, type, match)."""
     cursor = parse_cursor(cursor_arg)
-    count = 10
-    pattern = None
-    type_filter = None
-    i = 0
-    while i < len(argv_opts):
-        opt = argv_opts[i].lower()
-        more = len(argv_opts) - i - 1
-        if opt == b"count" and more >= 1:
-            count = parse_int(argv_opts[i + 1])
-            if count < 1:
-                raise CommandError(SYNTAX)
-            i += 2
-        elif opt == b"match" and more >= 1:
-            pattern = argv_opts[i + 1]
-            i += 2
-        elif opt == b"type" and more >= 1 and allow_type:
-            type_filter = argv_opts[i + 1].lower()
-            i += 2
-        else:
-            raise CommandError(SYNTAX)
-    snap_id, pos = cursor >> 32, cursor & 0xFFFFFFFF
-    key = (id(c.db), snap_id)
-    snap = _SCAN_SNAPSHOTS.get(key)
-    if cursor != 0 and snap is None:
-        # Not a cursor we handed out (or one from a long-gone scan): the iteration is over.
-        return 0, [], 0, type_filter, None
-    if cursor == 0 or snap is None:
-        snap_id = _next_snapshot[0]
-        _next_snapshot[0] = (snap_id % 0xFFFFFFF) + 1
-        snap = list(keys_of())
-        pos = 0
-        key = (id(c.db), snap_id)
-        _SCAN_SNAPSHOTS[key] = snap
-        while len(_SCAN_SNAPSHOTS) > _SNAPSHOT_LIMIT:
-            _SCAN_SNAPSHOTS.popitem(last=False)
+    count, match, type_filter = parse_scan_opts(argv_opts, 0, allow_type)
+    owner = id(c.db)
+    if cursor == 0:
+        nxt_cursor, page = _SCAN_SNAPSHOTS.start(owner, count, lambda: list(keys_of()))
     else:
-        _SCAN_SNAPSHOTS.move_to_end(key)
-    page = snap[pos : pos + count]
-    nxt = pos + len(page)
-    if nxt >= len(snap):
-        _SCAN_SNAPSHOTS.pop(key, None)
-        nxt_cursor = 0
-    else:
-        nxt_cursor = (snap_id << 32) | nxt
-    match = compile_glob(pattern).fullmatch if pattern not in (None, b"*") else None
+        served = _SCAN_SNAPSHOTS.resume(owner, cursor, count)
+        if served is None:
+            # Not a cursor we handed out (or one from a long-gone scan): the iteration is over.
+            return 0, [], 0, type_filter, None
+        nxt_cursor, page = served
     return nxt_cursor, page, 0, type_filter, match
 
 

@@ -7,8 +7,9 @@ Redis' quicklist is in practice. Redis 7.0 always reports the ``quicklist`` enco
 Argument checks run in Redis' order (some commands parse numbers before looking the key up,
 others after), because the first failing check decides the reply. Blocking commands first
 try to serve at once; otherwise they park the client with ``c.block`` and a ``serve``
-callback that pops from the key that became ready. Served blocking pops replicate as their
-non-blocking form (BLPOP -> LPOP, BLMOVE -> LMOVE), as Redis 7.0 rewrites them.
+callback that pops from the key that became ready (the pops through blocking.py, which the
+sorted sets share). Served blocking pops replicate as their non-blocking form (BLPOP -> LPOP,
+BLMOVE -> LMOVE), as Redis 7.0 rewrites them.
 """
 
 from __future__ import annotations
@@ -18,22 +19,20 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from node.commands.blocking import block_mpop, block_pop, mpop, parse_timeout_s
 from node.commands.registry import Handler, command
 from node.commands.replies import EMPTY_ARRAY, OK, ZERO
 from node.commands.typeutil import (
-    COUNT_POSITIVE,
     bulks,
+    delete_emptied,
+    index_range,
     mix_digest,
-    parse_numkeys,
     parse_positive,
-    parse_range,
-    parse_timeout_s,
-    pop_first,
-    pop_or_block,
+    typed_lookups,
 )
-from node.commands.util import LONG_MAX, parse_int
+from node.commands.util import parse_int
 from node.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
-from node.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, register_type
+from node.keyspace import NOTIFY_LIST, register_type
 
 if TYPE_CHECKING:
     from node.client import Client
@@ -69,23 +68,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(RList, "list", list, RList)]
 
 
-def _get(db: Database, key: bytes) -> RList | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not RList:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _get_read(db: Database, key: bytes) -> RList | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not RList:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _emptied(db: Database, key: bytes) -> None:
-    db.delete(key)
-    db.notify(NOTIFY_GENERIC, b"del", key)
+_get, _get_read = typed_lookups(RList)
 
 
 # --- push -----------------------------------------------------------------------------------
@@ -173,7 +156,7 @@ def _pop_n(db: Database, key: bytes, v: RList, left: bool, count: int) -> list[b
     out = [pop() for _ in range(min(count, len(v)))]
     db.notify(NOTIFY_LIST, b"lpop" if left else b"rpop", key)
     if not v:
-        _emptied(db, key)
+        delete_emptied(db, key)
     else:
         db.modified(key)
     return out
@@ -194,7 +177,7 @@ def _pop(c: Client, argv: list[bytes], left: bool) -> bytes:
         c.ks.dirty += 1
         db.notify(NOTIFY_LIST, b"lpop" if left else b"rpop", key)
         if not v:
-            _emptied(db, key)
+            delete_emptied(db, key)
         else:
             db.modified(key)
         return b"$%d\r\n%s\r\n" % (len(x), x)
@@ -238,16 +221,10 @@ def lrange(c: Client, argv: list[bytes]) -> bytes:
     if v is None:
         return EMPTY_ARRAY
     n = len(v)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    r = index_range(start, end, n)
+    if r is None:
         return EMPTY_ARRAY
-    if end >= n:
-        end = n - 1
+    start, end = r
     if start > n - 1 - end:  # nearer the tail: walk backwards
         items = list(islice(reversed(v), n - 1 - end, n - start))
         items.reverse()
@@ -399,7 +376,7 @@ def lrem(c: Client, argv: list[bytes]) -> bytes:
         db.notify(NOTIFY_LIST, b"lrem", key)
         c.ks.dirty += removed
         if not v:
-            _emptied(db, key)
+            delete_emptied(db, key)
         else:
             db.modified(key)
     return b":%d\r\n" % removed
@@ -415,25 +392,18 @@ def ltrim(c: Client, argv: list[bytes]) -> bytes:
     if v is None:
         return OK
     n = len(v)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    r = index_range(start, end, n)
+    if r is None:
         ltrim_n, rtrim_n = n, 0
     else:
-        if end >= n:
-            end = n - 1
-        ltrim_n, rtrim_n = start, n - end - 1
+        ltrim_n, rtrim_n = r[0], n - r[1] - 1
     for _ in range(ltrim_n):
         v.popleft()
     for _ in range(min(rtrim_n, len(v))):
         v.pop()
     db.notify(NOTIFY_LIST, b"ltrim", key)
     if not v:
-        _emptied(db, key)
+        delete_emptied(db, key)
     else:
         db.modified(key)
     c.ks.dirty += ltrim_n + rtrim_n
@@ -443,14 +413,15 @@ def ltrim(c: Client, argv: list[bytes]) -> bytes:
 # --- move -----------------------------------------------------------------------------------
 
 
+_SIDES = {b"left": True, b"right": False}  # LMOVE's and LMPOP's words -> at the head
+
+
 def _side(arg: bytes) -> bool:
     """LEFT -> True, RIGHT -> False; anything else is a syntax error."""
-    a = arg.lower()
-    if a == b"left":
-        return True
-    if a == b"right":
-        return False
-    raise CommandError(SYNTAX)
+    left = _SIDES.get(arg.lower())
+    if left is None:
+        raise CommandError(SYNTAX)
+    return left
 
 
 def _push_dst(db: Database, dst: bytes, dv: RList | None, x: bytes, left: bool) -> None:
@@ -474,7 +445,7 @@ def _move(c: Client, db: Database, src: bytes, sv: RList, dst: bytes, dv: RList 
     _push_dst(db, dst, dv, x, to_left)
     db.notify(NOTIFY_LIST, b"lpop" if from_left else b"rpop", src)
     if not sv:
-        _emptied(db, src)
+        delete_emptied(db, src)
     else:
         db.modified(src)
     c.ks.dirty += 1
@@ -551,7 +522,6 @@ def _key_reply(key: bytes, x: bytes) -> bytes:
 
 
 def _bpop(c: Client, argv: list[bytes], left: bool) -> bytes:
-    timeout_s = parse_timeout_s(argv[-1])
     pop_name = b"LPOP" if left else b"RPOP"
 
     def pop(bc: Client, db: Database, key: bytes, v: RList) -> bytes:
@@ -560,7 +530,7 @@ def _bpop(c: Client, argv: list[bytes], left: bool) -> bytes:
         bc.propagate_as = [[pop_name, key]]
         return _key_reply(key, x)
 
-    return pop_or_block(c, argv[1:-1], timeout_s, argv, RList, _get, pop)
+    return block_pop(c, argv, RList, _get, pop)
 
 
 @command("blpop")
@@ -571,25 +541,6 @@ def blpop(c: Client, argv: list[bytes]) -> bytes:
 @command("brpop")
 def brpop(c: Client, argv: list[bytes]) -> bytes:
     return _bpop(c, argv, False)
-
-
-def _mpop_args(argv: list[bytes], numkeys_idx: int) -> tuple[list[bytes], bool, int]:
-    """LMPOP/BLMPOP: (keys, left, count) with Redis' checks in its order."""
-    numkeys = parse_numkeys(argv, numkeys_idx)
-    where_idx = numkeys_idx + numkeys + 1
-    if where_idx >= len(argv):
-        raise CommandError(SYNTAX)
-    left = _side(argv[where_idx])
-    count = -1
-    j = where_idx + 1
-    while j < len(argv):
-        if count == -1 and argv[j].lower() == b"count" and j + 1 < len(argv):
-            j += 1
-            count = parse_range(argv[j], 1, LONG_MAX, COUNT_POSITIVE)
-        else:
-            raise CommandError(SYNTAX)
-        j += 1
-    return argv[numkeys_idx + 1 : where_idx], left, max(count, 1)
 
 
 def _mpop_reply(key: bytes, items: list[bytes]) -> bytes:
@@ -608,13 +559,9 @@ def _mpop(left: bool, count: int) -> Callable[[Client, Database, bytes, RList], 
 
 @command("lmpop")
 def lmpop(c: Client, argv: list[bytes]) -> bytes:
-    keys, left, count = _mpop_args(argv, 1)
-    served = pop_first(c, keys, _get, _mpop(left, count))
-    return c.null_array if served is None else served
+    return mpop(c, argv, _SIDES, _get, _mpop)
 
 
 @command("blmpop")
 def blmpop(c: Client, argv: list[bytes]) -> bytes:
-    keys, left, count = _mpop_args(argv, 2)
-    timeout_s = parse_timeout_s(argv[1])
-    return pop_or_block(c, keys, timeout_s, argv, RList, _get, _mpop(left, count))
+    return block_mpop(c, argv, _SIDES, RList, _get, _mpop)

@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, ONE, ZERO
 from node.commands.typeutil import (
-    EMPTY_SCAN,
+    Match,
     bulks,
-    parse_cursor,
+    collection_scan,
+    delete_emptied,
     parse_numkeys,
     parse_positive,
     parse_range,
-    parse_scan_opts,
-    scan_reply,
-    scan_snapshot,
+    remove_members,
+    scan_items,
+    typed_lookups,
     xor_digest,
 )
 from node.commands.util import LONG_MAX
@@ -36,7 +37,6 @@ from node.keyspace import NOTIFY_GENERIC, NOTIFY_SET, is_strict_int, register_ty
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 TOO_MANY_KEYS = "ERR Number of keys can't be greater than number of args"
 LIMIT_NEGATIVE = "ERR LIMIT can't be negative"
@@ -105,18 +105,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(RSet, "set", set, new_set)]
 
 
-def _get(db: Database, key: bytes) -> RSet | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not RSet:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def _get_read(db: Database, key: bytes) -> RSet | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not RSet:
-        raise CommandError(WRONGTYPE)
-    return v
+_get, _get_read = typed_lookups(RSet)
 
 
 def _set_reply(c: Client, members: Iterable[bytes], n: int) -> bytes:
@@ -130,11 +119,6 @@ def _empty_set(c: Client) -> bytes:
 
 def _bulk(x: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(x), x)
-
-
-def _removed_all(db: Database, key: bytes) -> None:
-    db.delete(key)
-    db.notify(NOTIFY_GENERIC, b"del", key)
 
 
 # --- single-set commands --------------------------------------------------------------------
@@ -167,27 +151,16 @@ def sadd(c: Client, argv: list[bytes]) -> bytes:
     return b":%d\r\n" % added
 
 
+def _srem_one(s: RSet, member: bytes) -> bool:
+    if member in s:
+        s.discard(member)
+        return True
+    return False
+
+
 @command("srem")
 def srem(c: Client, argv: list[bytes]) -> bytes:
-    db = c.db
-    key = argv[1]
-    s = _get(db, key)
-    if s is None:
-        return ZERO
-    removed = 0
-    for m in argv[2:]:
-        if m in s:
-            s.discard(m)
-            removed += 1
-            if not s:
-                break
-    if removed:
-        db.modified(key)
-        db.notify(NOTIFY_SET, b"srem", key)
-        if not s:
-            _removed_all(db, key)
-        c.ks.dirty += removed
-    return b":%d\r\n" % removed
+    return remove_members(c, argv, _get, _srem_one, NOTIFY_SET, b"srem")
 
 
 @command("smembers")
@@ -241,7 +214,7 @@ def spop(c: Client, argv: list[bytes]) -> bytes:
         db.notify(NOTIFY_SET, b"spop", key)
         c.propagate_as = [[b"SREM", key, m]]
         if not s:
-            _removed_all(db, key)
+            delete_emptied(db, key)
         else:
             db.modified(key)
         c.ks.dirty += 1
@@ -254,7 +227,7 @@ def spop(c: Client, argv: list[bytes]) -> bytes:
         return _empty_set(c)
     if count >= len(s):
         out = list(ordered(s))
-        _removed_all(db, key)
+        delete_emptied(db, key)
         db.notify(NOTIFY_SET, b"spop", key)
         c.propagate_as = [[b"DEL", key]]
     else:
@@ -305,7 +278,7 @@ def smove(c: Client, argv: list[bytes]) -> bytes:
     sv.discard(m)
     db.notify(NOTIFY_SET, b"srem", src)
     if not sv:
-        _removed_all(db, src)
+        delete_emptied(db, src)
     else:
         db.modified(src)
     if dv is None:
@@ -462,17 +435,12 @@ def sdiffstore(c: Client, argv: list[bytes]) -> bytes:
 # --- SSCAN ----------------------------------------------------------------------------------
 
 
+def _sscan_page(s: RSet, cursor: int, count: int, match: Match | None
+                ) -> tuple[int, list[bytes]]:
+    nxt, page = scan_items(cursor, count, s.ht, lambda: list(ordered(s)))
+    return nxt, [m for m in page if (match is None or match(m) is not None) and m in s]
+
+
 @command("sscan")
 def sscan(c: Client, argv: list[bytes]) -> bytes:
-    cursor = parse_cursor(argv[2])
-    s = _get_read(c.db, argv[1])
-    if s is None:
-        return EMPTY_SCAN
-    count, match = parse_scan_opts(argv, 3)
-    if not s.ht:
-        page: list[bytes] = list(ordered(s))
-        nxt = 0
-    else:
-        nxt, page = scan_snapshot(cursor, count, lambda: list(s))
-    out = [m for m in page if (match is None or match(m) is not None) and m in s]
-    return scan_reply(nxt, out)
+    return collection_scan(c, argv, _get_read, _sscan_page)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from node.commands.registry import command
 from node.commands.replies import EMPTY_BULK, OK, ONE, ZERO
+from node.commands.typeutil import typed_lookups
 from node.commands.util import LONG_MAX, LONG_MIN, parse_int
 from node.errors import (
     INVALID_EXPIRE,
@@ -31,15 +32,11 @@ from protocol.resp import array_header, bulk, format_long_double, integer, to_lo
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 
-def get_string(db: Database, key: bytes) -> bytes | None:
-    """The string at ``key`` (None if missing); WRONGTYPE for another type."""
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not bytes:
-        raise CommandError(WRONGTYPE)
-    return v
+# The string at a key (None if missing), WRONGTYPE for another type; as a write looks it up,
+# and as a read does (the bitmaps use both).
+get_string_write, get_string = typed_lookups(bytes)
 
 
 @command("get")

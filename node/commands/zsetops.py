@@ -2,6 +2,7 @@
 AGGREGATE, WITHSCORES; plain sets count as members of score 1), ZINTERCARD, ZPOPMIN ZPOPMAX
 ZMPOP and the blocking BZPOPMIN BZPOPMAX BZMPOP.
 
+The pops' arguments, first-key search and blocking are blocking.py's, shared with the lists.
 Served blocking pops replicate as ZPOPMIN/ZPOPMAX (with the count for BZMPOP), as Redis 7.0
 rewrites them.
 """
@@ -11,20 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from node.commands.blocking import block_mpop, block_pop, mpop
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY
 from node.commands.sets import RSet
-from node.commands.typeutil import (
-    COUNT_POSITIVE,
-    parse_numkeys,
-    parse_positive,
-    parse_range,
-    parse_timeout_s,
-    pop_first,
-    pop_or_block,
-)
-from node.commands.util import LONG_MAX, parse_int
-from node.commands.zsets import deleted_all, emit, get_zset, parse_score, store_result
+from node.commands.typeutil import delete_emptied, parse_positive
+from node.commands.util import parse_int
+from node.commands.zsets import emit, get_zset, parse_score, store_result
 from node.errors import SYNTAX, WRONGTYPE, CommandError
 from node.keyspace import NOTIFY_ZSET
 from node.zset import ZSet
@@ -194,7 +188,7 @@ def _pop(c: Client, db: Database, key: bytes, z: ZSet, use_max: bool, count: int
     out = [pop() for _ in range(min(count, len(z)))]
     db.notify(NOTIFY_ZSET, b"zpopmax" if use_max else b"zpopmin", key)
     if not z:
-        deleted_all(db, key)
+        delete_emptied(db, key)
     db.modified(key)
     c.ks.dirty += len(out)
     return out
@@ -240,7 +234,6 @@ def zpopmax(c: Client, argv: list[bytes]) -> bytes:
 
 
 def _bzpop(c: Client, argv: list[bytes], use_max: bool) -> bytes:
-    timeout_s = parse_timeout_s(argv[-1])
     name = b"ZPOPMAX" if use_max else b"ZPOPMIN"
 
     def pop(bc: Client, db: Database, key: bytes, z: ZSet) -> bytes:
@@ -248,7 +241,7 @@ def _bzpop(c: Client, argv: list[bytes], use_max: bool) -> bytes:
         bc.propagate_as = [[name, key]]
         return b"*3\r\n$%d\r\n%s\r\n" % (len(key), key) + _flat(bc, entries)
 
-    return pop_or_block(c, argv[1:-1], timeout_s, argv, ZSet, get_zset, pop)
+    return block_pop(c, argv, ZSet, get_zset, pop)
 
 
 @command("bzpopmin")
@@ -261,23 +254,7 @@ def bzpopmax(c: Client, argv: list[bytes]) -> bytes:
     return _bzpop(c, argv, True)
 
 
-def _mpop_args(argv: list[bytes], numkeys_idx: int) -> tuple[list[bytes], bool, int]:
-    numkeys = parse_numkeys(argv, numkeys_idx)
-    where_idx = numkeys_idx + numkeys + 1
-    if where_idx >= len(argv):
-        raise CommandError(SYNTAX)
-    where = argv[where_idx].lower()
-    if where not in (b"min", b"max"):
-        raise CommandError(SYNTAX)
-    count = -1
-    j = where_idx + 1
-    while j < len(argv):
-        if count == -1 and argv[j].lower() == b"count" and j + 1 < len(argv):
-            count = parse_range(argv[j + 1], 1, LONG_MAX, COUNT_POSITIVE)
-            j += 2
-        else:
-            raise CommandError(SYNTAX)
-    return argv[numkeys_idx + 1 : where_idx], where == b"max", max(count, 1)
+_MIN_MAX = {b"min": False, b"max": True}  # ZMPOP's words -> from the top
 
 
 def _mpop(use_max: bool, count: int) -> Callable[[Client, Database, bytes, ZSet], bytes]:
@@ -296,13 +273,9 @@ def _mpop(use_max: bool, count: int) -> Callable[[Client, Database, bytes, ZSet]
 
 @command("zmpop")
 def zmpop(c: Client, argv: list[bytes]) -> bytes:
-    keys, use_max, count = _mpop_args(argv, 1)
-    served = pop_first(c, keys, get_zset, _mpop(use_max, count))
-    return c.null_array if served is None else served
+    return mpop(c, argv, _MIN_MAX, get_zset, _mpop)
 
 
 @command("bzmpop")
 def bzmpop(c: Client, argv: list[bytes]) -> bytes:
-    keys, use_max, count = _mpop_args(argv, 2)
-    timeout_s = parse_timeout_s(argv[1])
-    return pop_or_block(c, keys, timeout_s, argv, ZSet, get_zset, _mpop(use_max, count))
+    return block_mpop(c, argv, _MIN_MAX, ZSet, get_zset, _mpop)

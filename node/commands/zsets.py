@@ -13,22 +13,25 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from node.commands.registry import command
 from node.commands.replies import EMPTY_ARRAY, ZERO
 from node.commands.typeutil import (
-    EMPTY_SCAN,
+    Match,
     bulks,
+    collection_scan,
+    delete_emptied,
+    index_range,
     mix_digest,
-    parse_cursor,
-    parse_range,
-    parse_scan_opts,
-    scan_reply,
-    scan_snapshot,
+    parse_random_count,
+    random_positions,
+    remove_members,
+    scan_items,
+    typed_lookups,
     xor_digest,
 )
-from node.commands.util import LONG_MAX, parse_int
+from node.commands.util import parse_int
 from node.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, CommandError
 from node.keyspace import NOTIFY_GENERIC, NOTIFY_ZSET, register_type
 from node.zset import (
@@ -43,7 +46,6 @@ from protocol.resp import format_double
 
 if TYPE_CHECKING:
     from node.client import Client
-    from node.keyspace import Database
 
 MINMAX_NOT_FLOAT = "ERR min or max is not a float"
 MINMAX_NOT_LEX = "ERR min or max not valid string range item"
@@ -54,7 +56,8 @@ INCR_PAIR = "ERR INCR option supports a single increment-element pair"
 LIMIT_RANK = ("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or "
               "BYLEX")
 WITHSCORES_LEX = "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
-OUT_OF_RANGE = "ERR value is out of range"
+
+B = TypeVar("B")  # one end of a score or lex range
 
 # zset-max-listpack-entries / -value, refreshed from the config by every write
 LIMITS = {"entries": 128, "value": 64}
@@ -96,18 +99,7 @@ def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[...,
     return [(ZSet, "zset", lambda z: [(m, s) for s, m in z.entries], new_zset)]
 
 
-def get_zset(db: Database, key: bytes) -> ZSet | None:
-    v = db.lookup(key)
-    if v is not None and type(v) is not ZSet:
-        raise CommandError(WRONGTYPE)
-    return v
-
-
-def get_zset_read(db: Database, key: bytes) -> ZSet | None:
-    v = db.lookup_read(key)
-    if v is not None and type(v) is not ZSet:
-        raise CommandError(WRONGTYPE)
-    return v
+get_zset, get_zset_read = typed_lookups(ZSet)
 
 
 _INF = float("inf")
@@ -158,11 +150,6 @@ def emit(c: Client, entries: list[tuple[float, bytes]], withscores: bool) -> byt
             f = format_double(s)
             parts.append(b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(m), m, len(f), f))
     return b"".join(parts)
-
-
-def deleted_all(db: Database, key: bytes) -> None:
-    db.delete(key)
-    db.notify(NOTIFY_GENERIC, b"del", key)
 
 
 # --- ZADD / ZINCRBY -------------------------------------------------------------------------
@@ -312,24 +299,25 @@ def lex_bounds(a: bytes, b: bytes) -> tuple[tuple[int, bytes], tuple[int, bytes]
     return lo, hi
 
 
-@command("zcount")
-def zcount(c: Client, argv: list[bytes]) -> bytes:
-    lo, hi = score_bounds(argv[2], argv[3])
+def _count(c: Client, argv: list[bytes], bounds: Callable[[bytes, bytes], tuple[B, B]],
+           range_of: Callable[[ZSet, B, B], tuple[int, int]]) -> bytes:
+    """ZCOUNT/ZLEXCOUNT: the range is checked before the key is looked up."""
+    lo, hi = bounds(argv[2], argv[3])
     z = get_zset_read(c.db, argv[1])
     if z is None:
         return ZERO
-    start, stop = score_range(z, lo, hi)
+    start, stop = range_of(z, lo, hi)
     return b":%d\r\n" % (stop - start)
+
+
+@command("zcount")
+def zcount(c: Client, argv: list[bytes]) -> bytes:
+    return _count(c, argv, score_bounds, score_range)
 
 
 @command("zlexcount")
 def zlexcount(c: Client, argv: list[bytes]) -> bytes:
-    lo, hi = lex_bounds(argv[2], argv[3])
-    z = get_zset_read(c.db, argv[1])
-    if z is None:
-        return ZERO
-    start, stop = lex_range(z, lo, hi)
-    return b":%d\r\n" % (stop - start)
+    return _count(c, argv, lex_bounds, lex_range)
 
 
 @command("zscore")
@@ -372,24 +360,7 @@ def zrevrank(c: Client, argv: list[bytes]) -> bytes:
 
 @command("zrem")
 def zrem(c: Client, argv: list[bytes]) -> bytes:
-    db = c.db
-    key = argv[1]
-    z = get_zset(db, key)
-    if z is None:
-        return ZERO
-    deleted = 0
-    for m in argv[2:]:
-        if z.delete(m):
-            deleted += 1
-            if not z:
-                break
-    if deleted:
-        db.notify(NOTIFY_ZSET, b"zrem", key)
-        if not z:
-            deleted_all(db, key)
-        db.modified(key)
-        c.ks.dirty += deleted
-    return b":%d\r\n" % deleted
+    return remove_members(c, argv, get_zset, ZSet.delete, NOTIFY_ZSET, b"zrem")
 
 
 # --- the ZRANGE family ----------------------------------------------------------------------
@@ -399,16 +370,10 @@ AUTO, RANK, SCORE, LEX = 0, 1, 2, 3
 
 def rank_slice(z: ZSet, start: int, end: int, rev: bool) -> list[tuple[float, bytes]]:
     n = len(z)
-    if start < 0:
-        start += n
-    if end < 0:
-        end += n
-    if start < 0:
-        start = 0
-    if start > end or start >= n:
+    r = index_range(start, end, n)
+    if r is None:
         return []
-    if end >= n:
-        end = n - 1
+    start, end = r
     if rev:
         out = z.entries.slice(n - 1 - end, n - start)
         out.reverse()
@@ -570,7 +535,7 @@ def _zremrange(c: Client, argv: list[bytes], kind: int, event: bytes) -> bytes:
     if victims:
         db.notify(NOTIFY_ZSET, event, key)
         if not z:
-            deleted_all(db, key)
+            delete_emptied(db, key)
         db.modified(key)
         c.ks.dirty += len(victims)
     return b":%d\r\n" % len(victims)
@@ -602,44 +567,23 @@ def zrandmember(c: Client, argv: list[bytes]) -> bytes:
             return c.null_bulk
         m = z.entries[random.randrange(len(z))][1]
         return b"$%d\r\n%s\r\n" % (len(m), m)
-    n = parse_range(argv[2], -LONG_MAX, LONG_MAX)
-    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withscores"):
-        raise CommandError(SYNTAX)
-    withscores = len(argv) == 4
-    if withscores and (n < -(LONG_MAX // 2) or n > LONG_MAX // 2):
-        raise CommandError(OUT_OF_RANGE)
+    n, withscores = parse_random_count(argv, b"withscores")
     z = get_zset_read(c.db, argv[1])
     if z is None or n == 0:
         return EMPTY_ARRAY
     size = len(z)
-    if n < 0:
-        ent = z.entries
-        picks = [ent[random.randrange(size)] for _ in range(-n)]
-        return emit(c, picks, withscores)
     if n >= size:  # the whole zset, walked from the tail as Redis does
         return emit(c, list(z.entries.iter_back_from(size - 1)), withscores)
-    idx = sorted(random.sample(range(size), n))
-    if n == 1 or z.big:
-        random.shuffle(idx)
     ent = z.entries
-    return emit(c, [ent[i] for i in idx], withscores)
+    return emit(c, [ent[i] for i in random_positions(size, n, z.big)], withscores)
 
 
 # --- ZSCAN ----------------------------------------------------------------------------------
 
 
-@command("zscan")
-def zscan(c: Client, argv: list[bytes]) -> bytes:
-    cursor = parse_cursor(argv[2])
-    z = get_zset_read(c.db, argv[1])
-    if z is None:
-        return EMPTY_SCAN
-    count, match = parse_scan_opts(argv, 3)
-    if not z.big:
-        page = list(z.entries)
-        nxt = 0
-    else:
-        nxt, page = scan_snapshot(cursor, count, lambda: list(z.entries))
+def _zscan_page(z: ZSet, cursor: int, count: int, match: Match | None
+                ) -> tuple[int, list[bytes]]:
+    nxt, page = scan_items(cursor, count, z.big, lambda: list(z.entries))
     flat: list[bytes] = []
     scores = z.scores
     for _, m in page:
@@ -650,4 +594,9 @@ def zscan(c: Client, argv: list[bytes]) -> bytes:
             continue
         flat.append(m)
         flat.append(format_double(cur))
-    return scan_reply(nxt, flat)
+    return nxt, flat
+
+
+@command("zscan")
+def zscan(c: Client, argv: list[bytes]) -> bytes:
+    return collection_scan(c, argv, get_zset_read, _zscan_page)

@@ -4,7 +4,8 @@ the same lines pipelined in one write, keyspace notifications and the dirty coun
 The node serves INCR of a plain counter, HSET of one field of an existing hash and a push to
 an existing list by a shorter path when the database has no TTL, WATCH, blocked client or encoding mark to update; these
 cases go in and out of that path (TTLs, WATCH, APPEND/INCRBYFLOAT encodings, values at the
-edges of the canonical-integer check, encoding thresholds).
+edges of the canonical-integer check, encoding thresholds). HDEL, SREM and ZREM (one shared
+removal loop) are checked for their events and WATCH too.
 """
 
 from __future__ import annotations
@@ -332,3 +333,29 @@ def test_pipelined_command_stats_match_redis(diff_pair: Pair) -> None:
                 for i in infos if _counts(got[i]) != _counts(want[i])]
     assert not problems, "\n".join(problems)
     assert _counts(after[0][0]) == _counts(after[1][0])
+
+
+# HDEL, SREM and ZREM: some members, none, and the last one (the key goes, with "del").
+REMOVALS = ["HSET h a 1 b 2", "HDEL h a nope", "HDEL h b", "HDEL h b", "SADD s x y z",
+            "SREM s x nope", "SREM s y z", "ZADD z 1 a 2 b", "ZREM z a", "ZREM z nope",
+            "ZREM z b nope", "HDEL noh f", "SREM nos m", "ZREM noz m"]
+
+REMOVAL_CASES = [
+    Case("removals and WATCH", [
+        "HSET h a 1", "WATCH h", "HDEL h a", "MULTI", "PING", "EXEC",
+        "SADD s x", "WATCH s", "SREM s x", "MULTI", "PING", "EXEC",
+        "ZADD z 1 a 2 b", "WATCH z", "ZREM z a", "MULTI", "PING", "EXEC",
+        "WATCH z", "ZREM z nope", "MULTI", "PING", "EXEC",
+        "WATCH z", "ZREM z b", "MULTI", "PING", "EXEC",
+        "ZADD z 1 a", "PEXPIRE z 1", "DEBUG SLEEP 0.01", "WATCH z", "ZADD z 1 a", "ZREM z a",
+        "MULTI", "PING", "EXEC", "DBSIZE"]),
+]
+
+
+def test_member_removals_match_redis(diff_pair: Pair) -> None:
+    ours = _events(diff_pair, diff_pair.ours_port, REMOVALS)
+    real = _events(diff_pair, diff_pair.real_port, REMOVALS)
+    assert real.count(b"pmessage") >= 2 * 9, real  # the real server did notify
+    assert ours == real, show_difference(ours, real)
+    problems = check_cases(diff_pair, REMOVAL_CASES, 2)
+    assert not problems, "\n".join(problems)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hiredis
 import pytest
 
-from tests.node.diff import Case, Pair, check_cases
+from tests.node.diff import Case, Conn, Pair, check_cases
 
 CASES = [
     Case("del exists touch type", ["MSET a 1 b 2", "LPUSH l x", "DEL a nokey a", "EXISTS a b b l",
@@ -29,6 +30,9 @@ CASES = [
                            ("SCAN 0 COUNT 1000 TYPE string", "scan"), ("SCAN 0 COUNT 1000 TYPE list", "scan"),
                            "SCAN 0 COUNT 0", "SCAN 0 COUNT -1", "SCAN 0 COUNT x", "SCAN x",
                            "SCAN 0 MATCH", "SCAN 0 FOO bar", ("KEYS [b-a]*", "sorted")]),
+    Case("scan cursor forms", ["MSET a 1 b 2 c 3", ("SCAN ''", "scan"), ("SCAN '' COUNT 1000", "scan"),
+                               ("SCAN +0", "scan"), ("SCAN -0", "scan"), "SCAN +", "SCAN -",
+                               "SCAN ' 0'", "SCAN '0 '", "SCAN 18446744073709551616", "SCAN 0x1"]),
     Case("randomkey", ["RANDOMKEY", "SET only 1", "RANDOMKEY"]),
     Case("expire family", ["SET k v", "EXPIRE k 100", ("TTL k", "ttl"), "PEXPIRE k 100000",
                            ("PTTL k", "ttl"), "EXPIRE no 10", "EXPIRE k abc", "EXPIRE k 10 NX",
@@ -64,3 +68,31 @@ CASES = [
 def test_keys_match_redis(diff_pair: Pair, proto: int) -> None:
     problems = check_cases(diff_pair, CASES, proto)
     assert not problems, "\n".join(problems)
+
+
+def _scan_all(conn: Conn, *opts: bytes) -> list[bytes]:
+    """Every key a whole SCAN returns, cursor to cursor, in the order returned."""
+    keys: list[bytes] = []
+    cursor = b"0"
+    while True:
+        reader = hiredis.Reader()
+        reader.feed(conn.call([b"SCAN", cursor, *opts]))
+        cursor, page = reader.gets()
+        keys += page
+        if cursor == b"0":
+            return keys
+
+
+def test_scan_in_pages_returns_every_key_once(diff_pair: Pair) -> None:
+    """SCAN a page of 3 at a time, with MATCH and TYPE too: the same keys as redis-server,
+    each exactly once on our node."""
+    ours, real = diff_pair.connect()
+    for conn in (ours, real):
+        conn.call([b"MSET", *[b"k%d" % i if j % 2 == 0 else b"v" for i in range(40) for j in range(2)]])
+        conn.call([b"RPUSH", b"l1", b"x"])
+        conn.call([b"RPUSH", b"k-list", b"x"])
+    for opts in ([b"COUNT", b"3"], [b"COUNT", b"3", b"MATCH", b"k1*"],
+                 [b"COUNT", b"3", b"TYPE", b"list"]):
+        got = _scan_all(ours, *opts)
+        assert len(got) == len(set(got)), (opts, got)
+        assert sorted(got) == sorted(set(_scan_all(real, *opts))), opts
