@@ -5,7 +5,8 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from tests.node.diff import Case, Conn, Pair, check_cases
+from tests.node.diff import Case, Pair, check_cases
+from tests.support import RawClient
 
 CASES = [
     Case("del exists touch type", ["MSET a 1 b 2", "LPUSH l x", "DEL a nokey a", "EXISTS a b b l",
@@ -70,13 +71,13 @@ def test_keys_match_redis(diff_pair: Pair, proto: int) -> None:
     assert not problems, "\n".join(problems)
 
 
-def _scan_all(conn: Conn, *opts: bytes) -> list[bytes]:
+def _scan_all(conn: RawClient, *opts: bytes) -> list[bytes]:
     """Every key a whole SCAN returns, cursor to cursor, in the order returned."""
     keys: list[bytes] = []
     cursor = b"0"
     while True:
         reader = hiredis.Reader()
-        reader.feed(conn.call([b"SCAN", cursor, *opts]))
+        reader.feed(conn.call(b"SCAN", cursor, *opts))
         cursor, page = reader.gets()
         keys += page
         if cursor == b"0":
@@ -88,9 +89,9 @@ def test_scan_in_pages_returns_every_key_once(diff_pair: Pair) -> None:
     each exactly once on our node."""
     ours, real = diff_pair.connect()
     for conn in (ours, real):
-        conn.call([b"MSET", *[b"k%d" % i if j % 2 == 0 else b"v" for i in range(40) for j in range(2)]])
-        conn.call([b"RPUSH", b"l1", b"x"])
-        conn.call([b"RPUSH", b"k-list", b"x"])
+        conn.call(b"MSET", *[b"k%d" % i if j % 2 == 0 else b"v" for i in range(40) for j in range(2)])
+        conn.call(b"RPUSH", b"l1", b"x")
+        conn.call(b"RPUSH", b"k-list", b"x")
     for opts in ([b"COUNT", b"3"], [b"COUNT", b"3", b"MATCH", b"k1*"],
                  [b"COUNT", b"3", b"TYPE", b"list"]):
         got = _scan_all(ours, *opts)
