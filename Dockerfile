@@ -14,6 +14,8 @@ COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY proxy ./proxy
 COPY node ./node
+# the import package: links to the folders above, so the install is slotgate.*
+COPY slotgate ./slotgate
 # hiredis ships manylinux wheels, so no compiler is needed in the slim image.
 RUN pip install --no-cache-dir --prefix=/install .
 

@@ -21,9 +21,9 @@ from typing import Any
 TREE = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TREE))
 
-from node import dispatch  # noqa: E402
-from node.config import load  # noqa: E402
-from node.server import Server  # noqa: E402
+from slotgate.node.core import dispatch  # noqa: E402
+from slotgate.node.core.config import load  # noqa: E402
+from slotgate.node.core.server import Server  # noqa: E402
 
 PER_CALL = 16
 ROUNDS = 9
@@ -36,7 +36,7 @@ def make(cluster: bool, hook: bool) -> tuple[Server, Any]:
         args += ["--cluster-enabled", "yes", "--cluster-config-file", f"n{time.time_ns()}.conf"]
     srv = Server(load(args))
     if cluster:
-        from node.cluster import bus
+        from slotgate.node.cluster import bus
 
         assert srv.cluster is not None
         st = srv.cluster.state

@@ -1,4 +1,4 @@
-"""Micro-benchmark for proxy/metrics.py: the cost of one metrics event on the hot path.
+"""Micro-benchmark for proxy/ops/metrics.py: the cost of one metrics event on the hot path.
 
 Compares ``PrometheusMetrics.command`` (plain dict counts, scrape-time collector) with the
 in-memory hook it extends and with prometheus_client's own pre-bound children (the usual way:
@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from protocol.slots import SLOT_COUNT
-from proxy.metrics import COMMAND_BUCKETS_S, PrometheusMetrics, ProxyMetrics
-from proxy.topology import SlotMap
+from slotgate.protocol.slots import SLOT_COUNT
+from slotgate.proxy.ops.metrics import COMMAND_BUCKETS_S, PrometheusMetrics, ProxyMetrics
+from slotgate.proxy.routing.topology import SlotMap
 
 
 def best_ns(fn: Callable[[], object], loops: int = 100_000, rounds: int = 9) -> float:

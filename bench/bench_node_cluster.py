@@ -46,7 +46,7 @@ def run_target(tree: Path, cluster: bool, requests: int, pipeline: int) -> dict[
     """{"SET"|"GET": (requests per second, server CPU-us per request)} for one fresh node."""
     port = free_port(cluster=True)
     with tempfile.TemporaryDirectory() as d:
-        argv = ["taskset", "-c", "0", sys.executable, "-m", "node", "--port", str(port),
+        argv = ["taskset", "-c", "0", sys.executable, "-m", "slotgate.node", "--port", str(port),
                 "--bind", "127.0.0.1", "--dir", d, "--save", ""]
         if cluster:
             argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]

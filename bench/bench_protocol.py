@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import hiredis
 
-from protocol.resp import ReplyFramer, RequestReader, encode_command
-from protocol.slots import key_slot
+from slotgate.protocol.resp import ReplyFramer, RequestReader, encode_command
+from slotgate.protocol.slots import key_slot
 
 
 def best_ns_per_op(fn: Callable[[], object], ops_per_call: int, min_time_s: float) -> float:

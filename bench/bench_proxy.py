@@ -1,6 +1,6 @@
 """Throughput through the proxy vs straight to one master vs ``redis-benchmark --cluster``.
 
-Starts a real 3-master redis-server cluster (no replicas) and the proxy (``python -m proxy``)
+Starts a real 3-master redis-server cluster (no replicas) and the proxy (``python -m slotgate.proxy``)
 on free loopback ports, then runs the real ``redis-benchmark -c 50`` for each case, at ``-P 1``
 and ``-P 16``, alternating the targets inside every round (the machine is shared, so the
 ratios are taken per round and medians reported):
@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol.slots import key_slot  # noqa: E402
+from slotgate.protocol.slots import key_slot  # noqa: E402
 from tests.support import (  # noqa: E402
     ManagedProcess,
     create_cluster,

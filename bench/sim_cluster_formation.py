@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.cluster import bus  # noqa: E402
-from node.cluster.gossip import Engine, FixedSettings, Hooks, Link  # noqa: E402
-from node.cluster.state import ClusterState, Node, random_name  # noqa: E402
+from slotgate.node.cluster import bus  # noqa: E402
+from slotgate.node.cluster.gossip import Engine, FixedSettings, Hooks, Link  # noqa: E402
+from slotgate.node.cluster.state import ClusterState, Node, random_name  # noqa: E402
 
 CLOCK_BASE_MS = 1_700_000_000_000  # unix ms at simulated time 0 (gossip carries seconds)
 CRON_S = 0.1

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from node.config import REDIS_VERSION, ConfigError, load
+from slotgate.node.core.config import REDIS_VERSION, ConfigError, load
 
 if TYPE_CHECKING:
-    from node.server import Server
+    from slotgate.node.core.server import Server
 
 _LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO,
            "warning": logging.WARNING}
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("Can't chdir to '%s': %s", workdir, e.strerror)
         return 1
     # Imported here: --version and a config error answer without loading the node.
-    from node.server import Server
+    from slotgate.node.core.server import Server
 
     server = Server(cfg)
     mode = "cluster" if server.cluster_enabled else "standalone"

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import wrong_args
-from protocol.overrides import route_for
-from protocol.resp import string2ll
+from slotgate.protocol.errors import wrong_args
+from slotgate.protocol.overrides import route_for
+from slotgate.protocol.resp import string2ll
 
 DATA_PATH = Path(__file__).with_name("commands.json")
 

@@ -1,7 +1,7 @@
 """Redis 7.0's client-visible error texts that the node and the proxy both answer.
 
 Each is the text without the leading ``-`` and the CRLF, byte for byte as redis-server 7.0
-prints it. Texts only one side produces stay in ``node/errors.py`` / ``proxy/errors.py``.
+prints it. Texts only one side produces stay in ``node/core/errors.py`` / ``proxy/errors.py``.
 """
 
 from __future__ import annotations

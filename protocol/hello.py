@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from protocol import errors
-from protocol.resp import array_header, bulk, integer, map_header, string2ll
+from slotgate.protocol import errors
+from slotgate.protocol.resp import array_header, bulk, integer, map_header, string2ll
 
 AUTH = "auth"  # step arguments: (username, password)
 SETNAME = "setname"  # step arguments: (clientname,)

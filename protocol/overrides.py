@@ -40,7 +40,7 @@ Merges (``None`` when the route does not fan out):
 ``any``     the first non-null reply (RANDOMKEY).
 =========== ==================================================================================
 
-Every merge named here is implemented by the proxy (``proxy/splitter.py``, ``proxy/fanout.py``;
+Every merge named here is implemented by the proxy (``proxy/routing/splitter.py``, ``proxy/routing/fanout.py``;
 a test holds the two lists equal). A fan-out command whose replies none of them combines
 (Redis' ``response_policy:special`` without a row here, or a policy with no merge above) is an
 ``unsupported`` row, so the proxy refuses it before sending anything.

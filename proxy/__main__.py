@@ -1,13 +1,13 @@
-"""``slotgate-proxy`` / ``python -m proxy``: one address for a whole Redis Cluster.
+"""``slotgate-proxy`` / ``python -m slotgate.proxy``: one address for a whole Redis Cluster.
 
     slotgate-proxy --config proxy.yaml
     slotgate-proxy --listen 127.0.0.1:7777 --seed 127.0.0.1:7000 [--seed ...] [--metrics H:P]
 
-Flags override the file (proxy/config.py, docs/CONFIG.md). SIGTERM and SIGINT stop accepting,
+Flags override the file (proxy/ops/config.py, docs/CONFIG.md). SIGTERM and SIGINT stop accepting,
 let in-flight requests finish (``shutdown.grace``) and exit 0; a second signal stops at once.
 SIGHUP re-reads the configuration and applies what can change without dropping clients.
 With ``workers: N`` (N > 1) this process supervises N proxy processes on the same address
-(proxy/supervisor.py, docs/PROXY.md "Workers").
+(proxy/ops/supervisor.py, docs/PROXY.md "Workers").
 Exit status 2: the configuration is invalid (one ``config error:`` line per problem); 1: the
 proxy could not start (e.g. its address is in use).
 """
@@ -24,7 +24,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import trio
 
-from proxy.config import (
+from slotgate.proxy.front.server import Proxy
+from slotgate.proxy.ops.config import (
     Config,
     ConfigError,
     arg_parser,
@@ -33,10 +34,9 @@ from proxy.config import (
     reload_on_sighup,
     set_log_level,
 )
-from proxy.metrics import MetricsServer, PrometheusMetrics, check_health
-from proxy.server import Proxy
-from proxy.supervisor import Supervisor, WorkerStartError
-from proxy.workers import WorkerRole, announce_ready, wait_link_closed
+from slotgate.proxy.ops.metrics import MetricsServer, PrometheusMetrics, check_health
+from slotgate.proxy.ops.supervisor import Supervisor, WorkerStartError
+from slotgate.proxy.ops.workers import WorkerRole, announce_ready, wait_link_closed
 
 
 async def serve(config: Config, ns: argparse.Namespace, role: WorkerRole | None = None) -> None:

@@ -7,22 +7,22 @@ Errors that are the proxy's own start with ``ERR slotgate:`` so they are easy to
 
 from __future__ import annotations
 
-from protocol.errors import AUTH_NOT_CONFIGURED as AUTH_NOT_CONFIGURED
-from protocol.errors import CLIENT_NAME_CHARS as CLIENT_NAME_CHARS
-from protocol.errors import CROSSSLOT as CROSSSLOT
-from protocol.errors import DISCARD_WITHOUT_MULTI as DISCARD_WITHOUT_MULTI
-from protocol.errors import EXEC_WITHOUT_MULTI as EXEC_WITHOUT_MULTI
-from protocol.errors import EXECABORT as EXECABORT
-from protocol.errors import INVALID_CURSOR as INVALID_CURSOR
-from protocol.errors import MAX_CLIENTS as MAX_CLIENTS
-from protocol.errors import NESTED_MULTI as NESTED_MULTI
-from protocol.errors import NOT_INTEGER as NOT_INTEGER
-from protocol.errors import SELECT_CLUSTER as SELECT_CLUSTER
-from protocol.errors import SLOT_NOT_SERVED as SLOT_NOT_SERVED
-from protocol.errors import SYNTAX as SYNTAX
-from protocol.errors import WATCH_IN_MULTI as WATCH_IN_MULTI
-from protocol.errors import WRONG_ARITY as WRONG_ARITY
-from protocol.errors import WRONGPASS as WRONGPASS
+from slotgate.protocol.errors import AUTH_NOT_CONFIGURED as AUTH_NOT_CONFIGURED
+from slotgate.protocol.errors import CLIENT_NAME_CHARS as CLIENT_NAME_CHARS
+from slotgate.protocol.errors import CROSSSLOT as CROSSSLOT
+from slotgate.protocol.errors import DISCARD_WITHOUT_MULTI as DISCARD_WITHOUT_MULTI
+from slotgate.protocol.errors import EXEC_WITHOUT_MULTI as EXEC_WITHOUT_MULTI
+from slotgate.protocol.errors import EXECABORT as EXECABORT
+from slotgate.protocol.errors import INVALID_CURSOR as INVALID_CURSOR
+from slotgate.protocol.errors import MAX_CLIENTS as MAX_CLIENTS
+from slotgate.protocol.errors import NESTED_MULTI as NESTED_MULTI
+from slotgate.protocol.errors import NOT_INTEGER as NOT_INTEGER
+from slotgate.protocol.errors import SELECT_CLUSTER as SELECT_CLUSTER
+from slotgate.protocol.errors import SLOT_NOT_SERVED as SLOT_NOT_SERVED
+from slotgate.protocol.errors import SYNTAX as SYNTAX
+from slotgate.protocol.errors import WATCH_IN_MULTI as WATCH_IN_MULTI
+from slotgate.protocol.errors import WRONG_ARITY as WRONG_ARITY
+from slotgate.protocol.errors import WRONGPASS as WRONGPASS
 
 MULTI_NESTED = NESTED_MULTI  # the name the transaction code uses
 

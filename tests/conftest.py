@@ -130,7 +130,7 @@ def cluster_backend(request: pytest.FixtureRequest) -> ClusterBackend:
 @pytest.fixture(scope="session")
 def slotgate(cluster_backend: ClusterBackend,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    """The proxy (a real ``python -m proxy`` process) in front of ``cluster_backend``."""
+    """The proxy (a real ``python -m slotgate.proxy`` process) in front of ``cluster_backend``."""
     proc = slotgate_proxy(tmp_path_factory.mktemp("slotgate"), cluster_backend.ports[:2])
     with running(proc):
         yield proc

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import redis
 
-from protocol.resp import ReplyFramer, encode_command
+from slotgate.protocol.resp import ReplyFramer, encode_command
 
 CLUSTER_BUS_PORT_OFFSET = 10000
 CLUSTER_PORT_RANGE = (20000, 22700)
@@ -255,14 +255,14 @@ def signature(n: ManagedProcess) -> str:
 
 
 def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[str] = ()) -> ManagedProcess:
-    """The slotgate proxy as a real subprocess (``python -m proxy``), not yet started.
+    """The slotgate proxy as a real subprocess (``python -m slotgate.proxy``), not yet started.
 
     ``seeds`` are ports on 127.0.0.1 or ``host:port`` strings.
     """
     import sys
 
     port = free_port()
-    argv = [sys.executable, "-m", "proxy", "--listen", f"127.0.0.1:{port}"]
+    argv = [sys.executable, "-m", "slotgate.proxy", "--listen", f"127.0.0.1:{port}"]
     for seed in seeds:
         argv += ["--seed", seed if isinstance(seed, str) else f"127.0.0.1:{seed}"]
     argv += list(extra)
@@ -271,7 +271,7 @@ def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[st
 
 def slotgate_node(workdir: Path, *, port: int | None = None, cluster: bool = False,
                   extra: Sequence[str] = ()) -> ManagedProcess:
-    """Our bundled node (``python -m node``) on a free loopback port, not yet started.
+    """Our bundled node (``python -m slotgate.node``) on a free loopback port, not yet started.
 
     Its ``--dir`` is ``workdir/node-<port>`` (kept across restarts of the same port, so a
     ManagedProcess can be started again to test recovery). ``extra`` are more
@@ -281,7 +281,7 @@ def slotgate_node(workdir: Path, *, port: int | None = None, cluster: bool = Fal
 
     port = port if port is not None else free_port(cluster=cluster)
     d = workdir / f"node-{port}"
-    argv = [sys.executable, "-m", "node", "--port", str(port), "--bind", "127.0.0.1",
+    argv = [sys.executable, "-m", "slotgate.node", "--port", str(port), "--bind", "127.0.0.1",
             "--dir", str(d), "--save", ""]
     if cluster:
         argv += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",

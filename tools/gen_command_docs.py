@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
+from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
 

@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from node.server import Server
+    from slotgate.node.core.server import Server
 
 
 def install(server: Server) -> None:
@@ -18,8 +18,8 @@ def install(server: Server) -> None:
     if not server.cluster_enabled:
         return
     # Imported here: the engine, bus and transport load only when cluster mode is on.
-    from node.cluster.node import install as install_cluster
-    from node.cluster.nodesconf import ConfigFileError
+    from slotgate.node.cluster.node import install as install_cluster
+    from slotgate.node.cluster.nodesconf import ConfigFileError
 
     try:
         install_cluster(server)

@@ -34,12 +34,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from node.cluster import bus
-from node.cluster.bus import Message
-from node.cluster.state import TODO_FSYNC, TODO_SAVE, TODO_UPDATE_STATE, ClusterState, Node
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.bus import Message
+from slotgate.node.cluster.state import TODO_FSYNC, TODO_SAVE, TODO_UPDATE_STATE, ClusterState, Node
 
 if TYPE_CHECKING:
-    from node.cluster.gossip import Engine, Link
+    from slotgate.node.cluster.gossip import Engine, Link
 
 log = logging.getLogger("node.cluster")
 

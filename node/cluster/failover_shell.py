@@ -23,16 +23,17 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from node import dispatch, replication
-from node.client import BLOCKED
-from node.cluster.failover import Failover
+from slotgate.node.cluster.failover import Failover
+from slotgate.node.core import dispatch
+from slotgate.node.core.client import BLOCKED
+from slotgate.node.replication import master as replication
 
 if TYPE_CHECKING:
-    from node.client import Client
-    from node.cluster.node import ClusterNode
-    from node.cluster.state import Node
-    from node.commands.registry import Command
-    from node.replication import Replication
+    from slotgate.node.cluster.node import ClusterNode
+    from slotgate.node.cluster.state import Node
+    from slotgate.node.commands.registry import Command
+    from slotgate.node.core.client import Client
+    from slotgate.node.replication.master import Replication
 
 log = logging.getLogger("node.cluster")
 
@@ -73,7 +74,7 @@ def _never_serve(c: Client, db: object, key: bytes) -> bytes | None:
 
 
 class NodeReplication:
-    """ReplicationPort over node/replication.py plus the client write pause."""
+    """ReplicationPort over node/replication/master.py plus the client write pause."""
 
     def __init__(self, cn: ClusterNode, repl: Replication) -> None:
         self.cn = cn

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from node.cluster import bus
-from node.cluster.state import TODO_SAVE, TODO_UPDATE_STATE, ClusterState, Node
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.state import TODO_SAVE, TODO_UPDATE_STATE, ClusterState, Node
 
 log = logging.getLogger("node.cluster")
 

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from node.cluster import bus, failure
-from node.cluster.bus import Message
-from node.cluster.messages import Messenger
-from node.cluster.state import (
+from slotgate.node.cluster import bus, failure
+from slotgate.node.cluster.bus import Message
+from slotgate.node.cluster.messages import Messenger
+from slotgate.node.cluster.state import (
     CLUSTER_BUS_PORT_OFFSET,
     TODO_FSYNC,
     TODO_SAVE,

@@ -13,12 +13,12 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from node.cluster import bus
-from node.cluster.bus import Message
-from node.cluster.state import ClusterState, Node
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.bus import Message
+from slotgate.node.cluster.state import ClusterState, Node
 
 if TYPE_CHECKING:
-    from node.cluster.gossip import Hooks, Link, Settings
+    from slotgate.node.cluster.gossip import Hooks, Link, Settings
 
 
 class Messenger:

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from node.cluster import bus, failover_shell, nodesconf
-from node.cluster.failover import Failover
-from node.cluster.failover_shell import NodeReplication
-from node.cluster.gossip import CRON_INTERVAL_MS, Engine, Hooks
-from node.cluster.routing import DOWN_STATE, DOWN_UNBOUND, Router
-from node.cluster.state import (
+from slotgate.node.cluster import bus, failover_shell, nodesconf
+from slotgate.node.cluster.failover import Failover
+from slotgate.node.cluster.failover_shell import NodeReplication
+from slotgate.node.cluster.gossip import CRON_INTERVAL_MS, Engine, Hooks
+from slotgate.node.cluster.routing import DOWN_STATE, DOWN_UNBOUND, Router
+from slotgate.node.cluster.state import (
     CLUSTER_BUS_PORT_OFFSET,
     TODO_FSYNC,
     TODO_SAVE,
@@ -34,12 +34,12 @@ from node.cluster.state import (
     Node,
     random_name,
 )
-from node.cluster.transport import Transport
-from node.commands import pubsub
-from protocol.slots import key_slot
+from slotgate.node.cluster.transport import Transport
+from slotgate.node.commands import pubsub
+from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
-    from node.server import Server
+    from slotgate.node.core.server import Server
 
 log = logging.getLogger("node.cluster")
 

@@ -16,8 +16,8 @@ import logging
 import os
 from collections.abc import Callable
 
-from node.cluster import bus
-from node.cluster.state import FLAG_BY_WORD, ClusterState, Node
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.state import FLAG_BY_WORD, ClusterState, Node
 
 log = logging.getLogger("node.cluster")
 

@@ -1,6 +1,6 @@
 """Which node serves a request (Redis' getNodeByQuery), as the server's ``cluster_route`` hook.
 
-Hot path: the dispatcher routes on its fast path (node/dispatch.py) with two tables made
+Hot path: the dispatcher routes on its fast path (node/core/dispatch.py) with two tables made
 here: ``server.cluster_keypos`` -- per command 0 (no keys: always runs), the argv index of
 its only key (GET, SET, HSET...), or -1 (several or movable keys: ``keys_here`` decides) --
 and ``server.cluster_slots``, a ``bytearray`` of 16384 flags marking the slots that can be
@@ -27,17 +27,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from node.cluster import bus
-from protocol import commands as pc
-from protocol import errors
-from protocol.resp import error
-from protocol.slots import key_slot
+from slotgate.node.cluster import bus
+from slotgate.protocol import commands as pc
+from slotgate.protocol import errors
+from slotgate.protocol.resp import error
+from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
-    from node.client import Client
-    from node.cluster.node import ClusterNode
-    from node.cluster.state import Node
-    from node.commands.registry import Command
+    from slotgate.node.cluster.node import ClusterNode
+    from slotgate.node.cluster.state import Node
+    from slotgate.node.commands.registry import Command
+    from slotgate.node.core.client import Client
 
 CROSSSLOT = error(errors.CROSSSLOT)
 TRYAGAIN = b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"

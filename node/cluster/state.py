@@ -16,8 +16,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from node.cluster import bus
-from node.cluster.bus import (
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.bus import (
     F_FAIL,
     F_HANDSHAKE,
     F_MASTER,

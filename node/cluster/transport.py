@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import trio
 
-from node.cluster import bus
-from node.cluster.gossip import Engine, Link
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.gossip import Engine, Link
 
 log = logging.getLogger("node.cluster")
 

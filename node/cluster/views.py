@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from node.cluster import bus
-from node.cluster.state import Node
-from protocol.resp import array_header, bulk, integer, map_header
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.state import Node
+from slotgate.protocol.resp import array_header, bulk, integer, map_header
 
 if TYPE_CHECKING:
-    from node.cluster.node import ClusterNode
+    from slotgate.node.cluster.node import ClusterNode
 
 __all__ = ["HELP_LINES", "info_text", "links_reply", "shards_reply", "slots_reply"]
 

@@ -16,8 +16,8 @@ Registering a handler
 ---------------------
 ::
 
-    from node.commands.registry import command
-    from node.errors import CommandError, WRONGTYPE
+    from slotgate.node.commands.registry import command
+    from slotgate.node.core.errors import CommandError, WRONGTYPE
 
     @command("lpush")                 # lower case; subcommands as "object|encoding"
     def lpush(c: Client, argv: list[bytes]) -> bytes:
@@ -27,12 +27,12 @@ Registering a handler
 A handler is a plain (non-async) function ``(c, argv) -> bytes``. ``argv[0]`` is the command
 name as sent (any case). It returns the COMPLETE encoded reply (one RESP frame; more frames
 concatenated only for commands that really send several, like SUBSCRIBE). Errors: ``raise
-CommandError(TEXT)`` with the exact Redis text (constants in ``node/errors.py``); the
+CommandError(TEXT)`` with the exact Redis text (constants in ``node/core/errors.py``); the
 dispatcher encodes ``-TEXT\\r\\n``, counts it and flags an open MULTI where Redis would.
 
 Keyspace access
 ---------------
-``c.db`` is the client's ``Database`` (node/keyspace.py), ``c.ks`` the ``Keyspace`` (all dbs,
+``c.db`` is the client's ``Database`` (node/core/keyspace.py), ``c.ks`` the ``Keyspace`` (all dbs,
 counters, hooks), ``c.server`` the server (config in ``c.server.config``).
 
 - ``db.lookup_read(key)`` – value or None; lazily expires; counts hits/misses (read commands).
@@ -66,7 +66,7 @@ this protocol), ``c.multi`` (queued commands or None), ``c.in_exec``, ``c.authen
 ``c.readonly``/``c.asking`` (cluster), ``c.subscriptions`` (pub/sub count: keep it right),
 ``c.out`` (pending output; append push frames for this client here and call ``c.wake()`` when
 writing to ANOTHER client, e.g. PUBLISH). A feature's per-client state is a typed field of
-``Client`` (node/client.py), owned by that feature's module. Fields the fast path depends on
+``Client`` (node/core/client.py), owned by that feature's module. Fields the fast path depends on
 (``Client.SLOW_INPUTS``: ``authenticated``, ``multi``, ``reply_mode``, ``subscriptions``,
 ``asking``) are changed only with their setters (``c.set_multi(...)``, ...), which keep
 ``c.slow`` right.
@@ -94,7 +94,7 @@ MULTI/EXEC ``c.block`` returns the timeout reply immediately (Redis never blocks
 While parked the client's further pipelined commands wait; a disconnect unblocks it. Set
 ``c.propagate_as`` inside ``serve`` if what it did should replicate (BLPOP -> LPOP). A pop from
 the first non-empty of several keys (BLPOP, BZPOPMIN, the MPOP forms) needs only its type's
-lookup and pop step: ``node/commands/blocking.py`` does the timeout, arguments and blocking.
+lookup and pop step: ``node/types/blocking.py`` does the timeout, arguments and blocking.
 
 Testing a command
 -----------------
@@ -105,7 +105,7 @@ go to docs/COMPATIBILITY.md with their reason.
 
 Hooks for later subsystems
 --------------------------
-- a subsystem: a module named in ``SUBSYSTEMS`` (node/server.py) with ``install(server)``,
+- a subsystem: a module named in ``SUBSYSTEMS`` (node/core/server.py) with ``install(server)``,
   which sets the subsystem's own typed field of ``Server`` (declare one there:
   ``server.persistence``, ``server.replication``, ``server.cluster``).
 - replication/AOF: ``server.add_propagate_hook(fn(db_index, argv))``.
@@ -126,22 +126,22 @@ from __future__ import annotations
 import importlib
 
 MODULES = [
-    "node.commands.connection",
-    "node.commands.server_cmds",
-    "node.commands.info",
-    "node.commands.keys",
-    "node.commands.strings",
-    "node.commands.sort",
-    "node.commands.bitmaps",
-    "node.commands.transactions",
-    "node.commands.dump", "node.commands.pubsub",
-    "node.commands.lists",
-    "node.commands.hashes",
-    "node.commands.sets",
-    "node.commands.cluster",
-    "node.commands.migrate",
-    "node.commands.zsets",
-    "node.commands.zsetops",
+    "slotgate.node.commands.connection",
+    "slotgate.node.commands.server_cmds",
+    "slotgate.node.commands.info",
+    "slotgate.node.commands.keys",
+    "slotgate.node.types.strings",
+    "slotgate.node.types.sort",
+    "slotgate.node.types.bitmaps",
+    "slotgate.node.commands.transactions",
+    "slotgate.node.commands.dump", "slotgate.node.commands.pubsub",
+    "slotgate.node.types.lists",
+    "slotgate.node.types.hashes",
+    "slotgate.node.types.sets",
+    "slotgate.node.commands.cluster",
+    "slotgate.node.commands.migrate",
+    "slotgate.node.types.zsets",
+    "slotgate.node.types.zsetops",
 ]
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from node.cluster import failure, views
-from node.cluster.state import (
+from slotgate.node.cluster import failure, views
+from slotgate.node.cluster.state import (
     SLOT_COUNT,
     TODO_FSYNC,
     TODO_SAVE,
@@ -24,17 +24,17 @@ from node.cluster.state import (
     Node,
     random_name,
 )
-from node.commands import server_cmds
-from node.commands.registry import command
-from node.commands.replies import OK
-from node.commands.util import parse_int
-from node.errors import SYNTAX, CommandError, wrong_args
-from protocol.resp import array_header, bulk, integer, simple, verbatim
-from protocol.slots import key_slot
+from slotgate.node.commands import server_cmds
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK
+from slotgate.node.commands.util import parse_int
+from slotgate.node.core.errors import SYNTAX, CommandError, wrong_args
+from slotgate.protocol.resp import array_header, bulk, integer, simple, verbatim
+from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
-    from node.client import Client
-    from node.cluster.node import ClusterNode
+    from slotgate.node.cluster.node import ClusterNode
+    from slotgate.node.core.client import Client
 
 log = logging.getLogger("node.cluster")
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from node import errors
-from node.client import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
-from node.commands.registry import command
-from node.commands.replies import OK, PONG
-from node.commands.util import parse_int
-from node.config import REDIS_VERSION
-from node.errors import CommandError
-from protocol.errors import AUTH_NOT_CONFIGURED, CLIENT_NAME_CHARS, NOAUTH_HELLO
-from protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
-from protocol.resp import array_header, bulk, integer, verbatim
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK, PONG
+from slotgate.node.commands.util import parse_int
+from slotgate.node.core import errors
+from slotgate.node.core.client import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
+from slotgate.node.core.config import REDIS_VERSION
+from slotgate.node.core.errors import CommandError
+from slotgate.protocol.errors import AUTH_NOT_CONFIGURED, CLIENT_NAME_CHARS, NOAUTH_HELLO
+from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
+from slotgate.protocol.resp import array_header, bulk, integer, verbatim
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 
 @command("ping")

@@ -1,4 +1,4 @@
-"""DUMP and RESTORE: real Redis 7.0 payloads (node/rdb.py) to and from the keyspace.
+"""DUMP and RESTORE: real Redis 7.0 payloads (node/persistence/rdb.py) to and from the keyspace.
 
 The keyspace keeps strings as ``bytes`` and other types as their modules' classes; rdb.py
 speaks a plain value model (see its doc). ``ADAPTERS`` maps a value class to its rdb kind and
@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from node import rdb
-from node.commands.registry import command
-from node.commands.replies import OK
-from node.errors import NOT_INTEGER, SYNTAX, CommandError
-from node.keyspace import NOTIFY_GENERIC, now_ms
-from protocol.resp import bulk
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK
+from slotgate.node.core.errors import NOT_INTEGER, SYNTAX, CommandError
+from slotgate.node.core.keyspace import NOTIFY_GENERIC, now_ms
+from slotgate.node.persistence import rdb
+from slotgate.protocol.resp import bulk
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 BUSYKEY = "BUSYKEY Target key name already exists."
 INVALID_TTL = "ERR Invalid TTL value, must be >= 0"
@@ -54,8 +54,8 @@ def register_adapter(cls: type, kind: str, to_rdb: Callable[[Any], rdb.Value],
 
 
 # Type modules that provide ``rdb_adapters() -> list[(cls, kind, to_rdb, from_rdb)]``.
-_TYPE_MODULES = ("node.commands.lists", "node.commands.hashes", "node.commands.sets",
-                 "node.commands.zsets")
+_TYPE_MODULES = ("slotgate.node.types.lists", "slotgate.node.types.hashes", "slotgate.node.types.sets",
+                 "slotgate.node.types.zsets")
 _wired = False
 
 

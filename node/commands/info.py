@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from node.commands.registry import command
-from node.config import REDIS_VERSION
-from protocol.resp import verbatim
+from slotgate.node.commands.registry import command
+from slotgate.node.core.config import REDIS_VERSION
+from slotgate.protocol.resp import verbatim
 
 if TYPE_CHECKING:
-    from node.client import Client
-    from node.server import Server
+    from slotgate.node.core.client import Client
+    from slotgate.node.core.server import Server
 
 Fields = list[tuple[str, Any]]
 

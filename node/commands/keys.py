@@ -5,23 +5,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from node.commands.registry import command
-from node.commands.replies import OK, ONE, ZERO
-from node.commands.typeutil import Snapshots, parse_cursor, parse_scan_opts
-from node.commands.util import LONG_MAX, LONG_MIN, parse_int
-from node.errors import (
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK, ONE, ZERO
+from slotgate.node.commands.util import LONG_MAX, LONG_MIN, parse_int
+from slotgate.node.core.errors import (
     DB_INDEX_OUT_OF_RANGE,
     INVALID_EXPIRE,
     NO_SUCH_KEY,
     SYNTAX,
     CommandError,
 )
-from node.glob import compile_glob
-from node.keyspace import NOTIFY_GENERIC, TYPES, Database, now_ms
-from protocol.resp import array_header, bulk, integer
+from slotgate.node.core.glob import compile_glob
+from slotgate.node.core.keyspace import NOTIFY_GENERIC, TYPES, Database, now_ms
+from slotgate.node.types.typeutil import Snapshots, parse_cursor, parse_scan_opts
+from slotgate.protocol.resp import array_header, bulk, integer
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 
 def _del(c: Client, argv: list[bytes]) -> bytes:

@@ -19,16 +19,16 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from node.commands.dump import dump_value
-from node.commands.registry import command
-from node.commands.replies import OK
-from node.commands.util import parse_int
-from node.errors import SYNTAX, CommandError
-from node.keyspace import NOTIFY_GENERIC, now_ms
-from protocol.resp import encode_command
+from slotgate.node.commands.dump import dump_value
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK
+from slotgate.node.commands.util import parse_int
+from slotgate.node.core.errors import SYNTAX, CommandError
+from slotgate.node.core.keyspace import NOTIFY_GENERIC, now_ms
+from slotgate.protocol.resp import encode_command
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 CACHE_MAX_ITEMS = 64
 CACHE_IDLE_S = 10

@@ -29,18 +29,18 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from node.commands.registry import command
-from node.config import parse_memory
-from node.errors import CommandError, _shown
-from node.glob import compile_glob
-from node.keyspace import NOTIFY_KEYEVENT, NOTIFY_KEYSPACE
-from protocol.resp import array_header, bulk, integer
+from slotgate.node.commands.registry import command
+from slotgate.node.core.config import parse_memory
+from slotgate.node.core.errors import CommandError, _shown
+from slotgate.node.core.glob import compile_glob
+from slotgate.node.core.keyspace import NOTIFY_KEYEVENT, NOTIFY_KEYSPACE
+from slotgate.protocol.resp import array_header, bulk, integer
 
 if TYPE_CHECKING:
     import re
 
-    from node.client import Client
-    from node.server import Server
+    from slotgate.node.core.client import Client
+    from slotgate.node.core.server import Server
 
 log = logging.getLogger("node.pubsub")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 Handler = Callable[["Client", list[bytes]], bytes]
 
@@ -87,7 +87,7 @@ _PUBSUB_CONTEXT_OK = frozenset({
 
 def _table_info() -> dict[str, tuple[int, frozenset[str], bool]]:
     """name -> (arity, flags, has_keys) from the shared table, subcommands as ``a|b``."""
-    from protocol import commands as pc
+    from slotgate.protocol import commands as pc
 
     out: dict[str, tuple[int, frozenset[str], bool]] = {}
 

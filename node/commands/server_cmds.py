@@ -9,18 +9,18 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from node import errors
-from node import keyspace as K
-from node.commands.registry import command
-from node.commands.replies import EMPTY_ARRAY, OK
-from node.commands.util import parse_int
-from node.config import ConfigError, canonical
-from node.errors import SYNTAX, CommandError
-from protocol import commands as pc
-from protocol.resp import array_header, bulk, integer, map_header, simple, verbatim
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import EMPTY_ARRAY, OK
+from slotgate.node.commands.util import parse_int
+from slotgate.node.core import errors
+from slotgate.node.core import keyspace as K
+from slotgate.node.core.config import ConfigError, canonical
+from slotgate.node.core.errors import SYNTAX, CommandError
+from slotgate.protocol import commands as pc
+from slotgate.protocol.resp import array_header, bulk, integer, map_header, simple, verbatim
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 _NOTIFY_CHARS = {
     "g": K.NOTIFY_GENERIC, "$": K.NOTIFY_STRING, "l": K.NOTIFY_LIST, "s": K.NOTIFY_SET,
@@ -259,7 +259,7 @@ def command_list(c: Client, argv: list[bytes]) -> bytes:
             raise CommandError(SYNTAX)
         kind, arg = argv[3].lower(), argv[4]
         if kind == b"pattern":
-            from node.glob import glob_match
+            from slotgate.node.core.glob import glob_match
 
             names = [n for n in names if glob_match(arg, n, nocase=True)]
         elif kind == b"aclcat":

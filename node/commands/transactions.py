@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from node import dispatch
-from node.commands.registry import command
-from node.commands.replies import OK
-from node.errors import (
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK
+from slotgate.node.core import dispatch
+from slotgate.node.core.errors import (
     DISCARD_WITHOUT_MULTI,
     EXEC_WITHOUT_MULTI,
     EXECABORT,
@@ -20,11 +20,11 @@ from node.errors import (
     WATCH_IN_MULTI,
     CommandError,
 )
-from node.keyspace import now_ms
-from protocol.resp import array_header
+from slotgate.node.core.keyspace import now_ms
+from slotgate.protocol.resp import array_header
 
 if TYPE_CHECKING:
-    from node.client import Client
+    from slotgate.node.core.client import Client
 
 
 @command("multi")

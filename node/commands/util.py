@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from node.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, CommandError
+from slotgate.node.core.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, CommandError
 
 LONG_MIN = -(2**63)
 LONG_MAX = 2**63 - 1

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
-from node import config as node_config
-from proxy import config as proxy_config
-from proxy.metrics import PrometheusMetrics
-from proxy.topology import SlotMap
+from slotgate.node.core import config as node_config
+from slotgate.proxy.ops import config as proxy_config
+from slotgate.proxy.ops.metrics import PrometheusMetrics
+from slotgate.proxy.routing.topology import SlotMap
 from tests.support import (
     CLUSTER_BUS_PORT_OFFSET,
     REDIS_SERVER,
@@ -220,7 +220,7 @@ def localize(argv: list[str], port: int, workdir: Path) -> list[str]:
 # The node services' command lines are redis.conf directives, so the real redis-server takes
 # them unchanged: it runs the same miniature stack as the oracle next to the bundled node.
 NODE_PROGRAMS = {
-    "bundled": [sys.executable, "-m", "node"],
+    "bundled": [sys.executable, "-m", "slotgate.node"],
     "redis-server": [REDIS_SERVER],
 }
 
@@ -250,7 +250,7 @@ def run_health(test: list[str], replace: dict[str, str], timeout_s: float = 30.0
         argv = [a.replace(old, new) for a in argv]
     argv = [sys.executable if a == "python" else a for a in argv]
     if argv[0] == "slotgate-proxy":
-        argv = [sys.executable, "-m", "proxy", *argv[1:]]
+        argv = [sys.executable, "-m", "slotgate.proxy", *argv[1:]]
     out = [""]
 
     def passes() -> bool:
@@ -288,7 +288,7 @@ def test_stack_in_miniature(mini_nodes: list[ManagedProcess], tmp_path: Path) ->
     cfg["metrics"]["listen"] = f"127.0.0.1:{mport}"
     path = tmp_path / "proxy.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proxy = ManagedProcess([sys.executable, "-m", "proxy", "--config", str(path)], port,
+    proxy = ManagedProcess([sys.executable, "-m", "slotgate.proxy", "--config", str(path)], port,
                            tmp_path, "proxy.log").start()
     try:
         run_health(services["proxy"]["healthcheck"]["test"], {"9716": str(mport)})

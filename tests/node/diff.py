@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import hiredis
 
-from protocol.resp import ReplyFramer
+from slotgate.protocol.resp import ReplyFramer
 from tests.support import RawClient
 
 Line = str | tuple[str, str]

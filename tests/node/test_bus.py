@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from node.cluster import bus
+from slotgate.node.cluster import bus
 from tests.support import ManagedProcess, during, redis_server
 
 NAME_A = b"a" * 40

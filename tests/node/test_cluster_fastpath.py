@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from protocol.resp import encode_command
-from protocol.slots import key_slot
+from slotgate.protocol.resp import encode_command
+from slotgate.protocol.slots import key_slot
 from tests.support import ManagedProcess, RawClient, node_and_redis, wait_until
 
 K_SLOT = str(key_slot(b"k"))

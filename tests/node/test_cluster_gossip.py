@@ -10,9 +10,9 @@ from collections.abc import Callable
 import trio
 import trio.testing
 
-from node.cluster import bus
-from node.cluster.gossip import Engine, FixedSettings, Hooks, Link
-from node.cluster.state import ClusterState, Node, random_name
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.gossip import Engine, FixedSettings, Hooks, Link
+from slotgate.node.cluster.state import ClusterState, Node, random_name
 
 
 def mock_ms() -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.support import (
     ManagedProcess,
     RawClient,

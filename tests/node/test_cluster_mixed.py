@@ -193,7 +193,7 @@ def test_config_file_is_locked(tmp_path: Path) -> None:
     try:
         conf = f"nodes-{first.port}.conf"
         out = subprocess.run(
-            [sys.executable, "-m", "node", "--port", "0", "--bind", "127.0.0.1",
+            [sys.executable, "-m", "slotgate.node", "--port", "0", "--bind", "127.0.0.1",
              "--cluster-enabled", "yes", "--cluster-config-file", conf, "--save", ""],
             cwd=first.cwd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert out.returncode == 1

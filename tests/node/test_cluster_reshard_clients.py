@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from redis.cluster import RedisCluster
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.support import ManagedProcess, create_cluster, redis_cli, start_nodes, wait_until
 
 MOVE_SLOTS = 500

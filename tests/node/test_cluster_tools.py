@@ -12,7 +12,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.support import (
     ManagedProcess,
     RawClient,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from node import rdb
+from slotgate.node.persistence import rdb
 from tests.support import node_and_redis
 
 

@@ -9,16 +9,16 @@ import random
 
 import trio
 
-from node.cluster import bus
-from node.cluster.bus import Message
-from node.cluster.failover import (
+from slotgate.node.cluster import bus
+from slotgate.node.cluster.bus import Message
+from slotgate.node.cluster.failover import (
     Failover,
     election_delay_ms,
     replica_rank,
     vote_refusal,
 )
-from node.cluster.gossip import Engine, Hooks, Link
-from node.cluster.state import ClusterState, Node, random_name
+from slotgate.node.cluster.gossip import Engine, Hooks, Link
+from slotgate.node.cluster.state import ClusterState, Node, random_name
 from tests.node.test_cluster_gossip import Net, form, run
 
 

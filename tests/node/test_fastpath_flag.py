@@ -1,4 +1,4 @@
-"""The fast-path flag (``Client.slow``, node/client.py) is derived from its inputs: the
+"""The fast-path flag (``Client.slow``, node/core/client.py) is derived from its inputs: the
 setter of each input recomputes it, so no state change can leave a client on the fast path
 past the auth, MULTI, reply-mode, pub/sub or ASKING checks.
 
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from node import dispatch
-from node.client import REPLY_OFF, REPLY_ON, Client
-from node.config import load
-from node.server import Server
-from protocol.resp import encode_command
+from slotgate.node.core import dispatch
+from slotgate.node.core.client import REPLY_OFF, REPLY_ON, Client
+from slotgate.node.core.config import load
+from slotgate.node.core.server import Server
+from slotgate.protocol.resp import encode_command
 from tests.support import RawClient, node_and_redis
 
 # -- in-process ------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_asking_lasts_one_command_on_the_fast_path(tmp_path: Path) -> None:
     for slot in range(16384):
         st.add_slot(st.myself, slot)
     st.state = b"ok" if isinstance(st.state, bytes) else st.state
-    from node.cluster import bus
+    from slotgate.node.cluster import bus
 
     st.state = bus.STATE_OK
     st.generation += 1

@@ -24,7 +24,7 @@ from tests.support import (
     wait_until,
 )
 
-NODE = [sys.executable, "-m", "node"]
+NODE = [sys.executable, "-m", "slotgate.node"]
 
 
 def _fatal_block(text: str) -> str:

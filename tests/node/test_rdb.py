@@ -1,4 +1,4 @@
-"""node/rdb.py against a real redis-server 7.0: its DUMP payloads decode to what it holds, ours
+"""node/persistence/rdb.py against a real redis-server 7.0: its DUMP payloads decode to what it holds, ours
 RESTORE into it and read back identically, and broken payloads fail with its exact errors."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node import rdb
+from slotgate.node.persistence import rdb
 from tests.support import ManagedProcess
 
 # --- helpers ------------------------------------------------------------------------------

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from protocol.commands import key_positions
-from protocol.resp import RequestReader
-from protocol.slots import SLOT_COUNT, key_slot
+from slotgate.protocol.commands import key_positions
+from slotgate.protocol.resp import RequestReader
+from slotgate.protocol.slots import SLOT_COUNT, key_slot
 
 OK = b"+OK\r\n"
 NULL = b"$-1\r\n"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol.commands import lookup_name
+from slotgate.protocol.commands import lookup_name
 from tests.support import ManagedProcess, RawClient
 
 ROOT = Path(__file__).resolve().parents[2]

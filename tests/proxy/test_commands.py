@@ -11,8 +11,8 @@ import uuid
 import pytest
 import redis
 
-from protocol.slots import SLOT_COUNT, key_slot
-from proxy.splitter import array_elements
+from slotgate.protocol.slots import SLOT_COUNT, key_slot
+from slotgate.proxy.routing.splitter import array_elements
 from tests.conftest import ClusterBackend
 from tests.proxy.gaps import NO_GETKEYSANDFLAGS, NO_SCRIPTING, node_gap
 from tests.support import ManagedProcess, RawClient, redis_cli

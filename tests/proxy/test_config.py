@@ -1,4 +1,4 @@
-"""proxy/config.py: YAML + flags -> validated settings; every bad value names its key."""
+"""proxy/ops/config.py: YAML + flags -> validated settings; every bad value names its key."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy import config
-from proxy.config import (
+from slotgate.proxy.ops import config
+from slotgate.proxy.ops.config import (
     SCHEMA,
     Config,
     ConfigError,
@@ -20,7 +20,7 @@ from proxy.config import (
     load,
     plan_reload,
 )
-from proxy.settings import ProxySettings
+from slotgate.proxy.ops.settings import ProxySettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -302,7 +302,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     import sys
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "proxy", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "slotgate.proxy", *args], capture_output=True,
                               text=True, timeout=30, stdin=subprocess.DEVNULL, cwd=REPO)
 
     bad = run("--listen", "nope", "--seed", "127.0.0.1:7000")

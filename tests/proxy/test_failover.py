@@ -13,7 +13,7 @@ import uuid
 
 import redis
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.conftest import ClusterBackend, wait_replicas_up
 from tests.proxy.test_redirects import slot_owner
 from tests.support import ManagedProcess, during, wait_cluster_ok, wait_until

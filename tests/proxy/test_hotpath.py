@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import uuid
 
-from protocol.resp import encode_command
-from proxy import errors
+from slotgate.protocol.resp import encode_command
+from slotgate.proxy import errors
 from tests.support import ManagedProcess, RawClient
 
 CROSSSLOT_REPLY = b"-" + errors.CROSSSLOT.encode() + b"\r\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.conftest import ClusterBackend
 from tests.proxy.test_redirects import slot_owner
 from tests.support import (

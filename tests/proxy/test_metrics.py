@@ -1,4 +1,4 @@
-"""proxy/metrics.py: the Prometheus export, /metrics and /healthz, the CLI's health probe and
+"""proxy/ops/metrics.py: the Prometheus export, /metrics and /healthz, the CLI's health probe and
 SIGHUP reload, against a real proxy process in front of each cluster backend."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from protocol.slots import SLOT_COUNT
-from proxy.metrics import COMMAND_BUCKETS_S, MetricsServer, PrometheusMetrics
-from proxy.topology import SlotMap
+from slotgate.protocol.slots import SLOT_COUNT
+from slotgate.proxy.ops.metrics import COMMAND_BUCKETS_S, MetricsServer, PrometheusMetrics
+from slotgate.proxy.routing.topology import SlotMap
 from tests.conftest import ClusterBackend
 from tests.support import ManagedProcess, free_port, slotgate_proxy, wait_until
 
@@ -292,7 +292,7 @@ def test_protocol_errors_counted(proxy: Running) -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxy", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "slotgate.proxy", *args], capture_output=True, text=True,
                           timeout=30, stdin=subprocess.DEVNULL)
 
 
@@ -338,7 +338,7 @@ def test_sighup_reload_keeps_clients(cluster_backend: ClusterBackend, tmp_path: 
     seed = f"127.0.0.1:{cluster_backend.ports[0]}"
     cfg = tmp_path / "proxy.yaml"
     cfg.write_text(f'listen: "127.0.0.1:{port}"\nseeds: ["{seed}"]\nlog_level: info\n')
-    proc = ManagedProcess([sys.executable, "-m", "proxy", "--config", str(cfg)], port, tmp_path,
+    proc = ManagedProcess([sys.executable, "-m", "slotgate.proxy", "--config", str(cfg)], port, tmp_path,
                           "proxy.log").start()
     try:
         client = proc.client(socket_timeout=5, protocol=2)

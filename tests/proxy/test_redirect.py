@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.redirect import Action, classify_error, decide_lost
+from slotgate.proxy.routing.redirect import Action, classify_error, decide_lost
 
 
 def test_moved_and_ask_targets() -> None:

@@ -12,7 +12,7 @@ import uuid
 
 import redis
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.conftest import ClusterBackend
 from tests.support import ManagedProcess, wait_until
 

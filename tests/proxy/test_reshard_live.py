@@ -35,7 +35,7 @@ def keys_mostly_in(slots: set[int]) -> list[str]:
     """KEYS names, most of them in ``slots`` (the slots that move): a request meets a slot in
     the middle of its migration (and gets ASK) only in the short window between the slot's
     SETSLOT MIGRATING and SETSLOT NODE, so the moving slots get most of the traffic."""
-    from protocol.slots import key_slot
+    from slotgate.protocol.slots import key_slot
 
     want_inside = KEYS * 4 // 5
     inside: list[str] = []

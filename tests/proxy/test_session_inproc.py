@@ -14,13 +14,14 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from protocol.commands import COMMANDS
-from protocol.overrides import ROUTES as ROUTE_NAMES
-from protocol.slots import key_slot
-from proxy import errors, routes
-from proxy.routes import ROUTES
-from proxy.server import Proxy
-from proxy.settings import ProxySettings
+from slotgate.protocol.commands import COMMANDS
+from slotgate.protocol.overrides import ROUTES as ROUTE_NAMES
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
+from slotgate.proxy.front import routes
+from slotgate.proxy.front.routes import ROUTES
+from slotgate.proxy.front.server import Proxy
+from slotgate.proxy.ops.settings import ProxySettings
 from tests.proxy.fakecluster import NULL, FakeCluster, FakeNode, array, bulk
 from tests.support import RawClient
 

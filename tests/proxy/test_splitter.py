@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.slots import key_slot
-from proxy import splitter
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy.routing import splitter
 
 
 def test_split_groups_by_slot_in_first_appearance_order() -> None:

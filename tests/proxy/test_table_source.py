@@ -8,9 +8,10 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from protocol.commands import ALL_COMMANDS, lookup
-from protocol.overrides import FAN_OUT_ROUTES, MERGES, ROUTES
-from proxy import fanout, local, pinned, pubsub, routes, session, splitter
+from slotgate.protocol.commands import ALL_COMMANDS, lookup
+from slotgate.protocol.overrides import FAN_OUT_ROUTES, MERGES, ROUTES
+from slotgate.proxy.front import local, pinned, pubsub, routes, session
+from slotgate.proxy.routing import fanout, splitter
 
 PROXY_DIR = Path(__file__).resolve().parents[2] / "proxy"
 _ROUTE_MODULES = (session, routes, fanout, pinned, pubsub, local)
@@ -27,7 +28,7 @@ def _literals(node: ast.expr) -> Iterator[str]:
 
 def _compared_with(field: str) -> Iterator[tuple[str, int, str]]:
     """(file, line, literal) for every ``<x>.<field> == "lit"`` / ``in ("a", "b")`` in proxy/."""
-    for path in sorted(PROXY_DIR.glob("*.py")):
+    for path in sorted(PROXY_DIR.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Compare):
                 continue

@@ -34,7 +34,7 @@ def test_up_serves_whole_cluster_and_stops_everything(tmp_path: Path, replicas: 
     n_nodes = 3 * (1 + replicas)
     base = _consecutive_cluster_ports(n_nodes)
     port, metrics = free_port(), free_port()
-    argv = [sys.executable, "-m", "proxy.cli", "up", "--node-base-port", str(base),
+    argv = [sys.executable, "-m", "slotgate.proxy.ops.cli", "up", "--node-base-port", str(base),
             "--port", str(port), "--metrics", f"127.0.0.1:{metrics}", "--data-dir",
             str(tmp_path / "data"), "--replicas", str(replicas), "--node-timeout-ms", "2000"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

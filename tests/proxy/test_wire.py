@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.resp import encode_command
+from slotgate.protocol.resp import encode_command
 from tests.conftest import ClusterBackend
 from tests.support import ManagedProcess, RawClient, during, slotgate_proxy, wait_until
 

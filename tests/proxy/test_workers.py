@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from protocol.slots import key_slot
+from slotgate.protocol.slots import key_slot
 from tests.conftest import ClusterBackend
 from tests.proxy.test_redirects import slot_owner
 from tests.support import (
@@ -203,7 +203,7 @@ def test_workers_stop_when_the_supervisor_is_killed(
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxy", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "slotgate.proxy", *args], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL, cwd=REPO)
 
 
@@ -294,7 +294,7 @@ def test_one_worker_is_one_plain_process(
 
 
 def test_merging_sums_counters_and_picks_gauges_deliberately() -> None:
-    from proxy.metrics_merge import merge_expositions
+    from slotgate.proxy.ops.metrics_merge import merge_expositions
 
     def text(commands: int, clients: int, covered: int, start: float) -> str:
         return (

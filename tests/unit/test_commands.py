@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from protocol import commands as C
-from protocol.overrides import MERGES, OVERRIDES, ROUTES
+from slotgate.protocol import commands as C
+from slotgate.protocol.overrides import MERGES, OVERRIDES, ROUTES
 from tests.support import ManagedProcess, RawClient
 from tools import gen_commands
 

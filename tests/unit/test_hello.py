@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import errors
-from protocol.hello import AUTH, SETNAME, HelloError, hello_reply, parse_hello, valid_client_name
+from slotgate.protocol import errors
+from slotgate.protocol.hello import (
+    AUTH,
+    SETNAME,
+    HelloError,
+    hello_reply,
+    parse_hello,
+    valid_client_name,
+)
 
 
 def test_options_are_steps_in_order_up_to_the_first_bad_one() -> None:

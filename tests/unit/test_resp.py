@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from protocol import resp
-from protocol.resp import (
+from slotgate.protocol import resp
+from slotgate.protocol.resp import (
     Attribute,
     BigNumber,
     ProtocolError,

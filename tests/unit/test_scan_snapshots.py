@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node.commands.typeutil import Snapshots
+from slotgate.node.types.typeutil import Snapshots
 
 
 def _walk(snaps: Snapshots, owner: int, items: list[int], count: int) -> list[int]:

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from protocol.slots import SLOT_COUNT, key_slot
+from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from tests.support import ManagedProcess
 
 

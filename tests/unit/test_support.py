@@ -111,7 +111,7 @@ def test_wait_blocked_counts_blocked_clients(redis_standalone: ManagedProcess) -
 def test_node_and_redis_starts_both_with_the_same_directives(tmp_path: Path) -> None:
     with node_and_redis(tmp_path, ["--hz", "17"]) as procs:
         assert list(procs) == ["ours", "real"]
-        assert procs["real"].argv[0] == REDIS_SERVER and procs["ours"].argv[1:3] == ["-m", "node"]
+        assert procs["real"].argv[0] == REDIS_SERVER and procs["ours"].argv[1:3] == ["-m", "slotgate.node"]
         for proc in procs.values():
             with RawClient(proc.port) as c:
                 assert c.call("CONFIG", "GET", "hz") == b"*2\r\n$2\r\nhz\r\n$2\r\n17\r\n"

@@ -1,0 +1,1 @@
+"""The node's core: the server shell, clients, command dispatch, the keyspace, configuration and error texts."""

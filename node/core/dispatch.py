@@ -1,0 +1,314 @@
+"""Command execution: the fast path, Redis' processCommand checks, call(), blocked-client wakeups.
+
+Sans-IO: requests (argv lists) in, encoded replies appended to ``c.out``. The trio shell
+(node/core/server.py) feeds requests and sends ``c.out``.
+
+Flow per request::
+
+    argv -> TABLE lookup -> [fast: arity ok, client/server not "slow", not "special"
+                             (a container, or INFO, which reads the run-folded stats),
+                             cluster mode: keys in one slot served here]
+                                -> handler (call() when writes propagate) -> reply
+                            [slow: unknown/arity/auth/no-multi/cluster/pubsub/MULTI queue]
+                                -> call() (stats, monitor, propagation) -> reply
+         -> c.out ; then serve keys made ready (blocked clients), then the next request
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from slotgate.node.commands.registry import Command
+from slotgate.node.commands.replies import QUEUED
+from slotgate.node.core import errors
+from slotgate.node.core.client import (
+    BLOCKED,
+    REPLY_OFF,
+    REPLY_ON,
+    REPLY_SKIP,
+    REPLY_SKIP_NEXT,
+    Client,
+)
+from slotgate.node.core.errors import CommandError
+from slotgate.protocol.commands import unknown_command_error
+from slotgate.protocol.slots import key_slot
+
+if TYPE_CHECKING:
+    from slotgate.node.core.server import Server
+
+log = logging.getLogger("node.dispatch")
+_clock_ns = time.perf_counter_ns
+_MULTI_PASSTHROUGH = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
+_PUBSUB_ERR = (
+    "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
+    "allowed in this context"
+)
+
+
+def _err(text: str) -> bytes:
+    return b"-" + text.encode("utf-8", "replace").replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+
+
+def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
+    """Execute ``reqs[start:]`` for ``c``. Returns the index of the first request NOT yet run
+    (``len(reqs)`` when all ran): execution stops after a command that blocked the client or
+    asked to close the connection."""
+    srv = c.server
+    table = srv.table
+    out = c.out
+    ks = c.ks
+    keypos = srv.cluster_keypos
+    clock_ns = _clock_ns
+    # slowlog-log-slower-than in ns (changed only by CONFIG SET: re-read after slow paths)
+    slow_ns = srv.slowlog_threshold_us * 1000
+    # The clock read after one fast-path command is the start of the next: one read per
+    # command. ``t_ns`` is re-read after anything that may take time outside a fast-path
+    # handler (the slow path, blocked-client wake-ups).
+    t_ns = clock_ns()
+    # A run of the same fast-path command adds its calls (requests since ``run_i0``) and the
+    # nanoseconds since it began (``run_t0``) to the command's stats (usec, and
+    # total_commands_processed) once, when the run ends: before another command, the slow
+    # path, blocked-client wake-ups, or returning. Commands that read these stats (INFO) take
+    # the slow path, so what they report is what Redis would.
+    run_cmd: Command | None = None
+    run_i0 = run_t0 = 0  # the index and clock where the current run began
+    for i in range(start, len(reqs)):
+        argv = reqs[i]
+        cmd = table.get(argv[0])
+        if cmd is None:
+            cmd = table.get(argv[0].lower())
+        n = len(argv)
+        if (
+            cmd is None or cmd.special or c.slow
+            or (n != arity if (arity := cmd.arity) > 0 else n < -arity)
+            # cluster mode: keys in a slot served here without further checks stay fast
+            or (keypos is not None and (kp := keypos[cmd]) != 0 and not (
+                srv.cluster_slots[key_slot(argv[kp])] if kp > 0
+                else srv.cluster_keys_here(cmd, argv)))
+        ):
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
+                run_cmd = None
+            reply = process_command(c, cmd, argv)
+            slow_ns = srv.slowlog_threshold_us * 1000
+            t_ns = clock_ns()
+        elif ks.propagate_hooks:
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
+                run_cmd = None
+            reply = call(c, cmd, argv)  # replicas / AOF: call() propagates the write
+            slow_ns = srv.slowlog_threshold_us * 1000
+            t_ns = clock_ns()
+        else:
+            if cmd is not run_cmd:
+                if run_cmd is not None:
+                    _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
+                run_cmd = cmd
+                run_i0 = i
+                run_t0 = t_ns
+                c.last_cmd = cmd.full_name
+            try:
+                reply = cmd.handler(c, argv)  # type: ignore[misc]
+            except CommandError as e:
+                reply = _err(str(e))
+                cmd.failed_calls += 1
+                srv.count_error(reply)
+            except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+                reply = _internal_error(cmd, argv, e)
+                srv.count_error(reply)
+            t0_ns = t_ns
+            t_ns = clock_ns()
+            if t_ns - t0_ns >= slow_ns:
+                srv.slowlog_add(c, argv, (t_ns - t0_ns) // 1000)
+        if reply is BLOCKED:
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
+            return i + 1
+        out.append(reply)
+        if ks.ready:
+            if run_cmd is not None:  # the wake-ups' time is not the command's
+                _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
+                run_cmd = None
+            serve_ready_keys(srv)
+            t_ns = clock_ns()
+        if c.close_after_reply:
+            if run_cmd is not None:
+                _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
+            return i + 1
+    if run_cmd is not None:
+        _fold(srv, run_cmd, len(reqs) - run_i0, t_ns - run_t0)
+    return len(reqs)
+
+
+def _fold(srv: Server, cmd: Command, calls: int, took_ns: int) -> None:
+    cmd.calls += calls
+    cmd.usec += took_ns // 1000
+    srv.stat_numcommands += calls
+
+
+def _internal_error(cmd: Command, argv: list[bytes], exc: Exception) -> bytes:
+    log.exception("command %s failed unexpectedly", cmd.full_name, exc_info=exc)
+    cmd.failed_calls += 1
+    return _err(f"ERR internal error in '{cmd.full_name}': {type(exc).__name__}")
+
+
+def resolve(cmd: Command | None, argv: list[bytes]) -> tuple[Command | None, bytes | None]:
+    """Container -> subcommand, then arity. Returns (command, None) or (None, error reply)."""
+    if cmd is None:
+        return None, b"-" + unknown_command_error(argv) + b"\r\n"
+    if cmd.subcommands is not None and len(argv) >= 2:
+        sub = cmd.subcommands.get(argv[1].lower())
+        if sub is None:
+            return None, b"-" + unknown_command_error(argv) + b"\r\n"
+        cmd = sub
+    n = len(argv)
+    if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+        cmd.rejected_calls += 1
+        return None, _err(errors.wrong_args(cmd.full_name))
+    if cmd.handler is None:  # a bare container (e.g. "CONFIG") with right arity: nothing to run
+        return None, _err(errors.wrong_args(cmd.full_name))
+    return cmd, None
+
+
+def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
+    """Redis' processCommand for everything off the fast path."""
+    srv = c.server
+    real, rejected = resolve(cmd, argv)
+    if rejected is not None:
+        return _rejected(c, argv[0].lower() == b"exec", rejected, formatted=True)
+    assert real is not None
+    cmd = real
+    if not c.authenticated and not cmd.no_auth:
+        return _reject(c, cmd, errors.NOAUTH)
+    if c.multi is not None and cmd.no_multi:
+        return _reject(c, cmd, errors.NOT_IN_MULTI, formatted=True)
+    route = srv.cluster_route
+    if route is not None:
+        redirect = route(c, cmd, argv)
+        if redirect is not None:
+            cmd.rejected_calls += 1
+            if cmd.full_name == "exec":  # Redis discards the transaction; the reply stays as is
+                c.discard_multi()
+            elif c.multi is not None:
+                c.multi_error = True
+            c.server.count_error(redirect)
+            return redirect
+    for check in srv.command_checks:
+        refused = check(c, cmd, argv)
+        if refused is not None:
+            cmd.rejected_calls += 1
+            return _rejected(c, cmd.full_name == "exec", refused)
+    if c.subscriptions and c.resp == 2 and not cmd.pubsub_ok:
+        return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name.split("|")[0], formatted=True)
+    if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:
+        c.multi.append((cmd, argv))
+        return QUEUED
+    mode_before = c.reply_mode
+    reply = call(c, cmd, argv)
+    if c.asking and cmd.full_name != "asking" and c.multi is None:
+        c.set_asking(False)
+    if mode_before != REPLY_ON or c.reply_mode != REPLY_ON:
+        reply = _apply_reply_mode(c, mode_before, reply)
+    return reply
+
+
+def _reject(c: Client, cmd: Command, text: str, formatted: bool = False) -> bytes:
+    cmd.rejected_calls += 1
+    return _rejected(c, cmd.full_name == "exec", _err(text), formatted)
+
+
+def _rejected(c: Client, is_exec: bool, reply: bytes, formatted: bool = False) -> bytes:
+    """rejectCommand: flag an open MULTI; a rejected EXEC discards the transaction and
+    answers ``EXECABORT Transaction discarded because of: <error>`` (Redis' formatted
+    rejections -- unknown command, arity, no-multi, pub/sub context -- carry no "ERR ")."""
+    if c.multi is not None:
+        c.multi_error = True
+    if is_exec and reply[:1] == b"-":
+        c.discard_multi()
+        text = reply[1:]
+        if formatted and text.startswith(b"ERR "):
+            text = text[4:]
+        reply = b"-EXECABORT Transaction discarded because of: " + text
+    c.server.count_error(reply)
+    return reply
+
+
+def _apply_reply_mode(c: Client, mode_before: int, reply: bytes) -> bytes:
+    mode = c.reply_mode
+    if mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP just ran: skip the NEXT reply
+        c.set_reply_mode(REPLY_SKIP)
+        return b""
+    if mode_before == REPLY_SKIP:
+        if mode == REPLY_SKIP:
+            c.set_reply_mode(REPLY_ON)
+        return b""
+    if mode == REPLY_OFF:
+        return b""
+    return reply
+
+
+def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
+    """Redis' call(): run the handler with stats, MONITOR feed, slowlog and propagation."""
+    srv = c.server
+    ks = c.ks
+    if srv.monitors and not cmd.skip_monitor:
+        srv.feed_monitors(c, argv)
+    dirty_before = ks.dirty
+    c.propagate_as = None
+    c.last_cmd = cmd.full_name
+    db_index = c.db.index
+    t0 = _clock_ns()
+    try:
+        reply = cmd.handler(c, argv)  # type: ignore[misc]
+    except CommandError as e:
+        reply = _err(str(e))
+        cmd.failed_calls += 1
+        srv.count_error(reply)
+    except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+        reply = _internal_error(cmd, argv, e)
+        srv.count_error(reply)
+    us = (_clock_ns() - t0) // 1000
+    cmd.calls += 1
+    cmd.usec += us
+    srv.stat_numcommands += 1
+    if us >= srv.slowlog_threshold_us:
+        srv.slowlog_add(c, argv, us)
+    if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
+        if c.in_exec and not c.exec_multi_propagated:
+            c.exec_multi_propagated = True
+            ks.propagate(db_index, [b"MULTI"])
+        for p_argv in c.propagate_as or (argv,):
+            ks.propagate(db_index, p_argv)
+    c.propagate_as = None
+    return reply
+
+
+def serve_ready_keys(srv: Server) -> None:
+    """handleClientsBlockedOnKeys: for each ready key (in order), try its blocked clients FIFO."""
+    ks = srv.ks
+    while ks.ready:
+        ready = ks.ready
+        ks.ready = {}
+        for db_index, key in ready:
+            db = ks.dbs[db_index]
+            queue = db.blocking.get(key)
+            if not queue:
+                continue
+            for bc in list(queue):
+                st = bc.blocked
+                if st is None or st.db is not db:
+                    continue
+                if db.lookup(key) is None:
+                    break
+                bc.propagate_as = None
+                dirty_before = ks.dirty
+                reply = st.serve(bc, db, key)
+                if reply is not None:
+                    if ks.propagate_hooks and ks.dirty != dirty_before:
+                        served: list[list[bytes]] = bc.propagate_as or []
+                        for served_argv in served:
+                            ks.propagate(db_index, served_argv)
+                    bc.propagate_as = None
+                    bc.unblock(reply)

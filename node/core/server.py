@@ -1,0 +1,690 @@
+"""The node's trio shell: listener, clients, active expiry, blocking waits.
+
+Clients are served by one poller task (``netio.Poller``): every ready socket in one pass,
+synchronously ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests``
+(handlers append encoded replies to ``c.out``) -> one non-blocking ``send``. Each client also
+has a task of its own, parked while the poller serves it; anything unusual (a blocking
+command, a close, a protocol error, EOF, a full send buffer, the query-buffer limit) is
+handed back to that task, which finishes it with awaits and then hands the client to the
+poller again. Output for a client produced by someone else (a wake-up, PUBLISH, MONITOR) is
+sent by a short flush task started by ``Client.wake``. Only this module awaits."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import importlib
+import logging
+import math
+import os
+import socket as _stdsocket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from slotgate.node.commands import load_all
+from slotgate.node.commands.registry import Command, build_table
+from slotgate.node.commands.server_cmds import parse_notify_flags
+from slotgate.node.core import dispatch
+from slotgate.node.core.client import Client
+from slotgate.node.core.config import Config
+from slotgate.node.core.keyspace import Keyspace
+from slotgate.node.core.netio import Conn, Poller
+from slotgate.node.types import hashes
+from slotgate.protocol.errors import MAX_CLIENTS
+from slotgate.protocol.resp import ProtocolError, RequestReader, error
+from slotgate.protocol.sdsrepr import sds_repr
+
+if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
+    from slotgate.node.cluster.node import ClusterNode
+    from slotgate.node.persistence.manager import Persistence
+    from slotgate.node.replication.master import Replication
+
+log = logging.getLogger("node")
+
+RECV_SIZE = 64 * 1024  # bytes per recv
+# accept() errors that mean "out of resources, try again later" (as trio's serve_listeners)
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
+# Subsystems: importing registers their commands; ``install(server)`` (after the table is
+# built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
+# INFO sections and background tasks.
+SUBSYSTEMS = ("slotgate.node.persistence.manager", "slotgate.node.replication.master", "slotgate.node.cluster")
+
+CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
+
+
+class Server:
+    """A Redis-compatible node. ``await Server(cfg).run()`` serves until cancelled/SHUTDOWN."""
+
+    # The inputs of the server-wide fast-path flag ``slow``: read them freely, change them
+    # only with add_monitor / remove_monitor, add_command_check / remove_command_check and
+    # set_cluster_routing, which recompute the flag.
+    SLOW_INPUTS = ("monitors", "command_checks", "cluster_route", "cluster_keypos")
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        # The optional subsystems, each set by its own ``install`` (None: not running).
+        self.persistence: Persistence | None = None
+        self.replication: Replication | None = None
+        self.cluster: ClusterNode | None = None  # cluster-enabled yes
+        self.cluster_enabled: bool = bool(config.get("cluster-enabled"))
+        self.ks = Keyspace(int(config.get("databases")), cluster=self.cluster_enabled)
+        load_all()
+        subsystems = [importlib.import_module(name) for name in SUBSYSTEMS]
+        self.table: dict[bytes, Command] = build_table()
+        self.clients: dict[int, Client] = {}
+        self._next_client_id = 1
+        self.start_time = time.time()
+        self.start_monotonic = time.monotonic()
+        self.run_id = os.urandom(20).hex()
+        self.port: int = int(config.get("port"))
+        self.listen_addrs: list[tuple[str, int]] = []
+        # stats (INFO)
+        self.stat_numcommands = 0
+        self.stat_numconnections = 0
+        self.stat_rejected_conn = 0
+        self.stat_net_input_bytes = 0
+        self.stat_net_output_bytes = 0
+        self.blocked_clients = 0
+        self.total_error_replies = 0
+        self.error_counts: dict[str, int] = {}  # INFO errorstats: prefix -> count
+        self.extra_stats: dict[str, int] = {}  # other modules' INFO stats fields
+        self.ops_per_sec = 0
+        self._ops_sample: tuple[float, int] = (time.monotonic(), 0)
+        self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()
+        self.slowlog_next_id = 0
+        self.slowlog_threshold_us = SLOWLOG_OFF_US
+        self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
+        # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their methods --------
+        self.monitors: tuple[Client, ...] = ()  # MONITOR clients
+        # Checks run before every command off the fast path (replica READONLY, NOREPLICAS,
+        # the failover write pause): fn(c, cmd, argv) -> an error reply, or None to go on.
+        self.command_checks: tuple[CommandCheck, ...] = ()
+        # Cluster mode: fn(c, cmd, argv) -> a redirect (MOVED, ASK ...) or None to run it.
+        self.cluster_route: CommandCheck | None = None
+        # Cluster routing on the fast path (filled by node/cluster/routing.py): per command 0
+        # (no keys), the index of its only key, or -1 (ask cluster_keys_here); and the slots
+        # served here without further checks.
+        self.cluster_keypos: dict[Command, int] | None = None
+        # ------------------------------------------------------------------------------------
+        self.slow = False  # every client's commands take the full path (_refresh_slow)
+        self.cluster_slots: bytes | bytearray = b""
+        self.cluster_keys_here: Callable[[Command, list[bytes]], bool] = _keys_here
+        # Runs before any client output is written (cluster: save nodes.conf first).
+        self.before_reply: Callable[[], None] | None = None
+        # Replica links with replication stream queued since the last client reply: written
+        # before any reply (``flush_replicas``), as Redis writes replicas first.
+        self.repl_dirty: list[Client] = []
+        # Polled clients whose replies wait for the end of the poller's pass because replica
+        # bytes were queued: the pass's writes then reach each replica in one send.
+        self._deferred: list[tuple[Client, Conn, trio.Event, list[tuple[Any, ...]]]] = []
+        self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
+        self.client_close_hooks: list[Callable[[Client], None]] = []
+        self.shutdown_hooks: list[Callable[[], None]] = []
+        self.nursery: trio.Nursery | None = None
+        self.poller: Poller | None = None  # serves idle clients' sockets (node/core/netio.py)
+        self.last_save_time = int(time.time())
+        self.config_hooks: list[Callable[[], None]] = []  # after start and after CONFIG SET
+        self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
+        for mod in subsystems:
+            mod.install(self)
+        self.apply_config()
+
+    # -- configuration-derived state -------------------------------------------------------
+    def apply_config(self) -> None:
+        """Re-read settings that live in fast fields (after start and after CONFIG SET)."""
+        cfg = self.config
+        thr_us = int(cfg.get("slowlog-log-slower-than"))
+        # Redis logs a command whose duration in whole microseconds is >= the setting
+        self.slowlog_threshold_us = SLOWLOG_OFF_US if thr_us < 0 else thr_us
+        self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
+        self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
+                                                   int(cfg.get("hash-max-listpack-value")))
+        for hook in self.config_hooks:
+            hook()
+
+    # -- the fast-path flag ------------------------------------------------------------------
+    def _refresh_slow(self) -> None:
+        """Recompute the server-wide part of the fast-path flag; called only by the methods
+        below that change its inputs. Propagation and cluster routing are done on the fast
+        path too (node/core/dispatch.py), so propagate hooks are no input."""
+        slow = bool(self.monitors or self.command_checks
+                    or (self.cluster_route is not None and self.cluster_keypos is None))
+        if slow != self.slow:
+            self.slow = slow
+            for c in self.clients.values():  # each client's ``slow`` includes the server's
+                c._refresh_slow()
+
+    def add_command_check(self, check: CommandCheck, *, first: bool = False) -> None:
+        """Run ``check`` before every command off the fast path (once, however often added);
+        ``first``: before the checks already there."""
+        if check not in self.command_checks:
+            self.command_checks = ((check, *self.command_checks) if first
+                                   else (*self.command_checks, check))
+            self._refresh_slow()
+
+    def remove_command_check(self, check: CommandCheck) -> None:
+        if check in self.command_checks:
+            self.command_checks = tuple(x for x in self.command_checks if x != check)
+            self._refresh_slow()
+
+    def add_monitor(self, c: Client) -> None:
+        """MONITOR: feed ``c`` every command from now on."""
+        c.monitor = True
+        if c not in self.monitors:
+            self.monitors = (*self.monitors, c)
+            self._refresh_slow()
+
+    def remove_monitor(self, c: Client) -> None:
+        c.monitor = False
+        if c in self.monitors:
+            self.monitors = tuple(m for m in self.monitors if m is not c)
+            self._refresh_slow()
+
+    def set_cluster_routing(self, route: CommandCheck | None, keypos: dict[Command, int] | None,
+                            keys_here: Callable[[Command, list[bytes]], bool]) -> None:
+        """Cluster mode: ``route`` decides redirects off the fast path; with ``keypos`` (and
+        ``cluster_slots``, ``keys_here``) the fast path routes by itself."""
+        self.cluster_route = route
+        self.cluster_keypos = keypos
+        self.cluster_keys_here = keys_here
+        self._refresh_slow()
+
+    def add_propagate_hook(self, hook: Callable[[int, list[bytes]], None]) -> None:
+        self.ks.propagate_hooks.append(hook)
+
+    def count_error(self, reply: bytes) -> None:
+        """INFO errorstats / total_error_replies for an error reply ``-PREFIX text``."""
+        self.total_error_replies += 1
+        prefix = reply[1:].split(b" ", 1)[0].decode("utf-8", "replace")
+        self.error_counts[prefix] = self.error_counts.get(prefix, 0) + 1
+
+    def block_deadline(self, timeout_s: float) -> float | None:
+        return None if timeout_s <= 0 else trio.current_time() + timeout_s
+
+    # -- slowlog / monitor ---------------------------------------------------------------
+    def slowlog_add(self, c: Client, argv: list[bytes], duration_us: int) -> None:
+        max_len = int(self.config.get("slowlog-max-len"))
+        shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
+                 for a in argv[:31]]
+        if len(argv) > 32:
+            shown.append(b"... (%d more arguments)" % (len(argv) - 31))
+        elif len(argv) == 32:
+            shown.append(argv[31])
+        self.slowlog.appendleft((self.slowlog_next_id, int(time.time()), duration_us, shown,
+                                 c.addr, c.name))
+        self.slowlog_next_id += 1
+        while len(self.slowlog) > max_len:
+            self.slowlog.pop()
+
+    def feed_monitors(self, c: Client, argv: list[bytes]) -> None:
+        now = time.time()
+        args = " ".join([sds_repr(a) for a in argv])
+        line = f"+{now:.6f} [{c.db.index} {c.addr}] {args}\r\n".encode()
+        for m in self.monitors:
+            if m is not c:
+                m.out.append(line)
+                m.wake()
+
+    # -- clients -------------------------------------------------------------------------
+    def _new_client(self, addr: str, laddr: str) -> Client:
+        cid = self._next_client_id
+        self._next_client_id += 1
+        c = Client(self, cid, addr, laddr)
+        self.clients[cid] = c
+        return c
+
+    def _drop_client(self, c: Client) -> None:
+        self.clients.pop(c.id, None)
+        if c.blocked is not None:
+            c.wake = _noop
+            c.unblock(None)
+        c.unwatch_all()
+        if c.monitor:
+            self.remove_monitor(c)
+        for hook in self.client_close_hooks:
+            hook(c)
+
+    def kill_client(self, c: Client) -> None:
+        """CLIENT KILL: close ``c`` (after the current reply if it is the caller)."""
+        c.killed = True
+        c.close_after_reply = True
+        scope = c.cancel_scope
+        if scope is not None and not c.running:
+            scope.cancel()
+
+    def flush_replicas(self) -> None:
+        """Write the replication stream queued for replicas now, with one non-blocking send
+        each, before a client's reply goes out. Redis writes replicas first in the same event
+        loop turn; here a write is likewise on its way to the replicas before its client
+        hears OK, so a master killed right after the reply loses only what Redis would. A rest
+        the kernel does not take goes with the replica's own flush task."""
+        dirty = self.repl_dirty
+        self.repl_dirty = []
+        for r in dirty:
+            out = r.out
+            if not out or r.sending or r.killed:
+                continue
+            raw = r.rawsock
+            if raw is None:
+                continue
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            try:
+                sent = raw.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self.kill_client(r)
+                continue
+            self.stat_net_output_bytes += sent
+            if sent < len(data):
+                out.append(bytes(memoryview(data)[sent:]))
+                r.wake()
+
+    async def _flush(self, c: Client, sock: Conn) -> None:
+        if self.repl_dirty:
+            self.flush_replicas()
+        if self.before_reply is not None:
+            self.before_reply()
+        if c.sending:
+            return
+        c.sending = True
+        try:
+            out = c.out
+            while out:
+                data = out[0] if len(out) == 1 else b"".join(out)
+                out.clear()
+                self.stat_net_output_bytes += len(data)
+                await sock.send_all(data)
+        finally:
+            c.sending = False
+
+    async def _flush_task(self, c: Client, sock: Conn) -> None:
+        c.flush_scheduled = False
+        try:
+            await self._flush(c, sock)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            self.kill_client(c)
+
+    async def _handle(self, tsock: trio.socket.SocketType) -> None:
+        try:
+            peer = tsock.getpeername()
+            local = tsock.getsockname()
+            addr = f"{peer[0]}:{peer[1]}"
+            laddr = f"{local[0]}:{local[1]}"
+        except OSError:
+            tsock.close()
+            return
+        sock = Conn(tsock)
+        self.stat_numconnections += 1
+        if len(self.clients) >= int(self.config.get("maxclients")):
+            self.stat_rejected_conn += 1
+            try:
+                await sock.send_all(error(MAX_CLIENTS))
+            except OSError:
+                pass
+            sock.close()
+            return
+        c = self._new_client(addr, laddr)
+        c.fd = sock.sock.fileno()
+        c.rawsock = sock.sock
+        try:
+            with trio.CancelScope() as scope:
+                c.cancel_scope = scope
+                await self._client_loop(c, sock)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._drop_client(c)
+            sock.close()
+
+    async def _client_loop(self, c: Client, sock: Conn) -> None:
+        cfg = self.config
+        reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
+        qbuf_limit = int(cfg.get("client-query-buffer-limit"))
+        nursery = self.nursery
+        assert nursery is not None
+
+        def wake() -> None:
+            ev = c.unblock_event
+            if ev is not None:
+                ev.set()
+                return
+            if c.out and not c.flush_scheduled and not c.running:
+                c.flush_scheduled = True
+                nursery.start_soon(self._flush_task, c, sock)
+            if c.killed and not c.running:
+                scope = c.cancel_scope
+                if scope is not None:
+                    scope.cancel()
+
+        c.wake = wake
+        poller = self.poller
+        fd = sock.sock.fileno()
+        buffered = reader.buffered_bytes
+        first = True
+        while True:
+            if poller is not None:
+                # The poller serves this client until something needs this task: a blocking
+                # command, a close, a protocol error, EOF, the query-buffer limit.
+                handed: list[tuple[Any, ...]] = []
+                ev = trio.Event()
+                serve = functools.partial(self._serve_polled, c, sock, reader, qbuf_limit, ev,
+                                          handed)
+                if first:  # a new connection may have sent something (or closed) already
+                    first = False
+                    serve()
+                    if self._deferred:  # served outside a poller pass: end it here
+                        self._end_pass()
+                poller.register(fd, serve)
+                try:
+                    await ev.wait()
+                finally:
+                    poller.unregister(fd)
+                what = handed[0]
+                kind = what[0]
+                if kind == "eof":
+                    return
+                if kind == "error":
+                    raise what[1]
+                if kind == "proto":
+                    self._protocol_error(c, what[1])
+                    await self._flush(c, sock)
+                    return
+                if kind == "batch" and not await self._process(c, sock, reader, what[1], what[2]):
+                    return
+                if c.out:
+                    await self._flush(c, sock)
+            else:
+                data = await sock.recv(RECV_SIZE)
+                if not data:
+                    return
+                self.stat_net_input_bytes += len(data)
+                reader.feed(data)
+                if not await self._process(c, sock, reader, [], 0):
+                    return
+                if c.out:
+                    await self._flush(c, sock)
+            if buffered() > qbuf_limit:
+                self._qbuf_overflow(c)
+                return
+
+    def _serve_polled(self, c: Client, sock: Conn, reader: RequestReader, qbuf_limit: int,
+                      ev: trio.Event, handed: list[tuple[Any, ...]]) -> None:
+        """One ready client, synchronously: read, run every complete request, send. Anything
+        unusual is handed back to the client's task (``handed``, ``ev``) to finish."""
+        if handed or c.killed:  # handed back (``ev`` is set right after the append)
+            return
+        try:
+            data = sock.sock.recv(RECV_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            handed.append(("error", e))
+            ev.set()
+            return
+        if not data:
+            handed.append(("eof",))
+            ev.set()
+            return
+        self.stat_net_input_bytes += len(data)
+        reader.feed(data)
+        run = dispatch.run_requests
+        c.running = True
+        try:
+            while True:
+                try:
+                    reqs = reader.get_requests()
+                except ProtocolError as e:
+                    handed.append(("proto", e))
+                    ev.set()
+                    return
+                if not reqs:
+                    break
+                idx = run(c, reqs, 0)
+                if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
+                    handed.append(("batch", reqs, idx))
+                    ev.set()
+                    return
+                c.last_interaction_ms = int(time.time() * 1000)
+                if not reader.buffered_bytes():
+                    break
+        finally:
+            c.running = False
+        if c.out and not c.sending:
+            if self.repl_dirty:  # replicas first: sent with the pass's others (_end_pass)
+                self._deferred.append((c, sock, ev, handed))
+            elif not self._send_now(c, sock):
+                # the kernel buffer is full: the task sends the rest before reading on
+                handed.append(("flush",))
+                ev.set()
+                return
+        if reader.buffered_bytes() > qbuf_limit:
+            handed.append(("qbuf",))
+            ev.set()
+
+    def _end_pass(self) -> None:
+        """After a poller pass: the replication stream of the pass's writes goes to each
+        replica in one send, then the replies held back for it (Redis' order in
+        beforeSleep: replicas, then clients)."""
+        if self.repl_dirty:
+            self.flush_replicas()
+        deferred = self._deferred
+        if deferred:
+            self._deferred = []
+            for c, sock, ev, handed in deferred:
+                if handed or c.killed or not c.out or c.sending:
+                    continue  # its task sends (or drops) the output
+                if not self._send_now(c, sock):
+                    handed.append(("flush",))
+                    ev.set()
+
+    def _send_now(self, c: Client, sock: Conn) -> bool:
+        """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``.
+        Callers send only with no replica bytes queued (``_serve_polled`` defers to
+        ``_end_pass``, which flushes the replicas first)."""
+        if self.before_reply is not None:
+            self.before_reply()
+        out = c.out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        try:
+            sent = sock.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.kill_client(c)
+            return True
+        self.stat_net_output_bytes += sent
+        if sent < len(data):
+            out.append(bytes(memoryview(data)[sent:]))
+            return False
+        return True
+
+    async def _process(self, c: Client, sock: Conn, reader: RequestReader,
+                       reqs: list[list[bytes]], idx: int) -> bool:
+        """Run ``reqs[idx:]``, then every complete request buffered in ``reader`` (parking
+        while blocked). False: the connection is to be closed."""
+        run = dispatch.run_requests
+        c.running = True
+        try:
+            while True:
+                while True:
+                    if c.close_after_reply:
+                        await self._flush(c, sock)
+                        return False
+                    if c.blocked is not None:
+                        await self._flush(c, sock)
+                        c.running = False
+                        await self._wait_unblocked(c, sock, reader)
+                        c.running = True
+                        if c.killed:
+                            return False
+                    if idx >= len(reqs):
+                        break
+                    idx = run(c, reqs, idx)
+                if reqs:
+                    c.last_interaction_ms = int(time.time() * 1000)
+                    if not reader.buffered_bytes():
+                        return True
+                try:
+                    reqs = reader.get_requests()
+                except ProtocolError as e:
+                    self._protocol_error(c, e)
+                    await self._flush(c, sock)
+                    return False
+                if not reqs:
+                    return True
+                idx = 0
+        finally:
+            c.running = False
+
+    def _protocol_error(self, c: Client, e: ProtocolError) -> None:
+        c.out.append(b"-" + str(e).encode() + b"\r\n")
+        log.debug("protocol error from %s: %s", c.addr, e)
+
+    def _qbuf_overflow(self, c: Client) -> None:
+        log.warning("Closing client that reached max query buffer length: id=%d addr=%s",
+                    c.id, c.addr)
+
+    async def _wait_unblocked(self, c: Client, sock: Conn, reader: Any) -> None:
+        """Park until ``c`` is served, times out, is unblocked or disconnects. Input that
+        arrives meanwhile is buffered, not executed (as Redis does for blocked clients)."""
+        st = c.blocked
+        assert st is not None
+        ev = trio.Event()
+        c.unblock_event = ev
+
+        async def watch_socket(cancel: trio.CancelScope) -> None:
+            while True:
+                data = await sock.recv(RECV_SIZE)
+                if not data:
+                    c.killed = True
+                    break
+                self.stat_net_input_bytes += len(data)
+                reader.feed(data)
+            cancel.cancel()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_socket, nursery.cancel_scope)
+                deadline = st.deadline_s if st.deadline_s is not None else math.inf
+                with trio.move_on_at(deadline):
+                    await ev.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            c.unblock_event = None
+            if c.blocked is not None:
+                c.unblock(None if c.killed else c.blocked.timeout_reply)
+        if c.out and not c.killed:
+            await self._flush(c, sock)
+
+    # -- background ----------------------------------------------------------------------
+    async def _cron(self) -> None:
+        while True:
+            hz = max(1, min(500, int(self.config.get("hz"))))
+            await trio.sleep(1.0 / hz)
+            self.ks.active_expire_cycle()
+            now = time.monotonic()
+            t0, n0 = self._ops_sample
+            if now - t0 >= 1.0:
+                self.ops_per_sec = int((self.stat_numcommands - n0) / (now - t0))
+                self._ops_sample = (now, self.stat_numcommands)
+            if self.ks.ready:
+                dispatch.serve_ready_keys(self)
+
+    def request_shutdown(self) -> None:
+        for hook in self.shutdown_hooks:
+            hook()
+        if self.nursery is not None:
+            self.nursery.cancel_scope.cancel()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on every ``bind`` address at ``port`` and serve until cancelled or SHUTDOWN.
+
+        Raises OSError when a listener cannot be opened (the caller reports "Failed listening").
+        """
+        listeners = await self._open_listeners()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                self.poller = Poller(self._end_pass)
+                nursery.start_soon(self.poller.run)
+                for lsock in listeners:
+                    nursery.start_soon(self._accept_loop, lsock)
+                nursery.start_soon(self._cron)
+                for task in self.background_tasks:
+                    nursery.start_soon(task)
+                task_status.started()
+                log.info("Ready to accept connections")
+        finally:
+            for lsock in listeners:
+                lsock.close()
+            self.nursery = None
+            self.poller = None
+
+    async def _open_listeners(self) -> list[trio.socket.SocketType]:
+        addrs = str(self.config.get("bind")).split()
+        socks: list[trio.socket.SocketType] = []
+        port = self.port
+        try:
+            for raw in addrs:
+                optional = raw.startswith("-")
+                host = raw.lstrip("-")
+                if host == "*":
+                    host = "0.0.0.0"
+                family = _stdsocket.AF_INET6 if ":" in host else _stdsocket.AF_INET
+                if host == "::*":
+                    host = "::"
+                sock = trio.socket.socket(family, _stdsocket.SOCK_STREAM)
+                sock.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
+                if family == _stdsocket.AF_INET6:
+                    sock.setsockopt(_stdsocket.IPPROTO_IPV6, _stdsocket.IPV6_V6ONLY, 1)
+                try:
+                    await sock.bind((host, port))
+                except OSError:
+                    sock.close()
+                    if optional:
+                        continue
+                    raise
+                sock.listen(int(self.config.get("tcp-backlog")))
+                if port == 0:
+                    port = sock.getsockname()[1]
+                socks.append(sock)
+                self.listen_addrs.append((host, port))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        self.port = port
+        return socks
+
+    async def _accept_loop(self, lsock: trio.socket.SocketType) -> None:
+        assert self.nursery is not None
+        while True:
+            try:
+                sock, _ = await lsock.accept()
+            except OSError as exc:
+                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
+                    log.warning("accept() failed: %s; sleeping 100 ms", exc)
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+            self.nursery.start_soon(self._handle, sock)
+
+    def uptime_s(self) -> int:
+        return int(time.monotonic() - self.start_monotonic)
+
+
+def _noop() -> None:
+    return None
+
+
+def _keys_here(cmd: Command, argv: list[bytes]) -> bool:
+    return True

@@ -1,0 +1,258 @@
+"""Snapshot files: the whole keyspace in one checksummed file of our own format.
+
+Used for ``SAVE``/``BGSAVE`` (``dbfilename``), the base of a rewritten append-only file and
+the payload of a full resynchronisation. Values travel in node/persistence/rdb.py's object encoding, so
+every type DUMP knows is covered; strings (the common case) are stored raw.
+
+Layout (integers little-endian)::
+
+    magic   b"SGSNAP01"
+    records op(1) ...
+      0xFA  AUX       u16 name_len, u32 value_len, name, value
+      0xFE  SELECTDB  u32 db_index
+      0x01  KEY       i64 expire_unix_ms (-1: none), u32 key_len, u32 obj_len, key, obj
+                      obj = b"\\x00" + raw string bytes, or rdb.encode_object() of the value
+      0xFF  EOF
+    footer  u32 CRC32 (zlib) of everything before it
+
+A file whose footer does not match, or that ends early, is refused as a whole
+(``SnapshotError``); nothing is loaded from it.
+
+Writing in the background forks (``fork_write``): the child sees the keyspace frozen at the
+fork, writes ``path`` through a temporary file and a rename, and exits 0 (1 on error); the
+parent keeps serving and polls the child with ``os.waitpid``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from slotgate.node.commands import dump
+from slotgate.node.core.keyspace import Keyspace, now_ms
+from slotgate.node.persistence import rdb
+
+log = logging.getLogger("node.snapshot")
+
+MAGIC = b"SGSNAP01"
+OP_AUX, OP_SELECTDB, OP_KEY, OP_EOF = 0xFA, 0xFE, 0x01, 0xFF
+RAW_STRING = 0x00  # first byte of an obj holding a plain string (rdb type bytes are 1..18)
+CHUNK_BYTES = 1 << 20  # output is produced in chunks of about this size
+
+_KEY_HDR = struct.Struct("<qII")
+_AUX_HDR = struct.Struct("<HI")
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be loaded (bad magic, checksum, truncated, undecodable)."""
+
+
+def _value_obj(value: Any) -> bytes:
+    if type(value) is bytes:
+        return b"\x00" + value
+    dump._wire_types()
+    adapter = dump.ADAPTERS.get(type(value))
+    if adapter is None:
+        raise SnapshotError(f"no snapshot encoding for values of type {type(value).__name__}")
+    return rdb.encode_object(adapter.kind, adapter.to_rdb(value))
+
+
+def _obj_value(obj: bytes) -> Any:
+    if not obj:
+        raise SnapshotError("empty value")
+    if obj[0] == RAW_STRING:
+        return obj[1:]
+    dump._wire_types()
+    try:
+        kind, value = rdb.load(obj, verify=False)
+    except (rdb.RdbError, IndexError, ValueError, struct.error) as exc:
+        raise SnapshotError(f"undecodable value: {exc}") from None
+    builder = dump.BUILDERS.get(kind)
+    if builder is None:
+        raise SnapshotError(f"no keyspace type for {kind}")
+    return builder(value)
+
+
+def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None) -> Iterator[bytes]:
+    """The snapshot of ``ks`` as byte chunks (the last one ends with the CRC footer)."""
+    crc = 0
+    parts: list[bytes] = [MAGIC]
+    size = len(MAGIC)
+    for name, value in (aux or {}).items():
+        nb = name.encode()
+        parts.append(bytes((OP_AUX,)) + _AUX_HDR.pack(len(nb), len(value)) + nb + value)
+    pack = _KEY_HDR.pack
+    op_key = bytes((OP_KEY,))
+    for db in ks.dbs:
+        if not db.data:
+            continue
+        parts.append(bytes((OP_SELECTDB,)) + struct.pack("<I", db.index))
+        expires = db.expires
+        for key, value in db.data.items():
+            obj = b"\x00" + value if type(value) is bytes else _value_obj(value)
+            parts.append(op_key + pack(expires.get(key, -1), len(key), len(obj)))
+            parts.append(key)
+            parts.append(obj)
+            size += len(key) + len(obj) + 17
+            if size >= CHUNK_BYTES:
+                chunk = b"".join(parts)
+                crc = zlib.crc32(chunk, crc)
+                yield chunk
+                parts, size = [], 0
+    parts.append(bytes((OP_EOF,)))
+    chunk = b"".join(parts)
+    crc = zlib.crc32(chunk, crc)
+    yield chunk + struct.pack("<I", crc)
+
+
+def write_file(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
+               fsync: bool = True) -> int:
+    """Write a snapshot of ``ks`` to ``path`` atomically (temp file, fsync, rename).
+    Returns the size in bytes; raises OSError (the temp file is removed)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    size = 0
+    try:
+        with open(tmp, "wb") as f:
+            for chunk in iter_chunks(ks, aux):
+                f.write(chunk)
+                size += len(chunk)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return size
+
+
+def fork_write(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
+               before_write: Callable[[], None] | None = None) -> int:
+    """Fork a child that writes ``ks`` (as of now) to ``path``; returns the child's pid.
+
+    The child never returns: it exits 0 after the rename, 1 on any error. Raises OSError when
+    fork fails."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        if before_write is not None:
+            before_write()
+        write_file(ks, path, aux)
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - report and exit, never return into the server
+        try:
+            os.write(2, f"snapshot child failed: {exc!r}\n".encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+    return 0  # not reached
+
+
+def child_status(pid: int) -> int | None:
+    """None while child ``pid`` runs; its exit code (signals as 128+n) once it ended."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return 1
+    if done == 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+class LoadResult:
+    """What ``load_bytes`` found: counts and the AUX fields."""
+
+    __slots__ = ("keys_loaded", "keys_expired", "aux")
+
+    def __init__(self) -> None:
+        self.keys_loaded = 0
+        self.keys_expired = 0
+        self.aux: dict[str, bytes] = {}
+
+
+def verify(data: bytes | memoryview) -> None:
+    """Raise SnapshotError unless ``data`` has our magic and a matching CRC footer."""
+    if len(data) < len(MAGIC) + 5 or bytes(data[: len(MAGIC)]) != MAGIC:
+        raise SnapshotError("not a snapshot file (bad magic or too short)")
+    want = struct.unpack_from("<I", data, len(data) - 4)[0]
+    if zlib.crc32(data[:-4]) != want:
+        raise SnapshotError("snapshot checksum mismatch")
+
+
+def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True) -> LoadResult:
+    """Verify ``data`` and load it into ``ks`` (which the caller has emptied).
+
+    A master drops keys already expired (``drop_expired``); a replica keeps them and waits
+    for its master's DEL, as Redis does."""
+    verify(data)
+    res = LoadResult()
+    mv = memoryview(data)
+    end = len(data) - 4
+    pos = len(MAGIC)
+    db = ks.dbs[0]
+    now = now_ms()
+    unpack_key = _KEY_HDR.unpack_from
+    try:
+        while pos < end:
+            op = data[pos]
+            pos += 1
+            if op == OP_KEY:
+                expire, klen, olen = unpack_key(data, pos)
+                pos += 16
+                key = bytes(mv[pos : pos + klen])
+                pos += klen
+                obj = mv[pos : pos + olen]
+                pos += olen
+                if pos > end:
+                    raise SnapshotError("snapshot truncated inside a key")
+                value = bytes(obj[1:]) if obj[0] == RAW_STRING else _obj_value(bytes(obj))
+                if expire >= 0 and drop_expired and expire <= now:
+                    res.keys_expired += 1
+                    continue
+                db.set(key, value)
+                if expire >= 0:
+                    db.set_expire(key, expire)
+                res.keys_loaded += 1
+            elif op == OP_SELECTDB:
+                (idx,) = struct.unpack_from("<I", data, pos)
+                pos += 4
+                if idx >= len(ks.dbs):
+                    raise SnapshotError(f"snapshot uses db {idx}, only {len(ks.dbs)} configured")
+                db = ks.dbs[idx]
+            elif op == OP_AUX:
+                nlen, vlen = _AUX_HDR.unpack_from(data, pos)
+                pos += 6
+                name = bytes(mv[pos : pos + nlen]).decode("utf-8", "replace")
+                pos += nlen
+                res.aux[name] = bytes(mv[pos : pos + vlen])
+                pos += vlen
+            elif op == OP_EOF:
+                return res
+            else:
+                raise SnapshotError(f"unknown snapshot record type {op}")
+    except (struct.error, IndexError) as exc:
+        raise SnapshotError(f"snapshot truncated: {exc}") from None
+    raise SnapshotError("snapshot has no EOF record")
+
+
+def load_file(ks: Keyspace, path: str, *, drop_expired: bool = True) -> LoadResult:
+    """``load_bytes`` of the file at ``path`` (OSError if it cannot be read)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return load_bytes(ks, data, drop_expired=drop_expired)
+
+
+def is_snapshot(head: bytes) -> bool:
+    return head.startswith(MAGIC)

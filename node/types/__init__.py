@@ -1,0 +1,1 @@
+"""The data types and their commands, a module per type as in Redis' t_*.c files (strings, bitmaps, lists, hashes, sets, sorted sets, SORT), and what they share: typed lookups, blocking pops, SCAN cursors."""

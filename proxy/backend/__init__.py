@@ -1,0 +1,1 @@
+"""The proxy's connections to cluster nodes: pipelined, multiplexed, reconnecting."""

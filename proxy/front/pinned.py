@@ -1,0 +1,306 @@
+"""Requests that need a backend connection of their own: WATCH/MULTI/EXEC and blocking
+commands. All of them wait until the session's earlier requests have answered, and the
+session reads nothing more until they are done — the order one Redis server would give.
+
+Transactions: MULTI, the queued commands and EXEC are buffered by the proxy (each queued
+command is checked against the command table and answered ``+QUEUED`` or with Redis' error,
+which dooms the transaction as in Redis). At EXEC every key of every queued command must hash
+to one slot (else ``-CROSSSLOT``); then ``MULTI … EXEC`` is sent pipelined on a direct
+connection to that slot's master. A MOVED/ASK inside it makes EXEC fail with EXECABORT and
+nothing ran, so the proxy follows the redirect and sends the whole transaction again (not
+when WATCH pinned the session: then the client gets the EXECABORT). WATCH opens a direct
+connection to its keys' master and the transaction must run there.
+
+Every request here goes through the router's redirect/retry loop (``router.AwaitedCall``),
+with its bounds; only a transaction pinned by WATCH follows nothing.
+
+The client's transaction state is a ``Transaction`` the session holds; only this module
+changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from slotgate.protocol.commands import (
+    CommandInfo,
+    arity_ok,
+    key_positions,
+    lookup,
+    unknown_command_error,
+)
+from slotgate.protocol.resp import encode_command
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
+from slotgate.proxy.backend.connections import BackendError, DirectConnection
+from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.router import AwaitedCall, Connect
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import RouteSession
+
+OK = b"+OK\r\n"
+QUEUED = b"+QUEUED\r\n"
+# Commands that act at once even inside MULTI (Redis' processCommand exceptions).
+OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
+
+
+class Transaction:
+    """One client's transaction state and connections of its own. The session holds it and
+    reads ``queued``; only this module changes it.
+
+    ``queued``: the commands of an open MULTI (None outside MULTI); ``doomed``: a command was
+    refused while queuing, so EXEC aborts (Redis' ``CLIENT_DIRTY_EXEC``); ``watch``: the
+    connection WATCH pinned to the watched keys' master; ``direct``: connections by node for
+    blocking commands and unwatched transactions."""
+
+    __slots__ = ("queued", "doomed", "watch", "direct")
+
+    def __init__(self) -> None:
+        self.queued: list[list[bytes]] | None = None
+        self.doomed = False
+        self.watch: DirectConnection | None = None
+        self.direct: dict[str, DirectConnection] = {}
+
+    async def aclose(self) -> None:
+        """The client is gone: close its connections."""
+        conns = list(self.direct.values())
+        if self.watch is not None:
+            conns.append(self.watch)
+        self.direct.clear()
+        self.watch = None
+        for conn in conns:
+            await conn.aclose()
+
+
+def reset(s: RouteSession) -> None:
+    """RESET: out of MULTI, nothing watched (the watch connection closes in the background)."""
+    tx = s.tx
+    tx.queued = None
+    tx.doomed = False
+    if tx.watch is not None:
+        watch, tx.watch = tx.watch, None
+        s.router.nursery.start_soon(watch.aclose)
+
+
+def _refuse(s: RouteSession, name: str, raw: bytes) -> None:
+    s.tx.doomed = True
+    s.reply(name, raw)
+
+
+def queue(s: RouteSession, argv: list[bytes]) -> None:
+    """A command inside MULTI: checked now, run at EXEC."""
+    info = lookup(argv)
+    if info is None:
+        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n")
+        return
+    if not arity_ok(info, len(argv)):
+        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+        return
+    if info.route in ("pubsub", "unsupported"):
+        _refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
+        return
+    if info.route in ("all_masters", "all_nodes"):
+        # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
+        # partial.
+        _refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
+        return
+    if s.slot_of(argv) is None:
+        _refuse(s, info.name, error_frame(errors.CROSSSLOT))
+        return
+    assert s.tx.queued is not None
+    s.tx.queued.append(argv)
+    s.reply(info.name, QUEUED)
+
+
+def multi(s: RouteSession, argv: list[bytes]) -> None:
+    tx = s.tx
+    if tx.queued is not None:
+        s.reply("multi", error_frame(errors.MULTI_NESTED))
+        return
+    tx.queued = []
+    tx.doomed = False
+    s.reply("multi", OK)
+
+
+async def _release_watch(s: RouteSession, unwatch: bool) -> None:
+    tx = s.tx
+    conn, tx.watch = tx.watch, None
+    if conn is None:
+        return
+    if unwatch and not conn.closed:
+        try:
+            await conn.roundtrip(encode_command(b"UNWATCH"), 1)
+        except BackendError:
+            pass  # the connection is gone, and with it the watch
+    await conn.aclose()
+
+
+def discard(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    tx = s.tx
+    if tx.queued is None:
+        s.reply("discard", error_frame(errors.DISCARD_WITHOUT_MULTI))
+        return None
+    tx.queued = None
+    s.reply("discard", OK)
+    if tx.watch is not None:
+        return _release_watch(s, unwatch=False)
+    return None
+
+
+def _transaction_slot(commands: list[list[bytes]]) -> int | None:
+    """The one slot of all keys; -1 when there are none; None when they span slots."""
+    slot = -1
+    for argv in commands:
+        for p in key_positions(argv):
+            k = key_slot(argv[p])
+            if slot == -1:
+                slot = k
+            elif k != slot:
+                return None
+    return slot
+
+
+async def _exec(s: RouteSession, queued: list[list[bytes]],
+                reply_slot: Callable[[bytes], None]) -> None:
+    slot = _transaction_slot(queued)
+    if slot is None:
+        reply_slot(error_frame(errors.CROSSSLOT))
+        await _release_watch(s, unwatch=True)
+        return
+    await s.wait_idle()
+    payload = encode_command(b"MULTI") + b"".join(encode_command(*a) for a in queued) + \
+        encode_command(b"EXEC")
+    n_replies = len(queued) + 2
+    conn = s.tx.watch
+    if conn is not None:
+        # Pinned by WATCH: the transaction runs there or not at all (a redirect in it reaches
+        # the client as EXECABORT; elsewhere the watched keys would not be watched).
+        owner = s.router.topology.owners[slot] if slot >= 0 else conn.address
+        if owner != conn.address:
+            reply_slot(error_frame(errors.CROSSSLOT))
+            await _release_watch(s, unwatch=True)
+            return
+        try:
+            frames = await conn.roundtrip(payload, n_replies)
+            reply_slot(frames[-1][1])
+        except BackendError:
+            s.metrics.unknown_fate_write()
+            reply_slot(error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address)))
+        await _release_watch(s, unwatch=False)
+        return
+    if slot < 0:
+        slot = s.any_slot
+    reply_slot(await _on_owner(s, slot, payload, n_replies, False, partial(_direct, s)))
+
+
+async def _on_owner(s: RouteSession, slot: int, payload: bytes, n_replies: int, readonly: bool,
+                    connect: Connect) -> bytes:
+    """Run ``payload`` on the slot's master over a connection of the client's own, through
+    the router's redirect/retry loop; the last reply frame (EXEC's, the blocking command's,
+    WATCH's), or the error that ended the loop."""
+    call = AwaitedCall(s.router, payload, slot, readonly, s.proto, s.id, n_replies)
+    return await call.run(connect)
+
+
+async def _direct(s: RouteSession, node: str) -> DirectConnection:
+    tx = s.tx
+    conn = tx.direct.get(node)
+    if conn is None or conn.closed or conn.proto != s.proto:
+        if conn is not None:
+            del tx.direct[node]
+            await conn.aclose()
+        conn = await DirectConnection.open(node, s.proto, s.settings.connect_timeout_ms / 1000)
+        tx.direct[node] = conn
+    return conn
+
+
+async def _watch_conn(s: RouteSession, node: str) -> DirectConnection:
+    """The watch connection, on ``node``: after a redirect or a lost connection the watch
+    moves to a new connection there (what the old one watched is no longer watched)."""
+    tx = s.tx
+    conn = tx.watch
+    if conn is not None and (conn.closed or conn.address != node):
+        await _release_watch(s, unwatch=False)
+        conn = None
+    if conn is None:
+        conn = await DirectConnection.open(node, s.proto, s.settings.connect_timeout_ms / 1000)
+        tx.watch = conn
+    return conn
+
+
+def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    tx = s.tx
+    if tx.queued is None:
+        s.reply("exec", error_frame(errors.EXEC_WITHOUT_MULTI))
+        return None
+    queued, doomed = tx.queued, tx.doomed
+    tx.queued = None
+    tx.doomed = False
+    reply_slot = s.new_slot("exec")
+    if doomed:
+        reply_slot(error_frame(errors.EXECABORT))
+        return _release_watch(s, unwatch=True) if tx.watch is not None else None
+    return _exec(s, queued, reply_slot)
+
+
+async def _watch(s: RouteSession, argv: list[bytes], slot: int,
+                 reply_slot: Callable[[bytes], None]) -> None:
+    await s.wait_idle()
+    conn = s.tx.watch
+    if conn is not None and s.router.topology.owners[slot] != conn.address:
+        reply_slot(error_frame(errors.CROSSSLOT))
+        return
+    # WATCH changes no data: safe to send again after a lost connection (readonly).
+    raw = await _on_owner(s, slot, encode_command(*argv), 1, True, partial(_watch_conn, s))
+    conn = s.tx.watch
+    if conn is not None and conn.closed:
+        await _release_watch(s, unwatch=False)  # the loop gave up on a lost connection
+    reply_slot(raw)
+
+
+def watch(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    if s.tx.queued is not None:
+        s.reply("watch", error_frame(errors.WATCH_IN_MULTI))
+        return None
+    slot = s.slot_of(argv)
+    if slot is None:
+        s.reply("watch", error_frame(errors.CROSSSLOT))
+        return None
+    return _watch(s, argv, slot, s.new_slot("watch"))
+
+
+async def _unwatch(s: RouteSession, reply_slot: Callable[[bytes], None]) -> None:
+    await _release_watch(s, unwatch=True)
+    reply_slot(OK)
+
+
+def unwatch(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    if s.tx.watch is None:
+        s.reply("unwatch", OK)
+        return None
+    return _unwatch(s, s.new_slot("unwatch"))
+
+
+TRANSACTION: dict[str, Callable[[RouteSession, list[bytes]], Awaitable[None] | None]] = {
+    "multi": multi,
+    "exec": exec_,
+    "discard": discard,
+    "watch": watch,
+    "unwatch": unwatch,
+}
+
+
+async def _blocking(s: RouteSession, argv: list[bytes], info: CommandInfo, slot: int,
+                    reply_slot: Callable[[bytes], None]) -> None:
+    await s.wait_idle()
+    reply_slot(await _on_owner(s, slot, encode_command(*argv), 1, "readonly" in info.flags,
+                               partial(_direct, s)))
+
+
+def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo,
+             slot: int) -> Awaitable[None]:
+    """BLPOP & co.: on the session's own connection to the slot's master, no timeout."""
+    return _blocking(s, argv, info, slot, s.new_slot(info.name))

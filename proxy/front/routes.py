@@ -1,0 +1,174 @@
+"""How a client's command is served, by the route its command table row names.
+
+    dispatch(argv) ─▶ lookup(argv).route ─▶ ROUTES[route](session, argv, row)
+        single / keyless ─▶ one call to one slot's master (session.send_single)
+        split / all_*    ─▶ fanout.py          proxy       ─▶ local.py (or one master)
+        transaction      ─▶ pinned.py          blocking    ─▶ pinned.py
+        pubsub           ─▶ pubsub.py          unsupported ─▶ the proxy's error
+
+``ROUTES`` is built once, at import, from the route names the command table's rows use: a row
+whose route has no function here fails the import. Route code — here and in fanout, local,
+pinned and pubsub — sees the client's session only through ``RouteSession``; each feature's
+state on it (``tx``: MULTI/WATCH, ``sub``: subscriber mode) is changed only by its own module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from slotgate.protocol.commands import COMMANDS, CommandInfo
+from slotgate.proxy import errors
+from slotgate.proxy.front import local, pinned, pubsub
+from slotgate.proxy.routing import fanout
+from slotgate.proxy.routing.redirect import error_frame
+
+if TYPE_CHECKING:
+    from slotgate.proxy.backend.connections import BackendConnection
+    from slotgate.proxy.front.server import Proxy
+    from slotgate.proxy.front.session import ReplySlot
+    from slotgate.proxy.ops.metrics import ProxyMetrics
+    from slotgate.proxy.ops.settings import ProxySettings
+    from slotgate.proxy.routing.router import Router
+
+CROSSSLOT = error_frame(errors.CROSSSLOT)
+
+
+class RouteSession(Protocol):
+    """What route code may use of a client's session (``proxy.session.Session``)."""
+
+    # This connection's protocol state, which commands (HELLO, CLIENT SETNAME, QUIT) change.
+    proto: int
+    name: bytes | None
+    quit: bool
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def any_slot(self) -> int:
+        """The slot whose master answers this client's keyless commands."""
+    @property
+    def proxy(self) -> Proxy: ...
+    @property
+    def router(self) -> Router: ...
+    @property
+    def settings(self) -> ProxySettings: ...
+    @property
+    def metrics(self) -> ProxyMetrics: ...
+    @property
+    def tx(self) -> pinned.Transaction: ...
+    @property
+    def sub(self) -> pubsub.Subscriber: ...
+
+    def reply(self, name: str, raw: bytes) -> None:
+        """Answer the current request with the complete frame ``raw``."""
+    def new_slot(self, name: str) -> ReplySlot:
+        """The current request's place in the reply order, filled later by calling it."""
+    async def wait_idle(self, own: int = 1) -> None:
+        """Until the requests before the caller's have their replies."""
+    def slot_of(self, argv: list[bytes]) -> int | None:
+        """The one slot of argv's keys, ``any_slot`` if keyless, None if they span slots."""
+    def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        """The current request as one call to ``slot``'s master."""
+    def conn_to(self, node: str) -> BackendConnection:
+        """This client's shared connection to ``node``."""
+    def write_raw(self, raw: bytes) -> None:
+        """Output that answers no request (subscriber-mode frames)."""
+    def flush_output(self) -> None: ...
+    def spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` as long as the session lives."""
+    def abort(self) -> None:
+        """Close the client's connection now."""
+
+
+# A route: None when the reply is on its way, or an awaitable the session must await before
+# it reads the client's next request.
+Route = Callable[[RouteSession, list[bytes], CommandInfo], Awaitable[None] | None]
+
+# Keyless commands that must reach one fixed node: classic pub/sub lives on the pub/sub home.
+_KEYLESS_HOME = {
+    name: pubsub.PUBSUB_HOME_SLOT
+    for name in ("publish", "pubsub|channels", "pubsub|numsub", "pubsub|numpat")
+}
+
+
+def single(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    slot = s.slot_of(argv)
+    if slot is None:
+        s.reply(info.name, CROSSSLOT)
+        return
+    s.send_single(argv, slot, "readonly" in info.flags, info.name)
+
+
+def keyless(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    slot = _KEYLESS_HOME.get(info.name, s.any_slot)
+    s.send_single(argv, slot, "readonly" in info.flags, info.name)
+
+
+def split(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    fanout.split(s, argv, info)
+
+
+def all_nodes(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    fanout.all_nodes(s, argv, info)
+
+
+def proxy(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    reply = local.HANDLERS[info.name](s, argv)
+    if reply is None:
+        keyless(s, argv, info)
+    else:
+        s.reply(info.name, reply)
+
+
+def subscribe(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None]:
+    return pubsub.command(s, argv, info.name)
+
+
+def unsupported(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    s.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
+
+
+def transaction(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
+    return pinned.TRANSACTION[info.name](s, argv)
+
+
+def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
+    slot = s.slot_of(argv)
+    if slot is None:
+        s.reply(info.name, CROSSSLOT)
+        return None
+    return pinned.blocking(s, argv, info, slot)
+
+
+_BY_NAME: dict[str, Route] = {
+    "single": single,
+    "keyless": keyless,
+    "split": split,
+    "all_masters": all_nodes,
+    "all_nodes": all_nodes,
+    "proxy": proxy,
+    "pubsub": subscribe,
+    "unsupported": unsupported,
+    "transaction": transaction,
+    "blocking": blocking,
+}
+
+
+def _route_names() -> set[str]:
+    """Every route a row of the command table names (subcommands included)."""
+    names: set[str] = set()
+    for info in COMMANDS.values():
+        names.add(info.route)
+        names.update(sub.route for sub in info.subcommands.values())
+    return names
+
+
+def table(route_names: Iterable[str]) -> dict[str, Route]:
+    """Route name -> its function; a name without a function is a ``KeyError``."""
+    return {route: _BY_NAME[route] for route in sorted(route_names)}
+
+
+ROUTES = table(_route_names())

@@ -1,0 +1,171 @@
+"""``Proxy``: the listener plus everything behind it, as one structured-concurrency component.
+
+    proxy = Proxy(settings, metrics)
+    await nursery.start(proxy.run)   # returns once listening (proxy.listen_address is set)
+    proxy.shutdown()                 # stop accepting, finish in-flight requests, return
+    proxy.apply_settings(new)        # SIGHUP: take what can change without dropping clients
+
+Inside ``run``: the topology refresher, the backend pool's connection tasks, the listener,
+and one task per client session, all in one nursery that ``run`` owns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import itertools
+import logging
+
+import trio
+
+from slotgate.proxy import errors
+from slotgate.proxy.backend.connections import BackendPool
+from slotgate.proxy.front.session import OutputFlusher, Session
+from slotgate.proxy.ops.metrics import ProxyMetrics
+from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.ops.workers import bind_shared
+from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.router import Router
+from slotgate.proxy.routing.topology import Topology
+
+log = logging.getLogger("slotgate.proxy")
+
+# accept() errors that mean "out of resources right now", not "the listener is broken".
+ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_CAPACITY_SLEEP_S = 0.1
+# Settings fixed for the life of a Proxy: the listener and the pool's shape.
+RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node"})
+
+
+class Proxy:
+    """``worker_index``/``worker_count``: this process is one of the supervisor's workers
+    (proxy/ops/supervisor.py): it binds its address with SO_REUSEPORT next to its siblings, and its
+    client IDs are ``index + 1``, ``index + 1 + count``, ... so they are unique across them."""
+
+    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics | None = None, *,
+                 worker_index: int | None = None, worker_count: int = 1) -> None:
+        settings.validate()
+        self.settings = settings
+        self.metrics = metrics if metrics is not None else ProxyMetrics()
+        self.topology = Topology(settings, self.metrics)
+        self.router: Router  # set in run()
+        self.listen_address = ""
+        self.sessions: set[Session] = set()
+        self.flusher = OutputFlusher()
+        self.worker_index = worker_index
+        self.worker_count = worker_count
+        first_id = 1 if worker_index is None else worker_index + 1
+        self._ids = itertools.count(first_id, worker_count if worker_index is not None else 1)
+        self._accepting = trio.CancelScope()
+        self._shutdown = trio.Event()
+        # trio time by which a shutdown is over: in-flight requests, blocking ones included,
+        # are given up then (None: not shutting down).
+        self.stop_deadline: float | None = None
+
+    def apply_settings(self, new: ProxySettings) -> None:
+        """Take new settings while running (SIGHUP reload); raises ``ValueError`` if invalid.
+
+        Components read ``self.settings`` (one shared object) at use time, so its fields are
+        updated in place: timeouts and limits apply to the next request, node connection or
+        client session. ``RESTART_ONLY_FIELDS`` keep their running values. The two values
+        components copy at start-up (the seed list, the redirect limit) are refreshed here.
+        """
+        new.validate()
+        for f in dataclasses.fields(new):
+            if f.name not in RESTART_ONLY_FIELDS:
+                setattr(self.settings, f.name, getattr(new, f.name))
+        self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
+        router = getattr(self, "router", None)
+        if router is not None:
+            router._max_redirects = new.max_redirects
+
+    def shutdown(self) -> None:
+        """Stop accepting; sessions finish what they have in flight (grace period); run()
+        then returns."""
+        self._shutdown.set()
+
+    def stop_now(self) -> None:
+        """After ``shutdown()``, for a second signal: also give up the blocking commands and
+        transactions in flight (which otherwise run to their end); the caller cancels ``run``."""
+        self._shutdown.set()
+        for session in list(self.sessions):
+            session.abandon_pending()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        s = self.settings
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.topology.run)
+            pool = BackendPool(s, self.metrics, nursery,
+                               lambda node: self.topology.request_refresh("conn_lost"),
+                               self.flusher.flush)
+            self.router = Router(s, self.metrics, self.topology, pool, nursery)
+            if self.worker_index is None:
+                listeners = await trio.open_tcp_listeners(s.listen_port, host=s.listen_host)
+            else:
+                listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                             for sock in bind_shared(s.listen_host, s.listen_port, listen=True)]
+            host, port = listeners[0].socket.getsockname()[:2]
+            self.listen_address = f"{host}:{port}"
+            log.info("listening on %s", self.listen_address)
+            async with trio.open_nursery() as clients:
+                clients.start_soon(self._accept_loop, listeners, clients)
+                task_status.started()
+                await self._shutdown.wait()
+                self.stop_deadline = trio.current_time() + s.shutdown_grace_ms / 1000
+                nursery.start_soon(self._give_up_at_deadline)
+                self._accepting.cancel()
+                for session in list(self.sessions):
+                    session.stop_reading()
+                # Sessions drain (bounded by their grace period) and close themselves.
+            nursery.cancel_scope.cancel()
+
+    async def _give_up_at_deadline(self) -> None:
+        assert self.stop_deadline is not None
+        await trio.sleep_until(self.stop_deadline)
+        for session in list(self.sessions):
+            session.abandon_pending()
+
+    async def _accept_loop(self, listeners: list[trio.SocketListener],
+                           clients: trio.Nursery) -> None:
+        with self._accepting:
+            try:
+                async with trio.open_nursery() as accept_nursery:
+                    for listener in listeners:
+                        accept_nursery.start_soon(self._accept_one_listener, listener, clients)
+            finally:
+                with trio.CancelScope(shield=True):
+                    for listener in listeners:
+                        await listener.aclose()
+
+    async def _accept_one_listener(self, listener: trio.SocketListener,
+                                   clients: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
+                    log.error("accept: %s; sleeping %.1f s", exc, ACCEPT_CAPACITY_SLEEP_S)
+                    await trio.sleep(ACCEPT_CAPACITY_SLEEP_S)
+                    continue
+                raise
+            clients.start_soon(self._serve, stream)
+
+    async def _serve(self, stream: trio.SocketStream) -> None:
+        if len(self.sessions) >= self.settings.max_clients:
+            try:
+                await stream.send_all(error_frame(errors.MAX_CLIENTS))
+            except (trio.BrokenResourceError, OSError):
+                pass  # the client is gone already; nothing else to tell it
+            await stream.aclose()
+            return
+        try:
+            peer_host, peer_port = stream.socket.getpeername()[:2]
+            peer = f"{peer_host}:{peer_port}"
+        except OSError:
+            peer = "?"
+        session = Session(self, stream, next(self._ids), peer)
+        self.sessions.add(session)
+        try:
+            await session.run()
+        finally:
+            self.sessions.discard(session)

@@ -1,0 +1,562 @@
+"""One client connection: pipelined requests in, replies out strictly in request order.
+
+    socket ─▶ RequestReader ─▶ dispatch(argv) ─┬▶ local answer ──────────────┐
+                                               ├▶ Call(s) to backend(s) ─────┤ fill ReplySlot
+                                               └▶ awaited: MULTI/EXEC, WATCH,│ (any order)
+                                                  blocking commands          ▼
+    socket ◀─ os.write at batch end ◀─ head-of-line flush of filled slots
+              (leftovers: writer task, send_all)
+
+Every request gets a ``ReplySlot`` at the tail of a queue when it is read. Backend replies
+fill slots in whatever order they arrive; the filled prefix of the queue moves to the output
+buffer and the session is marked dirty. At the end of each batch of work (a backend read, a
+client read, a retry) ``OutputFlusher.flush`` writes every dirty session's buffer with one
+non-blocking ``os.write`` — no task switch per reply. Whatever the socket does not take goes
+to the session's writer task (``send_all``), which also keeps the order while it is busy. Requests are dispatched as they are read
+(no task per request): most complete through callbacks. Requests that need the session's
+earlier requests to have finished first (transactions, WATCH, blocking commands) wait until
+the session is idle, run on a connection of their own, and hold up later requests meanwhile,
+exactly as one Redis server would.
+
+In the ordinary state the socket is served by the backend module's ``Poller``: it reads,
+parses and dispatches synchronously, in one pass with every other ready socket, and output is
+flushed once per pass. The session's task sleeps meanwhile and takes over only when it must
+wait: for a request that holds up the session, for the client to drain replies
+(``max_pipeline_depth``), at EOF, QUIT, bad input or shutdown.
+
+Most requests are one backend call to one slot's master. Those skip the generic dispatch:
+the command table row, arity and key finder are looked up once by the command name's exact
+spelling (``_SINGLE``), and the request is its own reply slot (``SlotCall``). Every other
+request goes to the function ``routes.ROUTES`` has for its row's route; route code uses the
+session through ``routes.RouteSession``. Per-feature state is typed and owned by its feature's
+module: ``tx`` (MULTI/WATCH, pinned.py) and ``sub`` (subscriber mode, pubsub.py).
+
+The reading side stops when the client closes, sends QUIT, sends bad protocol (Redis' error
+is sent, then the connection closes) or the proxy shuts down; replies still owed are flushed
+within the shutdown grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import hiredis
+import outcome
+import trio
+
+from slotgate.protocol.commands import (
+    COMMANDS,
+    CommandInfo,
+    KeyFn,
+    arity_ok,
+    key_finder,
+    key_positions,
+    lookup,
+    unknown_command_error,
+)
+from slotgate.protocol.resp import ProtocolError, RequestReader
+from slotgate.protocol.slots import SLOT_COUNT, key_slot
+from slotgate.proxy import errors
+from slotgate.proxy.backend.connections import BackendConnection, receive_ready
+from slotgate.proxy.front import local, pinned, pubsub
+from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
+from slotgate.proxy.routing import fanout
+from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.router import Call
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.server import Proxy
+
+log = logging.getLogger("slotgate.session")
+
+RECV_BUFFER_BYTES = 64 * 1024
+_MINUS = ord("-")
+# Why the poller handed the client socket back to the session's task.
+_EOF, _PENDING, _QUIT, _BAD, _FULL = range(5)
+_NO_REQUESTS: list[list[bytes]] = []
+# argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
+pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
+
+
+class OutputFlusher:
+    """Sessions with replies waiting to be written; flushed at the end of each batch."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending: list[Session] = []
+
+    def flush(self) -> None:
+        while self.pending:
+            pending, self.pending = self.pending, []
+            for session in pending:
+                session.write_now()
+
+
+def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
+    """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
+    failure is dropped), count it, and write out whatever is now ready in order. Both
+    ``ReplySlot.__call__`` and ``SlotCall.finish`` are this function (no extra call)."""
+    if slot.data is not None:
+        return
+    slot.data = raw
+    s = slot.session
+    s.unfilled -= 1
+    # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
+    s.metrics.command(slot.name, "error" if raw[:1] == b"-" else "ok",
+                      time.perf_counter() - slot.start_s)
+    if s.slots[0] is slot:
+        s.flush_ready()
+
+
+class ReplySlot:
+    """A place in the client's reply order; calling it with the raw reply fills it."""
+
+    __slots__ = ("session", "data", "name", "start_s")
+
+    def __init__(self, session: Session, name: str, start_s: float) -> None:
+        self.session = session
+        self.data: bytes | None = None
+        self.name = name
+        self.start_s = start_s
+
+    __call__ = _fill
+
+
+def _never(raw: bytes) -> None:
+    raise AssertionError("a SlotCall is finished through finish()")
+
+
+class SlotCall(Call):
+    """A request that is exactly one backend call: the call and its reply slot in one."""
+
+    __slots__ = ("session", "data", "name", "start_s")
+
+    def __init__(self, session: Session, payload: bytes, slot: int, readonly: bool,
+                 name: str) -> None:
+        # Call's fields, set here directly (this runs once per request).
+        self.router = session.router
+        self.payload = payload
+        self.slot = slot
+        self.readonly = readonly
+        self.proto = session.proto
+        self.sticky = session.id
+        self.done = _never
+        self.redirects = 0
+        self.attempts = 0
+        self.deadline = 0.0
+        self.node = ""
+        self.fixed_node = ""
+        # ReplySlot's fields.
+        self.session = session
+        self.data: bytes | None = None
+        self.name = name
+        self.start_s = time.perf_counter()
+
+    def on_frame(self, type_byte: int, raw: bytes) -> None:
+        if type_byte == _MINUS:
+            self.router.on_error(self, raw)
+        else:
+            self.finish(raw)
+
+    finish = _fill
+
+
+class Session:
+    def __init__(self, proxy: Proxy, stream: trio.SocketStream, client_id: int, peer: str) -> None:
+        self.proxy = proxy
+        self.router = proxy.router
+        self.metrics = proxy.metrics
+        self.settings = proxy.settings
+        self.stream = stream
+        self._fd = stream.socket.fileno()
+        self._flusher: OutputFlusher = proxy.flusher
+        self._dirty = False
+        self._writing = False
+        # Set before the socket closes: late backend replies must never reach os.write, whose
+        # file descriptor number may by then belong to another connection.
+        self.closed = False
+        self._client_eof = False
+        self.id = client_id
+        self.peer = peer
+        self.proto = 2
+        self.name: bytes | None = None
+        # A slot whose owner answers this client's keyless commands (stable per client).
+        self.any_slot = (client_id * 2654435761) % SLOT_COUNT
+        self.slots: deque[ReplySlot | SlotCall] = deque()
+        self.unfilled = 0
+        self._out: list[bytes] = []
+        self._writer_wakeup = trio.Event()
+        self._progress = trio.Event()  # set whenever replies were flushed
+        self.quit = False
+        self._read_scope = trio.CancelScope()
+        self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
+        self._give_up = False  # shutdown's deadline passed: no more shielded requests
+        self.tx = pinned.Transaction()  # MULTI/WATCH state, changed only by pinned.py
+        self.sub = pubsub.Subscriber()  # subscriber mode, changed only by pubsub.py
+        self._nursery: trio.Nursery | None = None
+        self._flush_all = proxy.router.pool.after_batch  # node output, then client output
+        self._poller = proxy.router.pool.poller
+        self._reader: RequestReader | None = None
+        self._batch = _NO_REQUESTS  # requests read, dispatched up to _next
+        self._next = 0
+        self._pending: Awaitable[None] | None = None
+        self._depth = self.settings.max_pipeline_depth
+        # Node address -> this client's connection to it (for self._conns_proto).
+        self._conns: dict[str, BackendConnection] = {}
+        self._conns_proto = 2
+
+    # --- replies ---------------------------------------------------------------------------
+    def new_slot(self, name: str) -> ReplySlot:
+        slot = ReplySlot(self, name, time.perf_counter())
+        self.slots.append(slot)
+        self.unfilled += 1
+        return slot
+
+    def reply(self, name: str, raw: bytes) -> None:
+        self.new_slot(name)(raw)
+
+    def flush_ready(self) -> None:
+        slots = self.slots
+        out = self._out
+        was_empty = not out
+        while slots and slots[0].data is not None:
+            out.append(slots.popleft().data)  # type: ignore[arg-type]
+        if was_empty and out and not self._dirty and not self.closed:
+            self._dirty = True
+            self._flusher.pending.append(self)
+        self._progress.set()
+
+    def write_now(self) -> None:
+        """Write the output buffer without blocking; the writer task takes any rest."""
+        self._dirty = False
+        out = self._out
+        if not out or self._writing or self.closed:
+            return  # the writer task is mid-send and will take what is queued, in order
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        try:
+            written = os.write(self._fd, data)
+        except OSError:
+            # Would block, or the client is gone: the writer's send_all waits or reports it.
+            written = 0
+        if written < len(data):
+            out.append(data[written:])
+            self._writer_wakeup.set()
+
+    async def wait_idle(self, own: int = 1) -> None:
+        """Until every request dispatched before the caller's has its reply (``own``: how
+        many reply slots the caller itself holds, left unfilled)."""
+        while self.unfilled > own:
+            self._progress = trio.Event()
+            await self._progress.wait()
+
+    def write_raw(self, raw: bytes) -> None:
+        """Output that is not the reply to a request (subscriber-mode frames)."""
+        self._out.append(raw)
+        if not self._dirty and not self.closed:
+            self._dirty = True
+            self._flusher.pending.append(self)
+
+    def flush_output(self) -> None:
+        self._flush_all()
+
+    def spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` as long as this session lives."""
+        assert self._nursery is not None
+        self._nursery.start_soon(fn)
+
+    def abort(self) -> None:
+        """Close this client's connection now (its subscriber link died)."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    async def _write_loop(self) -> None:
+        out = self._out
+        while True:
+            if not out:
+                self._writer_wakeup = trio.Event()
+                await self._writer_wakeup.wait()
+                continue
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            self._writing = True
+            try:
+                await self.stream.send_all(data)
+            finally:
+                self._writing = False
+            self._progress.set()
+
+    async def _drain(self) -> None:
+        """Until every owed reply has been written."""
+        while self.slots or self._out:
+            self._progress = trio.Event()
+            with trio.move_on_after(0.01):
+                await self._progress.wait()
+
+    # --- reading and dispatch ----------------------------------------------------------------
+    def stop_reading(self) -> None:
+        """Read no more requests (shutdown); requests already read still get their replies."""
+        self._read_scope.cancel()
+
+    async def run(self) -> None:
+        self.metrics.client_connected()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._write_loop)
+                eof = await self._read_loop()
+                if not eof:
+                    deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
+                    if deadline is None:
+                        deadline = trio.current_time() + self.settings.shutdown_grace_ms / 1000
+                    with trio.move_on_at(deadline):
+                        await self._drain()
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
+            # The client went away (reset, broken pipe): nothing to answer any more.
+            log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
+        finally:
+            self.closed = True
+            self.metrics.client_disconnected()
+            with trio.CancelScope(shield=True):
+                await self.tx.aclose()
+                await self.sub.aclose()
+                await self.stream.aclose()
+
+    async def _read_loop(self) -> bool:
+        """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
+        s = self.settings
+        self._reader = reader = RequestReader(
+            max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
+            max_multibulk_len=s.max_multibulk_len)
+        self._depth = depth = s.max_pipeline_depth
+        flush = self._flush_all
+        # Only waiting for input is cancelled by stop_reading(); a request being dispatched
+        # (a blocking command, a transaction) is shielded and runs to its end.
+        with self._read_scope:
+            while True:
+                # Backpressure: stop reading while too many replies are owed, or while the
+                # client is not taking what was already written (the writer is blocked).
+                while len(self.slots) >= depth or (self._writing and self._out):
+                    self._progress = trio.Event()
+                    await self._progress.wait()
+                reason = self._process()  # what is left of the last batch, if anything
+                if reason is None:
+                    flush()
+                    reason = await self._poller.park(self._fd, self._on_readable)
+                if reason == _EOF:
+                    return True
+                flush()
+                if reason == _PENDING:
+                    pending, self._pending = self._pending, None
+                    assert pending is not None
+                    await self._await_pending(pending, reader)
+                    if self._client_eof:
+                        return True
+                    if self.quit:
+                        flush()
+                        return False
+                elif reason != _FULL:  # QUIT, bad input
+                    return False
+        return False
+
+    def _on_readable(self) -> None:
+        """The poller's handler for the client socket: read, dispatch; hand the socket back
+        to the session's task when it has to wait."""
+        try:
+            data = os.read(self._fd, RECV_BUFFER_BYTES)
+        except BlockingIOError:
+            return  # spurious wakeup
+        except OSError as exc:
+            self._poller.wake(self._fd, outcome.Error(exc))
+            return
+        if not data:
+            self._poller.wake(self._fd, outcome.Value(_EOF))
+            return
+        self._reader.feed(data)  # type: ignore[union-attr]
+        reason = self._process()
+        if reason is None:
+            if len(self.slots) < self._depth and not (self._writing and self._out):
+                return
+            reason = _FULL
+        self._poller.wake(self._fd, outcome.Value(reason))
+
+    def _process(self) -> int | None:
+        """Dispatch every complete request; None, or why the session's task must take over."""
+        reqs = self._batch
+        i = self._next
+        dispatch = self.dispatch
+        while True:
+            if i >= len(reqs):
+                try:
+                    reqs = self._reader.get_requests()  # type: ignore[union-attr]
+                except ProtocolError as exc:
+                    self._batch = _NO_REQUESTS
+                    self._next = 0
+                    self.metrics.protocol_error()
+                    self.reply("protocol_error", error_frame(str(exc)))
+                    return _BAD
+                i = 0
+                if not reqs:
+                    self._batch = _NO_REQUESTS
+                    self._next = 0
+                    return None
+            argv = reqs[i]
+            i += 1
+            pending = dispatch(argv)
+            if pending is not None or self.quit:
+                self._batch = reqs
+                self._next = i
+                if pending is not None:
+                    self._pending = pending
+                    return _PENDING
+                return _QUIT
+
+    async def _await_pending(self, pending: Awaitable[None], reader: RequestReader) -> None:
+        """Run a request that holds up the session (blocking command, transaction, …).
+
+        Shielded from shutdown, so it finishes; meanwhile the client's socket is still read
+        (requests are buffered, not dispatched) so that a client that goes away cancels it,
+        as Redis frees a blocked client that disconnects."""
+        with trio.CancelScope(shield=True) as self._pending_scope:
+            if self._give_up:
+                self._pending_scope.cancel()
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_input, reader, nursery.cancel_scope)
+                    await pending
+                    nursery.cancel_scope.cancel()
+            finally:
+                self._pending_scope = None
+
+    def abandon_pending(self) -> None:
+        """Shutdown is over (its deadline passed, or a second signal): the shielded request in
+        flight, if any, and any later one are given up without their replies."""
+        self._give_up = True
+        if self._pending_scope is not None:
+            self._pending_scope.cancel()
+
+    async def _watch_input(self, reader: RequestReader, scope: trio.CancelScope) -> None:
+        limit = self.settings.max_inline_len + RECV_BUFFER_BYTES
+        while reader.buffered_bytes() < limit:
+            data = await receive_ready(self._fd, RECV_BUFFER_BYTES)
+            if not data:
+                self._client_eof = True
+                scope.cancel()
+                return
+            reader.feed(data)
+        await trio.sleep_forever()  # enough buffered: stop reading until the request ends
+
+    def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
+        """Route one request. Returns an awaitable when the request must finish before the
+        next one is read (the caller awaits it), else None."""
+        fast = _SINGLE.get(argv[0])
+        if fast is not None and self.tx.queued is None and self.sub.link is None:
+            row, keys, arity, readonly = fast
+            argc = len(argv)
+            if argc == arity if arity > 0 else argc >= -arity:
+                positions = keys(argv)
+                if len(positions) == 1:
+                    self.send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
+                    return None
+                slot = self._slot_at(argv, positions)
+                if slot is None:
+                    self.reply(row.name, CROSSSLOT)
+                else:
+                    self.send_single(argv, slot, readonly, row.name)
+                return None
+        split = _SPLIT.get(argv[0])
+        if split is not None and self.tx.queued is None and self.sub.link is None:
+            if arity_ok(split, len(argv)):
+                fanout.split(self, argv, split)
+                return None
+        if self.tx.queued is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
+            pinned.queue(self, argv)
+            return None
+        info = lookup(argv)
+        if info is None:
+            extra = local.EXTRA.get(b"|".join(a.lower() for a in argv[:2]))
+            reply = extra(self, argv) if extra is not None else None
+            if reply is not None:
+                self.reply("other", reply)
+                return None
+            self.reply("other", b"-" + unknown_command_error(argv) + b"\r\n")
+            return None
+        if not arity_ok(info, len(argv)):
+            self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+            return None
+        if self.sub.link is not None:
+            name = argv[0].lower()
+            if pubsub.refused_while_subscribed(self, name):
+                self.reply(info.name, error_frame(pubsub.CANT_EXECUTE.format(name=info.name)))
+                return None
+            if pubsub.forwarded_ping(self, name):
+                return pubsub.command(self, argv, info.name)
+        return ROUTES[info.route](self, argv, info)
+
+    # --- the interface route code uses (routes.RouteSession) ---------------------------------
+    def slot_of(self, argv: list[bytes]) -> int | None:
+        """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots.
+
+        Arguments that route by slot without being keys (SPUBLISH's shard channel) count."""
+        return self._slot_at(argv, key_positions(argv, include_not_key=True))
+
+    def _slot_at(self, argv: list[bytes], positions: list[int]) -> int | None:
+        if not positions:
+            return self.any_slot
+        slot = key_slot(argv[positions[0]])
+        for p in positions[1:]:
+            if key_slot(argv[p]) != slot:
+                return None
+        return slot
+
+    def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        """One request as one call to ``slot``'s master, the call being its reply slot."""
+        call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
+        self.slots.append(call)
+        self.unfilled += 1
+        owner = self.router.topology.owners[slot]
+        if owner is None:
+            self.router.send(call)  # unserved slot: the router's retry path
+            return
+        call.node = owner
+        if self._conns_proto != self.proto:
+            self._conns.clear()
+            self._conns_proto = self.proto
+        conn = self._conns.get(owner)
+        if conn is None:
+            conn = self._conns[owner] = self.router.pool.get(owner, self.proto, self.id)
+        conn.send(call.payload, call)
+
+    def conn_to(self, node: str) -> BackendConnection:
+        """This client's shared connection to ``node`` (always the same one, for order)."""
+        if self._conns_proto != self.proto:
+            self._conns.clear()
+            self._conns_proto = self.proto
+        conn = self._conns.get(node)
+        if conn is None:
+            conn = self._conns[node] = self.router.pool.get(node, self.proto, self.id)
+        return conn
+
+
+# Plain (non-container) commands routed "single", under their lower- and upper-case
+# spellings: (row, key finder incl. not-key args, arity, readonly).
+_SINGLE: dict[bytes, tuple[CommandInfo, KeyFn, int, bool]] = {}
+for _name, _info in COMMANDS.items():
+    if _info.route == "single" and not _info.subcommands:
+        for _spelling in (_name, _name.upper()):
+            _SINGLE[_spelling] = (_info, key_finder(_info, include_not_key=True), _info.arity,
+                                  "readonly" in _info.flags)
+
+# Commands split by slot (MGET, MSET, DEL …), by the same spellings: their row.
+_SPLIT: dict[bytes, CommandInfo] = {}
+for _name, _info in COMMANDS.items():
+    if _info.route == "split" and not _info.subcommands:
+        for _spelling in (_name, _name.upper()):
+            _SPLIT[_spelling] = _info

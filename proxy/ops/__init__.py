@@ -1,0 +1,1 @@
+"""Operations around the request path: configuration, metrics, workers, the operator command."""

@@ -1,0 +1,585 @@
+"""YAML file + command-line flags -> validated ``Settings``.
+
+Flow::
+
+    --config FILE ──yaml (duplicate keys rejected)──▶ nested mapping ─┐
+    --listen/--seed/--metrics/--log-level ─────────────────────────────┼─▶ SCHEMA ─▶ Settings
+                                                       flags override ┘   (one row per key)
+
+Every key the file may hold is one row of ``SCHEMA``: its dotted path, the ``Settings`` field
+it fills, how its value is checked, and whether a running proxy can take a new value on SIGHUP.
+Anything not in the table is an error that names the key; every bad value is an error that names
+the key and says what is allowed. All errors of a file are reported together.
+
+Durations have exactly one syntax: a string with a unit, ``"250ms"``, ``"2s"``, ``"1.5s"``,
+``"1m"``. A bare number is rejected, because ``timeout: 5`` is ambiguous (seconds? ms?).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import logging
+import math
+import re
+import signal
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+import yaml
+
+from slotgate.proxy.ops.settings import ProxySettings
+
+log = logging.getLogger("proxy.config")
+
+DEFAULT_PROXY_PORT = 6379
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0}  # duration unit -> seconds
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
+_HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class ConfigError(Exception):
+    """Invalid configuration. ``problems`` holds one ``"key: what is wrong"`` per bad key."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(f"config error: {p}" for p in self.problems))
+
+
+class _Bad(Exception):
+    """Raised by a value checker; the caller prefixes the key."""
+
+
+# -- value checkers: (raw YAML value) -> typed value, or raise _Bad(what is allowed) ----------
+
+def _show(raw: object) -> str:
+    if isinstance(raw, str):
+        return f'"{raw}"'
+    if raw is None:
+        return "nothing (null)"
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return repr(raw)
+
+
+def _duration_s(raw: object) -> float:
+    m = _DURATION_RE.match(raw) if isinstance(raw, str) else None
+    if m is None:
+        raise _Bad(f'expected a duration like "500ms" or "2s", got {_show(raw)}')
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def duration_s(lo_s: float = 0.0, hi_s: float = math.inf, zero_ok: bool = False) -> Callable[[object], float]:
+    """A duration in seconds, ``lo_s <= d <= hi_s``; ``zero_ok``: 0 also allowed (means off)."""
+
+    def check(raw: object) -> float:
+        d = _duration_s(raw)
+        if (zero_ok and d == 0) or lo_s <= d <= hi_s:
+            return d
+        rng = f"between {_fmt_s(lo_s)} and {_fmt_s(hi_s)}" if hi_s != math.inf else f"at least {_fmt_s(lo_s)}"
+        off = ' (or "0s" to turn it off)' if zero_ok else ""
+        raise _Bad(f"expected a duration {rng}{off}, got {_show(raw)}")
+
+    return check
+
+
+def _fmt_s(s: float) -> str:
+    return f'"{s * 1000:g}ms"' if s < 1 else f'"{s:g}s"'
+
+
+def integer(lo: int, hi: int | None = None) -> Callable[[object], int]:
+    def check(raw: object) -> int:
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= lo and (hi is None or raw <= hi):
+            return raw
+        rng = f"from {lo} to {hi}" if hi is not None else f"{lo} or more"
+        raise _Bad(f"expected a whole number {rng}, got {_show(raw)}")
+
+    return check
+
+
+def boolean(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    raise _Bad(f"expected true or false, got {_show(raw)}")
+
+
+def choice(*allowed: str) -> Callable[[object], str]:
+    def check(raw: object) -> str:
+        if isinstance(raw, str) and raw.lower() in allowed:
+            return raw.lower()
+        raise _Bad(f"expected one of {', '.join(allowed)}, got {_show(raw)}")
+
+    return check
+
+
+def host_port(raw: object) -> tuple[str, int]:
+    """``"HOST:PORT"`` (IPv6 as ``"[::1]:PORT"``) -> ``(host, port)``."""
+    bad = _Bad(f'expected HOST:PORT like "127.0.0.1:7000", got {_show(raw)}')
+    if not isinstance(raw, str):
+        raise bad
+    host, sep, port_s = raw.rpartition(":")
+    if not sep or not port_s.isdigit():
+        raise bad
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise bad
+    elif not _HOSTNAME_RE.match(host):
+        raise bad
+    port = int(port_s)
+    if not 1 <= port <= 65535:
+        raise _Bad(f"port must be from 1 to 65535, got {_show(raw)}")
+    return host, port
+
+
+def optional(check: Callable[[object], Any]) -> Callable[[object], Any]:
+    """``null`` (or an empty string) turns the feature off; anything else goes to ``check``."""
+
+    def opt(raw: object) -> Any:
+        return None if raw is None or raw == "" else check(raw)
+
+    return opt
+
+
+def host_port_list(raw: object) -> tuple[tuple[str, int], ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _Bad(f'expected a non-empty list of HOST:PORT like ["127.0.0.1:7000"], got {_show(raw)}')
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(host_port(item))
+        except _Bad as exc:
+            raise _Bad(f"item {i}: {exc}") from None
+    return tuple(out)
+
+
+# -- the schema: one row per key ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key.
+
+    ``path``: dotted YAML path. ``check``: raw YAML value -> typed value (raises ``_Bad``).
+    ``fields``: the attributes it fills (on ``ProxySettings``, or ``Config``'s own
+    ``metrics_listen``/``log_level``); ``convert``: typed value -> one value per field (e.g.
+    seconds -> ms); ``show``: the fields' values -> YAML text (for --check-config, the example
+    file and the docs; defaults are always the code's, never restated here). ``reload``: a
+    running proxy takes a new value on SIGHUP (False: the change waits for a restart).
+    """
+
+    path: str
+    check: Callable[[object], Any]
+    fields: tuple[str, ...]
+    reload: bool
+    doc: str
+    convert: Callable[[Any], tuple[Any, ...]] = lambda v: (v,)
+    show: Callable[[tuple[Any, ...]], str] = lambda vs: str(vs[0])
+
+
+def _addr(a: tuple[str, int]) -> str:
+    return f"[{a[0]}]:{a[1]}" if ":" in a[0] else f"{a[0]}:{a[1]}"
+
+
+def _to_ms(seconds: float) -> tuple[int]:
+    return (round(seconds * 1000),)
+
+
+def _show_ms(vs: tuple[Any, ...]) -> str:
+    ms = vs[0]
+    return f'"{ms // 1000}s"' if ms >= 1000 and ms % 1000 == 0 else f'"{ms}ms"'
+
+
+def _pair(v: tuple[str, int]) -> tuple[str, int]:
+    return v
+
+
+def _show_pair(vs: tuple[Any, ...]) -> str:
+    return f'"{_addr((vs[0], vs[1]))}"'
+
+
+def _as_list(v: tuple[tuple[str, int], ...]) -> tuple[list[tuple[str, int]]]:
+    return (list(v),)
+
+
+def _show_list(vs: tuple[Any, ...]) -> str:
+    return "[" + ", ".join(f'"{_addr(a)}"' for a in vs[0]) + "]"
+
+
+def _show_optional(vs: tuple[Any, ...]) -> str:
+    return "null" if vs[0] is None else f'"{_addr(vs[0])}"'
+
+
+def _ms_key(path: str, check: Callable[[object], float], field: str, reload: bool, doc: str) -> Key:
+    return Key(path, check, (field,), reload, doc, _to_ms, _show_ms)
+
+
+SCHEMA: tuple[Key, ...] = (
+    Key("listen", host_port, ("listen_host", "listen_port"), False,
+        "Address clients connect to.", _pair, _show_pair),
+    Key("seeds", host_port_list, ("seeds",), True,
+        "Cluster nodes to learn the topology from; one reachable seed is enough.", _as_list,
+        _show_list),
+    Key("log_level", choice(*LOG_LEVELS), ("log_level",), True,
+        "One of debug, info, warning, error, critical."),
+    Key("workers", integer(1, 64), ("workers",), False,
+        "Proxy processes sharing the listen address (SO_REUSEPORT); 1: one process, no "
+        "supervisor. More than 1 uses more cores; see docs/PROXY.md, Workers."),
+    Key("metrics.listen", optional(host_port), ("metrics_listen",), False,
+        'HTTP endpoint for /metrics and /healthz, e.g. "127.0.0.1:9716"; null: off.',
+        show=_show_optional),
+    Key("backend.connections_per_node", integer(1, 64), ("backend_connections_per_node",), False,
+        "Pipelined connections the proxy keeps to each cluster node."),
+    _ms_key("backend.connect_timeout", duration_s(0.001), "connect_timeout_ms", True,
+            "Time allowed to open a connection to a node."),
+    _ms_key("backend.command_timeout", duration_s(0.001), "command_timeout_ms", True,
+            "A node connection whose oldest request waits longer than this is declared dead; "
+            "its in-flight writes get the unknown-fate error. Blocking commands are exempt. "
+            "A new value applies to node connections opened after the reload."),
+    _ms_key("backend.reconnect_backoff_min", duration_s(0.001), "reconnect_backoff_min_ms", True,
+            "First wait before reconnecting to a node; doubles up to the maximum."),
+    _ms_key("backend.reconnect_backoff_max", duration_s(0.001), "reconnect_backoff_max_ms", True,
+            "Longest wait between reconnection attempts."),
+    Key("redirects.max", integer(1, 1000), ("max_redirects",), True,
+        "MOVED/ASK redirects followed for one request before it fails."),
+    _ms_key("retry.deadline", duration_s(0.001), "retry_deadline_ms", True,
+            "How long one request may keep retrying (CLUSTERDOWN, TRYAGAIN, lost connections, "
+            "unserved slots) before its error is returned; longer than a typical failover."),
+    _ms_key("retry.backoff_min", duration_s(0.001), "retry_backoff_min_ms", True,
+            "First wait between retries; doubles up to the maximum."),
+    _ms_key("retry.backoff_max", duration_s(0.001), "retry_backoff_max_ms", True,
+            "Longest wait between retries."),
+    _ms_key("topology.refresh_interval", duration_s(0.01), "topology_refresh_interval_ms", True,
+            "Periodic slot-map refresh."),
+    _ms_key("topology.refresh_min_gap", duration_s(zero_ok=True), "topology_refresh_min_gap_ms",
+            True, "MOVED storms and dying connections trigger at most one refresh per gap."),
+    Key("clients.max_clients", integer(1), ("max_clients",), True,
+        "Further connections get -ERR max number of clients reached and are closed."),
+    Key("clients.max_pipeline_depth", integer(1), ("max_pipeline_depth",), True,
+        "Replies a client may have outstanding before the proxy stops reading its socket. "
+        "Client limits apply to connections accepted after a reload."),
+    Key("clients.max_bulk_bytes", integer(1, 512 * 1024 * 1024), ("max_bulk_len",), True,
+        "Largest bulk string a client may send, in bytes (as Redis: 512 MiB)."),
+    Key("clients.max_inline_bytes", integer(1), ("max_inline_len",), True,
+        "Longest inline (telnet-style) command line, in bytes."),
+    Key("clients.max_multibulk_len", integer(1, 2**31 - 1), ("max_multibulk_len",), True,
+        "Most arguments in one command."),
+    _ms_key("shutdown.grace", duration_s(zero_ok=True), "shutdown_grace_ms", True,
+            "On SIGTERM/SIGINT: how long in-flight requests may finish before connections "
+            "close."),
+)
+KEYS: dict[str, Key] = {k.path: k for k in SCHEMA}
+SECTIONS = frozenset(k.path.rpartition(".")[0] for k in SCHEMA if "." in k.path)
+# Pairs whose values must be ordered: (lower key, upper key).
+ORDERED = (
+    ("backend.reconnect_backoff_min", "backend.reconnect_backoff_max"),
+    ("retry.backoff_min", "retry.backoff_max"),
+)
+# Fields that live on Config itself rather than on ProxySettings.
+CONFIG_FIELDS = frozenset({"metrics_listen", "log_level", "workers"})
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the proxy process runs with: the core's settings plus process-level knobs."""
+
+    proxy: ProxySettings
+    metrics_listen: tuple[str, int] | None = None
+    log_level: str = "info"
+    workers: int = 1
+
+    def value(self, field: str) -> Any:
+        return getattr(self if field in CONFIG_FIELDS else self.proxy, field)
+
+
+# -- YAML reading -------------------------------------------------------------------------
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (lines {seen[key]} and {line})",
+                key_node.start_mark)
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: Path) -> tuple[dict[str, object], list[str]]:
+    """The file's keys flattened to dotted paths -> raw values, and the unknown-key problems.
+
+    Raises ConfigError when the file cannot be read or is not YAML.
+    """
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{path}: invalid YAML{where}: {what}"]) from None
+    if doc is None:
+        return {}, []
+    if not isinstance(doc, dict):
+        raise ConfigError([f"{path}: expected a mapping of keys at the top level, got {_show(doc)}"])
+    flat: dict[str, object] = {}
+    problems: list[str] = []
+    _flatten(doc, "", flat, problems)
+    return flat, problems
+
+
+def _flatten(doc: Mapping[object, object], prefix: str, out: dict[str, object], problems: list[str]) -> None:
+    for raw_key, value in doc.items():
+        path = f"{prefix}{raw_key}"
+        if not isinstance(raw_key, str):
+            problems.append(f"{path}: keys must be strings")
+        elif path in KEYS:
+            out[path] = value
+        elif path in SECTIONS:
+            if isinstance(value, dict):
+                _flatten(value, path + ".", out, problems)
+            elif value is not None:  # an empty section ("backend:") is fine
+                problems.append(f"{path}: expected a section of keys, got {_show(value)}")
+        else:
+            problems.append(f"{path}: unknown key{_suggest(path)}")
+
+
+def _suggest(path: str) -> str:
+    near = difflib.get_close_matches(path, [*KEYS, *SECTIONS], n=1, cutoff=0.6)
+    return f' (did you mean "{near[0]}"?)' if near else ""
+
+
+# -- building a Config ----------------------------------------------------------------------
+
+def build(
+    raw: Mapping[str, object],
+    names: Mapping[str, str] | None = None,
+    problems: list[str] | None = None,
+) -> Config:
+    """Validate dotted-path -> raw values and build a Config; unset keys keep the defaults.
+
+    ``names`` maps a path to the name shown in errors (a flag like ``--listen`` when the value
+    came from the command line). ``problems`` already found (unknown keys) are reported along
+    with the values' problems. Raises ConfigError listing every problem.
+    """
+    names = names or {}
+    problems = list(problems or [])
+    typed: dict[str, Any] = {}
+    for path, value in raw.items():
+        key = KEYS.get(path)
+        if key is None:
+            problems.append(f"{names.get(path, path)}: unknown key{_suggest(path)}")
+            continue
+        try:
+            typed[path] = key.check(value)
+        except _Bad as exc:
+            problems.append(f"{names.get(path, path)}: {exc}")
+    if "seeds" not in raw:
+        problems.append("seeds: at least one seed node is required (in the file or with --seed)")
+    if problems:
+        raise ConfigError(problems)
+
+    proxy_fields: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for path, value in typed.items():
+        key = KEYS[path]
+        for f, v in zip(key.fields, key.convert(value), strict=True):
+            (own if f in CONFIG_FIELDS else proxy_fields)[f] = v
+    settings = ProxySettings(**proxy_fields)
+    # Cross-field ordering in the defaults' units (a file may set only one side of a pair).
+    for lo, hi in ORDERED:
+        lo_f, hi_f = KEYS[lo].fields[0], KEYS[hi].fields[0]
+        if getattr(settings, lo_f) > getattr(settings, hi_f):
+            problems.append(f"{names.get(lo, lo)}: must not be larger than {names.get(hi, hi)} "
+                            f"({getattr(settings, lo_f)}ms > {getattr(settings, hi_f)}ms)")
+    try:
+        settings.validate()
+    except ValueError as exc:  # the core's own checks; ours should have caught everything
+        problems.append(str(exc))
+    if problems:
+        raise ConfigError(problems)
+    return Config(proxy=settings, **own)
+
+
+def load(path: Path | None, overrides: Mapping[str, object] = {}, names: Mapping[str, str] = {}) -> Config:  # noqa: B006 - read-only
+    """The file (if any) with ``overrides`` (dotted path -> raw value) on top. Raises ConfigError."""
+    raw, problems = read_yaml(path) if path is not None else ({}, [])
+    raw.update(overrides)
+    return build(raw, names, problems)
+
+
+# -- command line ---------------------------------------------------------------------------
+
+# Flag -> the key it overrides (flags win over the file).
+FLAG_KEYS = {"listen": "listen", "seed": "seeds", "metrics": "metrics.listen", "log_level": "log_level",
+             "workers": "workers"}
+
+
+def _whole_or_text(text: str) -> int | str:
+    """``--workers``: digits become a number; anything else stays text for the key's check to
+    report (so a bad flag gets the same message as a bad file value)."""
+    return int(text) if text.isdigit() else text
+
+
+def arg_parser(prog: str = "slotgate-proxy") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="slotgate proxy: one plain Redis endpoint in front of a Redis Cluster.",
+        epilog="Flags override the file. SIGHUP re-reads the file (and these flags) and applies "
+               "what can change without dropping clients. Keys: docs/CONFIG.md.",
+    )
+    p.add_argument("--config", metavar="FILE", type=Path, help="YAML configuration file")
+    p.add_argument("--listen", metavar="HOST:PORT", help="address clients connect to")
+    p.add_argument("--seed", metavar="HOST:PORT", action="append",
+                   help="a cluster node to learn the topology from (repeatable)")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve /metrics and /healthz on this address")
+    p.add_argument("--log-level", dest="log_level", metavar="LEVEL",
+                   help="one of " + ", ".join(LOG_LEVELS))
+    p.add_argument("--workers", metavar="N", type=_whole_or_text,
+                   help="proxy processes sharing the listen address (1 to 64; default 1)")
+    # Internal: set by the supervisor on the processes it starts ("INDEX/COUNT/FD").
+    p.add_argument("--worker", dest="worker_role", help=argparse.SUPPRESS)
+    p.add_argument("--check-config", action="store_true",
+                   help="validate the configuration, print it and exit (0: valid, 2: invalid)")
+    p.add_argument("--check-health", metavar="URL",
+                   help="probe a running proxy's /healthz (exit 0 when healthy, 1 otherwise) and "
+                        "exit; for container health checks")
+    return p
+
+
+def config_from_args(ns: argparse.Namespace) -> Config:
+    """File named by ``--config`` plus the flags given. Raises ConfigError."""
+    overrides: dict[str, object] = {}
+    names: dict[str, str] = {}
+    for attr, path in FLAG_KEYS.items():
+        value = getattr(ns, attr, None)
+        if value is not None:
+            overrides[path] = value
+            names[path] = "--" + attr.replace("_", "-")
+    return load(ns.config, overrides, names)
+
+
+def describe(config: Config) -> str:
+    """The effective configuration as ``key: value`` lines in the file's syntax."""
+    return "\n".join(f"{k.path}: {k.show(tuple(config.value(f) for f in k.fields))}" for k in SCHEMA)
+
+
+EXAMPLE_HEADER = """\
+# slotgate proxy configuration: every key, set to its default.
+#
+#   slotgate-proxy --config config.example.yaml
+#   slotgate-proxy --config config.example.yaml --check-config   # validate, print, exit
+#
+# Durations are strings with a unit: "250ms", "2s", "1.5s", "1m" (a bare number is an error).
+# Sizes are whole numbers of bytes. Unknown keys are errors. Flags (--listen, --seed,
+# --metrics, --log-level, --workers) override this file. On SIGHUP the proxy re-reads the file
+# and applies every key marked [reload] without dropping clients; keys marked [restart] keep
+# their running value until the proxy restarts (a warning says so). Reference: docs/CONFIG.md.
+# (Generated by proxy.config.example_yaml().)
+"""
+EXAMPLE_SEEDS = ("127.0.0.1", 7000)
+
+
+def example_yaml() -> str:
+    """config.example.yaml: every key with its doc and the code's default."""
+    defaults = Config(proxy=ProxySettings(seeds=[EXAMPLE_SEEDS]))
+    out = [EXAMPLE_HEADER.rstrip("\n")]
+    section = None
+    for key in SCHEMA:
+        sec, _, name = key.path.rpartition(".")
+        if sec != section:
+            out.append("")
+            if sec:
+                out.append(f"{sec}:")
+            section = sec
+        indent = "  " if sec else ""
+        tag = "[reload]" if key.reload else "[restart]"
+        doc = key.doc + (" Required: no default." if key.path == "seeds" else "")
+        out += [f"{indent}# {line}" for line in textwrap.wrap(f"{tag} {doc}", 96 - len(indent))]
+        out.append(f"{indent}{name}: {key.show(tuple(defaults.value(f) for f in key.fields))}")
+    return "\n".join(out) + "\n"
+
+
+def default_text(key: Key) -> str:
+    """The key's default in the file's syntax (``required`` for seeds)."""
+    if key.path == "seeds":
+        return "required"
+    defaults = Config(proxy=ProxySettings())
+    return key.show(tuple(defaults.value(f) for f in key.fields))
+
+
+# -- reload -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReloadPlan:
+    config: Config  # what to run with now: new values, except restart-only keys keep the old
+    changed: list[str]  # keys whose new value takes effect now
+    needs_restart: list[str]  # keys that changed but only take effect after a restart
+
+
+def plan_reload(old: Config, new: Config) -> ReloadPlan:
+    changed, needs_restart = [], []
+    proxy_keep: dict[str, Any] = {}
+    own_keep: dict[str, Any] = {}
+    for key in SCHEMA:
+        if all(old.value(f) == new.value(f) for f in key.fields):
+            continue
+        if key.reload:
+            changed.append(key.path)
+            continue
+        needs_restart.append(key.path)
+        for f in key.fields:
+            (own_keep if f in CONFIG_FIELDS else proxy_keep)[f] = old.value(f)
+    proxy = dataclasses.replace(new.proxy, **proxy_keep)
+    return ReloadPlan(dataclasses.replace(new, proxy=proxy, **own_keep), changed, needs_restart)
+
+
+def set_log_level(level: str) -> None:
+    logging.getLogger().setLevel(level.upper())
+
+
+async def reload_on_sighup(
+    ns: argparse.Namespace,
+    current: Config,
+    apply: Callable[[Config], None],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """On every SIGHUP: re-read the file and flags, and ``apply`` what may change live.
+
+    A configuration with errors is refused as a whole and the running one stays; the errors
+    are logged. Keys that need a restart keep their running value, with a warning. Runs until
+    cancelled.
+    """
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        task_status.started()
+        async for _ in signals:
+            try:
+                new = config_from_args(ns)
+            except ConfigError as exc:
+                log.error("reload refused; still running the previous configuration:\n%s", exc)
+                continue
+            plan = plan_reload(current, new)
+            for path in plan.needs_restart:
+                log.warning("reload: %s changed; it takes effect after a restart", path)
+            apply(plan.config)
+            current = plan.config
+            log.info("reload: applied %s", ", ".join(plan.changed) if plan.changed else "no changes")

@@ -1,0 +1,283 @@
+"""``workers: N`` (N > 1): the started process supervises N proxy processes on one address.
+
+    supervisor ──socketpair + "python -m slotgate.proxy ... --worker I/N/FD"──▶ worker 0..N-1
+        │ binds the address with SO_REUSEPORT, never listens (reserves the port)
+        │ SIGTERM/SIGINT/SIGHUP ──forwarded──▶ every worker
+        │ a worker that dies unexpectedly ──▶ started again (backoff while it keeps dying)
+        └ /metrics, /healthz on the public address: every worker's own endpoint (loopback,
+          ephemeral port announced on the socketpair), fetched concurrently and merged
+
+Each worker is a whole proxy (its own node connections, topology, clients); the kernel spreads
+new client connections over the workers' listening sockets. Workers run in their own process
+group, so a terminal's Ctrl-C reaches them once, through the supervisor; if the supervisor
+dies without stopping them, they see their socketpair close and stop as on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import trio
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from slotgate.proxy.ops.config import Config
+from slotgate.proxy.ops.metrics import PREFIX, MetricsServer
+from slotgate.proxy.ops.metrics_merge import merge_expositions
+from slotgate.proxy.ops.workers import READY, WorkerRole, bind_shared, http_get
+
+log = logging.getLogger("slotgate.supervisor")
+
+READY_TIMEOUT_S = 60.0  # a worker must listen within this (it also learns the topology)
+RESTART_BACKOFF_MIN_S = 0.1
+RESTART_BACKOFF_MAX_S = 5.0
+STABLE_RUN_S = 10.0  # a worker that ran this long before dying restarts without backoff
+SCRAPE_TIMEOUT_S = 1.0  # per worker, for /metrics
+HEALTH_TIMEOUT_S = 2.5  # per worker, for /healthz (a worker probes its masters for up to 1 s)
+STOP_KILL_AFTER_S = 10.0  # after the grace period: workers still running get SIGKILL
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class WorkerStartError(Exception):
+    """A worker exited before it was ready, while the proxy was starting."""
+
+
+@dataclass
+class Worker:
+    index: int
+    proc: trio.Process | None = None
+    metrics_port: int | None = None
+    ready: bool = False  # listening now
+    started: trio.Event = field(default_factory=trio.Event)  # ready at least once
+    restarts: int = 0
+
+
+class Supervisor:
+    def __init__(self, config: Config, args: Sequence[str]) -> None:
+        self.config = config
+        self.args = list(args)  # the command line it was started with, given to each worker
+        self.workers = [Worker(i) for i in range(config.workers)]
+        self.stopping = False
+        self._stop = trio.Event()
+        self.scrape_errors = 0
+        self.listen_address = ""
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_SupervisorCollector(self))
+        ProcessCollector(registry=self.registry)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start the workers, serve until a signal stopped them all. Raises ``OSError`` (the
+        address cannot be bound) or ``WorkerStartError``."""
+        s = self.config.proxy
+        reserved = bind_shared(s.listen_host, s.listen_port, listen=False)
+        try:
+            host, port = reserved[0].getsockname()[:2]
+            self.listen_address = f"{host}:{port}"
+            # The configured host (a name may stand for several addresses), the bound port.
+            name = s.listen_host
+            listen_flag = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+            with trio.open_signal_receiver(*FORWARDED) as signals:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._forward_signals, signals, nursery)
+                    async with trio.open_nursery() as workers:
+                        for w in self.workers:
+                            workers.start_soon(self._supervise, w, listen_flag)
+                        for w in self.workers:
+                            await w.started.wait()
+                        if not self.stopping:
+                            if self.config.metrics_listen is not None:
+                                server = MergedMetricsServer(self, *self.config.metrics_listen)
+                                await nursery.start(server.run)
+                            log.info("%d workers listening on %s", len(self.workers),
+                                     self.listen_address)
+                            task_status.started()
+                    nursery.cancel_scope.cancel()  # every worker is gone
+        finally:
+            for sock in reserved:
+                sock.close()
+
+    # --- one worker's life ---------------------------------------------------------------------
+    async def _supervise(self, w: Worker, listen_flag: str) -> None:
+        backoff_s = 0.0
+        while not self.stopping:
+            started_at = trio.current_time()
+            try:
+                status = await self._run_once(w, listen_flag)
+            finally:
+                w.ready = False
+            if self.stopping:
+                w.started.set()  # (stopped while starting: nothing more to wait for)
+                return
+            if not w.started.is_set():
+                raise WorkerStartError(f"worker {w.index} exited with status {status} before "
+                                       "it was ready (its own message is above)")
+            if trio.current_time() - started_at >= STABLE_RUN_S:
+                backoff_s = 0.0
+            backoff_s = min(max(RESTART_BACKOFF_MIN_S, backoff_s * 2), RESTART_BACKOFF_MAX_S)
+            w.restarts += 1
+            log.warning("worker %d exited unexpectedly with status %s; starting it again in "
+                        "%.1f s", w.index, status, backoff_s)
+            with trio.move_on_after(backoff_s):
+                await self._stop.wait()
+
+    async def _run_once(self, w: Worker, listen_flag: str) -> int:
+        """Start the worker, wait until it is ready, then until it exits; its exit status."""
+        ours, theirs = socket.socketpair()
+        role = WorkerRole(w.index, len(self.workers), theirs.fileno())
+        argv = [sys.executable, "-m", "slotgate.proxy", *self.args, "--listen", listen_flag,
+                "--worker", role.flag()]
+        try:
+            proc = await trio.lowlevel.open_process(argv, pass_fds=(theirs.fileno(),),
+                                                    process_group=0, stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        w.proc = proc
+        link = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+        try:
+            if self.stopping:  # a signal came while it was being started
+                proc.send_signal(signal.SIGTERM)
+            with trio.move_on_after(READY_TIMEOUT_S) as waited:
+                line = await _read_line(link)
+            if waited.cancelled_caught:
+                log.error("worker %d (pid %d) not ready after %.0f s; killing it", w.index,
+                          proc.pid, READY_TIMEOUT_S)
+                proc.kill()
+            elif line.startswith(READY + b" "):
+                w.metrics_port = int(line.split()[1])
+                w.ready = True
+                w.started.set()
+                log.info("worker %d ready (pid %d)", w.index, proc.pid)
+            return await proc.wait()
+        finally:
+            # Cancelled (the supervisor is failing): no worker may outlive it.
+            if proc.returncode is None:
+                proc.kill()
+                with trio.CancelScope(shield=True):
+                    await proc.wait()
+            await link.aclose()
+
+    # --- signals -------------------------------------------------------------------------------
+    async def _forward_signals(self, signals: AsyncIterator[int], nursery: trio.Nursery) -> None:
+        async for signum in signals:
+            if signum == signal.SIGHUP:
+                self._send_all(signum)
+                continue
+            first = not self.stopping
+            self.stopping = True
+            self._stop.set()
+            self._send_all(signum)  # the second one makes the workers stop at once
+            if first:
+                log.info("stopping %d workers", len(self.workers))
+                nursery.start_soon(self._kill_stragglers)
+
+    def _send_all(self, signum: int) -> None:
+        for w in self.workers:
+            if w.proc is not None and w.proc.returncode is None:
+                try:
+                    w.proc.send_signal(signum)
+                except ProcessLookupError:
+                    pass  # it exited in the meantime; its task sees that
+
+    async def _kill_stragglers(self) -> None:
+        await trio.sleep(self.config.proxy.shutdown_grace_ms / 1000 + STOP_KILL_AFTER_S)
+        for w in self.workers:
+            if w.proc is not None and w.proc.returncode is None:
+                log.warning("worker %d did not stop; killing it", w.index)
+                w.proc.kill()
+
+    # --- metrics -------------------------------------------------------------------------------
+    async def merged_metrics(self) -> bytes:
+        texts: list[str | None] = [None] * len(self.workers)
+
+        async def scrape(i: int, port: int) -> None:
+            try:
+                status, body = await http_get(port, "/metrics", SCRAPE_TIMEOUT_S)
+                if status == 200:
+                    texts[i] = body.decode("utf-8")
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError,
+                    UnicodeDecodeError) as exc:
+                log.debug("scraping worker %d: %s", i, exc)
+
+        async with trio.open_nursery() as nursery:
+            for i, w in enumerate(self.workers):
+                if w.ready and w.metrics_port is not None:
+                    nursery.start_soon(scrape, i, w.metrics_port)
+        self.scrape_errors += sum(1 for t in texts if t is None)
+        own = generate_latest(self.registry).decode()
+        return merge_expositions([own, *(t for t in texts if t is not None)])
+
+    async def health(self) -> tuple[bool, str]:
+        answers: list[tuple[int, str]] = [(0, "not running")] * len(self.workers)
+
+        async def probe(i: int, port: int) -> None:
+            try:
+                status, body = await http_get(port, "/healthz", HEALTH_TIMEOUT_S)
+                answers[i] = (status, body.decode("utf-8", "replace").strip())
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
+                answers[i] = (0, f"no answer ({exc or type(exc).__name__})")
+
+        async with trio.open_nursery() as nursery:
+            for i, w in enumerate(self.workers):
+                if w.ready and w.metrics_port is not None:
+                    nursery.start_soon(probe, i, w.metrics_port)
+        bad = [f"worker {i}: {text}" for i, (status, text) in enumerate(answers) if status != 200]
+        if bad:
+            return False, "; ".join(bad)
+        return True, f"ok: {len(self.workers)} workers; {answers[0][1]}"
+
+
+async def _read_line(link: trio.SocketStream) -> bytes:
+    """The first line the worker sends, or b"" if it closed the link first (it died)."""
+    buf = b""
+    while b"\n" not in buf:
+        try:
+            data = await link.receive_some(256)
+        except trio.BrokenResourceError:
+            return b""
+        if not data:
+            return b""
+        buf += data
+    return buf.split(b"\n", 1)[0]
+
+
+class _SupervisorCollector(Collector):
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+
+    def collect(self) -> list[Metric]:
+        ready = sum(1 for w in self.sup.workers if w.ready)
+        return [
+            GaugeMetricFamily(PREFIX + "workers", "Worker processes listening now.", value=ready),
+            CounterMetricFamily(PREFIX + "worker_restarts", "Workers started again after "
+                                "exiting unexpectedly.",
+                                value=sum(w.restarts for w in self.sup.workers)),
+            CounterMetricFamily(PREFIX + "worker_scrape_errors", "Workers left out of a "
+                                "/metrics answer: not running, or no answer in time.",
+                                value=self.sup.scrape_errors),
+        ]
+
+
+class MergedMetricsServer(MetricsServer):
+    """/metrics and /healthz of the whole supervised proxy."""
+
+    def __init__(self, sup: Supervisor, host: str, port: int) -> None:  # noqa: D107
+        self.sup = sup
+        self.host = host
+        self.port = port
+        self._routes = {"/metrics": self._metrics, "/healthz": self._healthz}
+
+    async def _metrics(self) -> tuple[int, bytes, str]:
+        return 200, await self.sup.merged_metrics(), CONTENT_TYPE_LATEST
+
+    async def _healthz(self) -> tuple[int, bytes, str]:
+        ok, reason = await self.sup.health()
+        return (200 if ok else 503), (reason + "\n").encode(), "text/plain; charset=utf-8"

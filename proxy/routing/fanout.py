@@ -1,0 +1,402 @@
+"""Requests that become several backend requests: cross-slot splits and all-node fan-out.
+
+Planning and merging are the pure functions of ``splitter.py``; this module sends the parts
+through the router and fills the client's reply slot once every part has answered. What to
+split and how to merge come from the request's command table row (``first_key``, ``step``,
+``merge``); every merge a fan-out row names has a handler here, checked at import.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+import hiredis
+
+from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo
+from slotgate.proxy import errors
+from slotgate.proxy.routing import splitter
+from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.router import Call, Gather
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import (
+        RouteSession as Session,  # the session as route code sees it
+    )
+    from slotgate.proxy.front.session import ReplySlot
+
+# argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
+pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
+CLUSTER_DOWN = error_frame("CLUSTERDOWN The cluster is down")
+WRONGTYPE = b"-WRONGTYPE "
+# MGET of keys in distinct slots goes out as one GET per key: same values, and a bulk reply
+# frames cheaper than a one-element array. MGET answers a null where GET refuses a key of
+# another type, so that one error becomes the null (RESP2, RESP3).
+_GET_HEAD = b"*2\r\n$3\r\nGET\r\n"
+_NULLS = {2: b"$-1\r\n", 3: b"_\r\n"}
+_MINUS = ord("-")
+
+
+class _Split:
+    """One cross-slot request in flight: its parts' replies, counted down, then merged into
+    the client's reply slot (no task, no event: the last reply's callback finishes it)."""
+
+    __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
+                 "remaining", "merge", "total_keys", "get_nil", "failed")
+
+    def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
+                 parts: list[splitter.Part] | None, payloads: list[bytes], readonly: bool,
+                 merge: Callable[[_Split], bytes], total_keys: int,
+                 get_nil: bytes = b"") -> None:
+        self.session = session
+        self.reply_slot = reply_slot
+        self.slots = slots  # per part
+        self.parts = parts  # only for an MGET whose parts are not in key order
+        self.payloads = payloads
+        self.readonly = readonly
+        self.replies: list[bytes] = [b""] * len(slots)
+        self.remaining = len(slots)
+        self.merge = merge
+        self.total_keys = total_keys
+        # MGET sent as one GET per key: the null a WRONGTYPE error stands for (MGET answers
+        # a null for a key holding another type), else b"".
+        self.get_nil = get_nil
+        self.failed = False  # some part's final reply is an error
+
+    def part_done(self, index: int, raw: bytes) -> None:
+        """A part's final reply after the router's redirect/retry path."""
+        if raw[:1] == b"-":
+            if self.get_nil and raw.startswith(WRONGTYPE):
+                raw = self.get_nil
+            else:
+                self.failed = True
+        self.replies[index] = raw
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.reply_slot(self.merge(self))
+
+    def part_call(self, index: int, node: str) -> Call:
+        """Part ``index`` as a ``Call`` of its own: only for the rare paths (redirects,
+        retries, lost connections), which then run exactly as for any other request."""
+        s = self.session
+        call = Call(s.router, self.payloads[index], self.slots[index], self.readonly,
+                    s.proto, s.id, partial(self.part_done, index))
+        call.node = node
+        return call
+
+
+class _NodeBatch:
+    """The parts of one split request that go to one node: sent as one payload, answered to
+    this one pending entry (queued once per part; replies arrive in part order)."""
+
+    __slots__ = ("split", "indices", "next", "node")
+
+    def __init__(self, split: _Split, indices: list[int], node: str) -> None:
+        self.split = split
+        self.indices = indices
+        self.next = 0
+        self.node = node
+
+    def on_frame(self, type_byte: int, raw: bytes) -> None:
+        index = self.indices[self.next]
+        self.next += 1
+        split = self.split
+        if type_byte == _MINUS:
+            if not (split.get_nil and raw.startswith(WRONGTYPE)):
+                split.session.router.on_error(split.part_call(index, self.node), raw)
+                return
+            raw = split.get_nil
+        split.replies[index] = raw
+        split.remaining -= 1
+        if split.remaining == 0:
+            split.reply_slot(split.merge(split))
+
+    def on_failure(self, exc: Exception, sent: bool) -> None:
+        index = self.indices[self.next]
+        self.next += 1
+        split = self.split
+        split.session.router.on_lost(split.part_call(index, self.node), sent)
+
+
+def _merge_mget(sp: _Split) -> bytes:
+    assert sp.parts is not None
+    return splitter.merge_in_order(sp.parts, sp.replies, sp.total_keys)
+
+
+def _merge_mget_in_order(sp: _Split) -> bytes:
+    return splitter.merge_concat_in_order(sp.replies, sp.total_keys)
+
+
+def _merge_gets(sp: _Split) -> bytes:
+    """MGET sent as one GET per key, in key order: the values are the replies themselves."""
+    if sp.failed:
+        return splitter.first_error(sp.replies)
+    return b"*%d\r\n%s" % (sp.total_keys, b"".join(sp.replies))
+
+
+# Merges of a split request, by the row's ``merge`` name. MGET's has two faster variants,
+# chosen by ``split`` from how the keys fall into slots.
+SPLIT_MERGES: dict[str, Callable[[_Split], bytes]] = {
+    "mget": _merge_mget,
+    "sum": lambda sp: splitter.merge_sum(sp.replies),
+    "all_ok": lambda sp: splitter.merge_all_ok(sp.replies),
+}
+_MERGE_MGET = SPLIT_MERGES["mget"]
+
+
+def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    """MGET / MSET / DEL / UNLINK / EXISTS / TOUCH across slots.
+
+    One pass plans the parts (one per slot); each node's parts go out as one payload with one
+    pending entry; the last reply merges into the client's reply slot."""
+    first, step = info.first_key, info.step
+    merge = SPLIT_MERGES[info.merge or ""]
+    if (len(argv) - first) % step:
+        s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+        return
+    readonly = "readonly" in info.flags
+    name = argv[0]
+    slots = splitter.distinct_slots(argv, first, step)
+    parts: list[splitter.Part] | None = None
+    if slots is not None:  # each key a part of its own, in key order
+        if len(slots) == 1:
+            s.send_single(argv, slots[0], readonly, info.name)
+            return
+        get_nil = b""
+        if step == 1:
+            if merge is _MERGE_MGET:  # a GET per key
+                head = _GET_HEAD
+                get_nil = _NULLS[s.proto]
+                merge = _merge_gets
+            else:  # each part's multibulk: the command name's header, then the key
+                head = b"*2\r\n$%d\r\n%s\r\n" % (len(name), name)
+            payloads = [b"%s$%d\r\n%s\r\n" % (head, len(key), key) for key in argv[first:]]
+        elif step == 2:
+            head = b"*3\r\n$%d\r\n%s\r\n" % (len(name), name)
+            payloads = [b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(k), k, len(v), v)
+                        for k, v in zip(argv[first::2], argv[first + 1 :: 2], strict=True)]
+        else:
+            payloads = [pack_command((name, *argv[i : i + step]))  # type: ignore[arg-type]
+                        for i in range(first, len(argv), step)]
+    else:
+        parts, in_order = splitter.plan_split(argv, first, step)
+        if len(parts) == 1:
+            s.send_single(argv, parts[0].slot, readonly, info.name)
+            return
+        if merge is _MERGE_MGET and in_order:
+            merge = _merge_mget_in_order
+        slots = [part.slot for part in parts]
+        payloads = [pack_command(tuple(part.argv)) for part in parts]
+        get_nil = b""
+    sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
+                (len(argv) - first) // step, get_nil)
+    s.metrics.fanout(len(slots))
+    owners = s.router.topology.owners
+    by_node: dict[str, list[int]] = {}
+    for i, slot in enumerate(slots):
+        owner = owners[slot]
+        if owner is None:
+            s.router.send(sp.part_call(i, ""))  # unserved slot: the router's retry path
+            continue
+        indices = by_node.get(owner)
+        if indices is None:
+            by_node[owner] = [i]
+        else:
+            indices.append(i)
+    for node, indices in by_node.items():
+        conn = s.conn_to(node)
+        if len(indices) == 1:
+            payload = payloads[indices[0]]
+        else:
+            payload = b"".join([payloads[i] for i in indices])
+        conn.send_many(payload, _NodeBatch(sp, indices, node), len(indices))
+
+
+def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:
+    """(slot, fixed node) per target: masters by their first slot, replicas by address."""
+    slot_map = s.router.topology.slot_map
+    targets = [(slot, "") for slot in slot_map.first_slots]
+    if info.route == "all_nodes":
+        for master in slot_map.masters:
+            targets.extend((-1, r) for r in slot_map.replicas.get(master, ()))
+    return targets
+
+
+def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo, slot: ReplySlot,
+         merge: splitter.Merge) -> None:
+    targets = _targets(s, info)
+    if not targets:
+        slot(CLUSTER_DOWN)
+        return
+    payload = pack_command(tuple(argv))
+    readonly = "readonly" in info.flags
+    gather = Gather(len(targets), lambda replies: slot(merge(replies)))
+    s.metrics.fanout(len(targets))
+    for i, (target_slot, node) in enumerate(targets):
+        s.router.send(Call(s.router, payload, target_slot, readonly, s.proto, s.id,
+                           gather.part(i), fixed_node=node))
+
+
+def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    """Every master (or every node): DBSIZE, KEYS, FLUSHALL, SCRIPT …, INFO, SCAN."""
+    merge_name = info.merge or ""
+    special = _SPECIAL.get(merge_name)
+    if special is not None:
+        special(s, argv, info)
+        return
+    _fan(s, argv, info, s.new_slot(info.name), splitter.ALL_MERGES[merge_name])
+
+
+# --- SCAN ----------------------------------------------------------------------------------
+def scan(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    slot = s.new_slot(info.name)
+    decoded = splitter.scan_decode_cursor(argv[1])
+    first_slots = s.router.topology.slot_map.first_slots
+    if decoded is None or decoded[0] >= max(len(first_slots), 1):
+        slot(error_frame(errors.INVALID_CURSOR))
+        return
+    if not first_slots:
+        slot(CLUSTER_DOWN)
+        return
+    index, node_cursor = decoded
+    n_nodes = len(first_slots)
+
+    def done(raw: bytes) -> None:
+        if raw[:1] == b"-":
+            slot(raw)
+            return
+        next_cursor, keys = splitter.scan_split_reply(raw)
+        if next_cursor:
+            cursor = splitter.scan_encode_cursor(index, next_cursor)
+        elif index + 1 < n_nodes:
+            cursor = splitter.scan_encode_cursor(index + 1, 0)
+        else:
+            cursor = b"0"
+        slot(splitter.scan_reply(cursor, keys))
+
+    node_argv = [argv[0], str(node_cursor).encode(), *argv[2:]]
+    s.router.send(Call(s.router, pack_command(tuple(node_argv)), first_slots[index], True, s.proto,
+                       s.id, done))
+
+
+# --- INFO ----------------------------------------------------------------------------------
+_KEYSPACE_LINE = re.compile(rb"^db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)$")
+_PROXY_SECTIONS = {b"all", b"everything", b"default", b"proxy"}
+
+
+def _info_text(raw: bytes) -> bytes:
+    body = raw[raw.index(b"\r\n") + 2 : -2]
+    return body[4:] if raw[:1] == b"=" else body  # verbatim: drop "txt:"
+
+
+def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
+    """The first master's INFO, with the keyspace summed over all masters, the cluster
+    section saying this endpoint is not a cluster node, and a ``# Proxy`` section."""
+    for r in replies:
+        if r[:1] == b"-":
+            return r
+    texts = [_info_text(r) for r in replies]
+    totals: dict[int, list[int]] = {}
+    for text in texts:
+        for line in text.split(b"\r\n"):
+            m = _KEYSPACE_LINE.match(line)
+            if m:
+                t = totals.setdefault(int(m[1]), [0, 0, 0, 0])
+                keys, expires, avg_ttl = int(m[2]), int(m[3]), int(m[4])
+                t[0] += keys
+                t[1] += expires
+                t[2] += avg_ttl * keys
+                t[3] += keys if avg_ttl else 0
+    out: list[bytes] = []
+    in_keyspace = False
+    for line in texts[0].split(b"\r\n"):
+        if line.startswith(b"# "):
+            in_keyspace = line == b"# Keyspace"
+            out.append(line)
+            if in_keyspace:
+                for db, (keys, expires, ttl_sum, ttl_keys) in sorted(totals.items()):
+                    avg = ttl_sum // ttl_keys if ttl_keys else 0
+                    out.append(b"db%d:keys=%d,expires=%d,avg_ttl=%d" % (db, keys, expires, avg))
+            continue
+        if in_keyspace and line:
+            continue
+        if line == b"cluster_enabled:1":
+            line = b"cluster_enabled:0"
+        out.append(line)
+    text = b"\r\n".join(out).rstrip(b"\r\n") + b"\r\n"
+    sections = {a.lower() for a in argv[1:]}
+    if not sections or sections & _PROXY_SECTIONS:
+        text += b"\r\n" + _proxy_section(s)
+    if s.proto == 3:
+        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
+    return b"$%d\r\n%s\r\n" % (len(text), text)
+
+
+def _proxy_section(s: Session) -> bytes:
+    m = s.metrics
+    topo = s.router.topology
+    lines = [
+        "# Proxy",
+        f"proxy_listen:{s.proxy.listen_address}",
+        f"process_id:{os.getpid()}",
+        f"worker_index:{s.proxy.worker_index or 0}",
+        f"workers:{s.proxy.worker_count}",
+        f"proxy_connected_clients:{m.clients_connected}",
+        f"proxy_commands_processed:{m.commands_total}",
+        f"cluster_masters:{len(topo.slot_map.masters)}",
+        f"cluster_slots_covered:{topo.slot_map.covered()}",
+        f"topology_version:{topo.version}",
+        f"redirects_moved:{m.total('redirect', 'MOVED')}",
+        f"redirects_ask:{m.total('redirect', 'ASK')}",
+        f"redirects_tryagain:{m.total('redirect', 'TRYAGAIN')}",
+        f"redirects_clusterdown:{m.total('redirect', 'CLUSTERDOWN')}",
+        f"unknown_fate_writes:{m.total('unknown_fate_write')}",
+    ]
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def info(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    slot = s.new_slot(info.name)
+    _fan(s, argv, info, slot, lambda replies: merge_info(s, argv, replies))
+
+
+# --- RANDOMKEY -----------------------------------------------------------------------------
+def merge_any(replies: Sequence[bytes]) -> bytes:
+    """The first non-null reply (a random key from some master), else the null."""
+    for r in replies:
+        if r[:1] == b"-":
+            return r
+    for r in replies:
+        if r not in (b"$-1\r\n", b"_\r\n"):
+            return r
+    return replies[0]
+
+
+def randomkey(s: Session, argv: list[bytes], info: CommandInfo) -> None:
+    _fan(s, argv, info, s.new_slot(info.name), merge_any)
+
+
+_SPECIAL = {
+    "scan": scan,
+    "info": info,
+    "any": randomkey,
+}
+# Every merge name an all-masters / all-nodes row may carry.
+FAN_MERGES = frozenset(splitter.ALL_MERGES) | frozenset(_SPECIAL)
+
+
+def _unhandled_rows() -> list[str]:
+    """Fan-out rows of the command table whose merge has no handler here."""
+    handlers = {"split": frozenset(SPLIT_MERGES), "all_masters": FAN_MERGES,
+                "all_nodes": FAN_MERGES}
+    return [i.name for i in ALL_COMMANDS.values()
+            if i.route in handlers and i.merge not in handlers[i.route]]
+
+
+# A row the proxy cannot merge is an "unsupported" row of the table, refused before any
+# sending; a fan-out row without a handler is a bug, found at start-up.
+if _unhandled_rows():
+    raise RuntimeError(f"fan-out rows without a merge handler: {_unhandled_rows()}")
