@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from eventcore.writer import Writer
 from node.keyspace import Database, now_ms
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class Client:
         # set by a handler to replicate something other than its argv (list of argvs)
         self.propagate_as: list[list[bytes]] | None = None
         self.out: list[bytes] = []
+        self.writer = Writer(self.out)  # writes ``out`` to the socket (set up by the server)
         # Set by the server: called when the client must wake (unblocked, killed).
         self.wake: Callable[[], None] = _noop
         self.extra: dict[str, Any] = {}  # room for other modules' per-client state

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from eventcore.backoff import backoff_ms
 from protocol.commands import CommandInfo, arity_ok, key_positions, lookup, unknown_command_error
 from protocol.resp import encode_command
 from protocol.slots import key_slot
 from proxy import errors
 from proxy.backend import BackendError, DirectConnection
-from proxy.redirect import Action, backoff_ms, classify_error, error_frame
+from proxy.redirect import Action, classify_error, error_frame
 
 if TYPE_CHECKING:
     from proxy.session import Session

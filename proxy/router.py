@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from eventcore.backoff import backoff_ms
 from protocol.resp import encode_command
 from proxy import errors
 from proxy.backend import DISCARD, BackendPool
 from proxy.metrics import ProxyMetrics
-from proxy.redirect import Action, backoff_ms, classify_error, decide_lost, error_frame
+from proxy.redirect import Action, classify_error, decide_lost, error_frame
 from proxy.settings import ProxySettings
 
 if TYPE_CHECKING:

@@ -1,0 +1,169 @@
+"""One epoll set served by one trio task: all of a wake-up's ready sockets in one pass.
+
+    owner task: await poller.park(fd, handler) ───────────────▶ returns the handler's value
+                        │ fd watched (level-triggered)                 ▲
+    poller task: epoll ready ─▶ handler() ─▶ None: keep serving        │
+                                          └▶ a value / an exception ───┘ (fd unwatched)
+                 end of pass ─▶ after_pass hooks (the owners' batched writes)
+
+trio's ``wait_readable`` registers and unregisters a socket with its own epoll on every wait
+and costs a task switch per read. Here each socket is registered once while its owner is
+parked, and the task waits on the epoll fd alone, so a pass costs one trio wait however many
+sockets are ready. A handler runs synchronously (read, parse, dispatch, queue output); when
+the socket needs its owner (EOF, an error, a request that must be awaited, backpressure) it
+returns why, and the owner's ``park`` returns that value (or raises it, if it is an
+exception). A handler that raises instead is a bug: the traceback is logged, the owner's
+``park`` raises ``HandlerError``, the owner closes that connection, and every other socket
+is served on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+from collections.abc import Callable
+from typing import Any
+
+import outcome
+import trio
+
+log = logging.getLogger("eventcore")
+
+MAX_EVENTS = 512  # ready sockets taken per pass
+
+# A handler returns None to go on being called, anything else to wake its owner with it.
+Handler = Callable[[], object]
+
+
+class HandlerError(Exception):
+    """A socket's handler raised (a bug): already logged with its traceback. The owner that
+    gets this closes that connection and nothing else."""
+
+
+def _wake_with(value: object) -> outcome.Outcome[Any]:
+    return outcome.Error(value) if isinstance(value, BaseException) else outcome.Value(value)
+
+
+def _crashed(fd: int, exc: Exception) -> HandlerError:
+    log.error("unexpected error serving fd %d; closing that connection", fd, exc_info=exc)
+    err = HandlerError(f"fd {fd}: {exc!r}")
+    err.__cause__ = exc  # raised in the owner's task: the original shows as the cause
+    return err
+
+
+class Poller:
+    """One epoll set and the task that serves it (``run``). Owners are trio tasks of the
+    same run."""
+
+    __slots__ = ("_ep", "_watched", "after_pass")
+
+    def __init__(self) -> None:
+        self._ep = select.epoll()
+        # fd -> (handler, parked owner task)
+        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task]] = {}
+        # Called after every pass, in order (the owners' batched output).
+        self.after_pass: list[Callable[[], None]] = []
+
+    async def park(self, fd: int, handler: Handler) -> Any:
+        """Call ``handler`` whenever ``fd`` is readable until it returns something other than
+        None (or ``wake`` is called); return that, or raise it if it is an exception. Raises
+        ``HandlerError`` if the handler raised. Cancellable: ``fd`` is then no longer
+        watched."""
+        task = trio.lowlevel.current_task()
+        self._ep.register(fd, select.EPOLLIN)
+        self._watched[fd] = (handler, task)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self._unwatch(fd)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def wake(self, fd: int, value: object) -> bool:
+        """Stop watching ``fd`` and resume its parked owner with ``value`` (as a handler's
+        return value). False if no owner is parked on ``fd``."""
+        entry = self._watched.get(fd)
+        if entry is None:
+            return False
+        self._unwatch(fd)
+        trio.lowlevel.reschedule(entry[1], _wake_with(value))
+        return True
+
+    def serve_now(self, fd: int, handler: Handler) -> object:
+        """Call ``handler`` once outside a pass (a new connection may have sent something
+        already): its value as ``park`` gives it (an exception is raised; ``HandlerError`` if
+        the handler raised, logged as in a pass)."""
+        try:
+            value = handler()
+        except Exception as exc:  # a bug in the handler: this connection only
+            raise _crashed(fd, exc) from exc
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def _unwatch(self, fd: int) -> None:
+        del self._watched[fd]
+        try:
+            self._ep.unregister(fd)
+        except (OSError, ValueError):
+            pass  # closed already: the kernel dropped it from the set
+
+    async def run(self) -> None:
+        """Serve until cancelled; the epoll set is closed then."""
+        ep = self._ep
+        poll = ep.poll
+        watched = self._watched
+        after_pass = self.after_pass
+        epfd = ep.fileno()
+        try:
+            while True:
+                events = poll(0, MAX_EVENTS)
+                if not events:
+                    await trio.lowlevel.wait_readable(epfd)
+                    continue
+                for fd, _ in events:
+                    entry = watched.get(fd)
+                    if entry is None:
+                        continue  # its owner was woken earlier in this pass
+                    try:
+                        value = entry[0]()
+                    except Exception as exc:  # a bug in the handler: this connection only
+                        value = _crashed(fd, exc)
+                    if value is not None:
+                        self._unwatch(fd)
+                        trio.lowlevel.reschedule(entry[1], _wake_with(value))
+                for hook in after_pass:
+                    hook()
+                # other tasks (owners handed their socket back, writers, timers) run between
+                # passes
+                await trio.lowlevel.checkpoint()
+        finally:
+            ep.close()
+
+
+_POLLER: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("eventcore_poller")
+
+
+def run_poller() -> Poller:
+    """This trio run's shared Poller; its task is started on first use, as a system task."""
+    try:
+        return _POLLER.get()
+    except LookupError:
+        p = Poller()
+        _POLLER.set(p)
+        trio.lowlevel.spawn_system_task(p.run, name="eventcore-poller")
+        return p
+
+
+async def receive_ready(fd: int, max_bytes: int) -> bytes:
+    """Read from a socket that is usually empty when asked (a parked client's input): wait
+    until readable, then read. (Reading first would, for a request/reply socket, almost
+    always fail with EAGAIN: a wasted syscall.) b"" means EOF; errors (reset…) raise
+    ``OSError``. The caller must be the only reader of ``fd``."""
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.read(fd, max_bytes)
+        except BlockingIOError:
+            continue  # spurious wakeup
