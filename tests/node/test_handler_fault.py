@@ -23,6 +23,13 @@ from node.client import Client
 from node.config import load
 from node.server import Server
 from protocol.resp import encode_command
+from tests.fault import (
+    INJECTED,
+    crash_logged,
+    exchange,
+    fault_in_a_pass_closes_one_client,
+    read_to_close,
+)
 
 CRASH = encode_command(b"CRASH")
 
@@ -36,7 +43,7 @@ async def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
 
     def faulty(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
         if any(argv[0].upper() == b"CRASH" for argv in reqs[start:]):
-            raise RuntimeError("injected handler bug")
+            raise RuntimeError(INJECTED)
         return run_requests(c, reqs, start)
 
     monkeypatch.setattr(dispatch, "run_requests", faulty)
@@ -50,47 +57,10 @@ async def connect(srv: Server) -> trio.SocketStream:
     return await trio.open_tcp_stream("127.0.0.1", srv.port)
 
 
-async def exchange(stream: trio.SocketStream, request: bytes, reply: bytes) -> None:
-    await stream.send_all(request)
-    got = b""
-    with trio.fail_after(10):
-        while len(got) < len(reply):
-            data = await stream.receive_some(65536)
-            assert data, f"closed after {got!r}"
-            got += data
-    assert got == reply
-
-
-async def assert_closed(stream: trio.SocketStream) -> None:
-    """The node closed the connection without another byte."""
-    with trio.fail_after(10):
-        try:
-            assert await stream.receive_some(65536) == b""
-        except trio.BrokenResourceError:
-            pass  # reset: closed as well
-
-
-def crash_logged(caplog: pytest.LogCaptureFixture, logger: str) -> bool:
-    """The bug was logged with its traceback, by ``logger``."""
-    return any(r.name == logger and r.exc_info is not None
-               and "RuntimeError: injected handler bug" in caplog.text for r in caplog.records)
-
-
 async def test_a_handler_bug_in_a_poller_pass_closes_that_client_only(
     node: Server, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    victim = await connect(node)
-    other = await connect(node)
-    await exchange(victim, encode_command(b"PING"), b"+PONG\r\n")  # polled from now on
-    await exchange(other, encode_command(b"SET", b"k", b"v"), b"+OK\r\n")
-    await victim.send_all(CRASH)
-    await assert_closed(victim)
-    assert crash_logged(caplog, "eventcore")  # by the poller
-    # The others are still served, and new clients too.
-    await exchange(other, encode_command(b"GET", b"k"), b"$1\r\nv\r\n")
-    late = await connect(node)
-    await exchange(late, encode_command(b"PING"), b"+PONG\r\n")
-    await exchange(other, encode_command(b"INCR", b"n"), b":1\r\n")
+    await fault_in_a_pass_closes_one_client(lambda: connect(node), CRASH, caplog)
 
 
 async def test_a_handler_bug_in_the_clients_own_task_closes_that_client_only(
@@ -107,7 +77,7 @@ async def test_a_handler_bug_in_the_clients_own_task_closes_that_client_only(
     await trio.testing.wait_all_tasks_blocked()  # read and buffered while the client blocks
     await exchange(other, encode_command(b"LPUSH", b"q", b"x"), b":1\r\n")
     await exchange(victim, b"", b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n")  # BLPOP's reply, then CRASH
-    await assert_closed(victim)
+    assert await read_to_close(victim) == b""
     assert crash_logged(caplog, "node")  # by the client's task
     await exchange(other, encode_command(b"PING"), b"+PONG\r\n")
     late = await connect(node)

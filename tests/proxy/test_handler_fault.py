@@ -20,6 +20,13 @@ from proxy import local
 from proxy.server import Proxy
 from proxy.session import Session
 from proxy.settings import ProxySettings
+from tests.fault import (
+    INJECTED,
+    crash_logged,
+    exchange,
+    fault_in_a_pass_closes_one_client,
+    read_to_close,
+)
 from tests.support import ManagedProcess, redis_cli, redis_server, wait_cluster_ok
 
 ECHO = encode_command(b"ECHO", b"hi")
@@ -40,7 +47,7 @@ def one_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manag
 async def proxy(one_node_cluster: ManagedProcess,
                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Proxy]:
     def broken(s: Session, argv: list[bytes]) -> bytes:
-        raise RuntimeError("injected handler bug")
+        raise RuntimeError(INJECTED)
 
     monkeypatch.setitem(local.HANDLERS, "echo", broken)
     p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", one_node_cluster.port)]))
@@ -55,50 +62,10 @@ async def connect(p: Proxy) -> trio.SocketStream:
     return await trio.open_tcp_stream(host, int(port))
 
 
-async def exchange(stream: trio.SocketStream, request: bytes, reply: bytes) -> None:
-    await stream.send_all(request)
-    got = b""
-    with trio.fail_after(10):
-        while len(got) < len(reply):
-            data = await stream.receive_some(65536)
-            assert data, f"closed after {got!r}"
-            got += data
-    assert got == reply
-
-
-async def read_to_close(stream: trio.SocketStream) -> bytes:
-    """Everything until the proxy closes the connection."""
-    got = b""
-    with trio.fail_after(10):
-        try:
-            while data := await stream.receive_some(65536):
-                got += data
-        except trio.BrokenResourceError:
-            pass  # reset: closed as well
-    return got
-
-
-def crash_logged(caplog: pytest.LogCaptureFixture, logger: str) -> bool:
-    """The bug was logged with its traceback, by ``logger``."""
-    return any(r.name == logger and r.exc_info is not None
-               and "RuntimeError: injected handler bug" in caplog.text for r in caplog.records)
-
-
 async def test_a_handler_bug_in_a_poller_pass_closes_that_client_only(
     proxy: Proxy, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    victim = await connect(proxy)
-    other = await connect(proxy)
-    await exchange(victim, encode_command(b"PING"), b"+PONG\r\n")  # polled from now on
-    await exchange(other, encode_command(b"SET", b"fault:k", b"v"), b"+OK\r\n")
-    await victim.send_all(ECHO)
-    assert await read_to_close(victim) == b""
-    assert crash_logged(caplog, "eventcore")  # by the poller
-    # The others are still served (through the node connection too), and new clients.
-    await exchange(other, encode_command(b"GET", b"fault:k"), b"$1\r\nv\r\n")
-    late = await connect(proxy)
-    await exchange(late, encode_command(b"PING"), b"+PONG\r\n")
-    await exchange(other, encode_command(b"DEL", b"fault:k"), b":1\r\n")
+    await fault_in_a_pass_closes_one_client(lambda: connect(proxy), ECHO, caplog)
     assert len(proxy.sessions) == 2
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import select
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import pytest
@@ -41,7 +41,7 @@ async def running(poller: Poller) -> AsyncIterator[trio.Nursery]:
         nursery.cancel_scope.cancel()
 
 
-def reader(sock: socket.socket, got: list[bytes], stop_at: bytes = b"") -> object:
+def reader(sock: socket.socket, got: list[bytes], stop_at: bytes = b"") -> Callable[[], object]:
     """A handler that collects what arrives, and hands back ``"eof"`` at EOF or what it got
     once ``stop_at`` arrived."""
 
@@ -89,7 +89,7 @@ async def test_a_pass_serves_every_ready_socket_then_the_after_pass_hooks() -> N
 
             def logged() -> object:
                 events.append(name)
-                return handler()  # type: ignore[operator]
+                return handler()
 
             assert await poller.park(sock.fileno(), logged) == b"x"
 
@@ -218,7 +218,7 @@ async def test_receive_ready_waits_then_reads() -> None:
 # --- the writer -----------------------------------------------------------------------------
 
 def drain(sock: socket.socket) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         try:
             data = sock.recv(1 << 20)
