@@ -62,11 +62,12 @@ def open_listeners(addresses: Iterable[Address], port: int, *, backlog: int = LI
     try:
         for family, host, optional in addresses:
             try:
-                out += _bind_all(family, host, out[0].getsockname()[1] if out else port,
-                                 backlog if listen else None, reuse_port)
+                out += _bind_all(family, host, port, backlog if listen else None, reuse_port)
             except OSError:
                 if not optional:
                     raise
+            if out:
+                port = out[0].getsockname()[1]  # port 0: the rest on the port the first got
     except BaseException:
         for sock in out:
             sock.close()
@@ -87,9 +88,8 @@ def _bind_all(family: int, host: str | None, port: int, backlog: int | None,
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if fam == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and len(out) > 1:  # every address on the port the first one got
-                addr = (addr[0], out[0].getsockname()[1], *addr[2:])
-            sock.bind(addr)
+            sock.bind((addr[0], port, *addr[2:]))
+            port = sock.getsockname()[1]  # port 0: the rest on the port this one got
             if backlog is not None:
                 sock.listen(backlog)
     except BaseException:

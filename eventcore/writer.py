@@ -31,8 +31,8 @@ class Writer:
         # its number may be reused by another connection at once.
         self.fd = fd
         self.sending = False  # a task is in send_rest: it takes what is queued, in order
-        self.dirty = False  # the owner listed this writer for its end-of-batch flush
-        self.unsent = 0  # owner's count of items queued since the kernel last took bytes
+        self.dirty = False  # listed in a Flusher for the end of the batch
+        self.unsent = 0  # owner's count of items queued since out was last taken (never sent)
         self._wakeup = trio.Event()
 
     def write_now(self) -> int:
@@ -40,7 +40,6 @@ class Writer:
         queued and wakes the writer task (``run``). Writes nothing while a task is sending,
         or without a socket. Errors are not raised here: the rest stays and the task's
         ``send_rest`` raises them."""
-        self.dirty = False
         out = self.out
         if not out or self.sending or self.fd < 0:
             return 0
@@ -111,4 +110,5 @@ class Flusher:
         while self.pending:
             pending, self.pending = self.pending, []
             for w in pending:
+                w.dirty = False
                 w.write_now()

@@ -234,9 +234,8 @@ async def test_write_now_writes_everything_queued_at_once() -> None:
         w = Writer(fd=ours.fileno())
         w.out += [b"a", b"bc"]
         w.unsent = 2
-        w.dirty = True
         assert w.write_now() == 3
-        assert (w.out, w.unsent, w.dirty) == ([], 0, False)
+        assert (w.out, w.unsent) == ([], 0)
         await trio.sleep(0.01)
         assert drain(peer) == b"abc"
         w.fd = -1  # closed: nothing is written, nothing is lost from the queue
@@ -331,6 +330,15 @@ def test_open_listeners_shares_port_zero_skips_optional_and_cleans_up() -> None:
         open_listeners([Address(socket.AF_INET, "127.0.0.1"),
                         Address(socket.AF_INET, "192.0.2.1")], port)
     open_listeners(LOCAL, port)[0].close()  # the first one was closed on the failure
+
+
+def test_every_address_a_name_resolves_to_listens_on_one_port() -> None:
+    socks = open_listeners(resolve("localhost"), 0)
+    try:
+        assert socks and len({s.getsockname()[1] for s in socks}) == 1
+    finally:
+        for s in socks:
+            s.close()
 
 
 def test_reuse_port_lets_a_reservation_and_listeners_share_an_address() -> None:
