@@ -561,7 +561,7 @@ def _noop() -> None:
 
 
 def _close(sock: _stdsocket.socket) -> None:
-    trio.lowlevel.notify_closing(sock)  # (no task of ours waits on it by now)
+    trio.lowlevel.notify_closing(sock)  # a flush task waiting on it gets ClosedResourceError
     sock.close()
 
 

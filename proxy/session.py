@@ -5,7 +5,7 @@
                                                └▶ awaited: MULTI/EXEC, WATCH,│ (any order)
                                                   blocking commands          ▼
     socket ◀─ os.write at batch end ◀─ head-of-line flush of filled slots
-              (leftovers: writer task, send_all)
+              (leftovers: the writer task)
 
 Every request gets a ``ReplySlot`` at the tail of a queue when it is read. Backend replies
 fill slots in whatever order they arrive; the filled prefix of the queue moves to the output
