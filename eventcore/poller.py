@@ -1,20 +1,22 @@
 """One epoll set served by one trio task: all of a wake-up's ready sockets in one pass.
 
-    owner task: await poller.park(fd, handler) ───────────────▶ returns the handler's value
-                        │ fd watched (level-triggered)                 ▲
-    poller task: epoll ready ─▶ handler() ─▶ None: keep serving        │
-                                          └▶ a value / an exception ───┘ (fd unwatched)
+    owner task: await poller.park(fd, handler, max_bytes) ─────▶ returns the handler's value,
+                        │ fd watched (level-triggered)                 ▲  or EOF, or raises
+    poller task: epoll ready ─▶ os.read ─▶ handler(data) ─▶ None: keep serving
+                                   │ EOF, error            └▶ a value / an exception
+                                   └───────────────────────────────────┘ (fd unwatched)
                  end of pass ─▶ after_pass hooks (the owners' batched writes)
 
 trio's ``wait_readable`` registers and unregisters a socket with its own epoll on every wait
 and costs a task switch per read. Here each socket is registered once while its owner is
 parked, and the task waits on the epoll fd alone, so a pass costs one trio wait however many
-sockets are ready. A handler runs synchronously (read, parse, dispatch, queue output); when
-the socket needs its owner (EOF, an error, a request that must be awaited, backpressure) it
-returns why, and the owner's ``park`` returns that value (or raises it, if it is an
-exception). A handler that raises instead is a bug: the traceback is logged, the owner's
-``park`` raises ``HandlerError``, the owner closes that connection, and every other socket
-is served on.
+sockets are ready. The poller reads; the handler runs synchronously on the bytes (parse,
+dispatch, queue output). When the socket needs its owner (a request that must be awaited,
+backpressure, …) the handler returns why, and the owner's ``park`` returns that value (or
+raises it, if it is an exception); at EOF ``park`` returns ``EOF``, a read error (reset…) is
+raised there. A handler that raises is a bug: the traceback is logged, the owner's ``park``
+raises ``HandlerError``, the owner closes that connection, and every other socket is served
+on.
 """
 
 from __future__ import annotations
@@ -32,8 +34,19 @@ log = logging.getLogger("eventcore")
 
 MAX_EVENTS = 512  # ready sockets taken per pass
 
-# A handler returns None to go on being called, anything else to wake its owner with it.
-Handler = Callable[[], object]
+# A handler gets the bytes read; it returns None to go on being called, anything else to
+# wake its owner with it.
+Handler = Callable[[bytes], object]
+
+
+class _Eof:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EOF"
+
+
+EOF: Any = _Eof()  # what ``park`` returns when the peer closed its side
 
 
 class HandlerError(Exception):
@@ -43,6 +56,23 @@ class HandlerError(Exception):
 
 def _wake_with(value: object) -> outcome.Outcome[Any]:
     return outcome.Error(value) if isinstance(value, BaseException) else outcome.Value(value)
+
+
+def _serve(fd: int, handler: Handler, max_bytes: int) -> object:
+    """Read ``fd`` once and pass the bytes to ``handler``: None (nothing there, or the
+    handler goes on), or what to wake the owner with."""
+    try:
+        data = os.read(fd, max_bytes)
+    except BlockingIOError:
+        return None  # spurious wakeup
+    except OSError as exc:
+        return exc
+    if not data:
+        return EOF
+    try:
+        return handler(data)
+    except Exception as exc:  # a bug in the handler: this connection only
+        return _crashed(fd, exc)
 
 
 def _crashed(fd: int, exc: Exception) -> HandlerError:
@@ -60,19 +90,20 @@ class Poller:
 
     def __init__(self) -> None:
         self._ep = select.epoll()
-        # fd -> (handler, parked owner task)
-        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task]] = {}
+        # fd -> (handler, parked owner task, bytes per read)
+        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task, int]] = {}
         # Called after every pass, in order (the owners' batched output).
         self.after_pass: list[Callable[[], None]] = []
 
-    async def park(self, fd: int, handler: Handler) -> Any:
-        """Call ``handler`` whenever ``fd`` is readable until it returns something other than
-        None (or ``wake`` is called); return that, or raise it if it is an exception. Raises
-        ``HandlerError`` if the handler raised. Cancellable: ``fd`` is then no longer
-        watched."""
+    async def park(self, fd: int, handler: Handler, max_bytes: int) -> Any:
+        """Whenever ``fd`` is readable, read up to ``max_bytes`` and call ``handler`` with
+        them, until it returns something other than None (or ``wake`` is called); return
+        that, or raise it if it is an exception. At EOF returns ``EOF``; a read error is
+        raised, and ``HandlerError`` if the handler raised. Cancellable: ``fd`` is then no
+        longer watched."""
         task = trio.lowlevel.current_task()
         self._ep.register(fd, select.EPOLLIN)
-        self._watched[fd] = (handler, task)
+        self._watched[fd] = (handler, task, max_bytes)
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             self._unwatch(fd)
@@ -90,14 +121,10 @@ class Poller:
         trio.lowlevel.reschedule(entry[1], _wake_with(value))
         return True
 
-    def serve_now(self, fd: int, handler: Handler) -> object:
-        """Call ``handler`` once outside a pass (a new connection may have sent something
-        already): its value as ``park`` gives it (an exception is raised; ``HandlerError`` if
-        the handler raised, logged as in a pass)."""
-        try:
-            value = handler()
-        except Exception as exc:  # a bug in the handler: this connection only
-            raise _crashed(fd, exc) from exc
+    def serve_now(self, fd: int, handler: Handler, max_bytes: int) -> object:
+        """Serve ``fd`` once outside a pass, as a pass would (a new connection may have sent
+        something already): None, or what ``park`` would give (an exception is raised)."""
+        value = _serve(fd, handler, max_bytes)
         if isinstance(value, BaseException):
             raise value
         return value
@@ -115,6 +142,7 @@ class Poller:
         poll = ep.poll
         watched = self._watched
         after_pass = self.after_pass
+        serve = _serve
         epfd = ep.fileno()
         try:
             while True:
@@ -126,10 +154,7 @@ class Poller:
                     entry = watched.get(fd)
                     if entry is None:
                         continue  # its owner was woken earlier in this pass
-                    try:
-                        value = entry[0]()
-                    except Exception as exc:  # a bug in the handler: this connection only
-                        value = _crashed(fd, exc)
+                    value = serve(fd, entry[0], entry[2])
                     if value is not None:
                         self._unwatch(fd)
                         trio.lowlevel.reschedule(entry[1], _wake_with(value))

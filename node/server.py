@@ -27,7 +27,7 @@ from typing import Any
 import trio
 
 from eventcore.listen import accept_loop, open_listeners, redis_bind
-from eventcore.poller import HandlerError, Poller, receive_ready
+from eventcore.poller import EOF, HandlerError, Poller, receive_ready
 from eventcore.writer import Writer
 from node import dispatch
 from node.client import Client
@@ -296,21 +296,21 @@ class Server:
         fd = sock.fileno()
         buffered = reader.buffered_bytes
         # The poller serves this client until something needs this task (``serve`` returns
-        # what): a blocking command, a close, a protocol error, EOF, a full send buffer, the
-        # query-buffer limit. A socket error is raised by ``park``.
-        serve = functools.partial(self._serve_polled, c, sock, reader, qbuf_limit)
+        # what): a blocking command, a close, a protocol error, a full send buffer, the
+        # query-buffer limit; or EOF. A socket error is raised by ``park``.
+        serve = functools.partial(self._serve_polled, c, reader, qbuf_limit)
         # A new connection may have sent something (or closed) already: served once now.
-        what: Any = poller.serve_now(fd, serve)
+        what: Any = poller.serve_now(fd, serve, RECV_SIZE)
         if self._deferred:  # served outside a poller pass: end it here
             self._end_pass()
             if what is None and c.out:  # a rest _end_pass could not hand to a parked task
                 what = _FLUSH
         while True:
             if what is None:
-                what = await poller.park(fd, serve)
-            kind = what[0]
-            if kind == "eof":
+                what = await poller.park(fd, serve, RECV_SIZE)
+            if what is EOF:
                 return
+            kind = what[0]
             if kind == "proto":
                 self._protocol_error(c, what[1])
                 await self._flush(c)
@@ -324,20 +324,12 @@ class Server:
                 return
             what = None
 
-    def _serve_polled(self, c: Client, sock: _stdsocket.socket, reader: RequestReader,
-                      qbuf_limit: int) -> tuple[Any, ...] | OSError | None:
-        """One ready client, synchronously: read, run every complete request, send. Anything
-        unusual is returned, for the client's task to finish (an OSError is raised there)."""
+    def _serve_polled(self, c: Client, reader: RequestReader, qbuf_limit: int,
+                      data: bytes) -> tuple[Any, ...] | None:
+        """One ready client, synchronously: run every complete request in ``data`` (and
+        before), send. Anything unusual is returned, for the client's task to finish."""
         if c.killed:
             return None
-        try:
-            data = sock.recv(RECV_SIZE)
-        except BlockingIOError:
-            return None
-        except OSError as e:
-            return e
-        if not data:
-            return _EOF
         self.stat_net_input_bytes += len(data)
         reader.feed(data)
         run = dispatch.run_requests
@@ -566,7 +558,6 @@ def _close(sock: _stdsocket.socket) -> None:
 
 
 # What the poller hands back to a client's task besides a batch or a protocol error.
-_EOF = ("eof",)
 _FLUSH = ("flush",)  # the kernel took only part of the output: the task sends the rest
 _QBUF = ("qbuf",)  # the query buffer is over its limit
 

@@ -32,7 +32,6 @@ blocking command or transaction.
 from __future__ import annotations
 
 import logging
-import os
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -40,7 +39,7 @@ from typing import Protocol
 import trio
 
 from eventcore.backoff import backoff_ms
-from eventcore.poller import HandlerError, Poller, run_poller
+from eventcore.poller import EOF, HandlerError, Poller, run_poller
 from eventcore.writer import Flusher, Writer
 from protocol.resp import ReplyFramer, encode_command
 from proxy.metrics import ProxyMetrics
@@ -178,20 +177,14 @@ class BackendConnection:
             self._fail(first if isinstance(first, BackendError) else BackendError(str(first)))
 
     async def _read_loop(self) -> None:
-        """The poller reads for us; we only wake up to raise why the connection ended (the
-        handler returns the exception)."""
-        result = await self._pool.poller.park(self._fd, self._on_readable)
+        """The poller reads for us; we only wake up to raise why the connection ended (a
+        read error is raised by ``park``, the handler returns the exception it found)."""
+        result = await self._pool.poller.park(self._fd, self._on_readable, RECV_BUFFER_BYTES)
+        if result is EOF:
+            raise BackendError(f"{self.address} closed the connection")
         raise BackendError(f"{self.address}: reading stopped ({result!r})")
 
-    def _on_readable(self) -> Exception | None:
-        try:
-            data = os.read(self._fd, RECV_BUFFER_BYTES)
-        except BlockingIOError:
-            return None  # spurious wakeup
-        except OSError as exc:
-            return exc
-        if not data:
-            return BackendError(f"{self.address} closed the connection")
+    def _on_readable(self, data: bytes) -> Exception | None:
         framer = self._framer
         framer.feed(data)
         frames = framer.frames()

@@ -37,7 +37,6 @@ within the shutdown grace period.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -46,7 +45,7 @@ from typing import TYPE_CHECKING
 import hiredis
 import trio
 
-from eventcore.poller import HandlerError, receive_ready
+from eventcore.poller import EOF, HandlerError, receive_ready
 from eventcore.writer import Flusher, Writer
 from protocol.commands import (
     COMMANDS,
@@ -73,8 +72,8 @@ log = logging.getLogger("slotgate.session")
 RECV_BUFFER_BYTES = 64 * 1024
 CROSSSLOT = error_frame(errors.CROSSSLOT)
 _MINUS = ord("-")
-# Why the poller handed the client socket back to the session's task.
-_EOF, _PENDING, _QUIT, _BAD, _FULL = range(5)
+# Why the poller handed the client socket back to the session's task (besides EOF).
+_PENDING, _QUIT, _BAD, _FULL = range(1, 5)
 _NO_REQUESTS: list[list[bytes]] = []
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
@@ -320,8 +319,9 @@ class Session:
                 reason = self._process()  # what is left of the last batch, if anything
                 if reason is None:
                     flush()
-                    reason = await self._poller.park(self._fd, self._on_readable)
-                if reason == _EOF:
+                    reason = await self._poller.park(self._fd, self._on_readable,
+                                                     RECV_BUFFER_BYTES)
+                if reason is EOF:
                     return True
                 flush()
                 if reason == _PENDING:
@@ -337,17 +337,9 @@ class Session:
                     return False
         return False
 
-    def _on_readable(self) -> int | OSError | None:
-        """The poller's handler for the client socket: read, dispatch; hand the socket back
+    def _on_readable(self, data: bytes) -> int | None:
+        """The poller's handler for the client socket: parse, dispatch; hand the socket back
         to the session's task (return why) when it has to wait."""
-        try:
-            data = os.read(self._fd, RECV_BUFFER_BYTES)
-        except BlockingIOError:
-            return None  # spurious wakeup
-        except OSError as exc:
-            return exc
-        if not data:
-            return _EOF
         self._reader.feed(data)  # type: ignore[union-attr]
         reason = self._process()
         if reason is None:

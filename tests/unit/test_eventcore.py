@@ -3,7 +3,6 @@ trio run."""
 
 from __future__ import annotations
 
-import errno
 import select
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -14,10 +13,11 @@ import trio
 
 from eventcore.backoff import backoff_ms
 from eventcore.listen import Address, accept_loop, open_listeners, redis_bind, resolve
-from eventcore.poller import HandlerError, Poller, receive_ready
+from eventcore.poller import EOF, HandlerError, Poller, receive_ready
 from eventcore.writer import Flusher, Writer
 
 LOCAL = [Address(socket.AF_INET, "127.0.0.1")]
+LINGER_0 = b"\x01\x00\x00\x00\x00\x00\x00\x00"  # struct linger {on, 0 s}: close sends RST
 
 
 @contextmanager
@@ -41,17 +41,11 @@ async def running(poller: Poller) -> AsyncIterator[trio.Nursery]:
         nursery.cancel_scope.cancel()
 
 
-def reader(sock: socket.socket, got: list[bytes], stop_at: bytes = b"") -> Callable[[], object]:
-    """A handler that collects what arrives, and hands back ``"eof"`` at EOF or what it got
-    once ``stop_at`` arrived."""
+def collector(got: list[bytes], stop_at: bytes = b"") -> Callable[[bytes], object]:
+    """A handler that collects what arrives and hands back all of it once ``stop_at``
+    arrived."""
 
-    def handler() -> object:
-        try:
-            data = sock.recv(65536)
-        except BlockingIOError:
-            return None
-        if not data:
-            return "eof"
+    def handler(data: bytes) -> object:
         got.append(data)
         if stop_at and b"".join(got).endswith(stop_at):
             return b"".join(got)
@@ -62,20 +56,38 @@ def reader(sock: socket.socket, got: list[bytes], stop_at: bytes = b"") -> Calla
 
 # --- the poller -----------------------------------------------------------------------------
 
-async def test_park_returns_what_the_handler_hands_back() -> None:
+async def test_park_reads_for_the_handler_until_it_hands_back() -> None:
     poller = Poller()
     got: list[bytes] = []
     with tcp_pair() as (ours, peer):
         async with running(poller):
             peer.send(b"one ")
             with trio.move_on_after(0.2):
-                await poller.park(ours.fileno(), reader(ours, got, stop_at=b"two"))
+                await poller.park(ours.fileno(), collector(got, stop_at=b"two"), 100)
             assert got == [b"one "]  # served, still parked: no value yet
             peer.send(b"two")
-            value = await poller.park(ours.fileno(), reader(ours, got, stop_at=b"two"))
+            value = await poller.park(ours.fileno(), collector(got, stop_at=b"two"), 100)
             assert value == b"one two"
+            peer.send(b"0123456789")
+            got.clear()
+            assert await poller.park(ours.fileno(), collector(got, b"9"), 4) == b"0123456789"
+            assert got == [b"0123", b"4567", b"89"]  # max_bytes per read
             peer.close()
-            assert await poller.park(ours.fileno(), reader(ours, got)) == "eof"
+            assert await poller.park(ours.fileno(), collector(got), 100) is EOF
+
+
+async def test_a_read_error_is_raised_by_park() -> None:
+    poller = Poller()
+    with tcp_pair() as (ours, peer):
+        async with running(poller):
+            peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
+            peer.send(b"unread")
+            ours.send(b"x")  # unread on the peer's side: its close sends a reset
+            peer.close()
+            await trio.sleep(0.05)
+            with pytest.raises(ConnectionResetError):
+                while True:  # (the data before the reset may come first)
+                    await poller.park(ours.fileno(), lambda data: None, 100)
 
 
 async def test_a_pass_serves_every_ready_socket_then_the_after_pass_hooks() -> None:
@@ -85,13 +97,13 @@ async def test_a_pass_serves_every_ready_socket_then_the_after_pass_hooks() -> N
     with tcp_pair() as (a, a_peer), tcp_pair() as (b, b_peer):
 
         async def owner(sock: socket.socket, name: str) -> None:
-            handler = reader(sock, [], stop_at=b"x")
+            handler = collector([], stop_at=b"x")
 
-            def logged() -> object:
+            def logged(data: bytes) -> object:
                 events.append(name)
-                return handler()
+                return handler(data)
 
-            assert await poller.park(sock.fileno(), logged) == b"x"
+            assert await poller.park(sock.fileno(), logged, 100) == b"x"
 
         async with trio.open_nursery() as nursery:
             async with trio.open_nursery() as owners:
@@ -112,7 +124,7 @@ async def test_a_handler_that_raises_closes_only_its_own_connection(
     original as the cause), and the other socket is served on by the same poller."""
     poller = Poller()
 
-    def boom() -> object:
+    def boom(data: bytes) -> object:
         raise ZeroDivisionError("handler bug")
 
     with tcp_pair() as (bad, bad_peer), tcp_pair() as (good, good_peer):
@@ -123,12 +135,12 @@ async def test_a_handler_that_raises_closes_only_its_own_connection(
 
                 async def bad_owner() -> None:
                     with pytest.raises(HandlerError) as info:
-                        await poller.park(bad.fileno(), boom)
+                        await poller.park(bad.fileno(), boom, 100)
                     results["bad"] = info.value.__cause__
 
                 async def good_owner() -> None:
                     results["good"] = await poller.park(good.fileno(),
-                                                        reader(good, got, stop_at=b"2"))
+                                                        collector(got, stop_at=b"2"), 100)
 
                 owners.start_soon(bad_owner)
                 owners.start_soon(good_owner)
@@ -149,16 +161,16 @@ async def test_a_handler_returning_an_exception_has_its_owner_raise_it() -> None
     with tcp_pair() as (ours, peer):
         async with running(poller):
             peer.send(b"x")
-            with pytest.raises(ConnectionResetError):
-                await poller.park(ours.fileno(), lambda: ConnectionResetError("gone"))
+            with pytest.raises(ValueError):
+                await poller.park(ours.fileno(), lambda data: ValueError("bad input"), 100)
 
 
 async def test_wake_resumes_a_parked_owner_and_cancel_unwatches() -> None:
     poller = Poller()
-    calls: list[int] = []
+    calls: list[bytes] = []
 
-    def count() -> None:
-        calls.append(1)  # never hands back; reads nothing (level-triggered: called again)
+    def count(data: bytes) -> None:
+        calls.append(data)
 
     with tcp_pair() as (ours, peer):
         async with running(poller) as nursery:
@@ -166,7 +178,7 @@ async def test_wake_resumes_a_parked_owner_and_cancel_unwatches() -> None:
             value: list[object] = []
 
             async def owner() -> None:
-                value.append(await poller.park(ours.fileno(), count))
+                value.append(await poller.park(ours.fileno(), count, 100))
 
             nursery.start_soon(owner)
             await trio.testing.wait_all_tasks_blocked()
@@ -174,28 +186,30 @@ async def test_wake_resumes_a_parked_owner_and_cancel_unwatches() -> None:
             await trio.testing.wait_all_tasks_blocked()
             assert value == ["go"] and calls == []
             with trio.move_on_after(0.05):  # cancelled while parked: the fd is unwatched
-                await poller.park(ours.fileno(), count)
+                await poller.park(ours.fileno(), count, 100)
             peer.send(b"x")
             await trio.sleep(0.05)
-            assert calls == []
+            assert calls == [] and ours.recv(10) == b"x"  # not read by the poller
 
 
-async def test_serve_now_runs_the_handler_once_as_a_pass_would(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_serve_now_serves_once_as_a_pass_would(caplog: pytest.LogCaptureFixture) -> None:
     poller = Poller()
-    assert poller.serve_now(5, lambda: None) is None
-    assert poller.serve_now(5, lambda: ("batch",)) == ("batch",)
-    with pytest.raises(OSError):
-        poller.serve_now(5, lambda: OSError(errno.ECONNRESET, "reset"))
 
-    def boom() -> object:
+    def boom(data: bytes) -> object:
         raise KeyError("bug")
 
-    with pytest.raises(HandlerError) as info:
-        poller.serve_now(5, boom)
-    assert isinstance(info.value.__cause__, KeyError)
-    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [KeyError]
+    with tcp_pair() as (ours, peer):
+        fd = ours.fileno()
+        assert poller.serve_now(fd, collector([], b"x"), 100) is None  # nothing there yet
+        peer.send(b"x")
+        assert poller.serve_now(fd, collector([], b"x"), 100) == b"x"
+        peer.send(b"y")
+        with pytest.raises(HandlerError) as info:
+            poller.serve_now(fd, boom, 100)
+        assert isinstance(info.value.__cause__, KeyError)
+        assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [KeyError]
+        peer.close()
+        assert poller.serve_now(fd, boom, 100) is EOF
 
 
 async def test_receive_ready_waits_then_reads() -> None:
@@ -276,7 +290,7 @@ async def test_a_full_socket_hands_the_rest_to_the_writer_task_in_order() -> Non
 
 async def test_send_rest_raises_when_the_peer_is_gone() -> None:
     with tcp_pair() as (ours, peer):
-        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
         peer.close()  # RST
         await trio.sleep(0.05)
         w = Writer([b"x" * 100_000], ours.fileno())
