@@ -1,10 +1,10 @@
 """One epoll set served by one trio task: all of a wake-up's ready sockets in one pass.
 
-    owner task: await poller.park(fd, handler, max_bytes) ─────▶ returns the handler's value,
-                        │ fd watched (level-triggered)                 ▲  or EOF, or raises
-    poller task: epoll ready ─▶ os.read ─▶ handler(data) ─▶ None: keep serving
-                                   │ EOF, error            └▶ a value / an exception
-                                   └───────────────────────────────────┘ (fd unwatched)
+    owner task: await poller.park(sock, handler, max_bytes) ───▶ returns the handler's value,
+                        │ watched (level-triggered)                    ▲  or EOF, or raises
+    poller task: epoll ready ─▶ recv ─▶ handler(data) ─▶ None: keep serving
+                                │ EOF, error           └▶ a value / an exception
+                                └───────────────────────────────────────┘ (unwatched)
                  end of pass ─▶ after_pass hooks (the owners' batched writes)
 
 trio's ``wait_readable`` registers and unregisters a socket with its own epoll on every wait
@@ -17,13 +17,17 @@ raises it, if it is an exception); at EOF ``park`` returns ``EOF``, a read error
 raised there. A handler that raises is a bug: the traceback is logged, the owner's ``park``
 raises ``HandlerError``, the owner closes that connection, and every other socket is served
 on.
+
+Sockets are stdlib sockets in non-blocking mode (``sockets.take_over``): their ``recv`` and
+``send`` cost less than ``os.read``/``os.write`` on the descriptor (measured: about 0.4 µs
+per write to a peer that is woken by it).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import select
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +41,7 @@ MAX_EVENTS = 512  # ready sockets taken per pass
 # A handler gets the bytes read; it returns None to go on being called, anything else to
 # wake its owner with it.
 Handler = Callable[[bytes], object]
+Recv = Callable[[int], bytes]
 
 
 class _Eof:
@@ -58,23 +63,6 @@ def _wake_with(value: object) -> outcome.Outcome[Any]:
     return outcome.Error(value) if isinstance(value, BaseException) else outcome.Value(value)
 
 
-def _serve(fd: int, handler: Handler, max_bytes: int) -> object:
-    """Read ``fd`` once and pass the bytes to ``handler``: None (nothing there, or the
-    handler goes on), or what to wake the owner with."""
-    try:
-        data = os.read(fd, max_bytes)
-    except BlockingIOError:
-        return None  # spurious wakeup
-    except OSError as exc:
-        return exc
-    if not data:
-        return EOF
-    try:
-        return handler(data)
-    except Exception as exc:  # a bug in the handler: this connection only
-        return _crashed(fd, exc)
-
-
 def _crashed(fd: int, exc: Exception) -> HandlerError:
     log.error("unexpected error serving fd %d; closing that connection", fd, exc_info=exc)
     err = HandlerError(f"fd {fd}: {exc!r}")
@@ -90,20 +78,21 @@ class Poller:
 
     def __init__(self) -> None:
         self._ep = select.epoll()
-        # fd -> (handler, parked owner task, bytes per read)
-        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task, int]] = {}
+        # fd -> (handler, parked owner task, the socket's recv, bytes per read)
+        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task, Recv, int]] = {}
         # Called after every pass, in order (the owners' batched output).
         self.after_pass: list[Callable[[], None]] = []
 
-    async def park(self, fd: int, handler: Handler, max_bytes: int) -> Any:
-        """Whenever ``fd`` is readable, read up to ``max_bytes`` and call ``handler`` with
+    async def park(self, sock: socket.socket, handler: Handler, max_bytes: int) -> Any:
+        """Whenever ``sock`` is readable, read up to ``max_bytes`` and call ``handler`` with
         them, until it returns something other than None (or ``wake`` is called); return
         that, or raise it if it is an exception. At EOF returns ``EOF``; a read error is
-        raised, and ``HandlerError`` if the handler raised. Cancellable: ``fd`` is then no
+        raised, and ``HandlerError`` if the handler raised. Cancellable: ``sock`` is then no
         longer watched."""
         task = trio.lowlevel.current_task()
+        fd = sock.fileno()
         self._ep.register(fd, select.EPOLLIN)
-        self._watched[fd] = (handler, task, max_bytes)
+        self._watched[fd] = (handler, task, sock.recv, max_bytes)
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             self._unwatch(fd)
@@ -111,9 +100,10 @@ class Poller:
 
         return await trio.lowlevel.wait_task_rescheduled(abort)
 
-    def wake(self, fd: int, value: object) -> bool:
-        """Stop watching ``fd`` and resume its parked owner with ``value`` (as a handler's
-        return value). False if no owner is parked on ``fd``."""
+    def wake(self, sock: socket.socket, value: object) -> bool:
+        """Stop watching ``sock`` and resume its parked owner with ``value`` (as a handler's
+        return value). False if no owner is parked on it."""
+        fd = sock.fileno()
         entry = self._watched.get(fd)
         if entry is None:
             return False
@@ -121,10 +111,20 @@ class Poller:
         trio.lowlevel.reschedule(entry[1], _wake_with(value))
         return True
 
-    def serve_now(self, fd: int, handler: Handler, max_bytes: int) -> object:
-        """Serve ``fd`` once outside a pass, as a pass would (a new connection may have sent
-        something already): None, or what ``park`` would give (an exception is raised)."""
-        value = _serve(fd, handler, max_bytes)
+    def serve_now(self, sock: socket.socket, handler: Handler, max_bytes: int) -> object:
+        """Serve ``sock`` once outside a pass, as a pass would (a new connection may have
+        sent something already): None, or what ``park`` would give (an exception is
+        raised)."""
+        try:
+            data = sock.recv(max_bytes)
+        except BlockingIOError:
+            return None
+        if not data:
+            return EOF
+        try:
+            value = handler(data)
+        except Exception as exc:  # a bug in the handler: this connection only
+            raise _crashed(sock.fileno(), exc) from exc
         if isinstance(value, BaseException):
             raise value
         return value
@@ -142,7 +142,6 @@ class Poller:
         poll = ep.poll
         watched = self._watched
         after_pass = self.after_pass
-        serve = _serve
         epfd = ep.fileno()
         try:
             while True:
@@ -154,7 +153,21 @@ class Poller:
                     entry = watched.get(fd)
                     if entry is None:
                         continue  # its owner was woken earlier in this pass
-                    value = serve(fd, entry[0], entry[2])
+                    # (inline: this is the hot path of every request)
+                    try:
+                        data = entry[2](entry[3])
+                    except BlockingIOError:
+                        continue  # spurious wakeup
+                    except OSError as exc:
+                        value: object = exc
+                    else:
+                        if not data:
+                            value = EOF
+                        else:
+                            try:
+                                value = entry[0](data)
+                            except Exception as exc:  # a bug in the handler: this connection
+                                value = _crashed(fd, exc)
                     if value is not None:
                         self._unwatch(fd)
                         trio.lowlevel.reschedule(entry[1], _wake_with(value))
@@ -181,14 +194,14 @@ def run_poller() -> Poller:
         return p
 
 
-async def receive_ready(fd: int, max_bytes: int) -> bytes:
+async def receive_ready(sock: socket.socket, max_bytes: int) -> bytes:
     """Read from a socket that is usually empty when asked (a parked client's input): wait
     until readable, then read. (Reading first would, for a request/reply socket, almost
     always fail with EAGAIN: a wasted syscall.) b"" means EOF; errors (reset…) raise
-    ``OSError``. The caller must be the only reader of ``fd``."""
+    ``OSError``. The caller must be the only reader of ``sock``."""
     while True:
-        await trio.lowlevel.wait_readable(fd)
+        await trio.lowlevel.wait_readable(sock)
         try:
-            return os.read(fd, max_bytes)
+            return sock.recv(max_bytes)
         except BlockingIOError:
             continue  # spurious wakeup

@@ -1,11 +1,11 @@
 """A socket's output: queued bytes, written without blocking; the rest sent by a trio task.
 
-    owner: writer.out.append(bytes) … end of a batch: writer.write_now() ─ one os.write ─▶ socket
+    owner: writer.out.append(bytes) … end of a batch: writer.write_now() ─ one send ─▶ socket
                                                       │ the kernel took less
                                                       ▼
-           a trio task: send_rest() (wait_writable, os.write, until ``out`` is empty)
+           a trio task: send_rest() (wait_writable, send, until ``out`` is empty)
 
-Most writes go out whole with one non-blocking ``os.write`` at the end of a batch of work (a
+Most writes go out whole with one non-blocking ``send`` at the end of a batch of work (a
 poller pass), with no task switch. What the kernel does not take stays first in ``out`` and
 goes with ``send_rest``, awaited by a task: the owner's writer task (``run``), or the owner's
 own task when it must not read on before its output is gone. While that send is in progress
@@ -14,7 +14,8 @@ own task when it must not read on before its output is gone. While that send is 
 
 from __future__ import annotations
 
-import os
+import errno
+import socket
 from collections.abc import Callable
 
 import trio
@@ -23,13 +24,14 @@ import trio
 class Writer:
     """Output of one socket (not its owner: closing the socket is the caller's)."""
 
-    __slots__ = ("out", "fd", "sending", "dirty", "unsent", "_wakeup")
+    __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup")
 
-    def __init__(self, out: list[bytes] | None = None, fd: int = -1) -> None:
+    def __init__(self, out: list[bytes] | None = None,
+                 sock: socket.socket | None = None) -> None:
         self.out: list[bytes] = [] if out is None else out  # to send, in order
-        # -1: no socket (not connected yet, or closed). Set to -1 BEFORE the socket closes:
-        # its number may be reused by another connection at once.
-        self.fd = fd
+        # A non-blocking socket; None: not connected yet, or closed (set to None before the
+        # socket closes: nothing may be written to it after that).
+        self.sock = sock
         self.sending = False  # a task is in send_rest: it takes what is queued, in order
         self.dirty = False  # listed in a Flusher for the end of the batch
         self.unsent = 0  # owner's count of items queued since out was last taken (never sent)
@@ -41,13 +43,14 @@ class Writer:
         or without a socket. Errors are not raised here: the rest stays and the task's
         ``send_rest`` raises them."""
         out = self.out
-        if not out or self.sending or self.fd < 0:
+        sock = self.sock
+        if not out or self.sending or sock is None:
             return 0
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self.unsent = 0
         try:
-            written = os.write(self.fd, data)
+            written = sock.send(data)
         except OSError:  # would block, or the connection broke: send_rest waits or raises
             written = 0
         if written < len(data):
@@ -58,7 +61,8 @@ class Writer:
     async def send_rest(self, after_chunk: Callable[[], None] | None = None) -> int:
         """Send everything queued, and whatever is queued meanwhile, waiting for the socket
         to take it; bytes sent. ``after_chunk`` runs after each joined chunk went out.
-        Raises ``OSError`` when the connection is broken (or there is no socket)."""
+        Raises ``OSError`` when the connection is broken or there is no socket
+        (``trio.ClosedResourceError`` if it is closed while waiting)."""
         out = self.out
         total = 0
         self.sending = True
@@ -69,10 +73,13 @@ class Writer:
                 self.unsent = 0
                 view = memoryview(data)
                 while view:
+                    sock = self.sock
+                    if sock is None:
+                        raise OSError(errno.EBADF, "the socket is closed")
                     try:
-                        view = view[os.write(self.fd, view):]
+                        view = view[sock.send(view):]
                     except BlockingIOError:
-                        await trio.lowlevel.wait_writable(self.fd)
+                        await trio.lowlevel.wait_writable(sock)
                 total += len(data)
                 if after_chunk is not None:
                     after_chunk()

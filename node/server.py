@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from eventcore import sockets
 from eventcore.listen import accept_loop, open_listeners, redis_bind
 from eventcore.poller import EOF, HandlerError, Poller, receive_ready
 from eventcore.writer import Writer
@@ -212,7 +213,7 @@ class Server:
         dirty = self.repl_dirty
         self.repl_dirty = []
         for r in dirty:
-            if not r.out or r.writer.sending or r.killed or r.writer.fd < 0:
+            if not r.out or r.writer.sending or r.killed or r.writer.sock is None:
                 continue
             self.stat_net_output_bytes += r.writer.write_now()
             if r.out:  # the rest (or the error) goes with the replica's flush task
@@ -244,19 +245,18 @@ class Server:
             tsock.close()
             return
         # Taken over from trio: the poller reads it, the client's writer writes it.
-        sock = _stdsocket.socket(fileno=tsock.detach())
-        sock.setblocking(False)
+        sock = sockets.take_over(tsock)
         self.stat_numconnections += 1
         if len(self.clients) >= int(self.config.get("maxclients")):
             self.stat_rejected_conn += 1
             try:
-                await Writer([b"-ERR max number of clients reached\r\n"], sock.fileno()).send_rest()
+                await Writer([b"-ERR max number of clients reached\r\n"], sock).send_rest()
             except OSError:
                 pass
-            _close(sock)
+            sockets.close(sock)
             return
         c = self._new_client(addr, laddr)
-        c.writer.fd = sock.fileno()
+        c.writer.sock = sock
         try:
             with trio.CancelScope() as scope:
                 c.extra["cancel_scope"] = scope
@@ -267,8 +267,8 @@ class Server:
             log.exception("Closing client id=%d addr=%s after an unexpected error", c.id, c.addr)
         finally:
             self._drop_client(c)
-            c.writer.fd = -1  # before the close: the fd number may be reused at once
-            _close(sock)
+            c.writer.sock = None  # nothing more is written to it
+            sockets.close(sock)
 
     async def _client_loop(self, c: Client, sock: _stdsocket.socket) -> None:
         cfg = self.config
@@ -293,21 +293,20 @@ class Server:
         c.wake = wake
         poller = self.poller
         assert poller is not None
-        fd = sock.fileno()
         buffered = reader.buffered_bytes
         # The poller serves this client until something needs this task (``serve`` returns
         # what): a blocking command, a close, a protocol error, a full send buffer, the
         # query-buffer limit; or EOF. A socket error is raised by ``park``.
         serve = functools.partial(self._serve_polled, c, reader, qbuf_limit)
         # A new connection may have sent something (or closed) already: served once now.
-        what: Any = poller.serve_now(fd, serve, RECV_SIZE)
+        what: Any = poller.serve_now(sock, serve, RECV_SIZE)
         if self._deferred:  # served outside a poller pass: end it here
             self._end_pass()
             if what is None and c.out:  # a rest _end_pass could not hand to a parked task
                 what = _FLUSH
         while True:
             if what is None:
-                what = await poller.park(fd, serve, RECV_SIZE)
+                what = await poller.park(sock, serve, RECV_SIZE)
             if what is EOF:
                 return
             kind = what[0]
@@ -351,12 +350,16 @@ class Server:
                     break
         finally:
             extra["running"] = False
-        if c.out and not c.writer.sending:
+        w = c.writer
+        if c.out and not w.sending:
             if self.repl_dirty:  # replicas first: sent with the pass's others (_end_pass)
                 self._deferred.append(c)
-            elif not self._send_now(c):
-                # the kernel buffer is full: the task sends the rest before reading on
-                return _FLUSH
+            else:  # (_send_now, inline: once per request)
+                if self.before_reply is not None:
+                    self.before_reply()
+                self.stat_net_output_bytes += w.write_now()
+                if c.out:  # the kernel buffer is full: the task sends the rest before reading on
+                    return _FLUSH
         if reader.buffered_bytes() > qbuf_limit:
             return _QBUF
         return None
@@ -373,10 +376,11 @@ class Server:
             poller = self.poller
             assert poller is not None
             for c in deferred:
-                if c.killed or not c.out or c.writer.sending:
+                sock = c.writer.sock
+                if c.killed or not c.out or c.writer.sending or sock is None:
                     continue  # its task sends (or drops) the output
                 if not self._send_now(c):
-                    poller.wake(c.writer.fd, _FLUSH)
+                    poller.wake(sock, _FLUSH)
 
     def _send_now(self, c: Client) -> bool:
         """Write ``c.out`` with one non-blocking write. False: a rest is left in ``c.out``
@@ -444,10 +448,9 @@ class Server:
         c.extra["unblock_event"] = ev
 
         async def watch_socket(cancel: trio.CancelScope) -> None:
-            fd = sock.fileno()
             while True:
                 try:
-                    data = await receive_ready(fd, RECV_SIZE)
+                    data = await receive_ready(sock, RECV_SIZE)
                 except OSError:  # reset: gone, as at EOF
                     data = b""
                 if not data:
@@ -550,11 +553,6 @@ def _repr_arg(a: bytes) -> str:
 
 def _noop() -> None:
     return None
-
-
-def _close(sock: _stdsocket.socket) -> None:
-    trio.lowlevel.notify_closing(sock)  # a flush task waiting on it gets ClosedResourceError
-    sock.close()
 
 
 # What the poller hands back to a client's task besides a batch or a protocol error.

@@ -32,12 +32,14 @@ blocking command or transaction.
 from __future__ import annotations
 
 import logging
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
 import trio
 
+from eventcore import sockets
 from eventcore.backoff import backoff_ms
 from eventcore.poller import EOF, HandlerError, Poller, run_poller
 from eventcore.writer import Flusher, Writer
@@ -85,13 +87,12 @@ class BackendConnection:
         self.address = address
         self.proto = proto
         # Queued requests; its ``unsent``: how many of the newest pending requests are still
-        # wholly in ``out``; its ``fd`` is -1 unless READY.
+        # wholly in ``out``; its ``sock`` is None unless READY.
         self._writer = Writer()
         self._pending: deque[Pending] = deque()
         self._state = IDLE
         self._retry_at = 0.0
         self._failures = 0
-        self._fd = -1
         self._framer = ReplyFramer()
         self._batches = 0  # reply batches received; the watchdog looks for progress in it
 
@@ -153,7 +154,7 @@ class BackendConnection:
             w.unsent += 1
         self._state = READY
         self._failures = 0
-        self._fd = w.fd = stream.socket.fileno()
+        sock = w.sock = sockets.take_over(stream.socket)  # None unless READY
         self._framer = ReplyFramer()
         w.write_now()  # what was queued while connecting
         try:
@@ -161,14 +162,13 @@ class BackendConnection:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(w.run)
                     nursery.start_soon(self._watchdog, nursery.cancel_scope)
-                    await self._read_loop()
+                    await self._read_loop(sock)
             finally:
-                # Before the socket closes: its fd number may be reused at once, so no more
-                # non-blocking writes to it. Requests queue (no new connection) until _fail.
+                # Before the socket closes: no more non-blocking writes to it. Requests queue
+                # (no new connection) until _fail.
                 self._state = CONNECTING
-                self._fd = w.fd = -1
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
+                w.sock = None
+                sockets.close(sock)
         except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, BackendError,
                  HandlerError) as eg:
             first = eg.exceptions[0]
@@ -176,10 +176,10 @@ class BackendConnection:
             self._pool.metrics.upstream(self.address, result)
             self._fail(first if isinstance(first, BackendError) else BackendError(str(first)))
 
-    async def _read_loop(self) -> None:
+    async def _read_loop(self, sock: socket.socket) -> None:
         """The poller reads for us; we only wake up to raise why the connection ended (a
         read error is raised by ``park``, the handler returns the exception it found)."""
-        result = await self._pool.poller.park(self._fd, self._on_readable, RECV_BUFFER_BYTES)
+        result = await self._pool.poller.park(sock, self._on_readable, RECV_BUFFER_BYTES)
         if result is EOF:
             raise BackendError(f"{self.address} closed the connection")
         raise BackendError(f"{self.address}: reading stopped ({result!r})")
@@ -228,7 +228,7 @@ class BackendConnection:
         n_sent = len(pending) - w.unsent
         w.out.clear()
         w.unsent = 0
-        self._fd = w.fd = -1
+        w.sock = None
         self._pool.on_connection_failed(self)
         for i, p in enumerate(pending):
             p.on_failure(exc, i < n_sent)

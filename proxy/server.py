@@ -17,8 +17,9 @@ import logging
 
 import trio
 
+from eventcore import sockets
 from eventcore.listen import accept_loop, open_listeners, resolve
-from eventcore.writer import Flusher
+from eventcore.writer import Flusher, Writer
 from proxy import errors
 from proxy.backend import BackendPool
 from proxy.metrics import ProxyMetrics
@@ -131,21 +132,21 @@ class Proxy:
                 for listener in listeners:
                     listener.close()
 
-    async def _serve(self, sock: trio.socket.SocketType) -> None:
-        stream = trio.SocketStream(sock)
+    async def _serve(self, tsock: trio.socket.SocketType) -> None:
+        sock = sockets.take_over(tsock)  # the session's from here on
         if len(self.sessions) >= self.settings.max_clients:
             try:
-                await stream.send_all(error_frame(errors.MAX_CLIENTS))
-            except (trio.BrokenResourceError, OSError):
+                await Writer([error_frame(errors.MAX_CLIENTS)], sock).send_rest()
+            except (trio.ClosedResourceError, OSError):
                 pass  # the client is gone already; nothing else to tell it
-            await stream.aclose()
+            sockets.close(sock)
             return
         try:
-            peer_host, peer_port = stream.socket.getpeername()[:2]
+            peer_host, peer_port = sock.getpeername()[:2]
             peer = f"{peer_host}:{peer_port}"
         except OSError:
             peer = "?"
-        session = Session(self, stream, next(self._ids), peer)
+        session = Session(self, sock, next(self._ids), peer)
         self.sessions.add(session)
         try:
             await session.run()

@@ -37,6 +37,7 @@ within the shutdown grace period.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING
 import hiredis
 import trio
 
+from eventcore import sockets
 from eventcore.poller import EOF, HandlerError, receive_ready
 from eventcore.writer import Flusher, Writer
 from protocol.commands import (
@@ -152,17 +154,16 @@ class SlotCall(Call):
 
 
 class Session:
-    def __init__(self, proxy: Proxy, stream: trio.SocketStream, client_id: int, peer: str) -> None:
+    def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
         self.proxy = proxy
         self.router = proxy.router
         self.metrics = proxy.metrics
         self.settings = proxy.settings
-        self.stream = stream
-        self._fd = stream.socket.fileno()
+        self._sock = sock  # the client's, non-blocking (eventcore.sockets); closed by run()
         self._flusher: Flusher = proxy.flusher  # sessions with replies to write
-        self._writer = Writer(fd=self._fd)
-        # Set before the socket closes (with the writer's fd): late backend replies must never
-        # reach os.write, whose file descriptor number may by then belong to another connection.
+        self._writer = Writer(sock=sock)
+        # Set before the socket closes (with the writer's socket): late backend replies must
+        # never be written to it.
         self.closed = False
         self._client_eof = False
         self.id = client_id
@@ -281,11 +282,11 @@ class Session:
             log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
         finally:
             self.closed = True
-            self._writer.fd = -1
+            self._writer.sock = None
             self.metrics.client_disconnected()
             with trio.CancelScope(shield=True):
                 await self._close_pinned()
-                await self.stream.aclose()
+                sockets.close(self._sock)
 
     async def _close_pinned(self) -> None:
         conns: list[DirectConnection | pubsub.Link] = list(self.direct.values())
@@ -319,7 +320,7 @@ class Session:
                 reason = self._process()  # what is left of the last batch, if anything
                 if reason is None:
                     flush()
-                    reason = await self._poller.park(self._fd, self._on_readable,
+                    reason = await self._poller.park(self._sock, self._on_readable,
                                                      RECV_BUFFER_BYTES)
                 if reason is EOF:
                     return True
@@ -406,7 +407,7 @@ class Session:
     async def _watch_input(self, reader: RequestReader, scope: trio.CancelScope) -> None:
         limit = self.settings.max_inline_len + RECV_BUFFER_BYTES
         while reader.buffered_bytes() < limit:
-            data = await receive_ready(self._fd, RECV_BUFFER_BYTES)
+            data = await receive_ready(self._sock, RECV_BUFFER_BYTES)
             if not data:
                 self._client_eof = True
                 scope.cancel()

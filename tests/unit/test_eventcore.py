@@ -14,6 +14,7 @@ import trio
 from eventcore.backoff import backoff_ms
 from eventcore.listen import Address, accept_loop, open_listeners, redis_bind, resolve
 from eventcore.poller import EOF, HandlerError, Poller, receive_ready
+from eventcore.sockets import close, take_over
 from eventcore.writer import Flusher, Writer
 
 LOCAL = [Address(socket.AF_INET, "127.0.0.1")]
@@ -63,17 +64,17 @@ async def test_park_reads_for_the_handler_until_it_hands_back() -> None:
         async with running(poller):
             peer.send(b"one ")
             with trio.move_on_after(0.2):
-                await poller.park(ours.fileno(), collector(got, stop_at=b"two"), 100)
+                await poller.park(ours, collector(got, stop_at=b"two"), 100)
             assert got == [b"one "]  # served, still parked: no value yet
             peer.send(b"two")
-            value = await poller.park(ours.fileno(), collector(got, stop_at=b"two"), 100)
+            value = await poller.park(ours, collector(got, stop_at=b"two"), 100)
             assert value == b"one two"
             peer.send(b"0123456789")
             got.clear()
-            assert await poller.park(ours.fileno(), collector(got, b"9"), 4) == b"0123456789"
+            assert await poller.park(ours, collector(got, b"9"), 4) == b"0123456789"
             assert got == [b"0123", b"4567", b"89"]  # max_bytes per read
             peer.close()
-            assert await poller.park(ours.fileno(), collector(got), 100) is EOF
+            assert await poller.park(ours, collector(got), 100) is EOF
 
 
 async def test_a_read_error_is_raised_by_park() -> None:
@@ -87,7 +88,7 @@ async def test_a_read_error_is_raised_by_park() -> None:
             await trio.sleep(0.05)
             with pytest.raises(ConnectionResetError):
                 while True:  # (the data before the reset may come first)
-                    await poller.park(ours.fileno(), lambda data: None, 100)
+                    await poller.park(ours, lambda data: None, 100)
 
 
 async def test_a_pass_serves_every_ready_socket_then_the_after_pass_hooks() -> None:
@@ -103,7 +104,7 @@ async def test_a_pass_serves_every_ready_socket_then_the_after_pass_hooks() -> N
                 events.append(name)
                 return handler(data)
 
-            assert await poller.park(sock.fileno(), logged, 100) == b"x"
+            assert await poller.park(sock, logged, 100) == b"x"
 
         async with trio.open_nursery() as nursery:
             async with trio.open_nursery() as owners:
@@ -135,11 +136,11 @@ async def test_a_handler_that_raises_closes_only_its_own_connection(
 
                 async def bad_owner() -> None:
                     with pytest.raises(HandlerError) as info:
-                        await poller.park(bad.fileno(), boom, 100)
+                        await poller.park(bad, boom, 100)
                     results["bad"] = info.value.__cause__
 
                 async def good_owner() -> None:
-                    results["good"] = await poller.park(good.fileno(),
+                    results["good"] = await poller.park(good,
                                                         collector(got, stop_at=b"2"), 100)
 
                 owners.start_soon(bad_owner)
@@ -162,7 +163,7 @@ async def test_a_handler_returning_an_exception_has_its_owner_raise_it() -> None
         async with running(poller):
             peer.send(b"x")
             with pytest.raises(ValueError):
-                await poller.park(ours.fileno(), lambda data: ValueError("bad input"), 100)
+                await poller.park(ours, lambda data: ValueError("bad input"), 100)
 
 
 async def test_wake_resumes_a_parked_owner_and_cancel_unwatches() -> None:
@@ -174,19 +175,19 @@ async def test_wake_resumes_a_parked_owner_and_cancel_unwatches() -> None:
 
     with tcp_pair() as (ours, peer):
         async with running(poller) as nursery:
-            assert not poller.wake(ours.fileno(), "nobody parked")
+            assert not poller.wake(ours, "nobody parked")
             value: list[object] = []
 
             async def owner() -> None:
-                value.append(await poller.park(ours.fileno(), count, 100))
+                value.append(await poller.park(ours, count, 100))
 
             nursery.start_soon(owner)
             await trio.testing.wait_all_tasks_blocked()
-            assert poller.wake(ours.fileno(), "go")
+            assert poller.wake(ours, "go")
             await trio.testing.wait_all_tasks_blocked()
             assert value == ["go"] and calls == []
-            with trio.move_on_after(0.05):  # cancelled while parked: the fd is unwatched
-                await poller.park(ours.fileno(), count, 100)
+            with trio.move_on_after(0.05):  # cancelled while parked: no longer watched
+                await poller.park(ours, count, 100)
             peer.send(b"x")
             await trio.sleep(0.05)
             assert calls == [] and ours.recv(10) == b"x"  # not read by the poller
@@ -199,17 +200,16 @@ async def test_serve_now_serves_once_as_a_pass_would(caplog: pytest.LogCaptureFi
         raise KeyError("bug")
 
     with tcp_pair() as (ours, peer):
-        fd = ours.fileno()
-        assert poller.serve_now(fd, collector([], b"x"), 100) is None  # nothing there yet
+        assert poller.serve_now(ours, collector([], b"x"), 100) is None  # nothing there yet
         peer.send(b"x")
-        assert poller.serve_now(fd, collector([], b"x"), 100) == b"x"
+        assert poller.serve_now(ours, collector([], b"x"), 100) == b"x"
         peer.send(b"y")
         with pytest.raises(HandlerError) as info:
-            poller.serve_now(fd, boom, 100)
+            poller.serve_now(ours, boom, 100)
         assert isinstance(info.value.__cause__, KeyError)
         assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [KeyError]
         peer.close()
-        assert poller.serve_now(fd, boom, 100) is EOF
+        assert poller.serve_now(ours, boom, 100) is EOF
 
 
 async def test_receive_ready_waits_then_reads() -> None:
@@ -218,7 +218,7 @@ async def test_receive_ready_waits_then_reads() -> None:
             got: list[bytes] = []
 
             async def read() -> None:
-                got.append(await receive_ready(ours.fileno(), 100))
+                got.append(await receive_ready(ours, 100))
 
             nursery.start_soon(read)
             await trio.testing.wait_all_tasks_blocked()
@@ -226,7 +226,7 @@ async def test_receive_ready_waits_then_reads() -> None:
             peer.send(b"hello")
         assert got == [b"hello"]
         peer.close()
-        assert await receive_ready(ours.fileno(), 100) == b""
+        assert await receive_ready(ours, 100) == b""
 
 
 # --- the writer -----------------------------------------------------------------------------
@@ -245,14 +245,14 @@ def drain(sock: socket.socket) -> bytes:
 
 async def test_write_now_writes_everything_queued_at_once() -> None:
     with tcp_pair() as (ours, peer):
-        w = Writer(fd=ours.fileno())
+        w = Writer(sock=ours)
         w.out += [b"a", b"bc"]
         w.unsent = 2
         assert w.write_now() == 3
         assert (w.out, w.unsent) == ([], 0)
         await trio.sleep(0.01)
         assert drain(peer) == b"abc"
-        w.fd = -1  # closed: nothing is written, nothing is lost from the queue
+        w.sock = None  # closed: nothing is written, nothing is lost from the queue
         w.out.append(b"late")
         assert w.write_now() == 0 and w.out == [b"late"]
 
@@ -264,7 +264,7 @@ async def test_a_full_socket_hands_the_rest_to_the_writer_task_in_order() -> Non
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         big = bytes(range(256)) * 4096  # 1 MiB: far more than both buffers
-        w = Writer(fd=ours.fileno())
+        w = Writer(sock=ours)
         w.out.append(big)
         chunks: list[int] = []
         async with trio.open_nursery() as nursery:
@@ -293,15 +293,41 @@ async def test_send_rest_raises_when_the_peer_is_gone() -> None:
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
         peer.close()  # RST
         await trio.sleep(0.05)
-        w = Writer([b"x" * 100_000], ours.fileno())
+        w = Writer([b"x" * 100_000], ours)
         with pytest.raises(OSError):
             await w.send_rest()
         assert not w.sending
 
 
+async def test_a_socket_taken_over_from_trio_and_closed_under_a_waiting_writer() -> None:
+    (lsock,) = open_listeners(LOCAL, 0)
+    with lsock:
+        peer = socket.create_connection(lsock.getsockname()[:2])
+        tsock = trio.socket.from_stdlib_socket(lsock.accept()[0])
+    with peer:
+        sock = take_over(tsock)
+        assert not sock.getblocking() and tsock.fileno() == -1
+        w = Writer([b"x" * (16 << 20)], sock)  # more than the buffers take: send_rest waits
+        async with trio.open_nursery() as nursery:
+
+            async def send() -> None:
+                with pytest.raises(trio.ClosedResourceError):
+                    await w.send_rest()
+
+            nursery.start_soon(send)
+            await trio.testing.wait_all_tasks_blocked()
+            assert w.sending
+            w.sock = None
+            close(sock)  # wakes the writer
+        assert sock.fileno() == -1 and not w.sending
+        close(sock)  # closed already: nothing happens
+        with pytest.raises(OSError):  # no socket
+            await Writer([b"x"]).send_rest()
+
+
 async def test_flusher_writes_each_listed_writer_once() -> None:
     with tcp_pair() as (ours, peer):
-        w = Writer(fd=ours.fileno())
+        w = Writer(sock=ours)
         f = Flusher()
         w.out.append(b"1")
         f.add(w)
