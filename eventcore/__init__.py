@@ -6,6 +6,8 @@ per read or write. It knows neither package.
   must take over. A handler that raises is logged and closes only its own connection.
 - ``writer.py``: a socket's output queue, written with one non-blocking ``os.write`` at the
   end of a batch; what the kernel does not take is sent by a trio task, in order.
+- ``sockets.py``: a connected socket taken over from trio (its ``recv``/``send`` are called
+  directly) and closed so that a task waiting on it wakes.
 - ``listen.py``: listening sockets (Redis' ``bind`` words or a host name, optional
   SO_REUSEPORT) and the accept loop.
 - ``backoff.py``: the exponential backoff every retry and reconnect uses.
