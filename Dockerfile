@@ -11,6 +11,7 @@
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY eventcore ./eventcore
 COPY protocol ./protocol
 COPY proxy ./proxy
 COPY node ./node

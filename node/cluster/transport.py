@@ -10,20 +10,20 @@ link only; the engine's cron reconnects outbound links.
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket as _stdsocket
 from collections.abc import Callable
 
 import trio
 
+from slotgate.eventcore.listen import accept_loop, open_listeners, redis_bind
 from slotgate.node.cluster import bus
 from slotgate.node.cluster.gossip import Engine, Link
 
 log = logging.getLogger("node.cluster")
 
 RECV_SIZE = 64 * 1024  # bytes per recv
-ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+BUS_LISTEN_BACKLOG = 511  # as Redis' cluster bus listener
 
 
 class Transport:
@@ -54,12 +54,13 @@ class Transport:
     # tasks ------------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on the bus port (OSError if it cannot be bound), then serve until cancelled."""
-        listeners = await self._open_listeners()
+        listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
+            redis_bind(self.bind_addrs), self.port, backlog=BUS_LISTEN_BACKLOG)]
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 for lsock in listeners:
-                    nursery.start_soon(self._accept_loop, lsock)
+                    nursery.start_soon(accept_loop, lsock, self._inbound, nursery)
                 for link in self._pending:
                     nursery.start_soon(self._outbound, link)
                 self._pending.clear()
@@ -68,48 +69,6 @@ class Transport:
             self._nursery = None
             for lsock in listeners:
                 lsock.close()
-
-    async def _open_listeners(self) -> list[trio.socket.SocketType]:
-        socks: list[trio.socket.SocketType] = []
-        try:
-            for raw in self.bind_addrs:
-                optional = raw.startswith("-")
-                host = raw.lstrip("-")
-                if host == "*":
-                    host = "0.0.0.0"
-                if host == "::*":
-                    host = "::"
-                family = _stdsocket.AF_INET6 if ":" in host else _stdsocket.AF_INET
-                sock = trio.socket.socket(family, _stdsocket.SOCK_STREAM)
-                sock.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
-                if family == _stdsocket.AF_INET6:
-                    sock.setsockopt(_stdsocket.IPPROTO_IPV6, _stdsocket.IPV6_V6ONLY, 1)
-                try:
-                    await sock.bind((host, self.port))
-                except OSError:
-                    sock.close()
-                    if optional:
-                        continue
-                    raise
-                sock.listen(511)
-                socks.append(sock)
-        except BaseException:
-            for s in socks:
-                s.close()
-            raise
-        return socks
-
-    async def _accept_loop(self, lsock: trio.socket.SocketType) -> None:
-        assert self._nursery is not None
-        while True:
-            try:
-                sock, _ = await lsock.accept()
-            except OSError as exc:
-                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
-                    await trio.sleep(0.1)
-                    continue
-                raise
-            self._nursery.start_soon(self._inbound, sock)
 
     async def _inbound(self, sock: trio.socket.SocketType) -> None:
         try:

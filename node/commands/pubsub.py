@@ -164,7 +164,7 @@ class Hub:
         hard, soft, soft_s = self.pubsub_limits()
         if not hard and not soft:
             return
-        pending = queued + (st.inflight_bytes if rc.sending else 0)
+        pending = queued + (st.inflight_bytes if rc.writer.sending else 0)
         over = bool(hard) and pending >= hard
         if soft and pending >= soft:
             now = time.monotonic()

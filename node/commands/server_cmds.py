@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import struct
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_ARRAY, OK
@@ -347,7 +347,7 @@ def object_digest(db: K.Database, key: bytes, v: object, start: bytes = bytes(20
     if isinstance(v, bytes):
         d = _mix(d, v)
     elif info.name == b"list":
-        for item in v:  # type: ignore[attr-defined]
+        for item in cast(Iterable[bytes], v):
             d = _mix(d, item)
     else:
         d = _xor(d, info.digest(v))  # sets, zsets, hashes: an xor of per-element digests

@@ -18,10 +18,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from slotgate.eventcore.writer import Writer
 from slotgate.node.core.keyspace import Database, now_ms
 
 if TYPE_CHECKING:
-    import socket
 
     import trio
 
@@ -104,14 +104,13 @@ class Client:
         # set by a handler to replicate something other than its argv (list of argvs)
         self.propagate_as: list[list[bytes]] | None = None
         self.out: list[bytes] = []
+        self.writer = Writer(self.out)  # writes ``out`` to the socket (set up by the server)
         # Set by the server: called when the client must wake (unblocked, killed).
         self.wake: Callable[[], None] = _noop
         # -- the connection, as node/core/server.py serves it -----------------------------------
         self.fd = 8  # the socket's descriptor, for CLIENT LIST (8 for internal clients)
-        self.rawsock: socket.socket | None = None  # for non-blocking sends outside its task
         self.cancel_scope: trio.CancelScope | None = None  # ends the client's task (a kill)
         self.running = False  # its requests are being run (the output is not to be sent yet)
-        self.sending = False  # a send of its output is in progress
         self.flush_scheduled = False  # a flush task for its output is started
         self.unblock_event: trio.Event | None = None  # set to end a blocking wait
         # -- features' per-client state --------------------------------------------------

@@ -1,17 +1,18 @@
 """The node's trio shell: listener, clients, active expiry, blocking waits.
 
-Clients are served by one poller task (``netio.Poller``): every ready socket in one pass,
+Clients are served by one poller task (``eventcore.poller``): every ready socket in one pass,
 synchronously ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests``
-(handlers append encoded replies to ``c.out``) -> one non-blocking ``send``. Each client also
-has a task of its own, parked while the poller serves it; anything unusual (a blocking
-command, a close, a protocol error, EOF, a full send buffer, the query-buffer limit) is
-handed back to that task, which finishes it with awaits and then hands the client to the
-poller again. Output for a client produced by someone else (a wake-up, PUBLISH, MONITOR) is
-sent by a short flush task started by ``Client.wake``. Only this module awaits."""
+(handlers append encoded replies to ``c.out``) -> one non-blocking write (``c.writer``,
+``eventcore.writer``). Each client also has a task of its own, parked while the poller serves
+it; anything unusual (a blocking command, a close, a protocol error, EOF, a full send buffer,
+the query-buffer limit) is handed back to that task, which finishes it with awaits and then
+hands the client to the poller again. Output for a client produced by someone else (a
+wake-up, PUBLISH, MONITOR) is sent by a short flush task started by ``Client.wake``. A bug
+that raises while a client is served is logged and closes that client only. Only this module
+awaits."""
 
 from __future__ import annotations
 
-import errno
 import functools
 import importlib
 import logging
@@ -25,6 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from slotgate.eventcore import sockets
+from slotgate.eventcore.listen import accept_loop, open_listeners, redis_bind
+from slotgate.eventcore.poller import EOF, HandlerError, Poller, receive_ready
+from slotgate.eventcore.writer import Writer
 from slotgate.node.commands import load_all
 from slotgate.node.commands.registry import Command, build_table
 from slotgate.node.commands.server_cmds import parse_notify_flags
@@ -32,7 +37,6 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import Config
 from slotgate.node.core.keyspace import Keyspace
-from slotgate.node.core.netio import Conn, Poller
 from slotgate.node.types import hashes
 from slotgate.protocol.errors import MAX_CLIENTS
 from slotgate.protocol.resp import ProtocolError, RequestReader, error
@@ -46,8 +50,6 @@ if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded 
 log = logging.getLogger("node")
 
 RECV_SIZE = 64 * 1024  # bytes per recv
-# accept() errors that mean "out of resources, try again later" (as trio's serve_listeners)
-ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
@@ -121,12 +123,12 @@ class Server:
         self.repl_dirty: list[Client] = []
         # Polled clients whose replies wait for the end of the poller's pass because replica
         # bytes were queued: the pass's writes then reach each replica in one send.
-        self._deferred: list[tuple[Client, Conn, trio.Event, list[tuple[Any, ...]]]] = []
+        self._deferred: list[Client] = []
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
         self.nursery: trio.Nursery | None = None
-        self.poller: Poller | None = None  # serves idle clients' sockets (node/core/netio.py)
+        self.poller: Poller | None = None  # serves idle clients' sockets (eventcore.poller)
         self.last_save_time = int(time.time())
         self.config_hooks: list[Callable[[], None]] = []  # after start and after CONFIG SET
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
@@ -266,48 +268,25 @@ class Server:
         dirty = self.repl_dirty
         self.repl_dirty = []
         for r in dirty:
-            out = r.out
-            if not out or r.sending or r.killed:
+            if not r.out or r.writer.sending or r.killed or r.writer.sock is None:
                 continue
-            raw = r.rawsock
-            if raw is None:
-                continue
-            data = out[0] if len(out) == 1 else b"".join(out)
-            out.clear()
-            try:
-                sent = raw.send(data)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                self.kill_client(r)
-                continue
-            self.stat_net_output_bytes += sent
-            if sent < len(data):
-                out.append(bytes(memoryview(data)[sent:]))
+            self.stat_net_output_bytes += r.writer.write_now()
+            if r.out:  # the rest (or the error) goes with the replica's flush task
                 r.wake()
 
-    async def _flush(self, c: Client, sock: Conn) -> None:
+    async def _flush(self, c: Client) -> None:
         if self.repl_dirty:
             self.flush_replicas()
         if self.before_reply is not None:
             self.before_reply()
-        if c.sending:
+        if c.writer.sending:
             return
-        c.sending = True
-        try:
-            out = c.out
-            while out:
-                data = out[0] if len(out) == 1 else b"".join(out)
-                out.clear()
-                self.stat_net_output_bytes += len(data)
-                await sock.send_all(data)
-        finally:
-            c.sending = False
+        self.stat_net_output_bytes += await c.writer.send_rest()
 
-    async def _flush_task(self, c: Client, sock: Conn) -> None:
+    async def _flush_task(self, c: Client) -> None:
         c.flush_scheduled = False
         try:
-            await self._flush(c, sock)
+            await self._flush(c)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             self.kill_client(c)
 
@@ -320,30 +299,34 @@ class Server:
         except OSError:
             tsock.close()
             return
-        sock = Conn(tsock)
+        # Taken over from trio: the poller reads it, the client's writer writes it.
+        sock = sockets.take_over(tsock)
         self.stat_numconnections += 1
         if len(self.clients) >= int(self.config.get("maxclients")):
             self.stat_rejected_conn += 1
             try:
-                await sock.send_all(error(MAX_CLIENTS))
+                await Writer([error(MAX_CLIENTS)], sock).send_rest()
             except OSError:
                 pass
-            sock.close()
+            sockets.close(sock)
             return
         c = self._new_client(addr, laddr)
-        c.fd = sock.sock.fileno()
-        c.rawsock = sock.sock
+        c.fd = sock.fileno()
+        c.writer.sock = sock
         try:
             with trio.CancelScope() as scope:
                 c.cancel_scope = scope
                 await self._client_loop(c, sock)
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, HandlerError):
+            pass  # gone, or a bug the poller logged: this client only
+        except Exception:  # a bug while its task served it: this client only
+            log.exception("Closing client id=%d addr=%s after an unexpected error", c.id, c.addr)
         finally:
             self._drop_client(c)
-            sock.close()
+            c.writer.sock = None  # nothing more is written to it
+            sockets.close(sock)
 
-    async def _client_loop(self, c: Client, sock: Conn) -> None:
+    async def _client_loop(self, c: Client, sock: _stdsocket.socket) -> None:
         cfg = self.config
         reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
         qbuf_limit = int(cfg.get("client-query-buffer-limit"))
@@ -357,7 +340,7 @@ class Server:
                 return
             if c.out and not c.flush_scheduled and not c.running:
                 c.flush_scheduled = True
-                nursery.start_soon(self._flush_task, c, sock)
+                nursery.start_soon(self._flush_task, c)
             if c.killed and not c.running:
                 scope = c.cancel_scope
                 if scope is not None:
@@ -365,73 +348,43 @@ class Server:
 
         c.wake = wake
         poller = self.poller
-        fd = sock.sock.fileno()
+        assert poller is not None
         buffered = reader.buffered_bytes
-        first = True
+        # The poller serves this client until something needs this task (``serve`` returns
+        # what): a blocking command, a close, a protocol error, a full send buffer, the
+        # query-buffer limit; or EOF. A socket error is raised by ``park``.
+        serve = functools.partial(self._serve_polled, c, reader, qbuf_limit)
+        # A new connection may have sent something (or closed) already: served once now.
+        what: Any = poller.serve_now(sock, serve, RECV_SIZE)
+        if self._deferred:  # served outside a poller pass: end it here
+            self._end_pass()
+            if what is None and c.out:  # a rest _end_pass could not hand to a parked task
+                what = _FLUSH
         while True:
-            if poller is not None:
-                # The poller serves this client until something needs this task: a blocking
-                # command, a close, a protocol error, EOF, the query-buffer limit.
-                handed: list[tuple[Any, ...]] = []
-                ev = trio.Event()
-                serve = functools.partial(self._serve_polled, c, sock, reader, qbuf_limit, ev,
-                                          handed)
-                if first:  # a new connection may have sent something (or closed) already
-                    first = False
-                    serve()
-                    if self._deferred:  # served outside a poller pass: end it here
-                        self._end_pass()
-                poller.register(fd, serve)
-                try:
-                    await ev.wait()
-                finally:
-                    poller.unregister(fd)
-                what = handed[0]
-                kind = what[0]
-                if kind == "eof":
-                    return
-                if kind == "error":
-                    raise what[1]
-                if kind == "proto":
-                    self._protocol_error(c, what[1])
-                    await self._flush(c, sock)
-                    return
-                if kind == "batch" and not await self._process(c, sock, reader, what[1], what[2]):
-                    return
-                if c.out:
-                    await self._flush(c, sock)
-            else:
-                data = await sock.recv(RECV_SIZE)
-                if not data:
-                    return
-                self.stat_net_input_bytes += len(data)
-                reader.feed(data)
-                if not await self._process(c, sock, reader, [], 0):
-                    return
-                if c.out:
-                    await self._flush(c, sock)
+            if what is None:
+                what = await poller.park(sock, serve, RECV_SIZE)
+            if what is EOF:
+                return
+            kind = what[0]
+            if kind == "proto":
+                self._protocol_error(c, what[1])
+                await self._flush(c)
+                return
+            if kind == "batch" and not await self._process(c, sock, reader, what[1], what[2]):
+                return
+            if c.out:
+                await self._flush(c)
             if buffered() > qbuf_limit:
                 self._qbuf_overflow(c)
                 return
+            what = None
 
-    def _serve_polled(self, c: Client, sock: Conn, reader: RequestReader, qbuf_limit: int,
-                      ev: trio.Event, handed: list[tuple[Any, ...]]) -> None:
-        """One ready client, synchronously: read, run every complete request, send. Anything
-        unusual is handed back to the client's task (``handed``, ``ev``) to finish."""
-        if handed or c.killed:  # handed back (``ev`` is set right after the append)
-            return
-        try:
-            data = sock.sock.recv(RECV_SIZE)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            handed.append(("error", e))
-            ev.set()
-            return
-        if not data:
-            handed.append(("eof",))
-            ev.set()
-            return
+    def _serve_polled(self, c: Client, reader: RequestReader, qbuf_limit: int,
+                      data: bytes) -> tuple[Any, ...] | None:
+        """One ready client, synchronously: run every complete request in ``data`` (and
+        before), send. Anything unusual is returned, for the client's task to finish."""
+        if c.killed:
+            return None
         self.stat_net_input_bytes += len(data)
         reader.feed(data)
         run = dispatch.run_requests
@@ -441,32 +394,30 @@ class Server:
                 try:
                     reqs = reader.get_requests()
                 except ProtocolError as e:
-                    handed.append(("proto", e))
-                    ev.set()
-                    return
+                    return ("proto", e)
                 if not reqs:
                     break
                 idx = run(c, reqs, 0)
                 if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
-                    handed.append(("batch", reqs, idx))
-                    ev.set()
-                    return
+                    return ("batch", reqs, idx)
                 c.last_interaction_ms = int(time.time() * 1000)
                 if not reader.buffered_bytes():
                     break
         finally:
             c.running = False
-        if c.out and not c.sending:
+        w = c.writer
+        if c.out and not w.sending:
             if self.repl_dirty:  # replicas first: sent with the pass's others (_end_pass)
-                self._deferred.append((c, sock, ev, handed))
-            elif not self._send_now(c, sock):
-                # the kernel buffer is full: the task sends the rest before reading on
-                handed.append(("flush",))
-                ev.set()
-                return
+                self._deferred.append(c)
+            else:  # (_send_now, inline: once per request)
+                if self.before_reply is not None:
+                    self.before_reply()
+                self.stat_net_output_bytes += w.write_now()
+                if c.out:  # the kernel buffer is full: the task sends the rest before reading on
+                    return _FLUSH
         if reader.buffered_bytes() > qbuf_limit:
-            handed.append(("qbuf",))
-            ev.set()
+            return _QBUF
+        return None
 
     def _end_pass(self) -> None:
         """After a poller pass: the replication stream of the pass's writes goes to each
@@ -477,36 +428,26 @@ class Server:
         deferred = self._deferred
         if deferred:
             self._deferred = []
-            for c, sock, ev, handed in deferred:
-                if handed or c.killed or not c.out or c.sending:
+            poller = self.poller
+            assert poller is not None
+            for c in deferred:
+                sock = c.writer.sock
+                if c.killed or not c.out or c.writer.sending or sock is None:
                     continue  # its task sends (or drops) the output
-                if not self._send_now(c, sock):
-                    handed.append(("flush",))
-                    ev.set()
+                if not self._send_now(c):
+                    poller.wake(sock, _FLUSH)
 
-    def _send_now(self, c: Client, sock: Conn) -> bool:
-        """Write ``c.out`` with one non-blocking send. False: a rest is left in ``c.out``.
-        Callers send only with no replica bytes queued (``_serve_polled`` defers to
-        ``_end_pass``, which flushes the replicas first)."""
+    def _send_now(self, c: Client) -> bool:
+        """Write ``c.out`` with one non-blocking write. False: a rest is left in ``c.out``
+        (or the connection broke: the task's send finds out). Callers send only with no
+        replica bytes queued (``_serve_polled`` defers to ``_end_pass``, which flushes the
+        replicas first)."""
         if self.before_reply is not None:
             self.before_reply()
-        out = c.out
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        try:
-            sent = sock.sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            self.kill_client(c)
-            return True
-        self.stat_net_output_bytes += sent
-        if sent < len(data):
-            out.append(bytes(memoryview(data)[sent:]))
-            return False
-        return True
+        self.stat_net_output_bytes += c.writer.write_now()
+        return not c.out
 
-    async def _process(self, c: Client, sock: Conn, reader: RequestReader,
+    async def _process(self, c: Client, sock: _stdsocket.socket, reader: RequestReader,
                        reqs: list[list[bytes]], idx: int) -> bool:
         """Run ``reqs[idx:]``, then every complete request buffered in ``reader`` (parking
         while blocked). False: the connection is to be closed."""
@@ -516,10 +457,10 @@ class Server:
             while True:
                 while True:
                     if c.close_after_reply:
-                        await self._flush(c, sock)
+                        await self._flush(c)
                         return False
                     if c.blocked is not None:
-                        await self._flush(c, sock)
+                        await self._flush(c)
                         c.running = False
                         await self._wait_unblocked(c, sock, reader)
                         c.running = True
@@ -536,7 +477,7 @@ class Server:
                     reqs = reader.get_requests()
                 except ProtocolError as e:
                     self._protocol_error(c, e)
-                    await self._flush(c, sock)
+                    await self._flush(c)
                     return False
                 if not reqs:
                     return True
@@ -552,7 +493,7 @@ class Server:
         log.warning("Closing client that reached max query buffer length: id=%d addr=%s",
                     c.id, c.addr)
 
-    async def _wait_unblocked(self, c: Client, sock: Conn, reader: Any) -> None:
+    async def _wait_unblocked(self, c: Client, sock: _stdsocket.socket, reader: Any) -> None:
         """Park until ``c`` is served, times out, is unblocked or disconnects. Input that
         arrives meanwhile is buffered, not executed (as Redis does for blocked clients)."""
         st = c.blocked
@@ -562,7 +503,10 @@ class Server:
 
         async def watch_socket(cancel: trio.CancelScope) -> None:
             while True:
-                data = await sock.recv(RECV_SIZE)
+                try:
+                    data = await receive_ready(sock, RECV_SIZE)
+                except OSError:  # reset: gone, as at EOF
+                    data = b""
                 if not data:
                     c.killed = True
                     break
@@ -582,7 +526,7 @@ class Server:
             if c.blocked is not None:
                 c.unblock(None if c.killed else c.blocked.timeout_reply)
         if c.out and not c.killed:
-            await self._flush(c, sock)
+            await self._flush(c)
 
     # -- background ----------------------------------------------------------------------
     async def _cron(self) -> None:
@@ -609,14 +553,15 @@ class Server:
 
         Raises OSError when a listener cannot be opened (the caller reports "Failed listening").
         """
-        listeners = await self._open_listeners()
+        listeners = self._open_listeners()
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                self.poller = Poller(self._end_pass)
+                self.poller = Poller()
+                self.poller.after_pass.append(self._end_pass)
                 nursery.start_soon(self.poller.run)
                 for lsock in listeners:
-                    nursery.start_soon(self._accept_loop, lsock)
+                    nursery.start_soon(accept_loop, lsock, self._handle, nursery)
                 nursery.start_soon(self._cron)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
@@ -628,55 +573,14 @@ class Server:
             self.nursery = None
             self.poller = None
 
-    async def _open_listeners(self) -> list[trio.socket.SocketType]:
-        addrs = str(self.config.get("bind")).split()
-        socks: list[trio.socket.SocketType] = []
-        port = self.port
-        try:
-            for raw in addrs:
-                optional = raw.startswith("-")
-                host = raw.lstrip("-")
-                if host == "*":
-                    host = "0.0.0.0"
-                family = _stdsocket.AF_INET6 if ":" in host else _stdsocket.AF_INET
-                if host == "::*":
-                    host = "::"
-                sock = trio.socket.socket(family, _stdsocket.SOCK_STREAM)
-                sock.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
-                if family == _stdsocket.AF_INET6:
-                    sock.setsockopt(_stdsocket.IPPROTO_IPV6, _stdsocket.IPV6_V6ONLY, 1)
-                try:
-                    await sock.bind((host, port))
-                except OSError:
-                    sock.close()
-                    if optional:
-                        continue
-                    raise
-                sock.listen(int(self.config.get("tcp-backlog")))
-                if port == 0:
-                    port = sock.getsockname()[1]
-                socks.append(sock)
-                self.listen_addrs.append((host, port))
-        except BaseException:
-            for s in socks:
-                s.close()
-            raise
-        self.port = port
-        return socks
-
-    async def _accept_loop(self, lsock: trio.socket.SocketType) -> None:
-        assert self.nursery is not None
-        while True:
-            try:
-                sock, _ = await lsock.accept()
-            except OSError as exc:
-                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
-                    log.warning("accept() failed: %s; sleeping 100 ms", exc)
-                    await trio.sleep(0.1)
-                    continue
-                raise
-            sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
-            self.nursery.start_soon(self._handle, sock)
+    def _open_listeners(self) -> list[trio.socket.SocketType]:
+        socks = open_listeners(redis_bind(str(self.config.get("bind")).split()), self.port,
+                               backlog=int(self.config.get("tcp-backlog")))
+        for sock in socks:
+            self.listen_addrs.append(sock.getsockname()[:2])
+        if socks:
+            self.port = socks[0].getsockname()[1]
+        return [trio.socket.from_stdlib_socket(sock) for sock in socks]
 
     def uptime_s(self) -> int:
         return int(time.monotonic() - self.start_monotonic)
@@ -684,6 +588,11 @@ class Server:
 
 def _noop() -> None:
     return None
+
+
+# What the poller hands back to a client's task besides a batch or a protocol error.
+_FLUSH = ("flush",)  # the kernel took only part of the output: the task sends the rest
+_QBUF = ("qbuf",)  # the query buffer is over its limit
 
 
 def _keys_here(cmd: Command, argv: list[bytes]) -> bool:

@@ -1,21 +1,21 @@
 """Backend connections: pipelined, multiplexed, FIFO-matched, reconnecting.
 
-    send(payload, pending) ──▶ _out (bytes) + _pending (FIFO) ──end of batch: os.write──▶ socket
+    send(payload, pending) ──▶ writer.out + _pending (FIFO) ──end of batch: os.write──▶ socket
     socket ──Poller──▶ ReplyFramer ──▶ _pending.popleft().on_frame(type, raw)
 
 ``send`` never blocks and never awaits: it queues the request and marks the connection dirty;
-at the end of the batch of work (``flush_writes``, called by the session flusher and by the
-``Poller`` after each pass) everything queued goes out with one non-blocking ``os.write``;
-what the socket does not take goes to the connection's writer task (``send_all``). Requests
-from many clients share one connection; replies come back in order, so the oldest pending
-request owns the next frame. Callers keep per-client ordering by always using the same
-connection for a node (``sticky``).
+at the end of the batch of work (``BackendPool.after_batch``, called by the poller after each
+pass and by the session after its own batches) everything queued goes out with one
+non-blocking ``os.write`` (``eventcore.writer``); what the socket does not take goes to the
+connection's writer task.
+Requests from many clients share one connection; replies come back in order, so the oldest
+pending request owns the next frame. Callers keep per-client ordering by always using the
+same connection for a node (``sticky``).
 
-The ``Poller`` is the hot read path: one epoll set (level-triggered) holding the sockets of
-every client session and node connection that is in its ordinary state, waited on by one trio
-task. Each wakeup handles every ready socket synchronously (read, parse, dispatch, deliver)
-and then flushes all output once, instead of one trio task switch and one epoll
-re-registration per socket read. A socket's owner task parks while the Poller serves it and
+The poller (``eventcore.poller``, one per trio run) is the hot read path: one epoll set
+holding the sockets of every client session and node connection that is in its ordinary
+state. Each pass handles every ready socket synchronously (read, parse, dispatch, deliver)
+and then flushes all output once. A socket's owner task parks while the poller serves it and
 is woken with a reason (EOF, an error, a request that needs awaiting) when it must take over.
 
 A connection is created idle and connects on its first ``send`` (requests queue meanwhile).
@@ -32,15 +32,17 @@ blocking command or transaction.
 from __future__ import annotations
 
 import logging
-import os
-import select
+import socket
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-import outcome
 import trio
 
+from slotgate.eventcore import sockets
+from slotgate.eventcore.backoff import backoff_ms
+from slotgate.eventcore.poller import EOF, HandlerError, Poller, run_poller
+from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
@@ -49,99 +51,6 @@ log = logging.getLogger("slotgate.backend")
 
 RECV_BUFFER_BYTES = 256 * 1024
 HELLO3 = encode_command(b"HELLO", b"3")
-
-
-async def receive_ready(fd: int, max_bytes: int) -> bytes:
-    """``receive_some`` for sockets that are usually empty when we ask: wait until readable,
-    then read. (trio's ``receive_some`` tries ``recv`` first, which for a request/reply
-    socket almost always fails with EAGAIN: a wasted syscall per request.) b"" means EOF;
-    errors (reset…) raise ``OSError``. The caller must be the only reader of ``fd``."""
-    while True:
-        await trio.lowlevel.wait_readable(fd)
-        try:
-            return os.read(fd, max_bytes)
-        except BlockingIOError:
-            continue  # spurious wakeup
-
-
-class Poller:
-    """One epoll set served by one trio task (see the module docstring). Per trio run."""
-
-    MAX_EVENTS = 512
-
-    def __init__(self) -> None:
-        self._ep = select.epoll()
-        # fd -> (handler, owner task); the handler runs on readability, synchronously.
-        self._watched: dict[int, tuple[Callable[[], None], trio.lowlevel.Task]] = {}
-        self.dirty: list[BackendConnection] = []  # node connections with output queued
-        self.after_pass: list[Callable[[], None]] = []  # flushers called after each pass
-
-    async def park(self, fd: int, handler: Callable[[], None]) -> Any:
-        """Serve ``fd`` by calling ``handler`` whenever it is readable, until the handler
-        calls ``wake(fd, ...)``; returns (or raises) what was passed there. Cancellable:
-        the fd is then no longer watched."""
-        task = trio.lowlevel.current_task()
-        self._ep.register(fd, select.EPOLLIN)
-        self._watched[fd] = (handler, task)
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self._unwatch(fd)
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        return await trio.lowlevel.wait_task_rescheduled(abort)
-
-    def wake(self, fd: int, result: outcome.Outcome[Any]) -> None:
-        """Stop watching ``fd`` and resume its parked owner with ``result``."""
-        entry = self._watched.get(fd)
-        if entry is not None:
-            self._unwatch(fd)
-            trio.lowlevel.reschedule(entry[1], result)
-
-    def _unwatch(self, fd: int) -> None:
-        del self._watched[fd]
-        try:
-            self._ep.unregister(fd)
-        except (OSError, ValueError):
-            pass  # closed already: the kernel dropped it from the set
-
-    def flush_writes(self) -> None:
-        while self.dirty:
-            dirty, self.dirty = self.dirty, []
-            for conn in dirty:
-                conn.write_now()
-
-    async def run(self) -> None:
-        epfd = self._ep.fileno()
-        poll = self._ep.poll
-        watched = self._watched
-        max_events = self.MAX_EVENTS
-        while True:
-            await trio.lowlevel.wait_readable(epfd)
-            for fd, _ in poll(0, max_events):
-                entry = watched.get(fd)
-                if entry is None:
-                    continue  # woken earlier in this pass
-                try:
-                    entry[0]()
-                except Exception as exc:  # a bug or an unexpected error: its owner raises it
-                    self.wake(fd, outcome.Error(exc))
-            self.flush_writes()
-            for flush in self.after_pass:
-                flush()
-
-
-_POLLER: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("slotgate_poller")
-
-
-def poller() -> Poller:
-    """This trio run's Poller (its task is started on first use, as a system task)."""
-    try:
-        return _POLLER.get()
-    except LookupError:
-        p = Poller()
-        _POLLER.set(p)
-        trio.lowlevel.spawn_system_task(p.run, name="slotgate-poller")
-        return p
 
 
 class Pending(Protocol):
@@ -177,16 +86,13 @@ class BackendConnection:
         self._pool = pool
         self.address = address
         self.proto = proto
-        self._out: list[bytes] = []
+        # Queued requests; its ``unsent``: how many of the newest pending requests are still
+        # wholly in ``out``; its ``sock`` is None unless READY.
+        self._writer = Writer()
         self._pending: deque[Pending] = deque()
-        self._unsent = 0  # how many of the newest pending requests are still in _out
         self._state = IDLE
         self._retry_at = 0.0
         self._failures = 0
-        self._writer_wakeup = trio.Event()
-        self._writing = False  # the writer task is in send_all
-        self._dirty = False  # listed in the poller's dirty list
-        self._fd = -1
         self._framer = ReplyFramer()
         self._batches = 0  # reply batches received; the watchdog looks for progress in it
 
@@ -200,12 +106,13 @@ class BackendConnection:
                     return
                 self._state = CONNECTING
                 self._pool.nursery.start_soon(self._run)
-        elif not self._dirty:
-            self._dirty = True
-            self._pool.poller.dirty.append(self)
-        self._out.append(payload)
+        elif not self._writer.dirty:
+            self._writer.dirty = True
+            self._pool.dirty.pending.append(self._writer)
+        w = self._writer
+        w.out.append(payload)
         self._pending.append(pending)
-        self._unsent += 1
+        w.unsent += 1
 
     def send_many(self, payload: bytes, pending: Pending, n: int) -> None:
         """``n`` requests packed back to back in ``payload``, all answered to ``pending``
@@ -220,30 +127,13 @@ class BackendConnection:
                     return
                 self._state = CONNECTING
                 self._pool.nursery.start_soon(self._run)
-        elif not self._dirty:
-            self._dirty = True
-            self._pool.poller.dirty.append(self)
-        self._out.append(payload)
+        elif not self._writer.dirty:
+            self._writer.dirty = True
+            self._pool.dirty.pending.append(self._writer)
+        w = self._writer
+        w.out.append(payload)
         self._pending.extend([pending] * n)
-        self._unsent += n
-
-    def write_now(self) -> None:
-        """Write what is queued without blocking; the writer task takes any rest."""
-        self._dirty = False
-        out = self._out
-        if not out or self._writing or self._state != READY:
-            return  # the writer task is mid-send and takes what is queued, in order
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        self._unsent = 0
-        try:
-            written = os.write(self._fd, data)
-        except OSError:
-            # Would block, or the connection broke: the writer's send_all waits or raises.
-            written = 0
-        if written < len(data):
-            out.insert(0, data[written:] if written else data)
-            self._writer_wakeup.set()
+        w.unsent += n
 
     # --- the connection task ---------------------------------------------------------------
     async def _run(self) -> None:
@@ -257,82 +147,56 @@ class BackendConnection:
             self._fail(BackendError(f"cannot connect to {self.address}: {exc}"))
             return
         self._pool.metrics.upstream(self.address, "connected")
+        w = self._writer
         if self.proto == 3:
-            self._out.insert(0, HELLO3)
+            w.out.insert(0, HELLO3)
             self._pending.appendleft(DISCARD)
-            self._unsent += 1
+            w.unsent += 1
         self._state = READY
         self._failures = 0
-        self._writer_wakeup = trio.Event()
-        self._fd = stream.socket.fileno()
+        sock = w.sock = sockets.take_over(stream.socket)  # None unless READY
         self._framer = ReplyFramer()
-        self.write_now()  # what was queued while connecting
+        w.write_now()  # what was queued while connecting
         try:
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._write_loop, stream)
+                    nursery.start_soon(w.run)
                     nursery.start_soon(self._watchdog, nursery.cancel_scope)
-                    await self._read_loop(stream)
+                    await self._read_loop(sock)
             finally:
-                # Before the socket closes: its fd number may be reused at once, so no more
-                # non-blocking writes to it. Requests queue (no new connection) until _fail.
+                # Before the socket closes: no more non-blocking writes to it. Requests queue
+                # (no new connection) until _fail.
                 self._state = CONNECTING
-                self._fd = -1
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
-        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, BackendError) as eg:
+                w.sock = None
+                sockets.close(sock)
+        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, BackendError,
+                 HandlerError) as eg:
             first = eg.exceptions[0]
             result = "timeout" if isinstance(first, _Timeout) else "lost"
             self._pool.metrics.upstream(self.address, result)
             self._fail(first if isinstance(first, BackendError) else BackendError(str(first)))
 
-    async def _write_loop(self, stream: trio.SocketStream) -> None:
-        """Only what a non-blocking write could not take (the socket buffer was full)."""
-        while True:
-            out = self._out
-            if not out:
-                self._writer_wakeup = trio.Event()
-                await self._writer_wakeup.wait()
-                continue
-            data = out[0] if len(out) == 1 else b"".join(out)
-            out.clear()
-            self._unsent = 0
-            self._writing = True
-            try:
-                await stream.send_all(data)
-            finally:
-                self._writing = False
-
-    async def _read_loop(self, stream: trio.SocketStream) -> None:
-        """The poller reads for us; we only wake up to raise why the connection ended."""
-        result = await self._pool.poller.park(self._fd, self._on_readable)
+    async def _read_loop(self, sock: socket.socket) -> None:
+        """The poller reads for us; we only wake up to raise why the connection ended (a
+        read error is raised by ``park``, the handler returns the exception it found)."""
+        result = await self._pool.poller.park(sock, self._on_readable, RECV_BUFFER_BYTES)
+        if result is EOF:
+            raise BackendError(f"{self.address} closed the connection")
         raise BackendError(f"{self.address}: reading stopped ({result!r})")
 
-    def _on_readable(self) -> None:
-        try:
-            data = os.read(self._fd, RECV_BUFFER_BYTES)
-        except BlockingIOError:
-            return  # spurious wakeup
-        except OSError as exc:
-            self._pool.poller.wake(self._fd, outcome.Error(exc))
-            return
-        if not data:
-            self._pool.poller.wake(
-                self._fd, outcome.Error(BackendError(f"{self.address} closed the connection")))
-            return
+    def _on_readable(self, data: bytes) -> Exception | None:
         framer = self._framer
         framer.feed(data)
         frames = framer.frames()
         if not frames:
-            return
+            return None
         self._batches += 1
         pending = self._pending
         for type_byte, raw in frames:
-            if len(pending) <= self._unsent:
-                self._pool.poller.wake(self._fd, outcome.Error(
-                    BackendError(f"{self.address} sent a reply nobody asked for")))
-                return
+            if len(pending) <= self._writer.unsent:
+                return BackendError(f"{self.address} sent a reply nobody asked for")
             pending.popleft().on_frame(type_byte, raw)
+        return None
 
     async def _watchdog(self, scope: trio.CancelScope) -> None:
         """Declare the connection dead when requests wait and no reply arrived for
@@ -343,7 +207,7 @@ class BackendConnection:
         stalled_ticks = 0
         while True:
             await trio.sleep(tick_s)
-            waiting = len(self._pending) > self._unsent
+            waiting = len(self._pending) > self._writer.unsent
             if not waiting or self._batches != seen:
                 seen = self._batches
                 stalled_ticks = 0
@@ -356,14 +220,15 @@ class BackendConnection:
         s = self._pool.settings
         self._state = IDLE
         self._failures += 1
-        delay_ms = min(s.reconnect_backoff_max_ms,
-                       s.reconnect_backoff_min_ms * (1 << min(self._failures - 1, 16)))
+        delay_ms = backoff_ms(self._failures - 1, s.reconnect_backoff_min_ms,
+                              s.reconnect_backoff_max_ms)
         self._retry_at = trio.current_time() + delay_ms / 1000
         pending, self._pending = self._pending, deque()
-        n_sent = len(pending) - self._unsent
-        self._out = []
-        self._unsent = 0
-        self._fd = -1
+        w = self._writer
+        n_sent = len(pending) - w.unsent
+        w.out.clear()
+        w.unsent = 0
+        w.sock = None
         self._pool.on_connection_failed(self)
         for i, p in enumerate(pending):
             p.on_failure(exc, i < n_sent)
@@ -389,18 +254,19 @@ class BackendPool:
         self.metrics = metrics
         self.nursery = nursery
         self._on_failure = on_failure
-        self.poller = poller()
-        # After each pass the poller writes queued node output, then calls after_batch.
-        self.poller.after_pass.append(after_batch)
-        flush_writes = self.poller.flush_writes
+        self.poller: Poller = run_poller()
+        self.dirty = Flusher()  # node connections with output queued
+        flush_writes = self.dirty.flush
 
         def flush_all() -> None:
             flush_writes()
             after_batch()
 
-        # Called after each batch of work outside the poller's passes (a retry, a failure, a
-        # session's awaited request): writes queued node output, then client output.
+        # Called after each poller pass and after each batch of work outside the passes (a
+        # retry, a failure, a session's awaited request): writes queued node output, then
+        # client output.
         self.after_batch = flush_all
+        self.poller.after_pass.append(flush_all)
         # RESP version -> node address -> that node's connections.
         self._conns: dict[int, dict[str, list[BackendConnection]]] = {2: {}, 3: {}}
         self._per_node = settings.backend_connections_per_node

@@ -12,27 +12,25 @@ and one task per client session, all in one nursery that ``run`` owns.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import itertools
 import logging
 
 import trio
 
+from slotgate.eventcore import sockets
+from slotgate.eventcore.listen import accept_loop, open_listeners, resolve
+from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
-from slotgate.proxy.front.session import OutputFlusher, Session
+from slotgate.proxy.front.session import Session
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.ops.workers import bind_shared
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Router
 from slotgate.proxy.routing.topology import Topology
 
 log = logging.getLogger("slotgate.proxy")
 
-# accept() errors that mean "out of resources right now", not "the listener is broken".
-ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
-ACCEPT_CAPACITY_SLEEP_S = 0.1
 # Settings fixed for the life of a Proxy: the listener and the pool's shape.
 RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node"})
 
@@ -51,7 +49,7 @@ class Proxy:
         self.router: Router  # set in run()
         self.listen_address = ""
         self.sessions: set[Session] = set()
-        self.flusher = OutputFlusher()
+        self.flusher = Flusher()  # sessions with replies to write at the end of a batch
         self.worker_index = worker_index
         self.worker_count = worker_count
         first_id = 1 if worker_index is None else worker_index + 1
@@ -99,12 +97,10 @@ class Proxy:
                                lambda node: self.topology.request_refresh("conn_lost"),
                                self.flusher.flush)
             self.router = Router(s, self.metrics, self.topology, pool, nursery)
-            if self.worker_index is None:
-                listeners = await trio.open_tcp_listeners(s.listen_port, host=s.listen_host)
-            else:
-                listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-                             for sock in bind_shared(s.listen_host, s.listen_port, listen=True)]
-            host, port = listeners[0].socket.getsockname()[:2]
+            # A worker shares its address with its siblings (SO_REUSEPORT).
+            listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
+                resolve(s.listen_host), s.listen_port, reuse_port=self.worker_index is not None)]
+            host, port = listeners[0].getsockname()[:2]
             self.listen_address = f"{host}:{port}"
             log.info("listening on %s", self.listen_address)
             async with trio.open_nursery() as clients:
@@ -125,47 +121,36 @@ class Proxy:
         for session in list(self.sessions):
             session.abandon_pending()
 
-    async def _accept_loop(self, listeners: list[trio.SocketListener],
+    async def _accept_loop(self, listeners: list[trio.socket.SocketType],
                            clients: trio.Nursery) -> None:
         with self._accepting:
             try:
                 async with trio.open_nursery() as accept_nursery:
                     for listener in listeners:
-                        accept_nursery.start_soon(self._accept_one_listener, listener, clients)
+                        accept_nursery.start_soon(accept_loop, listener, self._serve, clients)
             finally:
-                with trio.CancelScope(shield=True):
-                    for listener in listeners:
-                        await listener.aclose()
+                for listener in listeners:
+                    listener.close()
 
-    async def _accept_one_listener(self, listener: trio.SocketListener,
-                                   clients: trio.Nursery) -> None:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno in ACCEPT_CAPACITY_ERRNOS:
-                    log.error("accept: %s; sleeping %.1f s", exc, ACCEPT_CAPACITY_SLEEP_S)
-                    await trio.sleep(ACCEPT_CAPACITY_SLEEP_S)
-                    continue
-                raise
-            clients.start_soon(self._serve, stream)
-
-    async def _serve(self, stream: trio.SocketStream) -> None:
+    async def _serve(self, tsock: trio.socket.SocketType) -> None:
+        sock = sockets.take_over(tsock)  # the session's from here on
         if len(self.sessions) >= self.settings.max_clients:
             try:
-                await stream.send_all(error_frame(errors.MAX_CLIENTS))
-            except (trio.BrokenResourceError, OSError):
+                await Writer([error_frame(errors.MAX_CLIENTS)], sock).send_rest()
+            except (trio.ClosedResourceError, OSError):
                 pass  # the client is gone already; nothing else to tell it
-            await stream.aclose()
+            sockets.close(sock)
             return
         try:
-            peer_host, peer_port = stream.socket.getpeername()[:2]
+            peer_host, peer_port = sock.getpeername()[:2]
             peer = f"{peer_host}:{peer_port}"
         except OSError:
             peer = "?"
-        session = Session(self, stream, next(self._ids), peer)
+        session = Session(self, sock, next(self._ids), peer)
         self.sessions.add(session)
         try:
             await session.run()
+        except Exception:  # a bug: it ends this client's connection only (closed by run)
+            log.exception("client %s: unexpected error; connection closed", peer)
         finally:
             self.sessions.discard(session)

@@ -5,20 +5,21 @@
                                                └▶ awaited: MULTI/EXEC, WATCH,│ (any order)
                                                   blocking commands          ▼
     socket ◀─ os.write at batch end ◀─ head-of-line flush of filled slots
-              (leftovers: writer task, send_all)
+              (leftovers: the writer task)
 
 Every request gets a ``ReplySlot`` at the tail of a queue when it is read. Backend replies
 fill slots in whatever order they arrive; the filled prefix of the queue moves to the output
 buffer and the session is marked dirty. At the end of each batch of work (a backend read, a
-client read, a retry) ``OutputFlusher.flush`` writes every dirty session's buffer with one
+client read, a retry) the proxy's ``Flusher`` writes every dirty session's buffer with one
 non-blocking ``os.write`` — no task switch per reply. Whatever the socket does not take goes
-to the session's writer task (``send_all``), which also keeps the order while it is busy. Requests are dispatched as they are read
+to the session's writer task (``eventcore.writer``), which also keeps the order while it is
+busy. Requests are dispatched as they are read
 (no task per request): most complete through callbacks. Requests that need the session's
 earlier requests to have finished first (transactions, WATCH, blocking commands) wait until
 the session is idle, run on a connection of their own, and hold up later requests meanwhile,
 exactly as one Redis server would.
 
-In the ordinary state the socket is served by the backend module's ``Poller``: it reads,
+In the ordinary state the socket is served by the poller (``eventcore.poller``): it reads,
 parses and dispatches synchronously, in one pass with every other ready socket, and output is
 flushed once per pass. The session's task sleeps meanwhile and takes over only when it must
 wait: for a request that holds up the session, for the client to drain replies
@@ -39,16 +40,18 @@ within the shutdown grace period.
 from __future__ import annotations
 
 import logging
-import os
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import hiredis
-import outcome
 import trio
 
+from slotgate.eventcore import sockets
+from slotgate.eventcore.poller import EOF, HandlerError, receive_ready
+from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.commands import (
     COMMANDS,
     CommandInfo,
@@ -62,7 +65,7 @@ from slotgate.protocol.commands import (
 from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.backend.connections import BackendConnection, receive_ready
+from slotgate.proxy.backend.connections import BackendConnection
 from slotgate.proxy.front import local, pinned, pubsub
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
@@ -76,26 +79,13 @@ log = logging.getLogger("slotgate.session")
 
 RECV_BUFFER_BYTES = 64 * 1024
 _MINUS = ord("-")
-# Why the poller handed the client socket back to the session's task.
-_EOF, _PENDING, _QUIT, _BAD, _FULL = range(5)
+# Why the poller handed the client socket back to the session's task (besides EOF).
+_PENDING, _QUIT, _BAD, _FULL = range(1, 5)
 _NO_REQUESTS: list[list[bytes]] = []
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 
 
-class OutputFlusher:
-    """Sessions with replies waiting to be written; flushed at the end of each batch."""
-
-    __slots__ = ("pending",)
-
-    def __init__(self) -> None:
-        self.pending: list[Session] = []
-
-    def flush(self) -> None:
-        while self.pending:
-            pending, self.pending = self.pending, []
-            for session in pending:
-                session.write_now()
 
 
 def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
@@ -168,18 +158,16 @@ class SlotCall(Call):
 
 
 class Session:
-    def __init__(self, proxy: Proxy, stream: trio.SocketStream, client_id: int, peer: str) -> None:
+    def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
         self.proxy = proxy
         self.router = proxy.router
         self.metrics = proxy.metrics
         self.settings = proxy.settings
-        self.stream = stream
-        self._fd = stream.socket.fileno()
-        self._flusher: OutputFlusher = proxy.flusher
-        self._dirty = False
-        self._writing = False
-        # Set before the socket closes: late backend replies must never reach os.write, whose
-        # file descriptor number may by then belong to another connection.
+        self._sock = sock  # the client's, non-blocking (eventcore.sockets); closed by run()
+        self._flusher: Flusher = proxy.flusher  # sessions with replies to write
+        self._writer = Writer(sock=sock)
+        # Set before the socket closes (with the writer's socket): late backend replies must
+        # never be written to it.
         self.closed = False
         self._client_eof = False
         self.id = client_id
@@ -190,8 +178,7 @@ class Session:
         self.any_slot = (client_id * 2654435761) % SLOT_COUNT
         self.slots: deque[ReplySlot | SlotCall] = deque()
         self.unfilled = 0
-        self._out: list[bytes] = []
-        self._writer_wakeup = trio.Event()
+        self._out = self._writer.out  # replies ready, in order
         self._progress = trio.Event()  # set whenever replies were flushed
         self.quit = False
         self._read_scope = trio.CancelScope()
@@ -227,27 +214,10 @@ class Session:
         was_empty = not out
         while slots and slots[0].data is not None:
             out.append(slots.popleft().data)  # type: ignore[arg-type]
-        if was_empty and out and not self._dirty and not self.closed:
-            self._dirty = True
-            self._flusher.pending.append(self)
+        if was_empty and out and not self._writer.dirty and not self.closed:
+            self._writer.dirty = True
+            self._flusher.pending.append(self._writer)
         self._progress.set()
-
-    def write_now(self) -> None:
-        """Write the output buffer without blocking; the writer task takes any rest."""
-        self._dirty = False
-        out = self._out
-        if not out or self._writing or self.closed:
-            return  # the writer task is mid-send and will take what is queued, in order
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        try:
-            written = os.write(self._fd, data)
-        except OSError:
-            # Would block, or the client is gone: the writer's send_all waits or reports it.
-            written = 0
-        if written < len(data):
-            out.append(data[written:])
-            self._writer_wakeup.set()
 
     async def wait_idle(self, own: int = 1) -> None:
         """Until every request dispatched before the caller's has its reply (``own``: how
@@ -259,9 +229,8 @@ class Session:
     def write_raw(self, raw: bytes) -> None:
         """Output that is not the reply to a request (subscriber-mode frames)."""
         self._out.append(raw)
-        if not self._dirty and not self.closed:
-            self._dirty = True
-            self._flusher.pending.append(self)
+        if not self.closed:
+            self._flusher.add(self._writer)
 
     def flush_output(self) -> None:
         self._flush_all()
@@ -276,21 +245,8 @@ class Session:
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
-    async def _write_loop(self) -> None:
-        out = self._out
-        while True:
-            if not out:
-                self._writer_wakeup = trio.Event()
-                await self._writer_wakeup.wait()
-                continue
-            data = out[0] if len(out) == 1 else b"".join(out)
-            out.clear()
-            self._writing = True
-            try:
-                await self.stream.send_all(data)
-            finally:
-                self._writing = False
-            self._progress.set()
+    def _on_sent(self) -> None:
+        self._progress.set()
 
     async def _drain(self) -> None:
         """Until every owed reply has been written."""
@@ -309,7 +265,7 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._write_loop)
+                nursery.start_soon(self._writer.run, self._on_sent)
                 eof = await self._read_loop()
                 if not eof:
                     deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
@@ -318,16 +274,19 @@ class Session:
                     with trio.move_on_at(deadline):
                         await self._drain()
                 nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
-            # The client went away (reset, broken pipe): nothing to answer any more.
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                 HandlerError) as eg:
+            # The client went away (reset, broken pipe), or serving it hit a bug (logged by
+            # the poller): nothing to answer any more.
             log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
         finally:
             self.closed = True
+            self._writer.sock = None
             self.metrics.client_disconnected()
             with trio.CancelScope(shield=True):
                 await self.tx.aclose()
                 await self.sub.aclose()
-                await self.stream.aclose()
+                sockets.close(self._sock)
 
     async def _read_loop(self) -> bool:
         """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
@@ -343,14 +302,15 @@ class Session:
             while True:
                 # Backpressure: stop reading while too many replies are owed, or while the
                 # client is not taking what was already written (the writer is blocked).
-                while len(self.slots) >= depth or (self._writing and self._out):
+                while len(self.slots) >= depth or (self._writer.sending and self._out):
                     self._progress = trio.Event()
                     await self._progress.wait()
                 reason = self._process()  # what is left of the last batch, if anything
                 if reason is None:
                     flush()
-                    reason = await self._poller.park(self._fd, self._on_readable)
-                if reason == _EOF:
+                    reason = await self._poller.park(self._sock, self._on_readable,
+                                                     RECV_BUFFER_BYTES)
+                if reason is EOF:
                     return True
                 flush()
                 if reason == _PENDING:
@@ -366,26 +326,16 @@ class Session:
                     return False
         return False
 
-    def _on_readable(self) -> None:
-        """The poller's handler for the client socket: read, dispatch; hand the socket back
-        to the session's task when it has to wait."""
-        try:
-            data = os.read(self._fd, RECV_BUFFER_BYTES)
-        except BlockingIOError:
-            return  # spurious wakeup
-        except OSError as exc:
-            self._poller.wake(self._fd, outcome.Error(exc))
-            return
-        if not data:
-            self._poller.wake(self._fd, outcome.Value(_EOF))
-            return
+    def _on_readable(self, data: bytes) -> int | None:
+        """The poller's handler for the client socket: parse, dispatch; hand the socket back
+        to the session's task (return why) when it has to wait."""
         self._reader.feed(data)  # type: ignore[union-attr]
         reason = self._process()
         if reason is None:
-            if len(self.slots) < self._depth and not (self._writing and self._out):
-                return
+            if len(self.slots) < self._depth and not (self._writer.sending and self._out):
+                return None
             reason = _FULL
-        self._poller.wake(self._fd, outcome.Value(reason))
+        return reason
 
     def _process(self) -> int | None:
         """Dispatch every complete request; None, or why the session's task must take over."""
@@ -445,7 +395,7 @@ class Session:
     async def _watch_input(self, reader: RequestReader, scope: trio.CancelScope) -> None:
         limit = self.settings.max_inline_len + RECV_BUFFER_BYTES
         while reader.buffered_bytes() < limit:
-            data = await receive_ready(self._fd, RECV_BUFFER_BYTES)
+            data = await receive_ready(self._sock, RECV_BUFFER_BYTES)
             if not data:
                 self._client_eof = True
                 scope.cancel()

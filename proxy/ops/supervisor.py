@@ -30,16 +30,18 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from slotgate.eventcore.backoff import backoff_ms
+from slotgate.eventcore.listen import open_listeners, resolve
 from slotgate.proxy.ops.config import Config
 from slotgate.proxy.ops.metrics import PREFIX, MetricsServer
 from slotgate.proxy.ops.metrics_merge import merge_expositions
-from slotgate.proxy.ops.workers import READY, WorkerRole, bind_shared, http_get
+from slotgate.proxy.ops.workers import READY, WorkerRole, http_get
 
 log = logging.getLogger("slotgate.supervisor")
 
 READY_TIMEOUT_S = 60.0  # a worker must listen within this (it also learns the topology)
-RESTART_BACKOFF_MIN_S = 0.1
-RESTART_BACKOFF_MAX_S = 5.0
+RESTART_BACKOFF_MIN_MS = 100
+RESTART_BACKOFF_MAX_MS = 5000
 STABLE_RUN_S = 10.0  # a worker that ran this long before dying restarts without backoff
 SCRAPE_TIMEOUT_S = 1.0  # per worker, for /metrics
 HEALTH_TIMEOUT_S = 2.5  # per worker, for /healthz (a worker probes its masters for up to 1 s)
@@ -78,7 +80,10 @@ class Supervisor:
         """Start the workers, serve until a signal stopped them all. Raises ``OSError`` (the
         address cannot be bound) or ``WorkerStartError``."""
         s = self.config.proxy
-        reserved = bind_shared(s.listen_host, s.listen_port, listen=False)
+        # Bound, not listening: that reserves the port (and resolves port 0) without taking
+        # connections, which the kernel spreads only over the workers' listening sockets.
+        reserved = open_listeners(resolve(s.listen_host), s.listen_port, reuse_port=True,
+                                  listen=False)
         try:
             host, port = reserved[0].getsockname()[:2]
             self.listen_address = f"{host}:{port}"
@@ -107,7 +112,7 @@ class Supervisor:
 
     # --- one worker's life ---------------------------------------------------------------------
     async def _supervise(self, w: Worker, listen_flag: str) -> None:
-        backoff_s = 0.0
+        quick_exits = 0  # exits in a row since the last stable run
         while not self.stopping:
             started_at = trio.current_time()
             try:
@@ -121,8 +126,9 @@ class Supervisor:
                 raise WorkerStartError(f"worker {w.index} exited with status {status} before "
                                        "it was ready (its own message is above)")
             if trio.current_time() - started_at >= STABLE_RUN_S:
-                backoff_s = 0.0
-            backoff_s = min(max(RESTART_BACKOFF_MIN_S, backoff_s * 2), RESTART_BACKOFF_MAX_S)
+                quick_exits = 0
+            backoff_s = backoff_ms(quick_exits, RESTART_BACKOFF_MIN_MS, RESTART_BACKOFF_MAX_MS) / 1000
+            quick_exits += 1
             w.restarts += 1
             log.warning("worker %d exited unexpectedly with status %s; starting it again in "
                         "%.1f s", w.index, status, backoff_s)

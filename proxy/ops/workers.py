@@ -1,5 +1,6 @@
-"""What a worker process and its supervisor share: the SO_REUSEPORT address, the worker's
-role on the command line, the control link, and a tiny HTTP GET for the internal metrics.
+"""What a worker process and its supervisor share: the worker's role on the command line, the
+control link, and a tiny HTTP GET for the internal metrics. (Both bind the shared address with
+SO_REUSEPORT through ``eventcore.listen``.)
 
 The supervisor (proxy/ops/supervisor.py) starts each worker as ``python -m slotgate.proxy <the same flags>
 --listen HOST:PORT --worker INDEX/COUNT/FD``. ``FD`` is the worker's end of a socketpair: the
@@ -9,44 +10,11 @@ SIGTERM) when it reads end-of-file, i.e. when the supervisor is gone, whatever k
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 
 import trio
 
-LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
 READY = b"ready"
-
-
-def bind_shared(host: str, port: int, *, listen: bool) -> list[socket.socket]:
-    """Sockets bound to every address ``host`` resolves to, with SO_REUSEPORT (and
-    SO_REUSEADDR) so several processes can bind the same port; listening when ``listen``.
-
-    The supervisor binds without listening: that reserves the port (and resolves port 0)
-    without taking connections, which the kernel spreads only over listening sockets. Raises
-    ``OSError`` (e.g. address in use by a process without SO_REUSEPORT).
-    """
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
-    out: list[socket.socket] = []
-    try:
-        for family, type_, proto, _, addr in infos:
-            sock = socket.socket(family, type_, proto)
-            out.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and len(out) > 1:  # every address on the port the first one got
-                addr = (addr[0], out[0].getsockname()[1], *addr[2:])
-            sock.bind(addr)
-            if listen:
-                sock.listen(LISTEN_BACKLOG)
-    except BaseException:
-        for sock in out:
-            sock.close()
-        raise
-    return out
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,3 @@ def decide_lost(node: str, sent: bool, readonly: bool, expired: bool) -> Decisio
             error=error_frame(errors.NODE_UNREACHABLE.format(node=node)),
         )
     return Decision(Action.RETRY, "LOST", node=node)
-
-
-def backoff_ms(attempt: int, min_ms: int, max_ms: int) -> float:
-    """Exponential backoff: min, 2*min, 4*min ... capped at max."""
-    return float(min(max_ms, min_ms * (1 << min(attempt, 16))))

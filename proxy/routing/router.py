@@ -28,15 +28,20 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from slotgate.eventcore.backoff import backoff_ms
 from slotgate.protocol.resp import encode_command
 from slotgate.proxy import errors
-from slotgate.proxy.backend.connections import DISCARD, BackendError, BackendPool, DirectConnection
+from slotgate.proxy.backend.connections import (
+    DISCARD,
+    BackendError,
+    BackendPool,
+    DirectConnection,
+)
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing.redirect import (
     Action,
     Decision,
-    backoff_ms,
     classify_error,
     decide_lost,
     error_frame,

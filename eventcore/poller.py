@@ -1,0 +1,207 @@
+"""One epoll set served by one trio task: all of a wake-up's ready sockets in one pass.
+
+    owner task: await poller.park(sock, handler, max_bytes) ───▶ returns the handler's value,
+                        │ watched (level-triggered)                    ▲  or EOF, or raises
+    poller task: epoll ready ─▶ recv ─▶ handler(data) ─▶ None: keep serving
+                                │ EOF, error           └▶ a value / an exception
+                                └───────────────────────────────────────┘ (unwatched)
+                 end of pass ─▶ after_pass hooks (the owners' batched writes)
+
+trio's ``wait_readable`` registers and unregisters a socket with its own epoll on every wait
+and costs a task switch per read. Here each socket is registered once while its owner is
+parked, and the task waits on the epoll fd alone, so a pass costs one trio wait however many
+sockets are ready. The poller reads; the handler runs synchronously on the bytes (parse,
+dispatch, queue output). When the socket needs its owner (a request that must be awaited,
+backpressure, …) the handler returns why, and the owner's ``park`` returns that value (or
+raises it, if it is an exception); at EOF ``park`` returns ``EOF``, a read error (reset…) is
+raised there. A handler that raises is a bug: the traceback is logged, the owner's ``park``
+raises ``HandlerError``, the owner closes that connection, and every other socket is served
+on.
+
+Sockets are stdlib sockets in non-blocking mode (``sockets.take_over``): their ``recv`` and
+``send`` cost less than ``os.read``/``os.write`` on the descriptor (measured: about 0.4 µs
+per write to a peer that is woken by it).
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import outcome
+import trio
+
+log = logging.getLogger("eventcore")
+
+MAX_EVENTS = 512  # ready sockets taken per pass
+
+# A handler gets the bytes read; it returns None to go on being called, anything else to
+# wake its owner with it.
+Handler = Callable[[bytes], object]
+Recv = Callable[[int], bytes]
+
+
+class _Eof:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EOF"
+
+
+EOF: Any = _Eof()  # what ``park`` returns when the peer closed its side
+
+
+class HandlerError(Exception):
+    """A socket's handler raised (a bug): already logged with its traceback. The owner that
+    gets this closes that connection and nothing else."""
+
+
+def _wake_with(value: object) -> outcome.Outcome[Any]:
+    return outcome.Error(value) if isinstance(value, BaseException) else outcome.Value(value)
+
+
+def _crashed(fd: int, exc: Exception) -> HandlerError:
+    log.error("unexpected error serving fd %d; closing that connection", fd, exc_info=exc)
+    err = HandlerError(f"fd {fd}: {exc!r}")
+    err.__cause__ = exc  # raised in the owner's task: the original shows as the cause
+    return err
+
+
+class Poller:
+    """One epoll set and the task that serves it (``run``). Owners are trio tasks of the
+    same run."""
+
+    __slots__ = ("_ep", "_watched", "after_pass")
+
+    def __init__(self) -> None:
+        self._ep = select.epoll()
+        # fd -> (handler, parked owner task, the socket's recv, bytes per read)
+        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task, Recv, int]] = {}
+        # Called after every pass, in order (the owners' batched output).
+        self.after_pass: list[Callable[[], None]] = []
+
+    async def park(self, sock: socket.socket, handler: Handler, max_bytes: int) -> Any:
+        """Whenever ``sock`` is readable, read up to ``max_bytes`` and call ``handler`` with
+        them, until it returns something other than None (or ``wake`` is called); return
+        that, or raise it if it is an exception. At EOF returns ``EOF``; a read error is
+        raised, and ``HandlerError`` if the handler raised. Cancellable: ``sock`` is then no
+        longer watched."""
+        task = trio.lowlevel.current_task()
+        fd = sock.fileno()
+        self._ep.register(fd, select.EPOLLIN)
+        self._watched[fd] = (handler, task, sock.recv, max_bytes)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self._unwatch(fd)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def wake(self, sock: socket.socket, value: object) -> bool:
+        """Stop watching ``sock`` and resume its parked owner with ``value`` (as a handler's
+        return value). False if no owner is parked on it."""
+        fd = sock.fileno()
+        entry = self._watched.get(fd)
+        if entry is None:
+            return False
+        self._unwatch(fd)
+        trio.lowlevel.reschedule(entry[1], _wake_with(value))
+        return True
+
+    def serve_now(self, sock: socket.socket, handler: Handler, max_bytes: int) -> object:
+        """Serve ``sock`` once outside a pass, as a pass would (a new connection may have
+        sent something already): None, or what ``park`` would give (an exception is
+        raised)."""
+        try:
+            data = sock.recv(max_bytes)
+        except BlockingIOError:
+            return None
+        if not data:
+            return EOF
+        try:
+            value = handler(data)
+        except Exception as exc:  # a bug in the handler: this connection only
+            raise _crashed(sock.fileno(), exc) from exc
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def _unwatch(self, fd: int) -> None:
+        del self._watched[fd]
+        try:
+            self._ep.unregister(fd)
+        except (OSError, ValueError):
+            pass  # closed already: the kernel dropped it from the set
+
+    async def run(self) -> None:
+        """Serve until cancelled; the epoll set is closed then."""
+        ep = self._ep
+        poll = ep.poll
+        watched = self._watched
+        after_pass = self.after_pass
+        epfd = ep.fileno()
+        try:
+            while True:
+                events = poll(0, MAX_EVENTS)
+                if not events:
+                    await trio.lowlevel.wait_readable(epfd)
+                    continue
+                for fd, _ in events:
+                    entry = watched.get(fd)
+                    if entry is None:
+                        continue  # its owner was woken earlier in this pass
+                    # (inline: this is the hot path of every request)
+                    try:
+                        data = entry[2](entry[3])
+                    except BlockingIOError:
+                        continue  # spurious wakeup
+                    except OSError as exc:
+                        value: object = exc
+                    else:
+                        if not data:
+                            value = EOF
+                        else:
+                            try:
+                                value = entry[0](data)
+                            except Exception as exc:  # a bug in the handler: this connection
+                                value = _crashed(fd, exc)
+                    if value is not None:
+                        self._unwatch(fd)
+                        trio.lowlevel.reschedule(entry[1], _wake_with(value))
+                for hook in after_pass:
+                    hook()
+                # other tasks (owners handed their socket back, writers, timers) run between
+                # passes
+                await trio.lowlevel.checkpoint()
+        finally:
+            ep.close()
+
+
+_POLLER: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("eventcore_poller")
+
+
+def run_poller() -> Poller:
+    """This trio run's shared Poller; its task is started on first use, as a system task."""
+    try:
+        return _POLLER.get()
+    except LookupError:
+        p = Poller()
+        _POLLER.set(p)
+        trio.lowlevel.spawn_system_task(p.run, name="eventcore-poller")
+        return p
+
+
+async def receive_ready(sock: socket.socket, max_bytes: int) -> bytes:
+    """Read from a socket that is usually empty when asked (a parked client's input): wait
+    until readable, then read. (Reading first would, for a request/reply socket, almost
+    always fail with EAGAIN: a wasted syscall.) b"" means EOF; errors (reset…) raise
+    ``OSError``. The caller must be the only reader of ``sock``."""
+    while True:
+        await trio.lowlevel.wait_readable(sock)
+        try:
+            return sock.recv(max_bytes)
+        except BlockingIOError:
+            continue  # spurious wakeup

@@ -1,0 +1,121 @@
+"""A socket's output: queued bytes, written without blocking; the rest sent by a trio task.
+
+    owner: writer.out.append(bytes) … end of a batch: writer.write_now() ─ one send ─▶ socket
+                                                      │ the kernel took less
+                                                      ▼
+           a trio task: send_rest() (wait_writable, send, until ``out`` is empty)
+
+Most writes go out whole with one non-blocking ``send`` at the end of a batch of work (a
+poller pass), with no task switch. What the kernel does not take stays first in ``out`` and
+goes with ``send_rest``, awaited by a task: the owner's writer task (``run``), or the owner's
+own task when it must not read on before its output is gone. While that send is in progress
+(``sending``) ``write_now`` writes nothing, so the bytes leave in the order they were queued.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable
+
+import trio
+
+
+class Writer:
+    """Output of one socket (not its owner: closing the socket is the caller's)."""
+
+    __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup")
+
+    def __init__(self, out: list[bytes] | None = None,
+                 sock: socket.socket | None = None) -> None:
+        self.out: list[bytes] = [] if out is None else out  # to send, in order
+        # A non-blocking socket; None: not connected yet, or closed (set to None before the
+        # socket closes: nothing may be written to it after that).
+        self.sock = sock
+        self.sending = False  # a task is in send_rest: it takes what is queued, in order
+        self.dirty = False  # listed in a Flusher for the end of the batch
+        self.unsent = 0  # owner's count of items queued since out was last taken (never sent)
+        self._wakeup = trio.Event()
+
+    def write_now(self) -> int:
+        """Write everything queued with one non-blocking write; bytes written. A rest stays
+        queued and wakes the writer task (``run``). Writes nothing while a task is sending,
+        or without a socket. Errors are not raised here: the rest stays and the task's
+        ``send_rest`` raises them."""
+        out = self.out
+        sock = self.sock
+        if not out or self.sending or sock is None:
+            return 0
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self.unsent = 0
+        try:
+            written = sock.send(data)
+        except OSError:  # would block, or the connection broke: send_rest waits or raises
+            written = 0
+        if written < len(data):
+            out.append(data[written:] if written else data)
+            self._wakeup.set()
+        return written
+
+    async def send_rest(self, after_chunk: Callable[[], None] | None = None) -> int:
+        """Send everything queued, and whatever is queued meanwhile, waiting for the socket
+        to take it; bytes sent. ``after_chunk`` runs after each joined chunk went out.
+        Raises ``OSError`` when the connection is broken or there is no socket
+        (``trio.ClosedResourceError`` if it is closed while waiting)."""
+        out = self.out
+        total = 0
+        self.sending = True
+        try:
+            while out:
+                data = out[0] if len(out) == 1 else b"".join(out)
+                out.clear()
+                self.unsent = 0
+                view = memoryview(data)
+                while view:
+                    sock = self.sock
+                    if sock is None:
+                        raise OSError(errno.EBADF, "the socket is closed")
+                    try:
+                        view = view[sock.send(view):]
+                    except BlockingIOError:
+                        await trio.lowlevel.wait_writable(sock)
+                total += len(data)
+                if after_chunk is not None:
+                    after_chunk()
+        finally:
+            self.sending = False
+        return total
+
+    async def run(self, after_chunk: Callable[[], None] | None = None) -> None:
+        """The writer task: sends what ``write_now`` left over, as it comes. Raises
+        ``OSError`` when the connection breaks."""
+        while True:
+            if not self.out:
+                self._wakeup = trio.Event()
+                await self._wakeup.wait()
+                continue
+            await self.send_rest(after_chunk)
+
+
+class Flusher:
+    """The writers with output queued in this batch of work (each listed once: its ``dirty``
+    flag), written at the end of the batch."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending: list[Writer] = []
+
+    def add(self, w: Writer) -> None:
+        """List ``w`` for the next ``flush`` (hot callers inline this)."""
+        if not w.dirty:
+            w.dirty = True
+            self.pending.append(w)
+
+    def flush(self) -> None:
+        while self.pending:
+            pending, self.pending = self.pending, []
+            for w in pending:
+                w.dirty = False
+                w.write_now()
