@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support import ManagedProcess, redis_server, slotgate_node  # noqa: E402
+from tests.support import ManagedProcess, in_tree, redis_server, slotgate_node  # noqa: E402
 
 CLIENTS = 50
 PIPELINES = (1, 16)
@@ -90,10 +90,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "redis": pinned(redis_server(work, extra=["--repl-diskless-sync-delay", "0"])),
         }
         if args.before is not None:
-            targets["before"] = pinned(slotgate_node(work / "before"))
+            targets["before"] = pinned(in_tree(slotgate_node(work / "before"), args.before))
         replicas: dict[str, ManagedProcess] = {}
         if args.replica:
             replicas = {name: pinned(redis_server(work) if name == "redis"
+                                     else in_tree(slotgate_node(work / f"{name}-replica"),
+                                                  args.before) if name == "before"
                                      else slotgate_node(work / f"{name}-replica"))
                         for name in targets}
         cwd_env = os.environ.get("PYTHONPATH")

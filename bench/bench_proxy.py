@@ -47,6 +47,7 @@ from slotgate.protocol.slots import key_slot  # noqa: E402
 from tests.support import (  # noqa: E402
     ManagedProcess,
     create_cluster,
+    in_tree,
     redis_server,
     slotgate_proxy,
 )
@@ -140,7 +141,8 @@ def start_proxy(workdir: Path, seed: int, extra: list[str], tree: str = "") -> M
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(Path(tree).resolve())  # inherited by the child only
     try:
-        return wait_all_workers(slotgate_proxy(workdir, [seed], extra).start(), extra)
+        proxy = in_tree(slotgate_proxy(workdir, [seed], extra), Path(tree))
+        return wait_all_workers(proxy.start(), extra)
     finally:
         if old_path is None:
             del os.environ["PYTHONPATH"]

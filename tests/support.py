@@ -269,6 +269,16 @@ def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[st
     return ManagedProcess(argv, port, workdir / f"proxy-{port}", "proxy.log")
 
 
+def in_tree(proc: ManagedProcess, tree: Path) -> ManagedProcess:
+    """``proc`` run from another revision's source tree (put on PYTHONPATH by the caller): its
+    ``-m`` target as that tree names it, ``slotgate.node`` since the one-import-name layout,
+    ``node`` before it (else the installed tree's code would run instead)."""
+    i = proc.argv.index("-m") + 1
+    if not (tree / "slotgate").is_dir():
+        proc.argv[i] = proc.argv[i].removeprefix("slotgate.")
+    return proc
+
+
 def slotgate_node(workdir: Path, *, port: int | None = None, cluster: bool = False,
                   extra: Sequence[str] = ()) -> ManagedProcess:
     """Our bundled node (``python -m slotgate.node``) on a free loopback port, not yet started.

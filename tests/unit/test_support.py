@@ -14,8 +14,11 @@ from tests.support import (
     RawClient,
     blocked_clients,
     during,
+    in_tree,
     node_and_redis,
     pid_alive,
+    slotgate_node,
+    slotgate_proxy,
     wait_blocked,
     wait_until,
 )
@@ -118,3 +121,14 @@ def test_node_and_redis_starts_both_with_the_same_directives(tmp_path: Path) -> 
                 assert c.call("DEBUG", "SLEEP", "0") == b"+OK\r\n"  # DEBUG enabled on both
         pids = [p.pid for p in procs.values()]
     assert not any(pid_alive(pid) for pid in pids)
+
+
+# -- another revision's tree -------------------------------------------------------------------
+def test_in_tree_names_the_module_as_that_tree_does(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    (new / "slotgate").mkdir(parents=True)
+    old.mkdir()
+    for make, name in ((lambda: slotgate_node(tmp_path), "node"),
+                       (lambda: slotgate_proxy(tmp_path, [7000], []), "proxy")):
+        assert in_tree(make(), old).argv[1:3] == ["-m", name]
+        assert in_tree(make(), new).argv[1:3] == ["-m", f"slotgate.{name}"]
