@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from slotgate.protocol import commands as pc
+
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
 
@@ -87,7 +89,6 @@ _PUBSUB_CONTEXT_OK = frozenset({
 
 def _table_info() -> dict[str, tuple[int, frozenset[str], bool]]:
     """name -> (arity, flags, has_keys) from the shared table, subcommands as ``a|b``."""
-    from slotgate.protocol import commands as pc
 
     out: dict[str, tuple[int, frozenset[str], bool]] = {}
 

@@ -16,6 +16,7 @@ from slotgate.node.core import errors
 from slotgate.node.core import keyspace as K
 from slotgate.node.core.config import ConfigError, canonical
 from slotgate.node.core.errors import SYNTAX, CommandError
+from slotgate.node.core.glob import glob_match
 from slotgate.protocol import commands as pc
 from slotgate.protocol.resp import array_header, bulk, integer, map_header, simple, verbatim
 
@@ -259,8 +260,6 @@ def command_list(c: Client, argv: list[bytes]) -> bytes:
             raise CommandError(SYNTAX)
         kind, arg = argv[3].lower(), argv[4]
         if kind == b"pattern":
-            from slotgate.node.core.glob import glob_match
-
             names = [n for n in names if glob_match(arg, n, nocase=True)]
         elif kind == b"aclcat":
             cat = arg.lower().decode("utf-8", "replace")

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slotgate.node.core.glob import glob_match
+from slotgate.protocol.resp import split_args
 from slotgate.protocol.sdsrepr import sds_repr
 
 REDIS_VERSION = "7.0.15"
@@ -325,8 +327,6 @@ class Config:
         self.values[key] = parse_value(d, args)
 
     def config_get(self, pattern: str) -> list[tuple[str, str]]:
-        from slotgate.node.core.glob import glob_match
-
         out = []
         pat = pattern.lower().encode()
         for d in _TABLE:
@@ -382,7 +382,6 @@ def load(argv: Sequence[str]) -> Config:
     (``\nname "arg" "arg"``) and everything is parsed as one config; an error raises
     ``ConfigError`` whose text is Redis' FATAL CONFIG FILE ERROR block.
     """
-    from slotgate.protocol.resp import split_args
 
     cfg = Config()
     args = list(argv)

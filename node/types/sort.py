@@ -12,6 +12,8 @@ from slotgate.node.commands.registry import command
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import SYNTAX, WRONGTYPE, CommandError
 from slotgate.node.core.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, TYPES
+from slotgate.node.types.lists import RList
+from slotgate.node.types.sets import ordered
 from slotgate.protocol.resp import array_header, bulk, integer
 
 if TYPE_CHECKING:
@@ -82,8 +84,6 @@ def _elements(v: Any) -> list[bytes]:
     if name == b"list":
         return list(v)
     if name == b"set":
-        from slotgate.node.types.sets import ordered
-
         return list(ordered(v))
     return [member for _, member in v.entries]  # zset, in score order
 
@@ -212,8 +212,6 @@ def _sort(c: Client, argv: list[bytes], readonly: bool) -> bytes:
                 val = lookup_by_pattern(db, pat, el)
                 out.append(b"" if val is None else val)
     if out:
-        from slotgate.node.types.lists import RList
-
         db.set(store, RList(out))
         db.notify(NOTIFY_LIST, b"sortstore", store)
         c.ks.dirty += len(out)

@@ -28,7 +28,14 @@ from slotgate.node.core.errors import (
 )
 from slotgate.node.core.keyspace import NOTIFY_GENERIC, NOTIFY_KEY_MISS, NOTIFY_STRING, now_ms
 from slotgate.node.types.typeutil import typed_lookups
-from slotgate.protocol.resp import array_header, bulk, format_long_double, integer, to_long_double
+from slotgate.protocol.resp import (
+    array_header,
+    bulk,
+    format_long_double,
+    integer,
+    map_header,
+    to_long_double,
+)
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -580,8 +587,6 @@ def lcs(c: Client, argv: list[bytes]) -> bytes:
                 ranges.append(item)
             arange_start = alen
     if getidx:
-        from slotgate.protocol.resp import map_header
-
         return (map_header(2, c.resp) + bulk(b"matches") + array_header(len(ranges))
                 + b"".join(ranges) + bulk(b"len") + integer(total))
     if getlen:
