@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from slotgate.node.types.hll import pat_len
 from slotgate.protocol.resp import RequestReader
 from tests.node.diff import Case, Pair, check_cases, run_lines, show_difference
 from tests.support import RawClient, node_and_redis
@@ -47,6 +48,14 @@ CORRUPT = {
     "stale_ok": r'"HYLL\x01\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x7f\xff"',
 }
 
+def element_at(register: int) -> str:
+    """The first ``x<n>`` element that hashes to ``register`` (Redis' hash, so both agree)."""
+    n = 0
+    while pat_len(f"x{n}".encode())[0] != register:
+        n += 1
+    return f"x{n}"
+
+
 CASES = [
     Case("pfadd new, again, no elements", [
         "PFADD h a b c", "PFADD h a", "PFADD h", "PFADD fresh", "GET fresh", "GET h",
@@ -76,6 +85,13 @@ CASES = [
             f"PFCOUNT {name} nokey", f"PFMERGE d{name} {name}", f"EXISTS d{name}",
             f"PFDEBUG decode {name}", f"PFDEBUG getreg {name}", f"PFDEBUG todense {name}",
             f"PFDEBUG encoding {name}", f"PFCOUNT {name}", f"GET {name}")]),
+    Case("pfadd changes a corrupted value before it meets the corruption", [
+        f"SET few {CORRUPT['few_regs']}", f"PFADD few {element_at(5)} {element_at(16383)}",
+        "GET few", "PFCOUNT few", f"PFADD few {element_at(6)}", "GET few"]),
+    Case("the cache write-back is a modification (WATCH)", [
+        "PFADD h a b", "WATCH h", "PFCOUNT h", "MULTI", "PING", "EXEC",
+        "WATCH h", "PFCOUNT h", "PFADD h a", "MULTI", "PING", "EXEC",
+        "WATCH h", "PFDEBUG todense h", "MULTI", "PING", "EXEC"]),
     Case("registers over 32 force dense", [
         "SET big \"HYLL\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x80\\x7f\\xff\"",
         "PFADD big " + " ".join(elements(300, 7)), "PFDEBUG encoding big", "GET big",
