@@ -9,10 +9,13 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from slotgate.node.types.hll import pat_len
 from slotgate.protocol.resp import RequestReader
-from tests.node.diff import Case, Pair, check_cases, run_lines, show_difference
+from tests.node.diff import Case, Pair, check_cases, run_argvs, run_lines, show_difference
+from tests.node.gen import command
 from tests.support import RawClient, node_and_redis
 
 
@@ -278,3 +281,14 @@ def test_replication_matches_redis(diff_pair: Pair) -> None:
     real = _replication_stream(diff_pair.real_port, PROPAGATION_LINES)
     assert b"PFCOUNT h" in real, real  # the cache write-back replicates on the real server
     assert ours == real
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(proto=st.sampled_from([2, 3]),
+       cmds=st.lists(command("hll", "strings", "keys", "bitmaps"), min_size=30, max_size=80))
+def test_random_sequences_with_hll(diff_pair: Pair, proto: int, cmds: list[list[str]]) -> None:
+    problems = run_argvs(diff_pair, [[a.encode("latin-1") for a in argv] for argv in cmds],
+                         proto)
+    assert not problems, "\n".join(problems)
