@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from struct import unpack_from
+from struct import Struct, unpack_from
 
 HDR_SIZE = 16
 P = 14
@@ -320,6 +320,66 @@ def add(buf: bytearray, ele: bytes, max_bytes: int) -> int:
             return 1
         return 0
     return sparse_set(buf, index, count, max_bytes)
+
+
+# unpack_from of 0..31 little-endian 64-bit blocks, compiled once (elements up to 255 bytes)
+_UNPACK_MAX = 32
+_UNPACK_BLOCKS = [Struct(f"<{i}Q").unpack_from for i in range(_UNPACK_MAX)]
+
+
+def add_many(buf: bytearray, elements: list[bytes], max_bytes: int) -> int:
+    """PFADD's loop: hllAdd for each element in order; the number of registers that grew, or
+    -1 at the first corrupted sparse form (what was changed before it stays changed).
+
+    The hot path: the hash and the dense register update inlined, with 16-bit reads of the
+    two bytes a register may span (the last register lies in one byte: fb == 2)."""
+    updated = 0
+    unpackers = _UNPACK_BLOCKS
+    m = _MURMUR_M
+    mask = _MASK64
+    seed = _SEED
+    one_q = 1 << Q
+    for ele in elements:
+        n = len(ele)
+        h = (seed ^ (n * m)) & mask
+        nblocks = n >> 3
+        if nblocks:
+            blocks = (unpackers[nblocks](ele) if nblocks < _UNPACK_MAX
+                      else unpack_from(f"<{nblocks}Q", ele))
+            for k in blocks:
+                k = (k * m) & mask
+                k ^= k >> 47
+                h = ((h ^ ((k * m) & mask)) * m) & mask
+        if n & 7:
+            h = ((h ^ int.from_bytes(ele[nblocks << 3 :], "little")) * m) & mask
+        h ^= h >> 47
+        h = (h * m) & mask
+        h ^= h >> 47
+        index = h & 0x3FFF
+        rest = (h >> P) | one_q
+        count = (rest & -rest).bit_length()
+        if buf[4] == DENSE:
+            bit = index * 6
+            pos = HDR_SIZE + (bit >> 3)
+            fb = bit & 7
+            if fb <= 2:
+                cur = buf[pos]
+                if count > (cur >> fb) & 63:
+                    buf[pos] = (cur & ~(63 << fb) & 0xFF) | (count << fb)
+                    updated += 1
+            else:
+                two = buf[pos] | buf[pos + 1] << 8
+                if count > (two >> fb) & 63:
+                    two = (two & ~(63 << fb)) | (count << fb)
+                    buf[pos] = two & 0xFF
+                    buf[pos + 1] = two >> 8
+                    updated += 1
+        else:
+            r = sparse_set(buf, index, count, max_bytes)
+            if r < 0:
+                return -1
+            updated += r
+    return updated
 
 
 # -- merging and counting ---------------------------------------------------------------------

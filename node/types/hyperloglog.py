@@ -58,19 +58,15 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
     else:
         buf = bytearray(_checked(old))
         updated = 0
-    max_bytes = _max_bytes(c)
-    add = hll.add
-    for ele in argv[2:]:
-        r = add(buf, ele, max_bytes)
-        if r == 1:
-            updated += 1
-        elif r < 0:
-            if old is not None and buf != old:
-                # Redis has changed the string in place before it met the corruption: the
-                # value stays changed, without a modification signal, event or dirty count.
-                db.data[key] = bytes(buf)
-                db.mark_raw(key)
-            raise CommandError(INVALID_HLL)
+    r = hll.add_many(buf, argv[2:], _max_bytes(c))
+    if r < 0:
+        if old is not None and buf != old:
+            # Redis has changed the string in place before it met the corruption: the
+            # value stays changed, without a modification signal, event or dirty count.
+            db.data[key] = bytes(buf)
+            db.mark_raw(key)
+        raise CommandError(INVALID_HLL)
+    updated += r
     if updated:
         buf[15] |= 0x80  # HLL_INVALIDATE_CACHE
         db.set(key, bytes(buf), keep_ttl=True)
