@@ -95,6 +95,15 @@ CASES = [
         "PFADD h a b", "WATCH h", "PFCOUNT h", "MULTI", "PING", "EXEC",
         "WATCH h", "PFCOUNT h", "PFADD h a", "MULTI", "PING", "EXEC",
         "WATCH h", "PFDEBUG todense h", "MULTI", "PING", "EXEC"]),
+    Case("encodings: embstr until a command unshares the string", [
+        f"SET h {CORRUPT['stale_ok']}", "OBJECT ENCODING h", "PFCOUNT h nokey",
+        "OBJECT ENCODING h", "PFCOUNT h", "OBJECT ENCODING h", f"SET h2 {CORRUPT['stale_ok']}",
+        "PFADD h2", "OBJECT ENCODING h2", "SET h3 x", "OBJECT ENCODING h3", "PFADD h3 a",
+        "OBJECT ENCODING h3"]),
+    Case("hll-sparse-max-bytes as a config", [
+        "CONFIG GET hll-sparse-max-bytes", "CONFIG SET hll-sparse-max-bytes -1",
+        "CONFIG SET hll-sparse-max-bytes abc", "CONFIG SET hll-sparse-max-bytes 1kb",
+        "CONFIG GET hll-sparse-max-bytes", "CONFIG SET hll-sparse-max-bytes 3000"]),
     Case("registers over 32 force dense", [
         "SET big \"HYLL\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x80\\x7f\\xff\"",
         "PFADD big " + " ".join(elements(300, 7)), "PFDEBUG encoding big", "GET big",
