@@ -430,13 +430,19 @@ def _tau(x: float) -> float:
         x = math.sqrt(x)
         z_prev = z
         y *= 0.5
-        z -= math.pow(1 - x, 2) * y
+        d = 1 - x
+        z -= d * d * y  # pow(1 - x, 2): compilers fold pow(v, 2) to v * v
         if z_prev == z:
             return z / 3
 
 
+_TWO_63 = float(1 << 63)
+
+
 def estimate(hist: list[int]) -> int:
-    """hllCount's estimate from the register histogram, in its order of float operations."""
+    """hllCount's estimate from the register histogram, in its order of float operations, as
+    the uint64 it returns (2**63 when the estimate overflows: a register histogram no element
+    sequence makes, but a value SET by hand can)."""
     m = float(REGISTERS)
     z = m * _tau((m - hist[Q + 1]) / m)
     for j in range(Q, 0, -1):
@@ -444,6 +450,8 @@ def estimate(hist: list[int]) -> int:
         z *= 0.5
     z += m * _sigma(hist[0] / m)
     e = _ALPHA_INF * m * m / z
+    if not e < _TWO_63:  # llroundl out of range (or NaN): LLONG_MIN, read back as uint64
+        return 1 << 63
     f = math.floor(e)
     return int(f) + (1 if e - f >= 0.5 else 0)  # llroundl: halves away from zero
 

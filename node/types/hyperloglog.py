@@ -95,11 +95,16 @@ def _merged(c: Client, keys: list[bytes]) -> tuple[int, bool]:
     return acc, dense
 
 
+def _card_reply(card: int) -> bytes:
+    """addReplyLongLong of the uint64 cardinality: 2**63 and above print negative."""
+    return integer(card - (1 << 64) if card >> 63 else card)
+
+
 @command("pfcount")
 def pfcount(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) > 2:  # the union, computed without writing anything
         acc, _ = _merged(c, argv[1:])
-        return integer(hll.estimate(hll.histogram(acc.to_bytes(hll.REGISTERS, "little"))))
+        return _card_reply(hll.estimate(hll.histogram(acc.to_bytes(hll.REGISTERS, "little"))))
     db = c.db
     key = argv[1]
     v = db.lookup_read(key)
@@ -117,7 +122,7 @@ def pfcount(c: Client, argv: list[bytes]) -> bytes:
     db.mark_raw(key)
     c.ks.dirty += 1
     c.propagate_as = [argv]
-    return integer(card)
+    return _card_reply(card)
 
 
 @command("pfmerge")
