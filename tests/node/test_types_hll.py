@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slotgate.node.types.hll import pat_len
+from slotgate.node.types.hll import pat_len, raw_to_dense
 from slotgate.protocol.resp import RequestReader
 from tests.node.diff import Case, Pair, check_cases, run_argvs, run_lines, show_difference
 from tests.node.gen import command
@@ -301,3 +301,26 @@ def test_random_sequences_with_hll(diff_pair: Pair, proto: int, cmds: list[list[
     problems = run_argvs(diff_pair, [[a.encode("latin-1") for a in argv] for argv in cmds],
                          proto)
     assert not problems, "\n".join(problems)
+
+
+def test_crafted_dense_registers(diff_pair: Pair) -> None:
+    """Dense values SET by hand with registers no element reaches (51 takes the estimator's
+    tau branch, 52..63 are counted nowhere): the same PFCOUNT, alone and merged."""
+    rng = random.Random(51)
+    ours, real = diff_pair.connect()
+    try:
+        for _ in range(20):
+            raw = bytearray(rng.choice([0, 1, 2, 3, 5, 8, 12, 40]) for _ in range(16384))
+            for i in rng.sample(range(16384), rng.randrange(1, 16384)):
+                raw[i] = rng.choice([51, 51, 51, 52, 63])
+            value = b"HYLL\x00" + bytes(10) + b"\x80" + bytes(raw_to_dense(raw))
+            for conn in (ours, real):
+                conn.call(b"SET", b"d", value)
+                conn.call(b"PFADD", b"s", b"a", b"b")
+            for argv in ([b"PFCOUNT", b"d", b"s"], [b"PFCOUNT", b"d"], [b"GET", b"d"],
+                         [b"PFMERGE", b"m", b"s", b"d"], [b"GET", b"m"], [b"PFCOUNT", b"m"],
+                         [b"GET", b"m"], [b"PFCOUNT", b"m"], [b"PFCOUNT", b"d"], [b"GET", b"d"]):
+                assert ours.call(*argv) == real.call(*argv), argv
+    finally:
+        ours.close()
+        real.close()
