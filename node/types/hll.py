@@ -273,6 +273,8 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
             return _promote(buf, index, count)
         buf[p : p + oldlen] = seq
         end += delta
+        if len(buf) > end:  # an XZERO cut off at the end: Redis' copy lands past the length
+            del buf[end:]
     # Step 4: merge adjacent VALs of equal value, up to 5 opcodes from the previous one
     p = prev if prev >= 0 else HDR_SIZE
     scan = 5
