@@ -116,8 +116,8 @@ CASES = [
         "CONFIG GET hll-sparse-max-bytes", "CONFIG SET hll-sparse-max-bytes -1",
         "CONFIG SET hll-sparse-max-bytes abc", "CONFIG SET hll-sparse-max-bytes 1kb",
         "CONFIG GET hll-sparse-max-bytes", "CONFIG SET hll-sparse-max-bytes 3000"]),
-    Case("registers over 32 force dense", [
-        "SET big \"HYLL\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x80\\x7f\\xff\"",
+    Case("PFADD onto an empty HLL that was SET", [
+        "SET big " + arg(HDR + b"\x7f\xff"),
         "PFADD big " + " ".join(elements(300, 7)), "PFDEBUG encoding big", "GET big",
         "PFCOUNT big"]),
 ]
