@@ -451,6 +451,8 @@ def estimate(hist: list[int]) -> int:
         z += hist[j]
         z *= 0.5
     z += m * _sigma(hist[0] / m)
+    if z == 0.0:  # every register above 51: C divides by zero, to infinity
+        return 1 << 63
     e = _ALPHA_INF * m * m / z
     if not e < _TWO_63:  # llroundl out of range (or NaN): LLONG_MIN, read back as uint64
         return 1 << 63
