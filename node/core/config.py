@@ -226,7 +226,9 @@ def parse_value(d: Directive, args: Sequence[str]) -> Any:
     if kind == "int":
         return _check_range(d, _parse_int(text))
     if kind == "memory":
-        n = parse_memory(text) if not re.fullmatch(r"-?\d+", text) else int(text)
+        if text.startswith("-"):  # memtoull: a memory value is never negative
+            raise ConfigError("argument must be a memory value")
+        n = parse_memory(text) if not re.fullmatch(r"\d+", text) else int(text)
         return _check_range(d, n)
     if kind == "enum":
         low = text.lower()

@@ -42,6 +42,9 @@ NOT_IN_MULTI = "ERR Command not allowed inside a transaction"
 TIMEOUT_NOT_FLOAT = "ERR timeout is not a float or out of range"
 TIMEOUT_NEGATIVE = "ERR timeout is negative"
 UNBLOCKED = "UNBLOCKED client unblocked via CLIENT UNBLOCK"
+# HyperLogLog (hyperloglog.c): a string that is no HLL, and an HLL whose registers do not add up
+NOT_HLL = "WRONGTYPE Key is not a valid HyperLogLog string value."
+INVALID_HLL = "INVALIDOBJ Corrupted HLL object detected"
 
 
 def _shown(arg: bytes, limit: int) -> str:

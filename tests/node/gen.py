@@ -115,6 +115,19 @@ TRANSACTION_CMDS = [
     _cmd(_lit("UNWATCH")),
 ]
 
+# HyperLogLog: small element pools, and now and then a batch large enough to go dense
+HLL_ELEMENTS = st.lists(st.integers(min_value=0, max_value=3000).map(str), max_size=8)
+HLL_BATCH = st.integers(min_value=0, max_value=9).map(
+    lambda seed: [f"b{seed}-{i}" for i in range(700)])
+HLL_CMDS = [
+    _cmd(_lit("PFADD"), KEYS, HLL_ELEMENTS),
+    _cmd(_lit("PFADD"), KEYS, HLL_BATCH),
+    _cmd(_lit("PFCOUNT"), st.lists(KEYS, min_size=1, max_size=3)),
+    _cmd(_lit("PFMERGE"), KEYS, st.lists(KEYS, max_size=3)),
+    _cmd(_lit("PFDEBUG"), st.sampled_from(["ENCODING", "DECODE", "TODENSE", "GETREG", "x"]),
+         KEYS),
+]
+
 FAMILIES: dict[str, list[st.SearchStrategy[list[str]]]] = {
     "strings": STRING_CMDS,
     "keys": KEY_CMDS,
@@ -124,6 +137,7 @@ FAMILIES: dict[str, list[st.SearchStrategy[list[str]]]] = {
     "hashes": types_gen.HASH_CMDS,
     "sets": types_gen.SET_CMDS,
     "zsets": types_gen.ZSET_CMDS,
+    "hll": HLL_CMDS,
 }
 
 
