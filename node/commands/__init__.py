@@ -142,6 +142,7 @@ MODULES = [
     "slotgate.node.commands.migrate",
     "slotgate.node.types.zsets",
     "slotgate.node.types.zsetops",
+    "slotgate.node.types.geo",
 ]
 
 

@@ -1,0 +1,474 @@
+"""Geo commands on our node vs a real redis-server 7.0: raw reply bytes, RESP2 and RESP3.
+
+Scores (the 52-bit hashes), GEOHASH strings, decoded coordinates, distances and the order of
+search results must be the same bytes; so must every validation error. A random set of points
+with a fixed seed is searched by many random GEOSEARCH / GEORADIUS queries.
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+import socket
+
+import hiredis
+import pytest
+
+from tests.node.diff import Case, Pair, check_cases, run_argvs
+from tests.support import RawClient
+
+CITIES = ("GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania "
+          "12.496366 41.902782 Rome 2.349014 48.864716 Paris -0.127758 51.507351 London "
+          "-73.935242 40.730610 NewYork 139.691711 35.689487 Tokyo 151.209296 -33.868820 Sydney "
+          "-179.9 10 West 179.9 10 East 0 85.05112878 North 0 -85.05112878 South "
+          "180 0 Anti -180 0 AntiW 0 0 Null")
+
+CASES = [
+    Case("geoadd replies and scores", [
+        "GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+        "ZRANGE g 0 -1 WITHSCORES",
+        "GEOADD g 13.361389 38.115556 Palermo",
+        "GEOADD g CH 13.4 38.1 Palermo 1 1 New",
+        "GEOADD g NX 13.5 38.1 Palermo 2 2 New2",
+        "GEOADD g XX 13.5 38.1 Palermo 3 3 New3",
+        "GEOADD g XX CH 13.6 38.1 Palermo",
+        "GEOADD g CH NX 13.6 38.1 Palermo",
+        "GEOADD g NX XX 1 1 a",
+        "GEOADD g 1 1",
+        "GEOADD g 1 1 a 2",
+        "GEOADD g CH XX",
+        "GEOADD g nx ch ch",
+        "GEOADD g 200 100 a",
+        "GEOADD g 1 100 a",
+        "GEOADD g 180.0000001 0 a",
+        "GEOADD g 0 85.05112879 a",
+        "GEOADD g 1 1 ok 200 1 bad",
+        "GEOADD g abc 1 a",
+        "GEOADD g 1 abc a",
+        "GEOADD g inf 1 a",
+        "GEOADD g -inf 1 a",
+        "GEOADD g nan 1 a",
+        "GEOADD g 1e400 1 a",
+        'GEOADD g " 1" 1 a',
+        "GEOADD g",
+        "GEOADD g 1",
+        "ZRANGE g 0 -1 WITHSCORES",
+        "SET s x",
+        "GEOADD s 1 1 a",
+        "OBJECT ENCODING g",
+    ]),
+    Case("poles, antimeridian, zero", [
+        CITIES,
+        "ZRANGE g 0 -1 WITHSCORES",
+        "GEOPOS g West East North South Anti AntiW Null nope",
+        "GEOHASH g West East North South Anti AntiW Null nope",
+        "GEODIST g West East",
+        "GEODIST g North South km",
+        "GEODIST g Anti AntiW",
+        "GEODIST g Null Null",
+        "GEORADIUS g 180 0 100 km WITHCOORD WITHDIST WITHHASH",
+        "GEORADIUS g -180 0 100 km WITHDIST ASC",
+        "GEORADIUS g 179.95 10 50 km WITHDIST",
+        "GEORADIUS g 0 85 500 km WITHDIST WITHCOORD",
+        "GEORADIUS g 0 -85 500 km WITHDIST WITHCOORD",
+        "GEORADIUS g 0 0 0 m WITHDIST",
+        "GEOSEARCH g FROMLONLAT 0 0 BYBOX 0 0 m WITHDIST",
+        "GEOSEARCH g FROMMEMBER Null BYRADIUS 0 m",
+    ]),
+    Case("geopos geohash geodist", [
+        CITIES,
+        "GEOPOS g Palermo Catania nope",
+        "GEOPOS g",
+        "GEOPOS nokey a b",
+        "GEOHASH g Palermo Catania Tokyo Sydney nope",
+        "GEOHASH g",
+        "GEOHASH nokey a",
+        "GEODIST g Palermo Catania",
+        "GEODIST g Palermo Catania m",
+        "GEODIST g Palermo Catania KM",
+        "GEODIST g Palermo Catania ft",
+        "GEODIST g Palermo Catania Mi",
+        "GEODIST g Palermo Catania yd",
+        "GEODIST g Palermo Catania km extra",
+        "GEODIST g Palermo nope",
+        "GEODIST g nope Palermo",
+        "GEODIST nokey a b",
+        "GEODIST nokey a b yd",
+        "GEODIST g Paris NewYork mi",
+        "GEODIST g Tokyo Sydney",
+        "ZADD z 1.5 frac -1 neg 1e300 huge",
+        "GEOPOS z frac neg huge",
+        "GEOHASH z frac neg",
+        "SET s x",
+        "GEOPOS s a",
+        "GEOHASH s a",
+        "GEODIST s a b",
+        "GEODIST s a b km",
+    ]),
+    Case("georadius options", [
+        CITIES,
+        "GEORADIUS g 15 37 200 km",
+        "GEORADIUS g 15 37 200 km ASC",
+        "GEORADIUS g 15 37 200 km DESC",
+        "GEORADIUS g 15 37 2000 km WITHDIST WITHCOORD WITHHASH ASC",
+        "GEORADIUS g 15 37 2000 km WITHHASH WITHDIST",
+        "GEORADIUS g 15 37 2000 km COUNT 2",
+        "GEORADIUS g 15 37 2000 km COUNT 2 DESC",
+        "GEORADIUS g 15 37 2000 km COUNT 1 ANY",
+        "GEORADIUS g 15 37 2000 km COUNT 2 ANY ASC",
+        "GEORADIUS g 15 37 2000 km ANY",
+        "GEORADIUS g 15 37 2000 km COUNT 0",
+        "GEORADIUS g 15 37 2000 km COUNT -1",
+        "GEORADIUS g 15 37 2000 km COUNT abc",
+        "GEORADIUS g 15 37 2000 km COUNT",
+        "GEORADIUS g 15 37 2000 km BOGUS",
+        "GEORADIUS g 15 37 -1 km",
+        "GEORADIUS g 15 37 abc km",
+        "GEORADIUS g 15 37 1 yards",
+        "GEORADIUS g 200 37 1 km",
+        "GEORADIUS g 15 37 200 mi WITHDIST",
+        "GEORADIUS g 15 37 200000 ft WITHDIST",
+        "GEORADIUS g 15 37 50000 km WITHDIST",
+        "GEORADIUS g 15 37 1e10 km COUNT 3 WITHDIST",
+        "GEORADIUS nokey 15 37 200 km",
+        "GEORADIUS nokey 15 37 200 km STORE dst",
+        "GEORADIUSBYMEMBER g Palermo 200 km WITHDIST",
+        "GEORADIUSBYMEMBER g Palermo 2000 km WITHCOORD COUNT 3 DESC",
+        "GEORADIUSBYMEMBER g nope 200 km",
+        "GEORADIUSBYMEMBER nokey nope -5 yards",
+        "GEORADIUSBYMEMBER nokey nope 5 km STORE dst WITHDIST",
+        "GEORADIUSBYMEMBER g Palermo -5 km",
+        "GEORADIUS_RO g 15 37 200 km WITHDIST",
+        "GEORADIUS_RO g 15 37 200 km STORE dst",
+        "GEORADIUSBYMEMBER_RO g Palermo 200 km",
+        "GEORADIUSBYMEMBER_RO g Palermo 200 km STOREDIST dst",
+        "geoRadius g 15 37 200 KM withdist",
+        "SET s x",
+        "GEORADIUS s 15 37 200 km",
+        "GEORADIUS s 200 37 200 km",
+        "GEORADIUSBYMEMBER s a 200 km",
+    ]),
+    Case("georadius store", [
+        CITIES,
+        "GEORADIUS g 15 37 2000 km STORE dst",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "OBJECT ENCODING dst",
+        "GEORADIUS g 15 37 2000 km STOREDIST dst2",
+        "ZRANGE dst2 0 -1 WITHSCORES",
+        "GEORADIUS g 15 37 2000 km STOREDIST dst3 COUNT 2 DESC",
+        "ZRANGE dst3 0 -1 WITHSCORES",
+        "GEORADIUS g 15 37 2000 km STORE dst4 STOREDIST dst5",
+        "EXISTS dst4 dst5",
+        "GEORADIUS g 15 37 1 m STORE dst",
+        "EXISTS dst",
+        "GEORADIUS g 15 37 2000 km STORE dst WITHDIST",
+        "GEORADIUS g 15 37 2000 km STORE dst WITHCOORD",
+        "GEORADIUS g 15 37 2000 km STORE",
+        "GEORADIUSBYMEMBER g Rome 1000 mi STORE dst6",
+        "ZRANGE dst6 0 -1 WITHSCORES",
+        "GEOPOS dst6 Rome",
+        "SET s x",
+        "GEORADIUS g 15 37 2000 km STORE s",
+        "TYPE s",
+    ]),
+    Case("geosearch options and errors", [
+        CITIES,
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS 200 km",
+        "GEOSEARCH g FROMMEMBER Palermo BYRADIUS 2000 km ASC WITHDIST",
+        "GEOSEARCH g FROMMEMBER Palermo BYBOX 400 400 km ASC WITHCOORD WITHDIST WITHHASH",
+        "GEOSEARCH g FROMLONLAT 0 45 BYBOX 3000 2000 km DESC WITHDIST",
+        "GEOSEARCH g FROMLONLAT 0 45 BYBOX 3000 2000 km COUNT 2",
+        "GEOSEARCH g FROMLONLAT 0 45 BYBOX 3000 2000 km COUNT 2 ANY",
+        "GEOSEARCH g FROMLONLAT 0 45 BYBOX 3000 2000 km COUNT 2 ANY DESC",
+        "GEOSEARCH g FROMLONLAT 0 45 BYBOX 3000 2000 km ANY",
+        "GEOSEARCH g BYRADIUS 10 km FROMLONLAT 15 37",
+        "GEOSEARCH g FROMLONLAT 15 37",
+        "GEOSEARCH g BYRADIUS 10 km",
+        "GEOSEARCH g FROMMEMBER Palermo FROMLONLAT 15 37 BYRADIUS 10 km",
+        "GEOSEARCH g FROMLONLAT 15 37 FROMMEMBER Palermo BYRADIUS 10 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS 10 km BYBOX 1 1 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYBOX 1 1 km BYRADIUS 10 km",
+        "GEOSEARCH g FROMMEMBER nope BYRADIUS 10 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS -1 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS x km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYBOX -1 1 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYBOX x 1 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYBOX 1 x km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYBOX 1 1 parsec",
+        "GEOSEARCH g FROMLONLAT 15 37 BYBOX 1 1",
+        "GEOSEARCH g FROMLONLAT 15 BYRADIUS 10 km",
+        "GEOSEARCH g FROMLONLAT 15 95 BYRADIUS 10 km",
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS 10 km STORE dst",
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS 10 km STOREDIST",
+        "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS 10 km COUNT 0",
+        "geosearch g fromlonlat 15 37",
+        "GeoSearch g byradius 1 km",
+        "GEOSEARCH nokey FROMMEMBER x BYRADIUS 10 km",
+        "GEOSEARCH nokey FROMLONLAT 15 37 BYRADIUS 10 km",
+        "GEOSEARCH nokey FROMLONLAT 15 37",
+        "SET s x",
+        "GEOSEARCH s FROMLONLAT 15 37 BYRADIUS 10 km",
+    ]),
+    Case("geosearchstore", [
+        CITIES,
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37 BYRADIUS 2000 km",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37 BYRADIUS 2000 km STOREDIST",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE dst g FROMMEMBER Rome BYBOX 2000 2000 km COUNT 2 STOREDIST",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37 BYRADIUS 2000 km WITHDIST",
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37 BYRADIUS 2000 km STORE x",
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37",
+        "geosearchstore dst g byradius 1 km",
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37 BYRADIUS 1 m",
+        "EXISTS dst",
+        "GEOSEARCHSTORE dst nokey FROMLONLAT 15 37 BYRADIUS 1 m",
+        "SET dst x",
+        "GEOSEARCHSTORE dst nokey FROMLONLAT 15 37 BYRADIUS 1 m",
+        "EXISTS dst",
+        "GEOSEARCHSTORE g g FROMLONLAT 15 37 BYRADIUS 300 km",
+        "ZRANGE g 0 -1 WITHSCORES",
+    ]),
+    Case("wrong arity", [
+        "GEOADD", "GEODIST g a", "GEOHASH", "GEOPOS", "GEORADIUS g 1 1 1",
+        "GEORADIUSBYMEMBER g a 1", "GEOSEARCH g", "GEOSEARCHSTORE a b",
+        "GEORADIUS_RO g 1 1 1", "GEORADIUSBYMEMBER_RO g a 1",
+    ]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_geo_commands(diff_pair: Pair, proto: int) -> None:
+    assert check_cases(diff_pair, CASES, proto) == []
+
+
+def _random_points(rng: random.Random, n: int) -> list[list[bytes]]:
+    """GEOADD lines for ``n`` points: clusters around a few centres plus uniform ones, and
+    a few duplicates of positions (ties in distance)."""
+    centres = [(13.4, 38.1), (-0.1, 51.5), (179.5, -16.5), (0.0, 84.0), (2.35, 48.86)]
+    out: list[list[bytes]] = []
+    for i in range(n):
+        if i % 3 == 0:
+            lon, lat = rng.uniform(-180, 180), rng.uniform(-85.05, 85.05)
+        else:
+            clon, clat = rng.choice(centres)
+            lon = max(-180.0, min(180.0, clon + rng.gauss(0, 2)))
+            lat = max(-85.05, min(85.05, clat + rng.gauss(0, 1)))
+        out.append([b"GEOADD", b"pts", b"%.6f" % lon, b"%.6f" % lat, b"m%d" % i])
+    out.append([b"GEOADD", b"pts", b"13.400000", b"38.100000", b"dupA", b"13.400000",
+                b"38.100000", b"dupB", b"13.400000", b"38.100000", b"dupC"])
+    return out
+
+
+def _random_queries(rng: random.Random, n: int) -> list[list[bytes]]:
+    units = [b"m", b"km", b"mi", b"ft"]
+    scale = {b"m": 1.0, b"km": 1e-3, b"mi": 1 / 1609.34, b"ft": 1 / 0.3048}
+    out: list[list[bytes]] = []
+    for _ in range(n):
+        unit = rng.choice(units)
+        meters = 10 ** rng.uniform(2, 7.3)
+        if rng.random() < 0.4:
+            clon, clat = rng.choice([(13.4, 38.1), (-0.1, 51.5), (179.9, -16.5), (0.0, 84.0)])
+            lon = max(-180.0, min(180.0, clon + rng.gauss(0, 1)))
+            lat = max(-85.05, min(85.05, clat + rng.gauss(0, 0.5)))
+        else:
+            lon, lat = rng.uniform(-180, 180), rng.uniform(-85.05, 85.05)
+        frm = ([b"FROMMEMBER", b"m%d" % rng.randrange(500)] if rng.random() < 0.3
+               else [b"FROMLONLAT", b"%.6f" % lon, b"%.6f" % lat])
+        if rng.random() < 0.5:
+            by = [b"BYRADIUS", b"%.3f" % (meters * scale[unit]), unit]
+        else:
+            by = [b"BYBOX", b"%.3f" % (meters * scale[unit] * rng.uniform(0.3, 2)),
+                  b"%.3f" % (meters * scale[unit] * rng.uniform(0.3, 2)), unit]
+        opts: list[bytes] = [b"WITHDIST", b"WITHHASH", b"WITHCOORD"]
+        rng.shuffle(opts)
+        opts = opts[: rng.randrange(4)]
+        r = rng.random()
+        if r < 0.3:
+            opts.append(rng.choice([b"ASC", b"DESC"]))
+        if rng.random() < 0.3:
+            opts += [b"COUNT", b"%d" % rng.randrange(1, 30)]
+            if rng.random() < 0.3:
+                opts.append(b"ANY")
+        out.append([b"GEOSEARCH", b"pts", *frm, *by, *opts])
+        if rng.random() < 0.2:  # the same search by the older commands and the store forms
+            if frm[0] == b"FROMLONLAT" and by[0] == b"BYRADIUS":
+                out.append([b"GEORADIUS", b"pts", frm[1], frm[2], by[1], by[2], *opts])
+            dist = [b"STOREDIST"] if rng.random() < 0.5 else []
+            store = [o for o in opts if not o.startswith(b"WITH")]
+            out.append([b"GEOSEARCHSTORE", b"dst", b"pts", *frm, *by, *store, *dist])
+            out.append([b"ZRANGE", b"dst", b"0", b"-1", b"WITHSCORES"])
+    return out
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_random_searches(diff_pair: Pair, proto: int) -> None:
+    rng = random.Random(7007 + proto)
+    argvs = _random_points(rng, 500) + [[b"ZRANGE", b"pts", b"0", b"-1", b"WITHSCORES"]]
+    argvs += _random_queries(rng, 400)
+    assert run_argvs(diff_pair, argvs, proto) == []
+
+
+def test_random_searches_find_points(diff_pair: Pair) -> None:
+    """The random queries are not all empty: the comparison above compares results."""
+    rng = random.Random(7009)
+    c = RawClient(diff_pair.ours_port)
+    try:
+        c.call("FLUSHALL")
+        for argv in _random_points(rng, 500):
+            c.call(*argv)
+        replies = [c.call(*argv) for argv in _random_queries(rng, 100)
+                   if argv[0] == b"GEOSEARCH"]
+    finally:
+        c.close()
+    assert sum(1 for r in replies if not r.startswith(b"*0\r\n")) > len(replies) // 3
+
+
+def _on_both(pair: Pair, *argv: bytes | str) -> tuple[bytes, bytes]:
+    ours, real = RawClient(pair.ours_port), RawClient(pair.real_port)
+    try:
+        return ours.call(*argv), real.call(*argv)
+    finally:
+        ours.close()
+        real.close()
+
+
+def test_dump_restore_both_ways(diff_pair: Pair) -> None:
+    """A geo set DUMPed by either server RESTOREs on the other with the same members,
+    positions and search results."""
+    ours, real = RawClient(diff_pair.ours_port), RawClient(diff_pair.real_port)
+    try:
+        for conn in (ours, real):
+            conn.call("FLUSHALL")
+            conn.call(*CITIES.split())
+        d_ours = ours.call("DUMP", "g")
+        d_real = real.call("DUMP", "g")
+        # Our node writes DUMP payloads without LZF: without it the real server's are the
+        # same bytes (a listpack of the same entries).
+        real.call("CONFIG", "SET", "rdbcompression", "no")
+        try:
+            assert real.call("DUMP", "g") == d_ours
+        finally:
+            real.call("CONFIG", "SET", "rdbcompression", "yes")
+        payload = d_real[d_real.index(b"\r\n") + 2:-2]
+        assert ours.call("RESTORE", "from_real", "0", payload) == b"+OK\r\n"
+        payload = d_ours[d_ours.index(b"\r\n") + 2:-2]
+        assert real.call("RESTORE", "from_ours", "0", payload) == b"+OK\r\n"
+        q = ["GEOSEARCH", "{}", "FROMLONLAT", "10", "40", "BYRADIUS", "3000", "km", "WITHCOORD",
+             "WITHDIST", "WITHHASH", "ASC"]
+        a = ours.call(*[w.replace("{}", "from_real") for w in q])
+        b = real.call(*[w.replace("{}", "from_ours") for w in q])
+        assert a == b and a.startswith(b"*5\r\n")
+        assert ours.call("GEOPOS", "from_real", "Sydney") == real.call("GEOPOS", "from_ours",
+                                                                       "Sydney")
+        assert ours.call("ZRANGE", "from_real", "0", "-1", "WITHSCORES") == \
+            real.call("ZRANGE", "from_ours", "0", "-1", "WITHSCORES")
+        # a skiplist-encoded geo set (more than 128 members) both ways too
+        for conn in (ours, real):
+            for i in range(200):
+                conn.call("GEOADD", "big", str(i * 1.7 - 170), str(i * 0.8 - 80), f"p{i}")
+        d_ours, d_real = ours.call("DUMP", "big"), real.call("DUMP", "big")
+        assert ours.call("RESTORE", "big2", "0", d_real[d_real.index(b"\r\n") + 2:-2]) \
+            == b"+OK\r\n"
+        assert real.call("RESTORE", "big2", "0", d_ours[d_ours.index(b"\r\n") + 2:-2]) \
+            == b"+OK\r\n"
+        q2 = ["GEOSEARCH", "big2", "FROMLONLAT", "0", "0", "BYBOX", "9000", "9000", "km",
+              "WITHDIST", "DESC", "COUNT", "50"]
+        a, b = ours.call(*q2), real.call(*q2)
+        assert a == b and a.startswith(b"*50\r\n")
+        assert ours.call("OBJECT", "ENCODING", "big2") == real.call("OBJECT", "ENCODING", "big2")
+    finally:
+        ours.close()
+        real.close()
+
+
+def test_keyspace_events(diff_pair: Pair) -> None:
+    """GEOADD fires zadd; the STORE forms fire georadiusstore / geosearchstore, or del."""
+    seen: dict[str, list[bytes]] = {}
+    for side, port in (("ours", diff_pair.ours_port), ("real", diff_pair.real_port)):
+        c, sub = RawClient(port), RawClient(port)
+        try:
+            c.call("FLUSHALL")
+            c.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+            sub.call("PSUBSCRIBE", "__keyevent@0__:*")
+            sub.call("SUBSCRIBE", "end")
+            for line in (CITIES, "GEORADIUS g 15 37 2000 km STORE d1",
+                         "GEORADIUSBYMEMBER g Rome 100 km STOREDIST d1",
+                         "GEOSEARCHSTORE d2 g FROMLONLAT 15 37 BYRADIUS 2000 km",
+                         "GEOSEARCHSTORE d2 g FROMLONLAT 15 37 BYRADIUS 1 m",
+                         "GEOSEARCHSTORE d3 nokey FROMLONLAT 15 37 BYRADIUS 1 m",
+                         "GEOADD g XX 1 1 nope", "GEOADD g CH 1 1 Rome"):
+                c.call(*line.split())
+            c.call("PUBLISH", "end", "x")
+            c.call("CONFIG", "SET", "notify-keyspace-events", "")
+            frames: list[bytes] = []
+            while not frames or b"$3\r\nend\r\n$1\r\nx" not in frames[-1]:
+                frames.append(sub.read())
+            seen[side] = frames
+        finally:
+            c.close()
+            sub.close()
+    assert seen["ours"] == seen["real"]
+    events = b"".join(seen["real"])
+    assert b"georadiusstore" in events and b"geosearchstore" in events and b"zadd" in events
+
+
+def _replication_stream(port: int, writes: list[str]) -> list[list[bytes]]:
+    """The commands a replica receives for ``writes``: a raw PSYNC, the snapshot skipped, the
+    stream read until a marker SET; PING and SELECT left out."""
+    rep = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c = RawClient(port)
+    try:
+        rep.sendall(b"PSYNC ? -1\r\n")
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += rep.recv(65536)
+        assert buf.startswith(b"+FULLRESYNC"), buf
+        buf = buf[buf.index(b"\r\n") + 2:]
+        while True:  # newlines keep the link alive while the snapshot is made
+            buf = buf.lstrip(b"\n")
+            if b"\r\n" in buf:
+                break
+            buf += rep.recv(65536)
+        size = int(buf[1:buf.index(b"\r\n")])
+        buf = buf[buf.index(b"\r\n") + 2:]
+        while len(buf) < size:
+            buf += rep.recv(65536)
+        buf = buf[size:]
+        for line in writes:
+            c.call(*shlex.split(line))
+        c.call("SET", "marker", "end")
+        reader = hiredis.Reader()
+        reader.feed(buf)
+        out: list[list[bytes]] = []
+        while not out or out[-1] != [b"SET", b"marker", b"end"]:
+            cmd = reader.gets()
+            if cmd is False:
+                reader.feed(rep.recv(65536))
+                continue
+            if cmd[0].upper() not in (b"PING", b"SELECT"):
+                out.append(cmd)
+        return out
+    finally:
+        rep.close()
+        c.close()
+
+
+def test_replication_stream_as_redis(diff_pair: Pair) -> None:
+    """What a replica receives equals the real server's stream: GEOADD as ZADD with the
+    computed scores (only when it changed something), the STORE forms as typed."""
+    writes = [CITIES, "GEOADD g XX CH 13.5 38.2 Palermo", "GEOADD g NX 1 1 Palermo",
+              "GEORADIUS g 15 37 2000 km STORE d COUNT 3 DESC",
+              "GEORADIUS g 15 37 2000 km WITHDIST",
+              "GEORADIUSBYMEMBER g Rome 3000 km STOREDIST d2",
+              "GEOSEARCHSTORE e g FROMMEMBER Palermo BYBOX 900 900 km STOREDIST",
+              "GEOSEARCHSTORE f g FROMLONLAT 15 37 BYRADIUS 1 m",
+              "GEOSEARCHSTORE e g FROMLONLAT 15 37 BYRADIUS 1 m"]
+    for conn in (RawClient(diff_pair.ours_port), RawClient(diff_pair.real_port)):
+        conn.call("FLUSHALL")
+        conn.close()
+    ours = _replication_stream(diff_pair.ours_port, writes)
+    real = _replication_stream(diff_pair.real_port, writes)
+    assert ours == real
+    assert real[0][0] == b"zadd" and len(real) == 7  # the no-ops left out, the marker in
