@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import shlex
 import socket
+from pathlib import Path
 
 import hiredis
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.node.diff import Case, Pair, check_cases, run_argvs
 from tests.node.types_gen import GENERIC_CMDS, GEO_CMDS, ZSET_CMDS, ZSET_LEX
-from tests.support import RawClient
+from tests.support import RawClient, node_and_redis, wait_until
 
 CITIES = ("GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania "
           "12.496366 41.902782 Rome 2.349014 48.864716 Paris -0.127758 51.507351 London "
@@ -257,6 +258,16 @@ CASES = [
         "GEOPOS g Tx",
         "EXEC",
     ]),
+    Case("keys of the geo commands", [
+        "COMMAND GETKEYS GEORADIUS g 1 1 10 km STORE d STOREDIST e",
+        "COMMAND GETKEYS GEORADIUS g 1 1 10 km",
+        "COMMAND GETKEYS GEOSEARCHSTORE d g FROMLONLAT 1 1 BYRADIUS 1 km",
+        "COMMAND GETKEYS GEORADIUSBYMEMBER g m 1 km STOREDIST x COUNT 1",
+        "COMMAND GETKEYS GEORADIUSBYMEMBER_RO g m 1 km",
+        "COMMAND GETKEYS GEOADD g 1 1 m",
+        "COMMAND GETKEYS GEOSEARCH g FROMMEMBER m BYBOX 1 1 km",
+        "COMMAND INFO GEOADD GEORADIUS GEOSEARCHSTORE",
+    ]),
     Case("wrong arity", [
         "GEOADD", "GEODIST g a", "GEOHASH", "GEOPOS", "GEORADIUS g 1 1 1",
         "GEORADIUSBYMEMBER g a 1", "GEOSEARCH g", "GEOSEARCHSTORE a b",
@@ -375,6 +386,28 @@ def test_random_sequences_with_geo(diff_pair: Pair, proto: int, cmds: list[list[
     keys): the same reply bytes."""
     argvs = GEO_SEED + [[w.encode() for w in argv] for argv in cmds]
     assert run_argvs(diff_pair, argvs, proto) == []
+
+
+def test_cluster_mode_slots_of_store_keys(tmp_path: Path) -> None:
+    """In cluster mode the STORE key counts: CROSSSLOT unless it shares the source's slot."""
+    lines = ["GEOADD {a}g 1 1 m", "GEORADIUS {a}g 1 1 10 km STORE b",
+             "GEORADIUS {a}g 1 1 10 km STORE {a}b", "GEORADIUS {a}g 1 1 10 km STOREDIST b",
+             "GEOSEARCHSTORE b {a}g FROMLONLAT 1 1 BYRADIUS 1 km",
+             "GEOSEARCHSTORE {a}b {a}g FROMLONLAT 1 1 BYRADIUS 1 km STOREDIST",
+             "GEORADIUSBYMEMBER {a}g m 10 km STORE b", "GEORADIUS_RO {a}g 1 1 10 km",
+             "GEOSEARCH b FROMLONLAT 1 1 BYRADIUS 1 km"]
+    with node_and_redis(tmp_path, cluster=True) as procs:
+        out: dict[str, list[bytes]] = {}
+        for side in ("ours", "real"):
+            c = RawClient(procs[side].port)
+            try:
+                c.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+                wait_until(lambda c=c: b"cluster_state:ok" in c.call("CLUSTER", "INFO") or None)
+                out[side] = [c.call(*line.split()) for line in lines]
+            finally:
+                c.close()
+    assert out["ours"] == out["real"]
+    assert out["real"][1].startswith(b"-CROSSSLOT") and out["real"][2] == b":1\r\n"
 
 
 def _on_both(pair: Pair, *argv: bytes | str) -> tuple[bytes, bytes]:
