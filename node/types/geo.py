@@ -21,7 +21,7 @@ from slotgate.node.core.errors import NOT_FLOAT, SYNTAX, CommandError
 from slotgate.node.core.keyspace import NOTIFY_GENERIC
 from slotgate.node.types import geohash as gh
 from slotgate.node.types.zset import ZSet
-from slotgate.node.types.zsets import _zadd, get_zset_read, parse_score, store_result
+from slotgate.node.types.zsets import get_zset_read, parse_score, store_result, zadd_generic
 from slotgate.protocol.resp import format_long_double
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def geoadd(c: Client, argv: list[bytes]) -> bytes:
         lon, lat = _lonlat(argv[j], argv[j + 1])
         zargv += [b"%d" % gh.score_of(lon, lat), argv[j + 2]]
     dirty = c.ks.dirty
-    reply = _zadd(c, zargv, False)
+    reply = zadd_generic(c, zargv, False)
     if c.ks.dirty != dirty:
         c.propagate_as = [zargv]  # replicas and the AOF see the ZADD, as in Redis
     return reply
@@ -178,12 +178,13 @@ def geopos(c: Client, argv: list[bytes]) -> bytes:
 # georadiusGeneric's flags
 COORDS, MEMBER, NOSTORE, SEARCH, SEARCHSTORE = 1, 2, 4, 8, 16
 
+Point = tuple[float, float, float, float, bytes]  # dist_m, score, lon, lat, member
 
-def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int
-               ) -> list[tuple[float, float, float, float, bytes]]:
+
+def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> list[Point]:
     """membersOfAllNeighbors: (dist_m, score, lon, lat, member) in scan order; with ``limit``
     (ANY) the scan stops once that many were found."""
-    found: list[tuple[float, float, float, float, bytes]] = []
+    found: list[Point] = []
     entries = z.entries
     last: gh.Bits | None = None
     for i, cell in enumerate(cells):
@@ -348,9 +349,6 @@ def _georadius(c: Client, argv: list[bytes], src_idx: int, flags: int) -> bytes:
     if stored:
         c.ks.dirty += stored - 1  # Redis counts one change per stored member
     return b":%d\r\n" % stored
-
-
-Point = tuple[float, float, float, float, bytes]  # dist_m, score, lon, lat, member
 
 
 def pqsort(a: list[Point], sign: int, lrange: int, rrange: int) -> None:
