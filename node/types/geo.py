@@ -186,6 +186,8 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
     (ANY) the scan stops once that many were found."""
     found: list[Point] = []
     entries = z.entries
+    decode = gh.decode_score
+    within = gh.within_test(shape)
     last: gh.Bits | None = None
     for i, cell in enumerate(cells):
         if cell == gh.ZERO:
@@ -200,8 +202,8 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
         for score, member in entries.iter_from(entries.score_left(float(lo))):
             if not score < hi:
                 break
-            lon, lat = gh.decode_score(score)
-            d = gh.distance_if_within(shape, lon, lat)
+            lon, lat = decode(score)
+            d = within(lon, lat)
             if d is not None:
                 found.append((d, score, lon, lat, member))
             if found and limit and len(found) >= limit:

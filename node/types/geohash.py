@@ -13,6 +13,7 @@ the order the C code does it, so decoded coordinates and distances equal Redis' 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 STEP_MAX = 26  # bits per axis: 52-bit scores
@@ -95,6 +96,8 @@ def score_to_bits(score: float) -> int:
     """The C cast ``(uint64_t)score`` as x86-64 gcc compiles it: below 2**63 a signed
     conversion (0x8000000000000000 when out of range, two's complement when negative), from
     2**63 on a conversion of ``score - 2**63`` with the top bit flipped (0 from 2**64 and inf)."""
+    if 0.0 <= score < 4503599627370496.0 * 4:  # the usual: a hash below 2**54
+        return int(score)
     if score < 2.0**63:
         if score > -(2.0**63):
             return int(score) & _U64
@@ -104,14 +107,43 @@ def score_to_bits(score: float) -> int:
     return 0
 
 
+# deinterleave64 by table: a 16-bit chunk -> its 8 even bits | its 8 odd bits << 32
+_SQUASH16 = [_squash(v) | (_squash(v >> 1) << 32) for v in range(1 << 16)]
+_CELLS = float(1 << STEP_MAX)
+_LAT_SCALE = LAT_MAX - LAT_MIN
+_LON_SCALE = LONG_MAX - LONG_MIN
+
+
 def decode_score(score: float) -> tuple[float, float]:
     """decodeGeohash: (longitude, latitude) of a member's score, the centre of its cell,
-    clamped to the indexable area."""
+    clamped to the indexable area. (``_area`` at step 26, unrolled: searches call this for
+    every candidate.)"""
+    bits = score_to_bits(score)
+    t = _SQUASH16
+    acc = (t[bits & 0xFFFF] | (t[(bits >> 16) & 0xFFFF] << 8) | (t[(bits >> 32) & 0xFFFF] << 16)
+           | (t[bits >> 48] << 24))
+    ilat = acc & 0xFFFFFFFF
+    ilon = acc >> 32
+    lon = ((LONG_MIN + (ilon * 1.0 / _CELLS) * _LON_SCALE)
+           + (LONG_MIN + ((ilon + 1) * 1.0 / _CELLS) * _LON_SCALE)) / 2
+    lat = ((LAT_MIN + (ilat * 1.0 / _CELLS) * _LAT_SCALE)
+           + (LAT_MIN + ((ilat + 1) * 1.0 / _CELLS) * _LAT_SCALE)) / 2
+    if lon > LONG_MAX:
+        lon = LONG_MAX
+    elif lon < LONG_MIN:
+        lon = LONG_MIN
+    if lat > LAT_MAX:
+        lat = LAT_MAX
+    elif lat < LAT_MIN:
+        lat = LAT_MIN
+    return lon, lat
+
+
+def _decode_score_slow(score: float) -> tuple[float, float]:
+    """The same through ``_area`` (kept for the unit check that the two agree)."""
     lo_min, lo_max, la_min, la_max = _area(Bits(score_to_bits(score), STEP_MAX))
-    lon = (lo_min + lo_max) / 2
-    lon = min(max(lon, LONG_MIN), LONG_MAX)
-    lat = (la_min + la_max) / 2
-    lat = min(max(lat, LAT_MIN), LAT_MAX)
+    lon = min(max((lo_min + lo_max) / 2, LONG_MIN), LONG_MAX)
+    lat = min(max((la_min + la_max) / 2, LAT_MIN), LAT_MAX)
     return lon, lat
 
 
@@ -276,3 +308,25 @@ def distance_if_within(s: Shape, lon: float, lat: float) -> float | None:
     if lon_distance > s.width * s.unit_m / 2 or lat_distance > s.height * s.unit_m / 2:
         return None
     return distance(s.lon, s.lat, lon, lat)
+
+
+def within_test(s: Shape) -> Callable[[float, float], float | None]:
+    """``distance_if_within`` for one shape, with the centre's terms computed once (the same
+    float operations in the same order: the same results)."""
+    if s.radius is None:
+        return lambda lon, lat: distance_if_within(s, lon, lat)
+    limit_m = s.radius * s.unit_m
+    lat1r = s.lat * D_R
+    lon1r = s.lon * D_R
+    cos1 = math.cos(lat1r)
+    sin, cos, asin, sqrt = math.sin, math.cos, math.asin, math.sqrt
+    two_r = 2.0 * EARTH_RADIUS_M
+
+    def test(lon: float, lat: float) -> float | None:
+        lat2r = lat * D_R
+        u = sin((lat2r - lat1r) / 2)
+        v = sin((lon * D_R - lon1r) / 2)
+        d = two_r * asin(sqrt(u * u + cos1 * cos(lat2r) * v * v))
+        return None if d > limit_m else d
+
+    return test
