@@ -257,6 +257,11 @@ CASES = [
         "GEOSEARCH g FROMMEMBER Tx BYRADIUS 1 m WITHCOORD",
         "GEOPOS g Tx",
         "EXEC",
+        "DEBUG DIGEST-VALUE g dst dst2 dst3 long",
+        "TTL dst",
+        "EXPIRE dst 100",
+        "GEOSEARCHSTORE dst g FROMLONLAT 15 37 BYRADIUS 2000 km",
+        "TTL dst",
     ]),
     Case("keys of the geo commands", [
         "COMMAND GETKEYS GEORADIUS g 1 1 10 km STORE d STOREDIST e",
