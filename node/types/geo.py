@@ -94,7 +94,9 @@ def _human(c: Client, x: float) -> bytes:
 
 def _dist(d: float) -> bytes:
     """addReplyDoubleDistance: ``%.4f`` as a bulk string in every protocol."""
-    s = b"%.4f" % d
+    # A NaN distance would print as glibc prints x86's default NaN, "-nan" (not seen from
+    # redis-server: the haversine term's sqrt rounds back to 1 where it exceeds 1).
+    s = b"%.4f" % d if d == d else b"-nan"
     return b"$%d\r\n%s\r\n" % (len(s), s)
 
 

@@ -23,6 +23,7 @@ EARTH_RADIUS_M = 6372797.560856  # the quadratic mean radius Redis uses
 MERCATOR_MAX_M = 20037726.37
 D_R = math.pi / 180.0
 
+_NAN = float("nan")
 _U64 = (1 << 64) - 1
 _EVEN = 0x5555555555555555
 _ODD = 0xAAAAAAAAAAAAAAAA
@@ -41,6 +42,16 @@ class Bits:
 
 
 ZERO = Bits(0, 0)
+
+
+def _cos(x: float) -> float:
+    """C's cos: NaN for an infinite argument (Python raises)."""
+    return math.cos(x) if math.isfinite(x) else _NAN
+
+
+def _asin(x: float) -> float:
+    """C's asin: NaN outside [-1, 1] (rounding can put a haversine term just above 1)."""
+    return math.asin(x) if -1.0 <= x <= 1.0 else _NAN
 
 
 def _spread(v: int) -> int:
@@ -233,8 +244,8 @@ def bounding_box(s: Shape) -> tuple[float, float, float, float]:
     height = s.unit_m * (s.radius if s.radius is not None else s.height / 2)
     width = s.unit_m * (s.radius if s.radius is not None else s.width / 2)
     lat_delta = (height / EARTH_RADIUS_M) / D_R
-    long_delta_top = (width / EARTH_RADIUS_M / math.cos((s.lat + lat_delta) * D_R)) / D_R
-    long_delta_bottom = (width / EARTH_RADIUS_M / math.cos((s.lat - lat_delta) * D_R)) / D_R
+    long_delta_top = (width / EARTH_RADIUS_M / _cos((s.lat + lat_delta) * D_R)) / D_R
+    long_delta_bottom = (width / EARTH_RADIUS_M / _cos((s.lat - lat_delta) * D_R)) / D_R
     delta = long_delta_bottom if s.lat < 0 else long_delta_top
     return s.lon - delta, s.lat - lat_delta, s.lon + delta, s.lat + lat_delta
 
@@ -294,7 +305,7 @@ def distance(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
     u = math.sin((lat2r - lat1r) / 2)
     v = math.sin((lon2r - lon1r) / 2)
     a = u * u + math.cos(lat1r) * math.cos(lat2r) * v * v
-    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(a))
+    return 2.0 * EARTH_RADIUS_M * _asin(math.sqrt(a))
 
 
 def distance_if_within(s: Shape, lon: float, lat: float) -> float | None:
@@ -319,7 +330,7 @@ def within_test(s: Shape) -> Callable[[float, float], float | None]:
     lat1r = s.lat * D_R
     lon1r = s.lon * D_R
     cos1 = math.cos(lat1r)
-    sin, cos, asin, sqrt = math.sin, math.cos, math.asin, math.sqrt
+    sin, cos, asin, sqrt = math.sin, math.cos, _asin, math.sqrt
     two_r = 2.0 * EARTH_RADIUS_M
 
     def test(lon: float, lat: float) -> float | None:
