@@ -369,6 +369,29 @@ def test_random_searches(diff_pair: Pair, proto: int) -> None:
     assert run_argvs(diff_pair, argvs, proto) == []
 
 
+def test_extreme_searches(diff_pair: Pair) -> None:
+    """Centres on the poles' limits and the antimeridian, radii and boxes from 1e-300 m to
+    infinity, in every unit: the same replies."""
+    rng = random.Random(12)
+    coords = ["0", "180", "-180", "179.9999999", "-179.9999999", "85.05112878", "-85.05112878",
+              "85", "-85", "45", "1e-300", "-0", "66.5", "80.1"]
+    dists = ["0", "1e-300", "1", "1000", "1e5", "1e6", "5e6", "2e7", "4e7", "1e10", "1e300",
+             "inf", "1e-5"]
+    units = ["m", "km", "mi", "ft"]
+    opts = [[], ["WITHDIST"], ["WITHCOORD", "WITHHASH"], ["COUNT", "3"], ["COUNT", "2", "ANY"],
+            ["DESC", "COUNT", "8"], ["ASC"]]
+    argvs = [CITIES.split(), *_random_points(random.Random(3), 500)]
+    for _ in range(1500):
+        if rng.random() < 0.5:
+            by = ["BYRADIUS", rng.choice(dists), rng.choice(units)]
+        else:
+            by = ["BYBOX", rng.choice(dists), rng.choice(dists), rng.choice(units)]
+        argvs.append(["GEOSEARCH", rng.choice(["g", "pts"]), "FROMLONLAT", rng.choice(coords),
+                      rng.choice(coords), *by, *rng.choice(opts)])
+    encoded = [[w if isinstance(w, bytes) else w.encode() for w in argv] for argv in argvs]
+    assert run_argvs(diff_pair, encoded, 2) == []
+
+
 def test_random_searches_find_points(diff_pair: Pair) -> None:
     """The random queries are not all empty: the comparison above compares results."""
     rng = random.Random(7009)
