@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.node.diff import Case, Pair, check_cases, run_argvs
 from tests.node.types_gen import GENERIC_CMDS, GEO_CMDS, ZSET_CMDS, ZSET_LEX
-from tests.support import RawClient, node_and_redis, wait_until
+from tests.support import RawClient, node_and_redis, slotgate_node, wait_until
 
 CITIES = ("GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania "
           "12.496366 41.902782 Rome 2.349014 48.864716 Paris -0.127758 51.507351 London "
@@ -601,3 +601,34 @@ def test_replication_stream_as_redis(diff_pair: Pair) -> None:
     real = _replication_stream(diff_pair.real_port, writes)
     assert ours == real
     assert real[0][0] == b"zadd" and len(real) == 7  # the no-ops left out, the marker in
+
+
+def test_geo_sets_survive_a_restart_through_the_aof(tmp_path: Path) -> None:
+    """The AOF holds GEOADD as ZADD and the STORE forms as typed: after a restart (and after
+    BGREWRITEAOF) the node holds the same geo sets as before."""
+    node = slotgate_node(tmp_path, extra=["--appendonly", "yes", "--appendfsync", "always"])
+    node.start()
+    try:
+        c = RawClient(node.port)
+        for line in (CITIES, "GEOADD g XX CH 13.5 38.2 Palermo",
+                     "GEORADIUS g 15 37 2000 km STORE d COUNT 3 DESC",
+                     "GEOSEARCHSTORE e g FROMMEMBER Palermo BYBOX 900 900 km STOREDIST"):
+            c.call(*line.split())
+        keys = ("g", "d", "e")
+        before = [c.call("ZRANGE", k, "0", "-1", "WITHSCORES") for k in keys]
+        assert all(b != b"*0\r\n" for b in before)
+        c.close()
+        node.stop()
+        node.start()
+        c = RawClient(node.port)
+        assert [c.call("ZRANGE", k, "0", "-1", "WITHSCORES") for k in keys] == before
+        assert c.call("BGREWRITEAOF").startswith(b"+")
+        wait_until(lambda: b"aof_rewrite_in_progress:0" in c.call("INFO", "persistence") or None)
+        c.close()
+        node.stop()
+        node.start()
+        c = RawClient(node.port)
+        assert [c.call("ZRANGE", k, "0", "-1", "WITHSCORES") for k in keys] == before
+        c.close()
+    finally:
+        node.stop()
