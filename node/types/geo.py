@@ -22,7 +22,6 @@ from slotgate.node.core.keyspace import NOTIFY_GENERIC
 from slotgate.node.types import geohash as gh
 from slotgate.node.types.zset import ZSet
 from slotgate.node.types.zsets import get_zset_read, parse_score, store_result, zadd_generic
-from slotgate.protocol.resp import format_long_double
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -85,8 +84,13 @@ def _member_pos(z: ZSet, member: bytes) -> tuple[float, float]:
 
 
 def _human(c: Client, x: float) -> bytes:
-    """addReplyHumanLongDouble: ``%.17Lf`` trimmed; a bulk in RESP2, a double in RESP3."""
-    s = format_long_double(x)
+    """addReplyHumanLongDouble: ``%.17Lf`` trimmed; a bulk in RESP2, a double in RESP3.
+    A coordinate is a double, which a long double holds exactly, so Python's correctly
+    rounded ``%.17f`` of it is the same text (protocol/resp.py's format_long_double is the
+    general, slower way)."""
+    s = (b"%.17f" % x).rstrip(b"0").rstrip(b".")
+    if s == b"-0":
+        s = b"0"
     if c.resp == 3:
         return b",%s\r\n" % s
     return b"$%d\r\n%s\r\n" % (len(s), s)

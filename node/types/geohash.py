@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 STEP_MAX = 26  # bits per axis: 52-bit scores
 LONG_MIN, LONG_MAX = -180.0, 180.0
@@ -33,8 +33,7 @@ WGS84: tuple[Range, Range] = ((LONG_MIN, LONG_MAX), (LAT_MIN, LAT_MAX))
 STANDARD: tuple[Range, Range] = ((-180.0, 180.0), (-90.0, 90.0))  # GEOHASH's strings
 
 
-@dataclass(frozen=True)
-class Bits:
+class Bits(NamedTuple):
     """A cell: ``bits`` (2 * ``step`` interleaved bits). ``Bits(0, 0)`` is Redis' GZERO."""
 
     bits: int
@@ -181,31 +180,27 @@ def hash_string(score: float) -> bytes:
 
 # --- neighbours ------------------------------------------------------------------------------
 
-def _move_x(h: Bits, d: int) -> Bits:
-    x = h.bits & _ODD
-    y = h.bits & _EVEN
-    zz = _EVEN >> (64 - h.step * 2)
-    x = (x + (zz + 1)) if d > 0 else ((x | zz) - (zz + 1))
-    x &= _ODD >> (64 - h.step * 2)
-    return Bits(x | y, h.step)
-
-
-def _move_y(h: Bits, d: int) -> Bits:
-    x = h.bits & _ODD
-    y = h.bits & _EVEN
-    zz = _ODD >> (64 - h.step * 2)
-    y = (y + (zz + 1)) if d > 0 else ((y | zz) - (zz + 1))
-    y &= _EVEN >> (64 - h.step * 2)
-    return Bits(x | y, h.step)
-
-
 def neighbours(h: Bits) -> dict[str, Bits]:
-    """geohashNeighbors: the 8 cells around ``h`` (wrapping around at the range edges)."""
+    """geohashNeighbors: the 8 cells around ``h`` (wrapping around at the range edges). Each
+    axis is moved once (geohash_move_x / _move_y) and the moves combined: a diagonal is the
+    move in x followed by the move in y, as in Redis."""
+    shift = 64 - h.step * 2
+    x = h.bits & _ODD
+    y = h.bits & _EVEN
+    zz = _EVEN >> shift  # fills the other axis' bits so that the carry runs through them
+    x_mask = _ODD >> shift
+    east = (x + (zz + 1)) & x_mask
+    west = ((x | zz) - (zz + 1)) & x_mask
+    zz = _ODD >> shift
+    y_mask = _EVEN >> shift
+    north = (y + (zz + 1)) & y_mask
+    south = ((y | zz) - (zz + 1)) & y_mask
+    step = h.step
     return {
-        "north": _move_y(h, 1), "south": _move_y(h, -1),
-        "east": _move_x(h, 1), "west": _move_x(h, -1),
-        "north_east": _move_y(_move_x(h, 1), 1), "north_west": _move_y(_move_x(h, -1), 1),
-        "south_east": _move_y(_move_x(h, 1), -1), "south_west": _move_y(_move_x(h, -1), -1),
+        "north": Bits(x | north, step), "south": Bits(x | south, step),
+        "east": Bits(east | y, step), "west": Bits(west | y, step),
+        "north_east": Bits(east | north, step), "north_west": Bits(west | north, step),
+        "south_east": Bits(east | south, step), "south_west": Bits(west | south, step),
     }
 
 
@@ -227,8 +222,7 @@ def estimate_steps(range_m: float, lat: float) -> int:
     return max(1, min(26, step))
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """GeoShape: a centre, and a radius or a box (width, height), in ``unit_m`` units."""
 
     lon: float

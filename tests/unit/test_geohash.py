@@ -68,3 +68,43 @@ def test_pqsort_puts_the_requested_positions_in_order() -> None:
                     want.reverse()
                 assert [p[0] for p in a[:count]] == want[:count]
                 assert sorted(a) == sorted(pts)
+
+
+def _move(h: gh.Bits, axis_odd: bool, d: int) -> gh.Bits:
+    """geohash_move_x (odd bits) / geohash_move_y (even bits), one call as in geohash.c."""
+    mine, other = (gh._ODD, gh._EVEN) if axis_odd else (gh._EVEN, gh._ODD)
+    shift = 64 - h.step * 2
+    a, b = h.bits & mine, h.bits & other
+    zz = other >> shift
+    a = (a + (zz + 1)) if d > 0 else ((a | zz) - (zz + 1))
+    return gh.Bits((a & (mine >> shift)) | b, h.step)
+
+
+def test_neighbours_equal_redis_step_by_step_moves() -> None:
+    rng = random.Random(1)
+    for _ in range(5000):
+        h = gh.encode(rng.uniform(-180, 180), rng.uniform(-85, 85), rng.randint(1, 26))
+        assert h is not None
+        east, west = _move(h, True, 1), _move(h, True, -1)
+        assert gh.neighbours(h) == {
+            "north": _move(h, False, 1), "south": _move(h, False, -1), "east": east,
+            "west": west, "north_east": _move(east, False, 1), "north_west": _move(west, False, 1),
+            "south_east": _move(east, False, -1), "south_west": _move(west, False, -1),
+        }
+
+
+def test_coordinate_text_equals_format_long_double() -> None:
+    """geo.py prints coordinates with %.17f: the same text as the general long-double
+    formatter for every double it can meet."""
+    from slotgate.node.types.geo import _human
+    from slotgate.protocol.resp import format_long_double
+
+    class C:
+        resp = 2
+
+    rng = random.Random(1)
+    values = [gh.decode_score(float(rng.randrange(2**52)))[i] for _ in range(5000)
+              for i in (0, 1)] + [0.0, -0.0, 180.0, -180.0, 85.05112878, 1e-20, -5e-18]
+    for x in values:
+        t = format_long_double(x)
+        assert _human(C(), x) == b"$%d\r\n%s\r\n" % (len(t), t)  # type: ignore[arg-type]
