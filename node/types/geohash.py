@@ -124,10 +124,24 @@ _LAT_SCALE = LAT_MAX - LAT_MIN
 _LON_SCALE = LONG_MAX - LONG_MIN
 
 
+_DECODED: dict[float, tuple[float, float]] = {}  # score -> position, a pure function's memo
+_DECODED_MAX = 1 << 16  # entries; emptied when full
+
+
 def decode_score(score: float) -> tuple[float, float]:
     """decodeGeohash: (longitude, latitude) of a member's score, the centre of its cell,
-    clamped to the indexable area. (``_area`` at step 26, unrolled: searches call this for
-    every candidate.)"""
+    clamped to the indexable area. (``_area`` at step 26, unrolled and remembered: searches
+    call this for every candidate.)"""
+    pos = _DECODED.get(score)
+    if pos is None:
+        pos = _decode(score)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[score] = pos
+    return pos
+
+
+def _decode(score: float) -> tuple[float, float]:
     bits = score_to_bits(score)
     t = _SQUASH16
     acc = (t[bits & 0xFFFF] | (t[(bits >> 16) & 0xFFFF] << 8) | (t[(bits >> 32) & 0xFFFF] << 16)

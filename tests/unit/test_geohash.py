@@ -18,6 +18,7 @@ def test_table_decoder_equals_the_cell_decoder() -> None:
               + [float(rng.randrange(2**54)) for _ in range(5000)]
               + [rng.uniform(-1e20, 1e20) for _ in range(2000)]
               + [0.0, -0.0, 1.5, -1.0, 2.0**63, 2.0**64, 3.0 * 2**62, math.inf, -math.inf])
+    assert [s for s in scores if gh._decode(s) != gh._decode_score_slow(s)] == []
     assert [s for s in scores if gh.decode_score(s) != gh._decode_score_slow(s)] == []
 
 
