@@ -192,6 +192,7 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
     (ANY) the scan stops once that many were found."""
     found: list[Point] = []
     entries = z.entries
+    known = gh.DECODED.get  # decode_score's memo, read inline (the hot loop)
     decode = gh.decode_score
     within = gh.within_test(shape)
     last: gh.Bits | None = None
@@ -208,7 +209,7 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
         for score, member in entries.iter_from(entries.score_left(float(lo))):
             if not score < hi:
                 break
-            lon, lat = decode(score)
+            lon, lat = known(score) or decode(score)
             d = within(lon, lat)
             if d is not None:
                 found.append((d, score, lon, lat, member))

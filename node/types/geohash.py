@@ -124,20 +124,20 @@ _LAT_SCALE = LAT_MAX - LAT_MIN
 _LON_SCALE = LONG_MAX - LONG_MIN
 
 
-_DECODED: dict[float, tuple[float, float]] = {}  # score -> position, a pure function's memo
-_DECODED_MAX = 1 << 16  # entries; emptied when full
+DECODED: dict[float, tuple[float, float]] = {}  # score -> position, a pure function's memo
+DECODED_MAX = 1 << 16  # entries; emptied when full
 
 
 def decode_score(score: float) -> tuple[float, float]:
     """decodeGeohash: (longitude, latitude) of a member's score, the centre of its cell,
     clamped to the indexable area. (``_area`` at step 26, unrolled and remembered: searches
     call this for every candidate.)"""
-    pos = _DECODED.get(score)
+    pos = DECODED.get(score)
     if pos is None:
         pos = _decode(score)
-        if len(_DECODED) >= _DECODED_MAX:
-            _DECODED.clear()
-        _DECODED[score] = pos
+        if len(DECODED) >= DECODED_MAX:
+            DECODED.clear()
+        DECODED[score] = pos
     return pos
 
 
@@ -338,14 +338,15 @@ def within_test(s: Shape) -> Callable[[float, float], float | None]:
     lat1r = s.lat * D_R
     lon1r = s.lon * D_R
     cos1 = math.cos(lat1r)
-    sin, cos, asin, sqrt = math.sin, math.cos, _asin, math.sqrt
+    sin, cos, asin, sqrt = math.sin, math.cos, math.asin, math.sqrt
     two_r = 2.0 * EARTH_RADIUS_M
 
     def test(lon: float, lat: float) -> float | None:
         lat2r = lat * D_R
         u = sin((lat2r - lat1r) / 2)
         v = sin((lon * D_R - lon1r) / 2)
-        d = two_r * asin(sqrt(u * u + cos1 * cos(lat2r) * v * v))
+        r = sqrt(u * u + cos1 * cos(lat2r) * v * v)
+        d = two_r * (asin(r) if r <= 1.0 else _NAN)  # _asin inlined
         return None if d > limit_m else d
 
     return test
