@@ -143,6 +143,7 @@ MODULES = [
     "slotgate.node.types.zsets",
     "slotgate.node.types.zsetops",
     "slotgate.node.types.hyperloglog",
+    "slotgate.node.types.geo",
 ]
 
 

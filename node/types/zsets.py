@@ -157,7 +157,7 @@ def emit(c: Client, entries: list[tuple[float, bytes]], withscores: bool) -> byt
 _ZADD_OPTS = {b"nx": "nx", b"xx": "xx", b"ch": "ch", b"incr": "incr", b"gt": "gt", b"lt": "lt"}
 
 
-def _zadd(c: Client, argv: list[bytes], incr: bool) -> bytes:
+def zadd_generic(c: Client, argv: list[bytes], incr: bool) -> bytes:
     opts = set()
     idx = 2
     n = len(argv)
@@ -234,14 +234,14 @@ def _zadd(c: Client, argv: list[bytes], incr: bool) -> bytes:
 @command("zadd")
 def zadd(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) != 4 or argv[2].lower() in _ZADD_OPTS:
-        return _zadd(c, argv, False)
+        return zadd_generic(c, argv, False)
     # Fast path: one score/member pair, no options, existing key.
     score = parse_score(argv[2])
     db = c.db
     key = argv[1]
     z = db.lookup(key)
     if z is None:
-        return _zadd(c, argv, False)
+        return zadd_generic(c, argv, False)
     if type(z) is not ZSet:
         raise CommandError(WRONGTYPE)
     member = argv[3]
@@ -273,7 +273,7 @@ def zadd(c: Client, argv: list[bytes]) -> bytes:
 
 @command("zincrby")
 def zincrby(c: Client, argv: list[bytes]) -> bytes:
-    return _zadd(c, argv, True)
+    return zadd_generic(c, argv, True)
 
 
 # --- simple reads ---------------------------------------------------------------------------

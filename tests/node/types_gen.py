@@ -105,6 +105,10 @@ SET_CMDS = [
     _cmd(_lit("SINTERCARD"), _numkeys(), st.sampled_from([[], ["LIMIT", "1"]])),
 ]
 
+# Lex ranges: defined by Redis only when all scores are equal (see GEO_CMDS' test).
+ZSET_LEX = _cmd(st.sampled_from(["ZLEXCOUNT", "ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZREMRANGEBYLEX"]),
+                KEYS, LEX_BOUNDS, LEX_BOUNDS)
+
 ZSET_CMDS = [
     _cmd(_lit("ZADD"), KEYS, st.sampled_from([[], ["NX"], ["XX"], ["GT", "CH"], ["LT"],
                                               ["INCR"], ["XX", "INCR"]]), _pairs(SCORES)),
@@ -115,8 +119,7 @@ ZSET_CMDS = [
     _cmd(_lit("ZCARD"), KEYS),
     _cmd(st.sampled_from(["ZCOUNT", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE", "ZREMRANGEBYSCORE"]),
          KEYS, SCORE_BOUNDS, SCORE_BOUNDS),
-    _cmd(st.sampled_from(["ZLEXCOUNT", "ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZREMRANGEBYLEX"]),
-         KEYS, LEX_BOUNDS, LEX_BOUNDS),
+    ZSET_LEX,
     _cmd(st.sampled_from(["ZRANGE", "ZREVRANGE", "ZREMRANGEBYRANK"]), KEYS, INTS, INTS),
     _cmd(_lit("ZRANGE"), KEYS, SCORE_BOUNDS, SCORE_BOUNDS,
          st.sampled_from([["BYSCORE"], ["BYSCORE", "REV"], ["BYSCORE", "LIMIT", "1", "2"],
@@ -132,6 +135,36 @@ ZSET_CMDS = [
     _cmd(_lit("ZMPOP"), _numkeys(), st.sampled_from(["MIN", "MAX"]),
          st.sampled_from([[], ["COUNT", "2"]])),
     _cmd(_lit("BZPOPMIN"), _keys(), _lit("0.01")),
+]
+
+LONLAT = st.sampled_from([["13.36", "38.11"], ["15.08", "37.50"], ["0", "0"], ["180", "0"],
+                          ["-179.99", "85.05"], ["13.5", "38.2"], ["200", "1"], ["1", "x"]])
+UNITS = st.sampled_from(["m", "km", "mi", "ft", "yd"])
+DISTS = st.sampled_from(["0", "1", "150", "300", "20000", "1e6", "-1", "x"])
+GEO_OPTS = st.lists(st.sampled_from([["WITHDIST"], ["WITHHASH"], ["WITHCOORD"], ["ASC"],
+                                     ["DESC"], ["COUNT", "1"], ["COUNT", "2", "ANY"], ["ANY"],
+                                     ["COUNT", "0"]]), max_size=3).map(
+    lambda os: [x for o in os for x in o])
+STORE_OPTS = st.lists(st.sampled_from([["ASC"], ["DESC"], ["COUNT", "2"], ["STOREDIST"],
+                                       ["COUNT", "1", "ANY"]]), max_size=2).map(
+    lambda os: [x for o in os for x in o])
+GEO_FROM = st.one_of(_cmd(_lit("FROMMEMBER"), ELEMS), _cmd(_lit("FROMLONLAT"), LONLAT))
+GEO_BY = st.one_of(_cmd(_lit("BYRADIUS"), DISTS, UNITS), _cmd(_lit("BYBOX"), DISTS, DISTS, UNITS))
+
+# Geo commands (geo sets are sorted sets: mix with ZSET_CMDS to search odd scores too).
+GEO_CMDS = [
+    _cmd(_lit("GEOADD"), KEYS, st.sampled_from([[], ["NX"], ["XX"], ["CH"], ["XX", "CH"]]),
+         st.lists(st.tuples(LONLAT, ELEMS), min_size=1, max_size=3).map(
+             lambda ps: [x for lonlat, m in ps for x in (*lonlat, m)])),
+    _cmd(_lit("GEODIST"), KEYS, ELEMS, ELEMS, st.sampled_from([[], ["km"], ["yd"]])),
+    _cmd(st.sampled_from(["GEOHASH", "GEOPOS"]), KEYS, _elems()),
+    _cmd(_lit("GEOSEARCH"), KEYS, GEO_FROM, GEO_BY, GEO_OPTS),
+    _cmd(_lit("GEOSEARCHSTORE"), KEYS, KEYS, GEO_FROM, GEO_BY, STORE_OPTS),
+    _cmd(st.sampled_from(["GEORADIUS", "GEORADIUS_RO"]), KEYS, LONLAT, DISTS, UNITS, GEO_OPTS),
+    _cmd(st.sampled_from(["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"]), KEYS, ELEMS, DISTS,
+         UNITS, GEO_OPTS),
+    _cmd(_lit("GEORADIUS"), KEYS, LONLAT, DISTS, UNITS, st.sampled_from(["STORE", "STOREDIST"]),
+         KEYS, STORE_OPTS.map(lambda o: [x for x in o if x != "STOREDIST"])),
 ]
 
 GENERIC_CMDS = [
