@@ -18,11 +18,11 @@ the 256 bytes, which keeps its quirks exactly:
 - more than 1000 star runs before the last token: Redis' recursion gives up at nesting 1000,
   so such a pattern matches no non-empty subject.
 
-The match itself: with at most one star run, one compiled regex (``A.*B`` can only backtrack
-linearly); with more, each star-free segment is a fixed-width regex, the first anchored at
-the start, the last at the end, the middle ones found leftmost in order (leftmost is never
-worse for what follows). That is O(len(pattern) * len(subject)) at worst, as Redis' own
-``skipLongerMatches`` bound, and needs no recursion.
+The match itself is one compiled regex that cannot backtrack far: the star-free segments
+are fixed-width; the first is anchored at the start, the last (after ``.*``) at the end, and
+each middle one is found at its leftmost place and never reconsidered, an atomic group
+``(?>.*?S)`` (leftmost is never worse for what follows: the argument behind Redis' own
+``skipLongerMatches``). That is O(len(pattern) * len(subject)) at worst, and no recursion.
 """
 
 from __future__ import annotations
@@ -115,14 +115,10 @@ def _class_rx(accepted: frozenset[int]) -> bytes:
     return b"[" + b"".join(b"\\x%02x" % c for c in sorted(accepted)) + b"]"
 
 
-def _segment_rx(seg: list[frozenset[int]]) -> re.Pattern[bytes]:
-    return re.compile(b"".join(_class_rx(t) for t in seg), re.DOTALL)
-
-
 class Glob:
     """A compiled pattern: ``matches(subject)`` answers as ``stringmatchlen`` would."""
 
-    __slots__ = ("pattern", "_whole", "_head", "_middle", "_tail", "_tail_width", "_never")
+    __slots__ = ("pattern", "_rx", "_empty")
 
     def __init__(self, pattern: bytes, nocase: bool = False) -> None:
         self.pattern = pattern
@@ -136,37 +132,30 @@ class Glob:
         stars = len(segments) - 1
         # A final star run never recurses; every other one adds one level of nesting.
         nesting = stars - (1 if tokens and tokens[-1] is _STAR else 0)
-        self._never = nesting > _MAX_NESTING
-        self._whole: re.Pattern[bytes] | None = None
-        if stars <= 1:
-            body = b"".join(_class_rx(t) for t in segments[0])
+        if nesting > _MAX_NESTING:
+            body = b"(?!)"
+        else:
+            # (?>.*?S): S at its leftmost place from here on, never reconsidered.
+            body = _seq_rx(segments[0]) + b"".join(_leftmost_rx(s) for s in segments[1:-1])
             if stars:
-                body += b".*" + b"".join(_class_rx(t) for t in segments[1])
-            self._whole = re.compile(body, re.DOTALL)
-        self._head = _segment_rx(segments[0])
-        self._middle = [_segment_rx(s) for s in segments[1:-1] if s]
-        self._tail = _segment_rx(segments[-1])
-        self._tail_width = len(segments[-1])
+                body += b".*" + _seq_rx(segments[-1])
+        self._rx = re.compile(body, re.DOTALL)
+        # Only the empty pattern matches the empty subject (even "*" does not).
+        self._empty = not pattern
 
     def matches(self, subject: bytes) -> bool:
-        if not subject:
-            return not self.pattern
-        if self._whole is not None:
-            return self._whole.fullmatch(subject) is not None
-        if self._never:
-            return False
-        head = self._head.match(subject)
-        if head is None:
-            return False
-        pos, end = head.end(), len(subject) - self._tail_width
-        if end < pos or self._tail.fullmatch(subject, end) is None:
-            return False
-        for rx in self._middle:
-            m = rx.search(subject, pos, end)
-            if m is None:
-                return False
-            pos = m.end()
-        return True
+        return self._rx.fullmatch(subject) is not None if subject else self._empty
+
+
+def _seq_rx(seg: list[frozenset[int]]) -> bytes:
+    return b"".join(_class_rx(t) for t in seg)
+
+
+def _leftmost_rx(seg: list[frozenset[int]]) -> bytes:
+    """The segment at its leftmost place from here on, never reconsidered."""
+    if len(seg) == 1 and 0 < len(seg[0]) < 256:  # one class S: "[^S]*S", a faster form
+        return b"(?>" + _class_rx(frozenset(range(256)).difference(seg[0])) + b"*" + _class_rx(seg[0]) + b")"
+    return b"(?>.*?" + _seq_rx(seg) + b")"
 
 
 @lru_cache(maxsize=512)
