@@ -118,7 +118,7 @@ def _class_rx(accepted: frozenset[int]) -> bytes:
 class Glob:
     """A compiled pattern: ``matches(subject)`` answers as ``stringmatchlen`` would."""
 
-    __slots__ = ("pattern", "_rx", "_empty")
+    __slots__ = ("pattern", "_rx", "_find", "_empty")
 
     def __init__(self, pattern: bytes, nocase: bool = False) -> None:
         self.pattern = pattern
@@ -140,11 +140,15 @@ class Glob:
             if stars:
                 body += b".*" + _seq_rx(segments[-1])
         self._rx = re.compile(body, re.DOTALL)
+        self._find = self._rx.fullmatch
+        if nesting <= _MAX_NESTING and len(segments) == 3 and not segments[0] and not segments[2]:
+            # "*X*" (common): X anywhere, as a plain search for X, much faster.
+            self._find = re.compile(_seq_rx(segments[1]), re.DOTALL).search
         # Only the empty pattern matches the empty subject (even "*" does not).
         self._empty = not pattern
 
     def matches(self, subject: bytes) -> bool:
-        return self._rx.fullmatch(subject) is not None if subject else self._empty
+        return self._find(subject) is not None if subject else self._empty
 
 
 def _seq_rx(seg: list[frozenset[int]]) -> bytes:
