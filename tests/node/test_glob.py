@@ -151,3 +151,21 @@ def test_psubscribe_with_many_stars_does_not_stall(diff_pair: Pair) -> None:
             c.send(b"PUBSUB", b"CHANNELS", STALL_PATTERNS[0])
             counts.append(c.read(timeout_s=ANSWER_S))
     assert counts[:2] == counts[2:]
+
+
+def test_command_list_filterby_pattern_nocase_as_redis(diff_pair: Pair) -> None:
+    """COMMAND LIST FILTERBY PATTERN matches without case; compared on the commands both know."""
+    ours, real = _both(diff_pair, [[b"COMMAND", b"LIST"]])
+    known = set(_parse(ours[0])) & set(_parse(real[0]))  # type: ignore[arg-type]
+    patterns = [b"G*", b"*SCAN", b"[Z-a]*", b"[x-Z]*", b"?[^A-S]*", b"config|*", b"*|[G]et",
+                b"h\\*", b"*[", b"[", b"*RANGE*", b"*e*e*", b"x[A-z]*"]
+    commands = [[b"COMMAND", b"LIST", b"FILTERBY", b"PATTERN", p] for p in patterns]
+    ours, real = _both(diff_pair, commands)
+
+    def known_only(raw: bytes) -> bytes:
+        names = _parse(raw)
+        assert isinstance(names, list)
+        return b" ".join(sorted(n for n in names if n in known))
+
+    assert _mismatches(commands, ours, real, known_only) == []
+    assert known_only(real[0]) != b""
