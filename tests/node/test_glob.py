@@ -30,6 +30,12 @@ def _random_patterns(n: int) -> list[bytes]:
             for _ in range(n)]
 
 
+def _random_keys(n: int) -> list[bytes]:
+    rng = random.Random(21)
+    return [bytes(rng.choice(b"ab*?[]^-\\Az") for _ in range(rng.randint(1, 6)))
+            for _ in range(n)]
+
+
 def _both(pair: Pair, commands: list[list[bytes]]) -> tuple[list[bytes], list[bytes]]:
     ours, real = pair.connect()
     try:
@@ -46,7 +52,7 @@ def _mismatches(commands: list[list[bytes]], ours: list[bytes], real: list[bytes
 
 
 def test_keys_patterns_as_redis(diff_pair: Pair) -> None:
-    setup = [[b"MSET", *[x for k in KEYS for x in (k, b"1")]]]
+    setup = [[b"MSET", *[x for k in KEYS + _random_keys(150) for x in (k, b"1")]]]
     commands = setup + [[b"KEYS", p] for p in TRICKY + _random_patterns(600)]
     ours, real = _both(diff_pair, commands)
     assert _mismatches(commands, ours, real, norm_sorted) == []
