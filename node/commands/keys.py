@@ -186,9 +186,9 @@ def keys(c: Client, argv: list[bytes]) -> bytes:
     now = now_ms()
     expires = db.expires
     out = []
-    match = None if pattern == b"*" else compile_glob(pattern).fullmatch
+    match = None if pattern == b"*" else compile_glob(pattern).matches
     for key in list(db.data):
-        if match is not None and match(key) is None:
+        if match is not None and not match(key):
             continue
         if expires:
             when = expires.get(key)
@@ -230,7 +230,7 @@ def scan(c: Client, argv: list[bytes]) -> bytes:
         v = db.lookup(key)
         if v is None:
             continue
-        if match is not None and match(key) is None:
+        if match is not None and not match(key):
             continue
         if type_filter is not None and type_name(v) != type_filter:
             continue

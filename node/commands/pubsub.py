@@ -32,12 +32,11 @@ from typing import TYPE_CHECKING
 from slotgate.node.commands.registry import command
 from slotgate.node.core.config import parse_memory
 from slotgate.node.core.errors import CommandError, _shown
-from slotgate.node.core.glob import compile_glob
+from slotgate.node.core.glob import Glob, compile_glob
 from slotgate.node.core.keyspace import NOTIFY_KEYEVENT, NOTIFY_KEYSPACE
 from slotgate.protocol.resp import array_header, bulk, integer
 
 if TYPE_CHECKING:
-    import re
 
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
@@ -67,7 +66,7 @@ class Hub:
     def __init__(self, server: Server) -> None:
         self.channels: dict[bytes, Subscribers] = {}
         self.patterns: dict[bytes, Subscribers] = {}
-        self.compiled: dict[bytes, re.Pattern[bytes]] = {}
+        self.compiled: dict[bytes, Glob] = {}
         self.shard: dict[bytes, Subscribers] = {}
         self.publish_hooks: list[Callable[[bytes, bytes, bool], None]] = []
         self.config = server.config
@@ -119,7 +118,7 @@ class Hub:
                 self._push(rc, frames[rc.resp])
             receivers += len(subs)
         for pat, psubs in list(self.patterns.items()):
-            if self.compiled[pat].fullmatch(channel) is None:
+            if not self.compiled[pat].matches(channel):
                 continue
             head = b"$8\r\npmessage\r\n" + bulk(pat)
             frames = {2: b"*4\r\n" + head + tail, 3: b">4\r\n" + head + tail}
@@ -335,7 +334,7 @@ def _channels_reply(registry: dict[bytes, Subscribers], argv: list[bytes]) -> by
     names = list(registry)
     if len(argv) == 3:
         rx = compile_glob(argv[2])
-        names = [n for n in names if rx.fullmatch(n) is not None]
+        names = [n for n in names if rx.matches(n)]
     elif len(argv) > 3:  # addReplySubcommandSyntaxError
         raise CommandError(
             f"ERR unknown subcommand or wrong number of arguments for "

@@ -104,12 +104,12 @@ def lastsave(c: Client, argv: list[bytes]) -> bytes:
 # -- CONFIG ---------------------------------------------------------------------------------------
 @command("config|get")
 def config_get(c: Client, argv: list[bytes]) -> bytes:
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}  # by lower-case name, as Redis' nocase dict
     for pat in argv[2:]:
-        for name, value in c.server.config.config_get(pat.decode("utf-8", "replace")):
-            seen.setdefault(name, value)
+        for name, value in c.server.config.config_get(pat):
+            seen.setdefault(name.lower(), (name, value))
     parts = [map_header(len(seen), c.resp)]
-    for name, value in seen.items():
+    for name, value in seen.values():
         parts.append(bulk(name))
         parts.append(bulk(value))
     return b"".join(parts)

@@ -328,9 +328,18 @@ class Config:
             raise ConfigError("wrong number of arguments")
         self.values[key] = parse_value(d, args)
 
-    def config_get(self, pattern: str) -> list[tuple[str, str]]:
+    def config_get(self, pat: bytes) -> list[tuple[str, str]]:
+        """Directives and aliases whose name matches the glob ``pat`` (nocase, as Redis: the
+        pattern is not lowered first, which matters for ranges such as ``[Z-a]``). A name
+        without ``[*?`` is looked up directly and answered under the name as given."""
+        if not any(ch in pat for ch in b"[*?"):
+            try:
+                name = pat.decode("ascii")
+            except UnicodeDecodeError:
+                return []
+            key = canonical(name)
+            return [] if key is None else [(name, format_value(DIRECTIVES[key], self.values[key]))]
         out = []
-        pat = pattern.lower().encode()
         for d in _TABLE:
             if glob_match(pat, d.name.encode(), nocase=True):
                 out.append((d.name, format_value(d, self.values[d.name])))

@@ -406,7 +406,7 @@ def _hscan_page(h: RHash, cursor: int, count: int, match: Match | None
     nxt, pairs = scan_items(cursor, count, h.ht, lambda: list(h.items()))
     flat: list[bytes] = []
     for f, v in pairs:
-        if match is not None and match(f) is None:
+        if match is not None and not match(f):
             continue
         if h.ht and f not in h:
             continue

@@ -438,7 +438,7 @@ def sdiffstore(c: Client, argv: list[bytes]) -> bytes:
 def _sscan_page(s: RSet, cursor: int, count: int, match: Match | None
                 ) -> tuple[int, list[bytes]]:
     nxt, page = scan_items(cursor, count, s.ht, lambda: list(ordered(s)))
-    return nxt, [m for m in page if (match is None or match(m) is not None) and m in s]
+    return nxt, [m for m in page if (match is None or match(m)) and m in s]
 
 
 @command("sscan")

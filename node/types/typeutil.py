@@ -189,7 +189,7 @@ def mix_digest(digest: bytearray, data: bytes) -> None:
 # --- SCAN, HSCAN, SSCAN, ZSCAN --------------------------------------------------------------
 
 EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
-Match = Callable[[bytes], Any]  # a MATCH pattern's fullmatch: None when a name does not match
+Match = Callable[[bytes], bool]  # a MATCH pattern's test (Glob.matches)
 
 
 def parse_cursor(arg: bytes) -> int:
@@ -230,7 +230,7 @@ def parse_scan_opts(argv: list[bytes], start: int, allow_type: bool = False
         i += 2
     if pattern is None or pattern == b"*":
         return count, None, type_filter
-    return count, compile_glob(pattern).fullmatch, type_filter
+    return count, compile_glob(pattern).matches, type_filter
 
 
 class Snapshots:

@@ -587,7 +587,7 @@ def _zscan_page(z: ZSet, cursor: int, count: int, match: Match | None
     flat: list[bytes] = []
     scores = z.scores
     for _, m in page:
-        if match is not None and match(m) is None:
+        if match is not None and not match(m):
             continue
         cur = scores.get(m)
         if cur is None:
