@@ -70,6 +70,11 @@ def _mixed_cases() -> list[Case]:
         pairs = " ".join(f"{rnd.randint(0, 4)} {_member(rnd)}" for _ in range(rnd.randint(1, 12)))
         cases.append(Case(f"mixed scores #{i}: {pairs}",
                           [f"ZADD k {pairs}", "OBJECT ENCODING k", *_queries(rnd, "k", 6)]))
+    geo = "13.36 38.11 palermo 15.08 37.50 catania 2.35 48.85 paris 12.49 41.90 rome -0.12 51.50 ab"
+    cases.append(Case("a geo set", [f"GEOADD g {geo}", "OBJECT ENCODING g",
+                                    "ZREVRANGEBYLEX g [a -", "ZREVRANGEBYLEX g [q -",
+                                    "ZRANGEBYLEX g [b +", "ZLEXCOUNT g [c [r",
+                                    *_queries(rnd, "g", 6)]))
     return cases
 
 
