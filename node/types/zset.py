@@ -325,8 +325,116 @@ def parse_lex_bound(arg: bytes) -> LexBound | None:
     return None
 
 
+def lex_ordered(z: ZSet) -> bool:
+    """True when the score order is also the member order: all scores equal (the documented
+    use of the lex commands), so a lex range can be found by bisecting."""
+    ent = z.entries
+    return len(ent) == 0 or ent[0][0] == ent[len(ent) - 1][0]
+
+
+def lex_gte_min(member: bytes, lo: LexBound) -> bool:
+    """zslLexValueGteMin: ``member`` is at or above the lower bound."""
+    kind, v = lo
+    return kind == 0 or (kind == 2 and member >= v) or (kind == 3 and member > v)
+
+
+def lex_lte_max(member: bytes, hi: LexBound) -> bool:
+    """zslLexValueLteMax: ``member`` is at or below the upper bound."""
+    kind, v = hi
+    return kind == 1 or (kind == 2 and member <= v) or (kind == 3 and member < v)
+
+
+def _lex_maybe_nonempty(z: ZSet, lo: LexBound, hi: LexBound) -> bool:
+    """zzlIsInLexRange: False for a range that is empty by its bounds (min above max, or equal
+    with an exclusive or infinite end), or when the last element (in score order) is below
+    min or the first is above max."""
+    (lk, lv), (hk, hv) = lo, hi
+    if lk == 1 or hk == 0:  # min "+" or max "-": above every max / below every min
+        return False
+    if lk == 2 and hk == 2:
+        if lv > hv:
+            return False
+    elif lk != 0 and hk != 1 and lv >= hv:  # an exclusive end: equal bounds are empty too
+        return False
+    ent = z.entries
+    n = len(ent)
+    return n > 0 and lex_gte_min(ent[n - 1][1], lo) and lex_lte_max(ent[0][1], hi)
+
+
+def lex_first(z: ZSet, lo: LexBound, hi: LexBound) -> int:
+    """zzlFirstInLexRange: the position of the first element (from the head, in score order)
+    at or above min, if it is also at or below max; else -1."""
+    if not _lex_maybe_nonempty(z, lo, hi):
+        return -1
+    for pos, (_, m) in enumerate(z.entries):
+        if lex_gte_min(m, lo):
+            return pos if lex_lte_max(m, hi) else -1
+    return -1
+
+
+def lex_last(z: ZSet, lo: LexBound, hi: LexBound) -> int:
+    """zzlLastInLexRange: the position of the first element from the tail at or below max,
+    if it is also at or above min; else -1."""
+    if not _lex_maybe_nonempty(z, lo, hi):
+        return -1
+    ent = z.entries
+    pos = len(ent) - 1
+    for _, m in ent.iter_back_from(pos):
+        if lex_lte_max(m, hi):
+            return pos if lex_gte_min(m, lo) else -1
+        pos -= 1
+    return -1
+
+
 def lex_range(z: ZSet, lo: LexBound, hi: LexBound) -> tuple[int, int]:
-    """Positions [start, stop) of the members inside a lex range (all scores equal)."""
+    """Positions [start, stop) of what ZLEXCOUNT counts and ZREMRANGEBYLEX removes.
+
+    When scores differ the member order is not the score order and Redis' answer is what its
+    listpack walk gives (zzlFirstInLexRange, then onwards while at or below max): a run of
+    consecutive elements, mirrored here for every encoding (see docs/COMPATIBILITY.md for the
+    skiplist case, which depends on Redis' random node levels)."""
+    if lex_ordered(z):
+        return _lex_bisect(z, lo, hi)
+    start = lex_first(z, lo, hi)
+    if start < 0:
+        return 0, 0
+    stop = start
+    for _, m in z.entries.iter_from(start):
+        if not lex_lte_max(m, hi):
+            break
+        stop += 1
+    return start, stop
+
+
+def lex_walk(z: ZSet, lo: LexBound, hi: LexBound, rev: bool, offset: int, limit: int
+             ) -> list[Entry]:
+    """ZRANGEBYLEX / ZREVRANGEBYLEX as Redis' listpack walk (genericZrangebylexCommand): from
+    the first element in range (the last, for rev), skip ``offset`` elements without testing
+    them, then emit up to ``limit`` (negative: no limit) while each is at or below max (at or
+    above min, for rev). Elements past the skipped ones are tested again, so with an offset
+    the reply can resume after elements outside the range."""
+    if offset < 0 or limit == 0:
+        return []
+    pos = lex_last(z, lo, hi) if rev else lex_first(z, lo, hi)
+    if pos < 0:
+        return []
+    ent = z.entries
+    out: list[Entry] = []
+    if rev:
+        for e in ent.iter_back_from(pos - offset):
+            if len(out) == limit or not lex_gte_min(e[1], lo):
+                break
+            out.append(e)
+    else:
+        for e in ent.iter_from(pos + offset):
+            if len(out) == limit or not lex_lte_max(e[1], hi):
+                break
+            out.append(e)
+    return out
+
+
+def _lex_bisect(z: ZSet, lo: LexBound, hi: LexBound) -> tuple[int, int]:
+    """lex_range for a set whose score order is its member order: two bisections."""
     ent = z.entries
     n = len(ent)
     kind, v = lo

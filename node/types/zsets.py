@@ -36,7 +36,9 @@ from slotgate.node.types.typeutil import (
 )
 from slotgate.node.types.zset import (
     ZSet,
+    lex_ordered,
     lex_range,
+    lex_walk,
     parse_lex_bound,
     parse_score_bound,
     score_range,
@@ -447,8 +449,10 @@ def zrange_generic(c: Client, argv: list[bytes], first: int, store: bool, ranget
         return rank_slice(z, start, end, rev), withscores
     if rangetype == SCORE:
         s0, s1 = score_range(z, lo, hi)
-    else:
+    elif lex_ordered(z):
         s0, s1 = lex_range(z, llo, lhi)
+    else:  # scores differ: Redis' walk, which an offset can carry past an out-of-range member
+        return lex_walk(z, llo, lhi, bool(rev), offset, limit), withscores
     return _window(z, s0, s1, rev, offset, limit), withscores
 
 
