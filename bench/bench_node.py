@@ -15,6 +15,12 @@ is read around each run: CPU-µs per request. Everything started is stopped by P
 write is also propagated: the master-with-replica throughput, ours against redis-server's.
 ``--split``: one ``redis-benchmark`` run per test (``-t incr`` alone, ...), so the server CPU
 per request is known per test and printed in a second table. ``--pipelines 16``: only -P 16.
+
+Optional tests (not in the default set), each its own redis-benchmark run with a command line,
+prefilled identically on every server after each FLUSHALL: ``pfadd`` (``PFADD hll:bench
+e:__rand_int__``, ``-r 1000000``), ``pfcount3`` (``PFCOUNT`` of three HLLs of 10,000 elements
+each), ``geosearch`` (``GEOSEARCH ... FROMLONLAT 2.35 48.85 BYRADIUS 50 km ASC COUNT 10`` on 500
+points, seed 11), e.g. ``--split --tests pfadd,pfcount3,geosearch``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import csv
 import io
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -41,6 +48,13 @@ PIPELINES = (1, 16)
 TESTS = "set,get,incr,lpush,hset,mset"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 REDIS_BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+# optional tests: name -> the command redis-benchmark sends (with -r 1000000)
+COMMANDS = {
+    "pfadd": ["PFADD", "hll:bench", "e:__rand_int__"],
+    "pfcount3": ["PFCOUNT", "hll:1", "hll:2", "hll:3"],
+    "geosearch": ["GEOSEARCH", "geo:bench", "FROMLONLAT", "2.35", "48.85", "BYRADIUS", "50", "km",
+                  "ASC", "COUNT", "10"],
+}
 SERVER_CPU = "0"
 BENCH_CPU = "1"
 
@@ -52,10 +66,28 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def prefill(client) -> None:
+    """The data the optional tests read: identical on every server (fixed seed)."""
+    pipe = client.pipeline(transaction=False)
+    for k in (1, 2, 3):
+        for i in range(0, 10_000, 1000):
+            pipe.pfadd(f"hll:{k}", *(f"{k}:{j}" for j in range(i, i + 1000)))
+    rng = random.Random(11)
+    for i in range(500):
+        pipe.geoadd("geo:bench", (rng.uniform(1.5, 3.2), rng.uniform(48.3, 49.4), f"p{i}"))
+    pipe.execute()
+
+
 def run_benchmark(port: int, n: int, pipeline: int, tests: str) -> dict[str, float]:
     """requests/s per test name (lower case) from one redis-benchmark run."""
     argv = ["taskset", "-c", BENCH_CPU, REDIS_BENCHMARK, "-h", "127.0.0.1", "-p", str(port),
-            "-c", str(CLIENTS), "-n", str(n), "-P", str(pipeline), "-t", tests, "--csv"]
+            "-c", str(CLIENTS), "-n", str(n), "-P", str(pipeline), "--csv"]
+    if tests in COMMANDS:  # one optional test: its command line, its row named after it
+        argv += ["-r", "1000000", *COMMANDS[tests]]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600).stdout
+        return {tests: float(next(r for r in csv.reader(io.StringIO(out))
+                                  if len(r) >= 2 and r[0] != "test")[1])}
+    argv += ["-t", tests]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600).stdout
     rps: dict[str, float] = {}
     for row in csv.reader(io.StringIO(out)):
@@ -128,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     for name in (order if rnd % 2 == 0 else order[::-1]):
                         proc = targets[name]
                         proc.client().flushall()
+                        if any(t in COMMANDS for t in tests):
+                            prefill(proc.client())
                         if args.split:
                             rps = {}
                             for t in tests:
@@ -138,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                             cpu_us.setdefault((pipeline, name), []).append(statistics.mean(
                                 cpu_test[(pipeline, t, name)][-1] for t in tests))
                         else:
+                            if any(t in COMMANDS for t in tests):
+                                ap.error("the optional tests need --split")
                             c0 = cpu_s(proc.pid)
                             rps = run_benchmark(proc.port, n, pipeline, args.tests)
                             used = cpu_s(proc.pid) - c0
