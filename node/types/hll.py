@@ -196,43 +196,29 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
         return _promote(buf, index, count)
     end = len(buf)
     span = 0
-    # Step 1: the opcode covering `index` (the hot loop: most frequent opcode first)
-    if hint is None:
-        p, first, prev = HDR_SIZE, 0, -1
-        while p < end:
-            b = buf[p]
-            if not b & 0xC0:
-                span = (b & 0x3F) + 1
-                oplen = 1
-            elif b & 0x80:
-                span = (b & 3) + 1
-                oplen = 1
-            else:
-                span = _xzero_len(buf, p, end)
-                oplen = 2
-            if index <= first + span - 1:
-                break
-            prev = p
-            p += oplen
-            first += span
-    else:
-        p, first = hint.pop() if hint else (HDR_SIZE, 0)
-        while p < end:
-            b = buf[p]
-            if not b & 0xC0:
-                span = (b & 0x3F) + 1
-                oplen = 1
-            elif b & 0x80:
-                span = (b & 3) + 1
-                oplen = 1
-            else:
-                span = _xzero_len(buf, p, end)
-                oplen = 2
-            if index <= first + span - 1:
-                break
+    # Step 1: the opcode covering `index` (the hot loop: most frequent opcode first); with a
+    # hint, from the last opcode it kept, recording the ones passed
+    p, first = hint.pop() if hint else (HDR_SIZE, 0)
+    prev = -1
+    while p < end:
+        b = buf[p]
+        if not b & 0xC0:
+            span = (b & 0x3F) + 1
+            oplen = 1
+        elif b & 0x80:
+            span = (b & 3) + 1
+            oplen = 1
+        else:
+            span = _xzero_len(buf, p, end)
+            oplen = 2
+        if index <= first + span - 1:
+            break
+        if hint is not None:
             hint.append((p, first))
-            p += oplen
-            first += span
+        prev = p
+        p += oplen
+        first += span
+    if hint is not None:
         prev = hint[-1][0] if hint else -1
         if hint:
             hint.pop()  # `prev` may change below; the opcodes before it do not
