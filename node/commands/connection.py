@@ -43,27 +43,18 @@ def quit_(c: Client, argv: list[bytes]) -> bytes:
     return OK
 
 
-def _check_password(c: Client, user: bytes, password: bytes) -> bool:
-    required = str(c.server.config.get("requirepass")).encode()
-    if user != b"default":
-        return False
-    return not required or password == required
-
-
 @command("auth")
 def auth(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) > 3:
         raise CommandError(errors.SYNTAX)
     if len(argv) == 2:
-        if not c.server.config.get("requirepass"):
+        if c.server.acl.default.nopass:
             raise CommandError(AUTH_NOT_CONFIGURED)
         user, password = b"default", argv[1]
     else:
         user, password = argv[1], argv[2]
-    if not _check_password(c, user, password):
+    if not c.server.acl.authenticate(c, user, password, argv[0]):
         raise CommandError(errors.WRONGPASS)
-    c.set_authenticated(True)
-    c.user = user
     return OK
 
 
@@ -76,10 +67,8 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
     for step, args in request.steps:  # each option acts at once, as in Redis
         if step == AUTH:
             user, password = args
-            if not _check_password(c, user, password):
+            if not c.server.acl.authenticate(c, user, password, argv[0]):
                 raise CommandError(errors.WRONGPASS)
-            c.set_authenticated(True)
-            c.user = user
         else:
             _validate_name(args[0])
             c.name = args[0]
@@ -119,7 +108,8 @@ def reset(c: Client, argv: list[bytes]) -> bytes:
     for hook in c.server.client_close_hooks:  # pub/sub & co. drop this client's state
         hook(c)
     c.set_subscriptions(0)
-    c.set_authenticated(not c.server.config.get("requirepass"))
+    c.set_acl_user(c.server.acl.default)
+    c.set_authenticated(c.server.acl.open_login())
     return b"+RESET\r\n"
 
 

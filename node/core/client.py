@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from slotgate.node.commands.pubsub import ClientSubs
     from slotgate.node.commands.registry import Command
     from slotgate.node.core.server import Server
+    from slotgate.protocol.acl import User
 
 
 class _BlockedMarker(bytes):
@@ -67,7 +68,7 @@ class Client:
 
     # The inputs of the fast-path flag ``slow``: read them freely, change them only with
     # their setters (``set_<name>``), which recompute the flag.
-    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking")
+    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking", "acl_user")
 
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server
@@ -83,12 +84,15 @@ class Client:
         self.null_bulk = NULL_BULK[2]
         self.null_array = NULL_ARRAY[2]
         # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their setters --------
-        self.authenticated: bool = not server.config.requirepass
+        self.authenticated: bool = server.acl.open_login()
         # MULTI: queued (command, argv) or None outside a transaction
         self.multi: list[tuple[Command, list[bytes]]] | None = None
         self.reply_mode = REPLY_ON  # REPLY_ON, REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP
         self.subscriptions = 0  # channels + patterns (+ shard channels): pub/sub mode
         self.asking = False  # cluster ASKING (one command)
+        # the ACL user (None: an internal client, which may run anything); any user but one
+        # allowed every command, key and channel takes the slow path (node/commands/acl.py)
+        self.acl_user: User | None = server.acl.default
         # ------------------------------------------------------------------------------------
         self.user = b"default"
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
@@ -143,6 +147,7 @@ class Client:
             or self.reply_mode != REPLY_ON
             or self.subscriptions > 0
             or self.asking
+            or (self.acl_user is not None and not self.acl_user.unrestricted)
             or self.server.slow
         )
 
@@ -171,6 +176,13 @@ class Client:
 
     def set_asking(self, asking: bool) -> None:
         self.asking = asking
+        self._refresh_slow()
+
+    def set_acl_user(self, user: User | None) -> None:
+        """Run as ``user`` (None: no ACL checks); also after the user's rules changed."""
+        self.acl_user = user
+        if user is not None:
+            self.user = user.name
         self._refresh_slow()
 
     # -- blocking ------------------------------------------------------------------------

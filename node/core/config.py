@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slotgate.node.core.glob import glob_match
+from slotgate.protocol.acl import check_user_line
 from slotgate.protocol.resp import split_args
 from slotgate.protocol.sdsrepr import sds_repr
 
@@ -58,6 +59,9 @@ _TABLE = [
     _d("client-output-buffer-limit", "oblimit",
        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
     _d("requirepass", "string", ""),
+    _d("aclfile", "string", "", mutable=False),
+    _d("acllog-max-len", "int", 128, 0, _LL),
+    _d("acl-pubsub-default", "enum", "resetchannels", choices=("allchannels", "resetchannels")),
     _d("masterauth", "string", ""),
     _d("masteruser", "string", ""),
     _d("unixsocket", "string", "", mutable=False),
@@ -306,6 +310,7 @@ class Config:
         self.values["save"] = ""  # set by the parser below when no save line is given
         self._saw_save = False
         self.config_file: str | None = None
+        self.acl_users: list[list[bytes]] = []  # ``user`` lines: name, rules (node/commands/acl.py)
 
     def __getattr__(self, attr: str) -> Any:
         try:
@@ -428,6 +433,13 @@ def load(argv: Sequence[str]) -> Config:
         words = [w.decode("utf-8", "surrogateescape") for w in words_b]
         name, vals = words[0], words[1:]
         try:
+            if name.lower() == "user" and vals:
+                try:
+                    cfg.acl_users.append(check_user_line(
+                        words_b[1:], [u[0] for u in cfg.acl_users]))
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
+                continue
             if name.lower() == "include":
                 raise ConfigError("include is not supported")
             if name.lower() == "save":

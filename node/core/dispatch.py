@@ -184,6 +184,11 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
         return _reject(c, cmd, errors.NOAUTH)
     if c.multi is not None and cmd.no_multi:
         return _reject(c, cmd, errors.NOT_IN_MULTI, formatted=True)
+    user = c.acl_user
+    if user is not None and not user.unrestricted:
+        denied = srv.acl.check(c, cmd, argv)
+        if denied is not None:
+            return _reject(c, cmd, denied)
     route = srv.cluster_route
     if route is not None:
         redirect = route(c, cmd, argv)

@@ -44,6 +44,7 @@ from slotgate.protocol.sdsrepr import sds_repr
 
 if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
     from slotgate.node.cluster.node import ClusterNode
+    from slotgate.node.commands.acl import NodeAcl
     from slotgate.node.persistence.manager import Persistence
     from slotgate.node.replication.master import Replication
 
@@ -54,7 +55,7 @@ SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
 # INFO sections and background tasks.
-SUBSYSTEMS = ("slotgate.node.persistence.manager", "slotgate.node.replication.master", "slotgate.node.cluster")
+SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.persistence.manager", "slotgate.node.replication.master", "slotgate.node.cluster")
 
 CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 
@@ -66,6 +67,7 @@ class Server:
     # only with add_monitor / remove_monitor, add_command_check / remove_command_check and
     # set_cluster_routing, which recompute the flag.
     SLOW_INPUTS = ("monitors", "command_checks", "cluster_route", "cluster_keypos")
+    acl: NodeAcl  # users, ACL LOG, the ACL file (set by node/commands/acl.py's install)
 
     def __init__(self, config: Config) -> None:
         self.config = config

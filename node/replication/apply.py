@@ -60,6 +60,7 @@ class Applier:
         server._next_client_id += 1
         self.client = Client(server, cid, addr, addr)
         self.client.set_authenticated(True)
+        self.client.set_acl_user(None)  # the stream runs unchecked, as Redis' internal clients
         self.registered = register
         if register:
             server.clients[cid] = self.client

@@ -1,0 +1,495 @@
+"""ACL in the node: the users (protocol/acl.py's model), AUTH's check, the permission check off
+the fast path, ACL LOG, the ACL file, and the ACL command.
+
+``install(server)`` sets ``server.acl`` (a ``NodeAcl``). Clients point at a ``User``
+(``Client.acl_user``, set with ``Client.set_acl_user``); a client whose user may run every
+command on every key and channel stays on the fast path, any other takes the slow path, where
+``process_command`` asks ``NodeAcl.check``. Changing a user re-derives its clients' flag;
+deleting one (or ACL LOAD replacing it) closes its clients, as Redis does; ACL SETUSER that
+takes channels away closes the user's subscribers that hold them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slotgate.node.commands.connection import client_info_line
+from slotgate.node.commands.registry import Command, command
+from slotgate.node.commands.replies import OK
+from slotgate.node.commands.util import parse_int
+from slotgate.node.core import errors
+from slotgate.node.core.errors import CommandError
+from slotgate.node.core.glob import glob_match
+from slotgate.protocol import acl
+from slotgate.protocol.acl import CATEGORIES, CATEGORY_MEMBERS, RuleError, User
+from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo, arity_ok, lookup
+from slotgate.protocol.resp import array_header, bulk, double, integer, map_header, set_header
+
+if TYPE_CHECKING:
+    from slotgate.node.core.client import Client
+    from slotgate.node.core.server import Server
+
+NOPERM_CMD = "NOPERM this user has no permissions to run the '%s' command"
+NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
+NOPERM_CHANNEL = ("NOPERM this user has no permissions to access one of the channels used as "
+                  "arguments")
+NO_ACLFILE = (
+    "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
+    "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
+    "Redis configuration file set) in order to store users in the Redis configuration.")
+SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
+               "for more information")
+GENPASS_MAX_BITS = 4096
+LOG_GROUPING_MS = 60000  # ACL_LOG_GROUPING_MAX_TIME_DELTA
+LOG_SCAN = 10  # entries looked at for one to bump instead of adding
+_REASONS = {acl.DENIED_CMD: "command", acl.DENIED_KEY: "key", acl.DENIED_CHANNEL: "channel",
+            acl.DENIED_AUTH: "auth"}
+
+
+@dataclass
+class LogEntry:
+    count: int
+    reason: int
+    context: str  # toplevel / multi
+    obj: bytes
+    username: bytes
+    ctime_ms: int
+    cinfo: str
+
+
+class NodeAcl:
+    """The node's users, ACL log and ACL file."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        cfg = server.config
+        self.allchannels_default = str(cfg.get("acl-pubsub-default")) == "allchannels"
+        self.default = acl.default_user(self.allchannels_default)
+        self.users: dict[bytes, User] = {b"default": self.default}
+        self.log: deque[LogEntry] = deque()
+        self._requirepass = ""
+        self._set_requirepass(str(cfg.get("requirepass")))
+        for words in cfg.acl_users:
+            u = self.users.get(words[0])
+            if u is None:
+                u = self.users[words[0]] = User(words[0], self.allchannels_default)
+            else:
+                u.apply(b"reset")
+            try:
+                u.apply_all(words[1:])
+            except RuleError as e:
+                raise SystemExit(f"Error loading ACL rule '{_text(e.args[0])}' for the user "
+                                 f"named '{_text(words[0])}': {e.args[1]}") from None
+        path = str(cfg.get("aclfile"))
+        if path:
+            failed = self.load_file(path)
+            if failed is not None:
+                raise SystemExit(f"Aborting Redis startup because of ACL errors: {failed}")
+        server.config_hooks.append(self._config_changed)
+
+    # -- users and clients -------------------------------------------------------------------
+    def open_login(self) -> bool:
+        """A new connection starts authenticated (the default user is on and nopass)."""
+        return self.default.enabled and self.default.nopass
+
+    def _set_requirepass(self, password: str) -> None:
+        """ACLUpdateDefaultUserPassword."""
+        self._requirepass = password
+        self.default.apply(b"resetpass")
+        self.default.apply(b">" + password.encode("utf-8", "surrogateescape") if password
+                           else b"nopass")
+
+    def _config_changed(self) -> None:
+        cfg = self.server.config
+        password = str(cfg.get("requirepass"))
+        if password != self._requirepass:
+            self._set_requirepass(password)
+            self.user_changed(self.default)
+        self.allchannels_default = str(cfg.get("acl-pubsub-default")) == "allchannels"
+        while len(self.log) > int(cfg.get("acllog-max-len")):
+            self.log.pop()
+
+    def clients_of(self, user: User) -> list[Client]:
+        return [c for c in self.server.clients.values() if c.acl_user is user]
+
+    def user_changed(self, user: User) -> None:
+        """Its clients' fast-path flag follows the new rules."""
+        for c in self.clients_of(user):
+            c.set_acl_user(user)
+
+    def drop_user_clients(self, user: User, current: Client | None) -> None:
+        """ACLFreeUserAndKillClients: the user's connections close (the caller's after its
+        reply), back on the default user and unauthenticated meanwhile."""
+        for c in self.clients_of(user):
+            c.set_acl_user(self.default)
+            c.set_authenticated(False)
+            self.server.kill_client(c)
+
+    def authenticate(self, c: Client, username: bytes, password: bytes, argv0: bytes) -> bool:
+        """ACLAuthenticateUser: on success the client is that user; a failure is logged."""
+        u = self.users.get(username)
+        if u is not None and u.password_ok(password):
+            c.set_acl_user(u)
+            c.set_authenticated(True)
+            return True
+        self.add_log(c, acl.DENIED_AUTH, 0, username, argv0)
+        return False
+
+    # -- the permission check ----------------------------------------------------------------
+    def check(self, c: Client, cmd: Command, argv: list[bytes]) -> str | None:
+        """The NOPERM text for ``c`` running ``argv`` (logged), or None to go on."""
+        user = c.acl_user
+        info = ALL_COMMANDS.get(cmd.full_name.encode())
+        if user is None or info is None:
+            return None
+        denial = user.check(info, argv, glob_match)
+        if denial is None:
+            return None
+        obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
+        self.add_log(c, denial.reason, denial.index, user.name, obj)
+        if denial.reason == acl.DENIED_CMD:
+            return NOPERM_CMD % info.name
+        return NOPERM_KEY if denial.reason == acl.DENIED_KEY else NOPERM_CHANNEL
+
+    # -- ACL LOG -----------------------------------------------------------------------------
+    def add_log(self, c: Client, reason: int, index: int, username: bytes, obj: bytes) -> None:
+        """addACLLogEntry: bump a recent similar entry, else add one (bounded)."""
+        now_ms = int(time.time() * 1000)
+        context = "multi" if c.multi is not None else "toplevel"
+        cinfo = client_info_line(c, now_ms)
+        for i, e in enumerate(self.log):
+            if i >= LOG_SCAN:
+                break
+            if (e.reason == reason and e.context == context and e.obj == obj
+                    and e.username == username and abs(e.ctime_ms - now_ms) <= LOG_GROUPING_MS):
+                del self.log[i]
+                self.log.appendleft(e)
+                e.count += 1
+                e.cinfo, e.ctime_ms = cinfo, now_ms
+                return
+        self.log.appendleft(LogEntry(1, reason, context, obj, username, now_ms, cinfo))
+        while len(self.log) > int(self.server.config.get("acllog-max-len")):
+            self.log.pop()
+
+    # -- the ACL file ------------------------------------------------------------------------
+    def load_file(self, path: str) -> str | None:
+        """ACLLoadFromFile: replace every user, or nothing at all; the error text or None."""
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except OSError as e:
+            return f"Error loading ACLs, opening file '{path}': {e.strerror}"
+        shown = str(self.server.config.get("aclfile"))
+        errs = ""
+        users: dict[bytes, User] = {}
+        for linenum, raw in enumerate(text.split(b"\n"), start=1):
+            line = raw.strip(b" \t\r\n")
+            if not line:
+                continue
+            argv = line.split(b" ")
+            if argv[0] != b"user" or len(argv) < 2:
+                errs += (f"{shown}:{linenum} should start with user keyword followed by the "
+                         "username. ")
+                continue
+            name = argv[1]
+            if acl.has_spaces(name):
+                errs += (f"'{shown}:{linenum}: username '{_text(name)}' contains invalid "
+                         "characters. ")
+                continue
+            if name in users:
+                errs += f"WARNING: Duplicate user '{_text(name)}' found on line {linenum}. "
+                continue
+            u = users[name] = User(name, self.allchannels_default)
+            rules, bad = acl.merge_selector_args(argv[2:])
+            if bad is not None:
+                errs += f"{shown}:{linenum}: Unmatched parenthesis in selector definition."
+            for rule in rules:
+                try:
+                    u.apply(rule.strip(b"\t\r\n"))
+                except RuleError as e:
+                    errs += f"{shown}:{linenum}: {e}. "
+        if errs:
+            return errs + ("WARNING: ACL errors detected, no change to the previously active "
+                           "ACL rules was performed")
+        new_default = users.pop(b"default", None) or acl.default_user(self.allchannels_default)
+        old = [u for name, u in self.users.items() if name != b"default"]
+        self.default.copy_from(new_default)
+        self.users = {b"default": self.default, **users}
+        for u in old:
+            self.drop_user_clients(u, None)
+        self.user_changed(self.default)
+        return None
+
+    def save_file(self, path: str) -> bool:
+        """ACLSaveToFile: every user as a ``user`` line, written to a temp file then renamed."""
+        data = b"".join(b"user " + name + b" " + self.users[name].describe() + b"\n"
+                        for name in sorted(self.users))
+        tmp = f"{path}.tmp-{os.getpid()}-{int(time.time() * 1000)}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        return True
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def install(server: Server) -> None:
+    server.acl = NodeAcl(server)
+
+
+# -- the ACL command ---------------------------------------------------------------------------
+@command("acl|setuser")
+def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
+    node = c.server.acl
+    name = argv[2]
+    if acl.has_spaces(name):
+        raise CommandError("ERR Usernames can't contain spaces or null characters")
+    rules, bad = acl.merge_selector_args(argv[3:])
+    if bad is not None:
+        raise CommandError("ERR Unmatched parenthesis in acl selector starting at "
+                           f"'{_text(argv[3 + bad])}'.")
+    existing = node.users.get(name)
+    temp = existing.copy() if existing is not None else User(name, node.allchannels_default)
+    for rule in rules:
+        try:
+            temp.apply(rule)
+        except RuleError as e:
+            raise CommandError(f"ERR Error in ACL SETUSER modifier '{_text(rule)}': {e}") from None
+    if existing is None:
+        node.users[name] = temp
+        return OK
+    _kill_pubsub_if_needed(c, temp, existing)
+    existing.copy_from(temp)
+    node.user_changed(existing)
+    return OK
+
+
+def _kill_pubsub_if_needed(c: Client, new: User, old: User) -> None:
+    """ACLKillPubsubClientsIfNeeded: subscribers of ``old`` holding a channel or pattern the
+    new rules do not allow are closed."""
+    allowed = new.channels_allowed()
+    if allowed is None:
+        return
+    before = [ch for s in old.selectors for ch in s.channels]
+    if all(ch in allowed for ch in before):
+        return
+    node = c.server.acl
+    for other in node.clients_of(old):
+        subs = other.pubsub
+        if not other.subscriptions or subs is None:
+            continue
+        if not acl.check_channels(allowed, [*subs.channels, *subs.shard], list(subs.patterns),
+                                  glob_match):
+            c.server.kill_client(other)
+
+
+@command("acl|deluser")
+def acl_deluser(c: Client, argv: list[bytes]) -> bytes:
+    node = c.server.acl
+    if any(name == b"default" for name in argv[2:]):
+        raise CommandError("ERR The 'default' user cannot be removed")
+    deleted = 0
+    for name in argv[2:]:
+        u = node.users.pop(name, None)
+        if u is not None:
+            node.drop_user_clients(u, c)
+            deleted += 1
+    return integer(deleted)
+
+
+def _selector_fields(s: acl.Selector) -> list[bytes]:
+    return [bulk(b"commands"), bulk(s.describe_commands()),
+            bulk(b"keys"), bulk(b" ".join(s.key_words())),
+            bulk(b"channels"), bulk(b" ".join(s.channel_words()))]
+
+
+@command("acl|getuser")
+def acl_getuser(c: Client, argv: list[bytes]) -> bytes:
+    u = c.server.acl.users.get(argv[2])
+    if u is None:
+        raise CommandError(f"ERR Can not find user '{_text(argv[2])}' in ACL")
+    flags = u.flag_words()
+    parts = [map_header(6, c.resp), bulk(b"flags"), set_header(len(flags), c.resp)]
+    parts += [bulk(f) for f in flags]
+    parts += [bulk(b"passwords"), array_header(len(u.passwords))]
+    parts += [bulk(p) for p in u.passwords]
+    parts += _selector_fields(u.root)
+    parts += [bulk(b"selectors"), array_header(len(u.selectors) - 1)]
+    for s in u.selectors[1:]:
+        parts.append(map_header(3, c.resp))
+        parts += _selector_fields(s)
+    return b"".join(parts)
+
+
+@command("acl|list")
+def acl_list(c: Client, argv: list[bytes]) -> bytes:
+    users = c.server.acl.users
+    names = sorted(users)
+    return array_header(len(names)) + b"".join(
+        bulk(b"user " + n + b" " + users[n].describe()) for n in names)
+
+
+@command("acl|users")
+def acl_users(c: Client, argv: list[bytes]) -> bytes:
+    names = sorted(c.server.acl.users)
+    return array_header(len(names)) + b"".join(bulk(n) for n in names)
+
+
+@command("acl|whoami")
+def acl_whoami(c: Client, argv: list[bytes]) -> bytes:
+    return bulk(c.user)
+
+
+def _aclfile(c: Client) -> str:
+    path = str(c.server.config.get("aclfile"))
+    if not path:
+        raise CommandError(NO_ACLFILE)
+    return path
+
+
+@command("acl|load")
+def acl_load(c: Client, argv: list[bytes]) -> bytes:
+    failed = c.server.acl.load_file(_aclfile(c))
+    if failed is not None:
+        raise CommandError("ERR " + failed)
+    return OK
+
+
+@command("acl|save")
+def acl_save(c: Client, argv: list[bytes]) -> bytes:
+    if not c.server.acl.save_file(_aclfile(c)):
+        raise CommandError(SAVE_FAILED)
+    return OK
+
+
+@command("acl|cat")
+def acl_cat(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) == 2:
+        return array_header(len(CATEGORIES)) + b"".join(bulk(x) for x in CATEGORIES)
+    if len(argv) > 3:
+        raise CommandError(_subcommand_error(argv))
+    cat = argv[2].decode("utf-8", "replace").lower()
+    if cat not in CATEGORY_MEMBERS:
+        raise CommandError(f"ERR Unknown category '{errors._shown(argv[2], 128)}'")
+    names = CATEGORY_MEMBERS[cat]
+    return array_header(len(names)) + b"".join(bulk(n) for n in names)
+
+
+def _subcommand_error(argv: Sequence[bytes]) -> str:
+    return (f"ERR unknown subcommand or wrong number of arguments for "
+            f"'{errors._shown(argv[1], 128)}'. Try ACL HELP.")
+
+
+@command("acl|genpass")
+def acl_genpass(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) > 3:
+        raise CommandError(_subcommand_error(argv))
+    bits = parse_int(argv[2]) if len(argv) == 3 else 256
+    if bits <= 0 or bits > GENPASS_MAX_BITS:
+        raise CommandError("ERR ACL GENPASS argument must be the number of bits for the output "
+                           f"password, a positive number up to {GENPASS_MAX_BITS}")
+    chars = (bits + 3) // 4
+    return bulk(secrets.token_hex((chars + 1) // 2)[:chars])
+
+
+@command("acl|log")
+def acl_log(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) > 3:
+        raise CommandError(_subcommand_error(argv))
+    node = c.server.acl
+    count = 10
+    if len(argv) == 3:
+        if argv[2].lower() == b"reset":
+            node.log.clear()
+            return OK
+        count = max(parse_int(argv[2]), 0)
+    entries = list(node.log)[:count]
+    now_ms = int(time.time() * 1000)
+    parts = [array_header(len(entries))]
+    for e in entries:
+        parts += [
+            map_header(7, c.resp), bulk(b"count"), integer(e.count),
+            bulk(b"reason"), bulk(_REASONS.get(e.reason, "unknown")),
+            bulk(b"context"), bulk(e.context), bulk(b"object"), bulk(e.obj),
+            bulk(b"username"), bulk(e.username),
+            bulk(b"age-seconds"), double((now_ms - e.ctime_ms) / 1000, c.resp),
+            bulk(b"client-info"), bulk(e.cinfo),
+        ]
+    return b"".join(parts)
+
+
+@command("acl|dryrun")
+def acl_dryrun(c: Client, argv: list[bytes]) -> bytes:
+    u = c.server.acl.users.get(argv[2])
+    if u is None:
+        raise CommandError(f"ERR User '{_text(argv[2])}' not found")
+    rest = argv[3:]
+    info: CommandInfo | None = lookup(rest)
+    if info is None:
+        raise CommandError(f"ERR Command '{_text(rest[0])}' not found")
+    if not arity_ok(info, len(rest)):
+        raise CommandError(errors.wrong_args(info.name))
+    denial = u.check(info, rest, glob_match)
+    if denial is None:
+        return OK
+    if denial.reason == acl.DENIED_CMD:
+        text = f"This user has no permissions to run the '{info.name}' command"
+    elif denial.reason == acl.DENIED_KEY:
+        text = f"This user has no permissions to access the '{_text(rest[denial.index])}' key"
+    else:
+        text = ("This user has no permissions to access the "
+                f"'{_text(rest[denial.index])}' channel")
+    return bulk(text)
+
+
+_HELP = (
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CAT [<category>]",
+    "    List all commands that belong to <category>, or all command categories",
+    "    when no category is specified.",
+    "DELUSER <username> [<username> ...]",
+    "    Delete a list of users.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Returns whether the user can execute the given command without executing the command.",
+    "GETUSER <username>",
+    "    Get the user's details.",
+    "GENPASS [<bits>]",
+    "    Generate a secure 256-bit user password. The optional `bits` argument can",
+    "    be used to specify a different size.",
+    "LIST",
+    "    Show users details in config file format.",
+    "LOAD",
+    "    Reload users from the ACL file.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries.",
+    "SAVE",
+    "    Save the current config to the ACL file.",
+    "SETUSER <username> <attribute> [<attribute> ...]",
+    "    Create or modify a user with the specified attributes.",
+    "USERS",
+    "    List all the registered usernames.",
+    "WHOAMI",
+    "    Return the current connection username.",
+    "HELP",
+    "    Print this help.",
+)
+
+
+@command("acl|help")
+def acl_help(c: Client, argv: list[bytes]) -> bytes:
+    return array_header(len(_HELP)) + b"".join(b"+" + ln.encode() + b"\r\n" for ln in _HELP)
