@@ -322,7 +322,7 @@ def _selector_fields(s: acl.Selector) -> list[bytes]:
 def acl_getuser(c: Client, argv: list[bytes]) -> bytes:
     u = c.server.acl.users.get(argv[2])
     if u is None:
-        raise CommandError(f"ERR Can not find user '{_text(argv[2])}' in ACL")
+        return c.null_bulk
     flags = u.flag_words()
     parts = [map_header(6, c.resp), bulk(b"flags"), set_header(len(flags), c.resp)]
     parts += [bulk(f) for f in flags]
@@ -486,7 +486,7 @@ _HELP = (
     "WHOAMI",
     "    Return the current connection username.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 )
 
 

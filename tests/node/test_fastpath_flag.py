@@ -25,6 +25,7 @@ from slotgate.node.core.client import REPLY_OFF, REPLY_ON, Client
 from slotgate.node.core.config import load
 from slotgate.node.core.server import Server
 from slotgate.protocol.resp import encode_command
+from slotgate.protocol.acl import User, default_user
 from tests.support import RawClient, node_and_redis
 
 # -- in-process ------------------------------------------------------------------------------
@@ -38,6 +39,8 @@ CLIENT_INPUTS: dict[str, tuple[object, object]] = {
     "reply_mode": (REPLY_ON, REPLY_OFF),
     "subscriptions": (0, 1),
     "asking": (False, True),
+    # the default user may run anything; a user with any restriction takes the slow path
+    "acl_user": (default_user(), User(b"restricted")),
 }
 
 
