@@ -45,6 +45,11 @@ NO_ACLFILE = (
     "Redis configuration file set) in order to store users in the Redis configuration.")
 SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
                "for more information")
+BOTH_SOURCES = (
+    "Configuring Redis with users defined in redis.conf and at the same setting an ACL file "
+    "path is invalid. This setup is very likely to lead to configuration errors and security "
+    "holes, please define either an ACL file or declare users directly in your redis.conf, "
+    "but not both.")
 GENPASS_MAX_BITS = 4096
 LOG_GROUPING_MS = 60000  # ACL_LOG_GROUPING_MAX_TIME_DELTA
 LOG_SCAN = 10  # entries looked at for one to bump instead of adding
@@ -75,6 +80,9 @@ class NodeAcl:
         self.log: deque[LogEntry] = deque()
         self._requirepass = ""
         self._set_requirepass(str(cfg.get("requirepass")))
+        path = str(cfg.get("aclfile"))
+        if path and cfg.acl_users:
+            raise SystemExit(BOTH_SOURCES)
         for words in cfg.acl_users:
             u = self.users.get(words[0])
             if u is None:
@@ -86,7 +94,6 @@ class NodeAcl:
             except RuleError as e:
                 raise SystemExit(f"Error loading ACL rule '{_text(e.args[0])}' for the user "
                                  f"named '{_text(words[0])}': {e.args[1]}") from None
-        path = str(cfg.get("aclfile"))
         if path:
             failed = self.load_file(path)
             if failed is not None:
