@@ -24,8 +24,8 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import REPLY_OFF, REPLY_ON, Client
 from slotgate.node.core.config import load
 from slotgate.node.core.server import Server
-from slotgate.protocol.resp import encode_command
 from slotgate.protocol.acl import User, default_user
+from slotgate.protocol.resp import encode_command
 from tests.support import RawClient, node_and_redis
 
 # -- in-process ------------------------------------------------------------------------------
