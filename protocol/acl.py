@@ -392,6 +392,8 @@ class User:
         self.nopass = False
         self.sanitize: str | None = None  # "skip-sanitize-payload" / "sanitize-payload"
         self.passwords: list[str] = []  # SHA-256 hex
+        # acl-pubsub-default when the rules are applied (reset, new selectors): the caller
+        # keeps it current
         self.allchannels_default = allchannels_default
         self.selectors: list[Selector] = [Selector(True, allchannels_default)]
 

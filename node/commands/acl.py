@@ -39,6 +39,14 @@ NOPERM_CMD = "NOPERM this user has no permissions to run the '%s' command"
 NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
 NOPERM_CHANNEL = ("NOPERM this user has no permissions to access one of the channels used as "
                   "arguments")
+NOPERM_EXEC = (
+    "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC "
+    "call. This command is no longer allowed for the following reason: ")
+_EXEC_REASONS = {
+    acl.DENIED_CMD: "no permission to execute the command or subcommand",
+    acl.DENIED_KEY: "no permission to touch the specified keys",
+    acl.DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
+}
 NO_ACLFILE = (
     "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
     "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
@@ -119,8 +127,6 @@ class NodeAcl:
             self._set_requirepass(password)
             self.user_changed(self.default)
         self.allchannels_default = str(cfg.get("acl-pubsub-default")) == "allchannels"
-        while len(self.log) > int(cfg.get("acllog-max-len")):
-            self.log.pop()
 
     def clients_of(self, user: User) -> list[Client]:
         return [c for c in self.server.clients.values() if c.acl_user is user]
@@ -149,8 +155,10 @@ class NodeAcl:
         return False
 
     # -- the permission check ----------------------------------------------------------------
-    def check(self, c: Client, cmd: Command, argv: list[bytes]) -> str | None:
-        """The NOPERM text for ``c`` running ``argv`` (logged), or None to go on."""
+    def check(self, c: Client, cmd: Command, argv: list[bytes],
+              in_exec: bool = False) -> str | None:
+        """The NOPERM text for ``c`` running ``argv`` (logged), or None to go on. ``in_exec``:
+        a queued command checked again by EXEC (the rules may have changed meanwhile)."""
         user = c.acl_user
         info = ALL_COMMANDS.get(cmd.full_name.encode())
         if user is None or info is None:
@@ -159,16 +167,19 @@ class NodeAcl:
         if denial is None:
             return None
         obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
-        self.add_log(c, denial.reason, denial.index, user.name, obj)
+        self.add_log(c, denial.reason, denial.index, user.name, obj, in_exec)
+        if in_exec:
+            return NOPERM_EXEC + _EXEC_REASONS[denial.reason]
         if denial.reason == acl.DENIED_CMD:
             return NOPERM_CMD % info.name
         return NOPERM_KEY if denial.reason == acl.DENIED_KEY else NOPERM_CHANNEL
 
     # -- ACL LOG -----------------------------------------------------------------------------
-    def add_log(self, c: Client, reason: int, index: int, username: bytes, obj: bytes) -> None:
+    def add_log(self, c: Client, reason: int, index: int, username: bytes, obj: bytes,
+                in_exec: bool = False) -> None:
         """addACLLogEntry: bump a recent similar entry, else add one (bounded)."""
         now_ms = int(time.time() * 1000)
-        context = "multi" if c.multi is not None else "toplevel"
+        context = "multi" if c.multi is not None or in_exec else "toplevel"
         cinfo = client_info_line(c, now_ms)
         for i, e in enumerate(self.log):
             if i >= LOG_SCAN:
@@ -272,6 +283,7 @@ def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
                            f"'{_text(argv[3 + bad])}'.")
     existing = node.users.get(name)
     temp = existing.copy() if existing is not None else User(name, node.allchannels_default)
+    temp.allchannels_default = node.allchannels_default  # for reset and new selectors
     for rule in rules:
         try:
             temp.apply(rule)

@@ -72,8 +72,15 @@ def exec_(c: Client, argv: list[bytes]) -> bytes:
     parts = [array_header(len(queued))]
     c.in_exec = True
     c.exec_multi_propagated = False  # call() sends MULTI before the first write it propagates
+    user = c.acl_user
     try:
         for cmd, q_argv in queued:
+            if user is not None and not user.unrestricted:  # the rules may have changed
+                denied = c.server.acl.check(c, cmd, q_argv, in_exec=True)
+                if denied is not None:
+                    parts.append(b"-" + denied.encode() + b"\r\n")
+                    c.server.count_error(parts[-1])
+                    continue
             parts.append(dispatch.call(c, cmd, q_argv))
     finally:
         c.in_exec = False

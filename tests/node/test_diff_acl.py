@@ -153,6 +153,16 @@ CASES = [
         "ACL DRYRUN d1", "ACL DRYRUN default flushall", "ACL DRYRUN d1 config get x",
         "ACL DRYRUN d1 auth x", "ACL DRYRUN d1 ping",
     ]),
+    Case("acl directives", [
+        "ACL DELUSER pd1 pd2 x1", ("CONFIG GET acl*", "pairs"),
+        "CONFIG SET acl-pubsub-default allchannels", "ACL SETUSER pd1", "ACL SETUSER pd2 ~a reset",
+        ("ACL LIST", RULES), "CONFIG SET acl-pubsub-default resetchannels", "ACL SETUSER pd2 reset",
+        ("ACL LIST", RULES), "CONFIG SET acl-pubsub-default nosuch", "CONFIG SET aclfile x",
+        "ACL LOG RESET", "CONFIG SET acllog-max-len 2", "AUTH x1 y", "AUTH x2 y", "AUTH x3 y",
+        ("ACL LOG", "acllog"), "CONFIG SET acllog-max-len 1", ("ACL LOG", "acllog"),
+        "AUTH x4 y", ("ACL LOG", "acllog"), "CONFIG SET acllog-max-len 128", "ACL LOG RESET",
+        "ACL DELUSER pd1 pd2",
+    ]),
 ]
 
 
@@ -211,6 +221,27 @@ def test_deleted_users_connections_close_changed_users_stay(diff_pair: Pair) -> 
     time.sleep(0.2)
     assert [_closed(c) for c in sub] == [True, True]
     for c in (*admin, *kept):
+        c.close()
+
+
+def test_exec_checks_queued_commands_again(diff_pair: Pair) -> None:
+    """Rules changed between MULTI and EXEC: each queued command is checked again."""
+    admin, user = _both(diff_pair), _both(diff_pair)
+    steps: list[tuple[list[RawClient], str]] = [
+        (admin, "ACL LOG RESET"), (admin, "ACL SETUSER m on nopass +@all ~k* &c"),
+        (user, "AUTH m x"), (user, "MULTI"), (user, "GET k1"), (user, "SET k2 v"),
+        (user, "PUBLISH c x"), (user, "PING"),
+        (admin, "ACL SETUSER m -get resetkeys ~x resetchannels"), (user, "EXEC"),
+        (admin, "ACL LOG"), (admin, "ACL SETUSER m +get ~k* &c"), (user, "MULTI"),
+        (user, "GET k1"), (admin, "ACL SETUSER m resetkeys ~x"), (user, "EXEC"),
+        (admin, "ACL LOG"), (admin, "ACL DELUSER m"),
+    ]
+    for conns, line in steps:
+        replies = _call_both(conns, line)
+        if line == "ACL LOG":
+            replies = [norm_acl_log(r) for r in replies]
+        assert replies[0] == replies[1], (line, replies)
+    for c in (*admin, *user):
         c.close()
 
 
