@@ -427,22 +427,12 @@ class User:
         if simple is not None:
             simple(self)
         elif op[:1] in (b">", b"#"):
-            if op[:1] == b">":
-                digest = hash_password(op[1:])
-            elif not _valid_hash(op[1:]):
-                raise RuleError(ERR_BAD_HASH)
-            else:
-                digest = op[1:].decode()
+            digest = _digest(op, b">")
             if digest not in self.passwords:
                 self.passwords.append(digest)
             self.nopass = False
         elif op[:1] in (b"<", b"!"):
-            if op[:1] == b"<":
-                digest = hash_password(op[1:])
-            elif not _valid_hash(op[1:]):
-                raise RuleError(ERR_BAD_HASH)
-            else:
-                digest = op[1:].decode()
+            digest = _digest(op, b"<")
             if digest not in self.passwords:
                 raise RuleError(ERR_NO_SUCH_PASS)
             self.passwords.remove(digest)
@@ -518,6 +508,15 @@ class User:
                 return None
             out.extend(s.channels)
         return out
+
+
+def _digest(op: bytes, clear_prefix: bytes) -> str:
+    """The SHA-256 hex of ``>pass``/``<pass``, or the hash given by ``#hash``/``!hash``."""
+    if op[:1] == clear_prefix:
+        return hash_password(op[1:])
+    if not _valid_hash(op[1:]):
+        raise RuleError(ERR_BAD_HASH)
+    return op[1:].decode()
 
 
 def _set_flag(attr: str, value: object) -> Callable[[User], None]:

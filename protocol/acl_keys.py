@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from slotgate.protocol.commands import CommandInfo, KeySpec, _compile_spec, key_finder
+from slotgate.protocol.commands import (
+    CommandInfo,
+    KeySpec,
+    _compile_spec,
+    _sort_keys,
+    key_finder,
+)
 
 READ, WRITE = 1, 2
 
@@ -26,20 +32,9 @@ def spec_perms(flags: frozenset[str]) -> int:
 
 
 def _sort(argv: Sequence[bytes]) -> KeyRefs:
-    """sortGetKeys: the sorted key is read, the last STORE target written."""
-    out = [(1, READ)]
-    store = 0
-    i, argc = 2, len(argv)
-    while i < argc:
-        arg = argv[i].lower()
-        if arg == b"limit":
-            i += 2
-        elif arg == b"store" and i + 1 < argc:
-            store = i + 1
-        elif arg in (b"get", b"by"):
-            i += 1
-        i += 1
-    return out + [(store, WRITE)] if store else out
+    """sortGetKeys: the sorted key is read, the last STORE target (if any) written."""
+    positions = _sort_keys(argv)
+    return [(positions[0], READ)] + [(p, WRITE) for p in positions[1:]]
 
 
 def _set(argv: Sequence[bytes]) -> KeyRefs:
