@@ -31,6 +31,7 @@ from slotgate.eventcore.listen import accept_loop, open_listeners, redis_bind
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, receive_ready
 from slotgate.eventcore.writer import Writer
 from slotgate.node.commands import load_all
+from slotgate.node.commands.acl import redacted
 from slotgate.node.commands.registry import Command, build_table
 from slotgate.node.commands.server_cmds import parse_notify_flags
 from slotgate.node.core import dispatch
@@ -213,6 +214,7 @@ class Server:
     # -- slowlog / monitor ---------------------------------------------------------------
     def slowlog_add(self, c: Client, argv: list[bytes], duration_us: int) -> None:
         max_len = int(self.config.get("slowlog-max-len"))
+        argv = redacted(argv)
         shown = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
                  for a in argv[:31]]
         if len(argv) > 32:
@@ -227,7 +229,7 @@ class Server:
 
     def feed_monitors(self, c: Client, argv: list[bytes]) -> None:
         now = time.time()
-        args = " ".join([sds_repr(a) for a in argv])
+        args = " ".join([sds_repr(a) for a in redacted(argv)])
         line = f"+{now:.6f} [{c.db.index} {c.addr}] {args}\r\n".encode()
         for m in self.monitors:
             if m is not c:

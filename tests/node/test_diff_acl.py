@@ -245,6 +245,37 @@ def test_exec_checks_queued_commands_again(diff_pair: Pair) -> None:
         c.close()
 
 
+SECRET_LINES = ["AUTH x y", "AUTH y", "HELLO 2 AUTH u p SETNAME n", "ACL SETUSER q >x on",
+                "ACL DELUSER q", "PING"]
+
+
+def test_monitor_and_slowlog_hide_secrets(diff_pair: Pair) -> None:
+    monitors, conns = _both(diff_pair), _both(diff_pair)
+    assert _call_both(monitors, "MONITOR") == [b"+OK\r\n"] * 2
+    for line in SECRET_LINES:
+        _call_both(conns, line)
+    seen = []
+    for m in monitors:
+        text = b""
+        while text.count(b"\r\n") < 4:  # ACL SETUSER and DELUSER (admin) are not shown
+            text += m.sock.recv(65536)
+        lines = [ln.split(b"] ", 1)[1] for ln in text.split(b"\r\n") if ln]
+        seen.append(lines)
+    assert seen[0] == seen[1]
+    assert b'"AUTH" "(redacted)" "(redacted)"' in seen[0]
+    _call_both(conns, "CONFIG SET slowlog-log-slower-than 0")
+    _call_both(conns, "SLOWLOG RESET")
+    for line in SECRET_LINES[:4]:
+        _call_both(conns, line)
+    entries = [_parsed(r) for r in _call_both(conns, "SLOWLOG GET 4")]
+    _call_both(conns, "CONFIG SET slowlog-log-slower-than 10000")
+    argvs = [[e[3] for e in side] for side in entries]  # type: ignore[union-attr, index]
+    assert argvs[0] == argvs[1]
+    assert [b"ACL", b"SETUSER", b"(redacted)", b"(redacted)", b"(redacted)"] in argvs[0]
+    for c in (*monitors, *conns):
+        c.close()
+
+
 # -- the ACL file (one file, by absolute path, for both servers) ---------------------------
 def test_acl_save_and_load(tmp_path: Path) -> None:
     acl_text = ("user default on nopass ~* &* +@all\n"
