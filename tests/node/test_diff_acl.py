@@ -289,6 +289,13 @@ def test_acl_save_and_load(tmp_path: Path) -> None:
         ]
         problems = check_cases(pair, [Case("save and load", lines)], 2)
         assert not problems, "\n".join(problems)
+        # ACL LOAD replaces every user but the default one: their connections close
+        f1, default = _both(pair), _both(pair)
+        assert _call_both(f1, "AUTH f2 pw") == [b"+OK\r\n"] * 2
+        assert _call_both(default, "ACL LOAD") == [b"+OK\r\n"] * 2
+        time.sleep(0.2)
+        assert [_closed(c) for c in f1] == [True, True]
+        assert [_closed(c) for c in default] == [False, False]
     # the node and redis-server share the working directory: each saved the same text
     saved = (tmp_path / "users.acl").read_text()
     assert "user f2 on #" in saved and "f3" not in saved
