@@ -153,6 +153,13 @@ CASES = [
         "ACL DRYRUN d1", "ACL DRYRUN default flushall", "ACL DRYRUN d1 config get x",
         "ACL DRYRUN d1 auth x", "ACL DRYRUN d1 ping",
     ]),
+    # the default user restricted: every connection of it takes the check (fast path off)
+    Case("default user rules", [
+        "ACL SETUSER adm on >pw +@all ~* &*", "SET a 1", "ACL SETUSER default -get resetkeys ~b*",
+        "GET a", "SET a 2", "SET b 1", "GET b", "PING", ("ACL LIST", RULES),
+        "AUTH adm pw", "GET a", "ACL SETUSER default +get ~* off", "AUTH default x",
+        "ACL SETUSER default on", ("ACL LIST", RULES), "ACL DELUSER adm",
+    ]),
     Case("acl directives", [
         "ACL DELUSER pd1 pd2 x1", ("CONFIG GET acl*", "pairs"),
         "CONFIG SET acl-pubsub-default allchannels", "ACL SETUSER pd1", "ACL SETUSER pd2 ~a reset",
