@@ -206,7 +206,7 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
             cmd.rejected_calls += 1
             return _rejected(c, cmd.full_name == "exec", refused)
     if c.subscriptions and c.resp == 2 and not cmd.pubsub_ok:
-        return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name.split("|")[0], formatted=True)
+        return _reject(c, cmd, _PUBSUB_ERR % cmd.full_name, formatted=True)
     if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:
         c.multi.append((cmd, argv))
         return QUEUED

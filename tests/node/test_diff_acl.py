@@ -124,6 +124,7 @@ CASES = [
         "BITFIELD r1 SET u8 0 1", "MSET w1 a w2 b r1 c", "GET sel1", "PING",
         "PUBLISH ch1 m", "PUBLISH other m", "SUBSCRIBE ch1 other", "PSUBSCRIBE ch*",
         "PSUBSCRIBE c*", "SPUBLISH ch2 m", "SSUBSCRIBE zz",
+        "ACL WHOAMI", "CONFIG GET x",
     ]),
     Case("acl log", [
         "ACL DELUSER l1", "ACL LOG RESET",
