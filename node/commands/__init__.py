@@ -68,7 +68,7 @@ this protocol), ``c.multi`` (queued commands or None), ``c.in_exec``, ``c.authen
 writing to ANOTHER client, e.g. PUBLISH). A feature's per-client state is a typed field of
 ``Client`` (node/core/client.py), owned by that feature's module. Fields the fast path depends on
 (``Client.SLOW_INPUTS``: ``authenticated``, ``multi``, ``reply_mode``, ``subscriptions``,
-``asking``) are changed only with their setters (``c.set_multi(...)``, ...), which keep
+``asking``, ``acl_user``) are changed only with their setters (``c.set_multi(...)``, ...), which keep
 ``c.slow`` right.
 
 Replies (RESP2/RESP3)
