@@ -555,28 +555,6 @@ def default_user(allchannels_default: bool = False) -> User:
     return u
 
 
-def merge_selector_args(args: Sequence[bytes]) -> tuple[list[bytes], int | None]:
-    """ACLMergeSelectorArguments: ``(`` ... ``)`` spread over several words joined by spaces.
-    Returns (rules, None), or ([], index of the unclosed ``(`` word)."""
-    out: list[bytes] = []
-    opened: int | None = None
-    current = b""
-    for i, op in enumerate(args):
-        if op[:1] == b"(" and op[-1:] != b")":
-            current, opened = op, i
-            continue
-        if opened is not None:
-            current += b" " + op
-            if op[-1:] == b")":
-                out.append(current)
-                opened = None
-            continue
-        out.append(op)
-    if opened is not None:
-        return [], opened
-    return out, None
-
-
 def check_channels(allowed: list[bytes] | None, channels: Sequence[bytes],
                    patterns: Sequence[bytes], match: Matcher) -> bool:
     """Whether a subscriber's channels and patterns all stay allowed (the pub/sub kill test of
@@ -588,28 +566,3 @@ def check_channels(allowed: list[bytes] | None, channels: Sequence[bytes],
             return False
     return all(any(match(a, ch) for a in allowed) for ch in channels)
 
-
-def check_user_line(words: Sequence[bytes], defined: Sequence[bytes] = ()) -> list[bytes]:
-    """ACLAppendUserForLoading: a config file's ``user <name> <rule> ...`` (``words`` without
-    ``user``) checked on a scratch user; returns [name, merged rules...]. Unknown commands
-    pass here (Redis reports them when it loads the users). Raises ValueError with Redis'
-    ``Error in user declaration '<word>': <why>`` (the word shown is the line's word at the
-    failing rule's index, as Redis prints it)."""
-    line = [b"user", *words]
-    if words[0] in defined:
-        raise ValueError(f"Error in user declaration '{_shown(line[1])}': {ERR_DUPLICATE_USER}")
-    rules, bad = merge_selector_args(words[1:])
-    if bad is not None:
-        raise ValueError(f"Error in user declaration '{_shown(line[bad])}': Wrong format")
-    scratch = User(b"__fakeuser:0__")
-    for j, rule in enumerate(rules):
-        try:
-            scratch.apply(rule)
-        except RuleError as e:
-            if str(e) != ERR_UNKNOWN:
-                raise ValueError(f"Error in user declaration '{_shown(line[j])}': {e}") from None
-    return [words[0], *rules]
-
-
-def _shown(word: bytes) -> str:
-    return word.decode("utf-8", "replace")

@@ -28,6 +28,7 @@ from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import acl
 from slotgate.protocol.acl import CATEGORIES, CATEGORY_MEMBERS, RuleError, User
+from slotgate.protocol.acl_lines import merge_selector_args
 from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo, arity_ok, lookup
 from slotgate.protocol.resp import array_header, bulk, double, integer, map_header, set_header
 
@@ -224,7 +225,7 @@ class NodeAcl:
                 errs += f"WARNING: Duplicate user '{_text(name)}' found on line {linenum}. "
                 continue
             u = users[name] = User(name, self.allchannels_default)
-            rules, bad = acl.merge_selector_args(argv[2:])
+            rules, bad = merge_selector_args(argv[2:])
             if bad is not None:
                 errs += f"{shown}:{linenum}: Unmatched parenthesis in selector definition."
             for rule in rules:
@@ -310,7 +311,7 @@ def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
     name = argv[2]
     if acl.has_spaces(name):
         raise CommandError("ERR Usernames can't contain spaces or null characters")
-    rules, bad = acl.merge_selector_args(argv[3:])
+    rules, bad = merge_selector_args(argv[3:])
     if bad is not None:
         raise CommandError("ERR Unmatched parenthesis in acl selector starting at "
                            f"'{_text(argv[3 + bad])}'.")

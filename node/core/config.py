@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slotgate.node.core.glob import glob_match
-from slotgate.protocol.acl import check_user_line
+from slotgate.protocol.acl_lines import check_user_line
 from slotgate.protocol.resp import split_args
 from slotgate.protocol.sdsrepr import sds_repr
 

@@ -10,6 +10,7 @@ import pytest
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import acl
 from slotgate.protocol.acl_keys import READ, WRITE, key_refs
+from slotgate.protocol.acl_lines import merge_selector_args
 from slotgate.protocol.commands import lookup
 
 _RULE_POOL = (
@@ -44,7 +45,7 @@ def test_user_description_round_trips_through_rules() -> None:
     u.apply_all([b"on", b">pw", b"%R~r*", b"%W~w*", b"~rw*", b"&ch", b"-@all", b"+@read",
                  b"-get", b"(+set ~x* &y)"])
     text = u.describe()
-    rules, bad = acl.merge_selector_args(text.split(b" "))
+    rules, bad = merge_selector_args(text.split(b" "))
     assert bad is None
     v = acl.User(b"u")
     v.apply_all(rules)
