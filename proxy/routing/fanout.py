@@ -225,8 +225,8 @@ def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:
     return targets
 
 
-def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo, slot: ReplySlot,
-         merge: splitter.Merge) -> None:
+def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo,
+         slot: ReplySlot | Callable[[bytes], None], merge: splitter.Merge) -> None:
     targets = _targets(s, info)
     if not targets:
         slot(CLUSTER_DOWN)
@@ -248,6 +248,13 @@ def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         special(s, argv, info)
         return
     _fan(s, argv, info, s.new_slot(info.name), splitter.ALL_MERGES[merge_name])
+
+
+def all_nodes_then(s: Session, argv: list[bytes], info: CommandInfo,
+                   done: Callable[[bytes], None]) -> None:
+    """``all_nodes`` for a row merged ``all_ok``, with the merged reply handed to ``done``
+    (which fills the client's reply slot after acting on it)."""
+    _fan(s, argv, info, done, splitter.ALL_MERGES["all_ok"])
 
 
 # --- SCAN ----------------------------------------------------------------------------------
