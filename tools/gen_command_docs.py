@@ -87,7 +87,8 @@ NOTES: dict[str, str] = {
     "readonly": "Accepted; reads still go to masters.",
     "client|list": "Shows only the calling connection.",
     "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
-    "hello": "The proxy says `mode:standalone`; a RESP3 client gets RESP3 backend connections.",
+    "hello": "The proxy says `mode:standalone` (`mode:cluster` with cluster emulation on); a "
+             "RESP3 client gets RESP3 backend connections.",
     "command|getkeysandflags": "Answered by a master.",
     "command|help": "Answered by a master.",
     "info": "`cluster_enabled:0`: the proxy is one plain server to its clients.",
