@@ -297,3 +297,20 @@ def test_admin_commands_change_the_password_and_the_proxy_adopts_it(
                     break
                 except redis.AuthenticationError:
                     continue
+
+
+def test_operator_command_logs_in(nodes: list[ManagedProcess],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``slotgate cluster check/info`` reach password-protected nodes with --password (and an
+    ACL user with --user); without it they report the node's NOAUTH."""
+    from slotgate.proxy.ops.cli import main
+
+    seed = f"127.0.0.1:{nodes[0].port}"
+    assert main(["cluster", "check", seed, "--password", PASSWORD]) == 0
+    assert "[OK] All 16384 slots covered." in capsys.readouterr().out
+    assert main(["cluster", "info", seed, "--user", ACL_USER, "--password", ACL_PASSWORD]) == 0
+    assert capsys.readouterr().out.count("keys | slots") == len(nodes)
+    assert main(["cluster", "check", seed]) == 1
+    assert "NOAUTH" in capsys.readouterr().err
+    assert main(["cluster", "check", seed, "--password", "wrong"]) == 1
+    assert "WRONGPASS" in capsys.readouterr().err
