@@ -159,16 +159,21 @@ def host_port_list(raw: object) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def text(what: str) -> Callable[[object], str]:
-    """A non-empty string without spaces or line breaks (a YAML number must be quoted)."""
+def text(what: str, spaces: bool = False) -> Callable[[object], str]:
+    """A non-empty string (a YAML number must be quoted); ``spaces``: may hold whitespace."""
 
     def check(raw: object) -> str:
-        if isinstance(raw, str) and raw and not any(c.isspace() for c in raw):
+        if isinstance(raw, str) and raw and (spaces or not any(c.isspace() for c in raw)):
             return raw
-        raise _Bad(f'expected {what}: a string without spaces (quote digits: "1234"), '
-                   f"got {_show(raw) if not isinstance(raw, str) else 'a string with spaces'}")
+        shape = "a string" if spaces else "a string without spaces"
+        got = "a string with spaces" if isinstance(raw, str) and raw else _show(raw)
+        raise _Bad(f'expected {what}: {shape} (quote digits: "1234"), got {got}')
 
     return check
+
+
+PASSWORD = text("a password", spaces=True)
+USERNAME = text("a username")
 
 
 def node_auth(raw: object) -> dict[str, tuple[str | None, str]]:
@@ -186,8 +191,8 @@ def node_auth(raw: object) -> dict[str, tuple[str | None, str]]:
             raise _Bad(f"{addr_raw}: expected {{password: ..., username: ...}} (username "
                        "optional), got keys " + ", ".join(map(str, creds or ())))
         try:
-            user = None if creds.get("username") is None else text("a username")(creds["username"])
-            out[f"{host}:{port}"] = (user, text("a password")(creds["password"]))
+            user = None if creds.get("username") is None else USERNAME(creds["username"])
+            out[f"{host}:{port}"] = (user, PASSWORD(creds["password"]))
         except _Bad as exc:
             raise _Bad(f"{addr_raw}: {exc}") from None
     return out
@@ -295,10 +300,10 @@ SCHEMA: tuple[Key, ...] = (
             "First wait before reconnecting to a node; doubles up to the maximum."),
     _ms_key("backend.reconnect_backoff_max", duration_s(0.001), "reconnect_backoff_max_ms", True,
             "Longest wait between reconnection attempts."),
-    Key("backend.username", optional(text("a username")), ("backend_username",), True,
+    Key("backend.username", optional(USERNAME), ("backend_username",), True,
         "ACL user the proxy logs in as on every node connection (AUTH user password); null: "
         "the default user. Needs backend.password.", show=_show_text),
-    Key("backend.password", optional(text("a password")), ("backend_password",), True,
+    Key("backend.password", optional(PASSWORD), ("backend_password",), True,
         "Password for every node connection the proxy opens (data, topology, pub/sub, "
         "transactions, health checks); null: no AUTH. Applies to connections opened after a "
         "reload.", show=_show_secret),

@@ -7,6 +7,8 @@ CONFIG SET requirepass or ACL commands unless the proxy allows admin commands.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import urllib.error
@@ -314,3 +316,27 @@ def test_operator_command_logs_in(nodes: list[ManagedProcess],
     assert "NOAUTH" in capsys.readouterr().err
     assert main(["cluster", "check", seed, "--password", "wrong"]) == 1
     assert "WRONGPASS" in capsys.readouterr().err
+
+
+def test_workers_log_in(tmp_path: Path, nodes: list[ManagedProcess],
+                        cleanup: list[ManagedProcess]) -> None:
+    proxy, mport = start_proxy(tmp_path, nodes,
+                               f'workers: 2\nbackend:\n  password: "{PASSWORD}"\n', cleanup)
+    for _ in range(4):  # the kernel spreads the connections over both workers
+        every_kind_of_connection(proxy)
+    assert healthz(mport) == 200
+    assert auth_failures(mport) == 0
+
+
+def test_reload_applies_new_credentials(tmp_path: Path, nodes: list[ManagedProcess],
+                                        cleanup: list[ManagedProcess]) -> None:
+    """A wrong password fixed in the file: after SIGHUP the next attempt logs in."""
+    proxy, mport = start_proxy(tmp_path, nodes, "backend:\n  password: wrong\n", cleanup)
+    wait_until(lambda: auth_failures(mport) >= 1, 10, "a refused login")
+    (tmp_path / "proxy.yaml").write_text(f'backend:\n  password: "{PASSWORD}"\n')
+    os.kill(proxy.pid, signal.SIGHUP)
+    c = proxy.client(socket_timeout=10)
+    wait_until(lambda: c.set("reload:k", "v"), 15, "a write after the reload",
+               ignore=(redis.RedisError,))
+    assert c.get("reload:k") == b"v"
+    assert healthz(mport) == 200
