@@ -11,6 +11,8 @@ rows of the command table:
         admin_commands on  ─▶ every node (replicas too), all must succeed; a new requirepass
                               (or a new password of the proxy's own ACL user) becomes the
                               proxy's backend password before the client gets its reply
+                              (a new requirepass is refused with several workers: only one
+                              of them could adopt it)
 
 A CONFIG SET of other parameters only goes to every node, as before. AUTH and HELLO AUTH never
 reach the nodes (the proxy answers them).
@@ -39,6 +41,10 @@ REFUSED = ("NOPERM slotgate: '{what}' would change the credentials the proxy use
            "cluster's nodes; refused (set admin_commands: true in the proxy's configuration "
            "to allow it)")
 DEFAULT_USER = "default"
+# Each worker has its own settings: only the one that ran the command would adopt a new
+# requirepass, and the others would be locked out.
+WORKERS_REFUSED = ("NOPERM slotgate: with {workers} workers the proxy cannot adopt a new "
+                   "requirepass; set it on the nodes directly, then backend.password and reload")
 
 
 def refusal(name: str, argv: list[bytes]) -> str | None:
@@ -94,6 +100,10 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
         s.reply(info.name, error_frame(reason))
         return
     password = new_password(argv, info.name, s.settings) if reason is not None else None
+    workers = s.proxy.worker_count
+    if password is not None and info.name == "config|set" and workers > 1:
+        s.reply(info.name, error_frame(WORKERS_REFUSED.format(workers=workers)))
+        return
     reply_slot = s.new_slot(info.name)
 
     def done(raw: bytes) -> None:

@@ -340,3 +340,17 @@ def test_reload_applies_new_credentials(tmp_path: Path, nodes: list[ManagedProce
                ignore=(redis.RedisError,))
     assert c.get("reload:k") == b"v"
     assert healthz(mport) == 200
+
+
+def test_with_workers_a_new_requirepass_is_refused_even_to_admins(
+        tmp_path: Path, nodes: list[ManagedProcess], cleanup: list[ManagedProcess]) -> None:
+    """Only the worker that ran it could adopt it: the others would be locked out."""
+    proxy, _ = start_proxy(
+        tmp_path, nodes, f'workers: 2\nadmin_commands: true\nbackend:\n  password: "{PASSWORD}"\n',
+        cleanup)
+    c = proxy.client(socket_timeout=10)
+    with pytest.raises(redis.ResponseError, match="with 2 workers"):
+        c.config_set("requirepass", "x")
+    for n in nodes:
+        assert node_client(n).config_get("requirepass") == {"requirepass": PASSWORD}
+    assert c.config_set("slowlog-max-len", "129")
