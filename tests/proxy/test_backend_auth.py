@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from slotgate.protocol.slots import key_slot
-from tests.conftest import start_cluster
+from tests.conftest import _session_cluster
 from tests.proxy.test_metrics import parse
 from tests.support import ManagedProcess, free_port, slotgate_proxy, wait_until
 
@@ -33,17 +33,13 @@ WINDOW_S = 3.0  # how long connection attempts are counted at the nodes
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     """Three real masters (no replicas), each with ``requirepass`` and an ACL user."""
-    procs = start_cluster("real", tmp_path_factory.mktemp("auth-cluster"), masters=3, replicas=0)
-    try:
+    for procs in _session_cluster("real", tmp_path_factory, masters=3, replicas=0):
         for n in procs:
             c = n.client()
             c.execute_command("ACL", "SETUSER", ACL_USER, "on", f">{ACL_PASSWORD}", "~*", "&*",
                               "+@all")
             c.config_set("requirepass", PASSWORD)
         yield procs
-    finally:
-        for n in procs:
-            n.stop()
 
 
 def node_client(n: ManagedProcess) -> redis.Redis:

@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 from slotgate.protocol.resp import verbatim
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy.front.cluster_emu import node_id
-from tests.conftest import start_cluster
+from tests.conftest import _session_cluster
 from tests.proxy.test_metrics import parse
 from tests.support import (
     ManagedProcess,
@@ -49,12 +49,7 @@ SAME_REPLIES = [
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     """Three real masters, no replicas."""
-    nodes = start_cluster("real", tmp_path_factory.mktemp("emu-cluster"), masters=3, replicas=0)
-    try:
-        yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
+    yield from _session_cluster("real", tmp_path_factory, masters=3, replicas=0)
 
 
 @pytest.fixture(scope="module")
