@@ -91,7 +91,8 @@ NOTES: dict[str, str] = {
              "RESP3 client gets RESP3 backend connections.",
     "command|getkeysandflags": "Answered by a master.",
     "command|help": "Answered by a master.",
-    "info": "`cluster_enabled:0`: the proxy is one plain server to its clients.",
+    "info": "`cluster_enabled:0`: the proxy is one plain server to its clients (`1` with "
+            "cluster emulation on).",
     "multi": "Queued commands are checked (arity, unknown command, cross-slot) and answered "
              "`+QUEUED` by the proxy.",
     "exec": "All queued keys must share one slot; `MULTI … EXEC` is sent pipelined to its "

@@ -301,7 +301,8 @@ def _info_text(raw: bytes) -> bytes:
 
 def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     """The first master's INFO, with the keyspace summed over all masters, the cluster
-    section saying this endpoint is not a cluster node, and a ``# Proxy`` section."""
+    section saying this endpoint is not a cluster node (unless it emulates one), and a
+    ``# Proxy`` section."""
     for r in replies:
         if r[:1] == b"-":
             return r
@@ -330,7 +331,7 @@ def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> b
             continue
         if in_keyspace and line:
             continue
-        if line == b"cluster_enabled:1":
+        if line == b"cluster_enabled:1" and not s.settings.cluster_emulation:
             line = b"cluster_enabled:0"
         out.append(line)
     text = b"\r\n".join(out).rstrip(b"\r\n") + b"\r\n"

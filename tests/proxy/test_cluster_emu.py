@@ -106,6 +106,7 @@ def test_introspection_has_the_shapes_of_a_real_node(
         real.call("HELLO", str(proto))
         hello = ours.call("HELLO", str(proto))
         assert b"cluster" in hello and b"standalone" not in hello
+        assert b"cluster_enabled:1" in ours.call("INFO", "cluster")
         real_id = real.call("CLUSTER", "MYID").split(b"\r\n")[1]
         for argv in INTROSPECTION:
             expected = as_proxy(real.call(*argv), one_node, real_id, proc.port, proto)
@@ -161,6 +162,7 @@ def test_emulation_off_shows_the_real_cluster(cluster: list[ManagedProcess], tmp
     c = proc.client()
     ports = {int(e[2][1]) for e in c.execute_command("CLUSTER", "SLOTS")}
     assert ports == {n.port for n in cluster}
+    assert c.info("cluster")["cluster_enabled"] == 0
     with pytest.raises(redis.ResponseError, match="'asking' is not supported"):
         c.execute_command("ASKING")
     with pytest.raises(redis.ResponseError, match="is not supported"):
