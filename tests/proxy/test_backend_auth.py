@@ -7,6 +7,7 @@ CONFIG SET requirepass or ACL commands unless the proxy allows admin commands.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -33,7 +34,8 @@ WINDOW_S = 3.0  # how long connection attempts are counted at the nodes
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     """Three real masters (no replicas), each with ``requirepass`` and an ACL user."""
-    for procs in _session_cluster("real", tmp_path_factory, masters=3, replicas=0):
+    with contextlib.closing(_session_cluster("real", tmp_path_factory, 3, 0)) as cluster:
+        procs = next(cluster)
         for n in procs:
             c = n.client()
             c.execute_command("ACL", "SETUSER", ACL_USER, "on", f">{ACL_PASSWORD}", "~*", "&*",
@@ -350,3 +352,16 @@ def test_with_workers_a_new_requirepass_is_refused_even_to_admins(
     for n in nodes:
         assert node_client(n).config_get("requirepass") == {"requirepass": PASSWORD}
     assert c.config_set("slowlog-max-len", "129")
+
+
+def test_requirepass_on_bundled_nodes(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path,
+                                      cleanup: list[ManagedProcess]) -> None:
+    with contextlib.closing(_session_cluster("bundled", tmp_path_factory, 3, 0)) as cluster:
+        bundled = next(cluster)
+        for n in bundled:
+            n.client().config_set("requirepass", PASSWORD)
+        proxy, mport = start_proxy(tmp_path, bundled, f'backend:\n  password: "{PASSWORD}"\n',
+                                   cleanup)
+        every_kind_of_connection(proxy)
+        assert healthz(mport) == 200
+        proxy.stop()
