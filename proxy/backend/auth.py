@@ -11,7 +11,8 @@ exclusive ones of transactions and blocking commands (same module), subscriber l
 logged once, when a node starts refusing (``ProxyMetrics.backend_auth`` remembers which do);
 the caller then treats it as a failed connect, so it is retried with its usual backoff.
 Credentials are read from the live settings at each connect: a reload, or a requirepass the
-proxy adopted (front/guard.py), applies to the next connection.
+proxy adopted (front/guard.py), applies to the next connection; after an adoption a refused
+password is retried once with the one before it, for nodes that missed the change.
 """
 
 from __future__ import annotations
@@ -72,6 +73,19 @@ async def login(stream: trio.abc.Stream, address: str, settings: ProxySettings,
     creds = credentials(settings, address)
     if creds is None:
         return
+    error = await _auth(stream, address, creds)
+    before = settings.backend_password_before
+    if error is not None and before is not None and before != creds[1]:
+        # A node that missed a password change made through the proxy.
+        error = await _auth(stream, address, (creds[0], before))
+    if error is not None:
+        raise refused(address, creds, error, metrics)
+    metrics.backend_auth(address, ok=True)
+
+
+async def _auth(stream: trio.abc.Stream, address: str,
+                creds: tuple[str | None, str]) -> bytes | None:
+    """One AUTH round trip: None when accepted, else the node's error frame."""
     await stream.send_all(auth_command(creds))
     framer = ReplyFramer()
     while (frame := framer.next_frame()) is None:
@@ -79,6 +93,4 @@ async def login(stream: trio.abc.Stream, address: str, settings: ProxySettings,
         if not data:
             raise OSError(f"{address} closed the connection during AUTH")
         framer.feed(data)
-    if frame[1][:1] == b"-":
-        raise refused(address, creds, frame[1], metrics)
-    metrics.backend_auth(address, ok=True)
+    return frame[1] if frame[1][:1] == b"-" else None

@@ -81,9 +81,11 @@ def new_password(argv: list[bytes], name: str, settings: ProxySettings) -> bytes
 
 def adopt(settings: ProxySettings, password: bytes) -> None:
     """From now on the proxy's new node connections log in with ``password`` (an empty
-    requirepass: no AUTH). Connections already open stay logged in, as on Redis."""
+    requirepass: no AUTH), falling back to the one before for nodes that did not take it.
+    Connections already open stay logged in, as on Redis."""
     text = password.decode("utf-8", "surrogateescape") or None
     user = _login_user(settings)
+    settings.backend_password_before = settings.backend_password
     settings.backend_password = text
     for addr, (node_user, _) in list(settings.backend_node_auth.items()):
         if (node_user or DEFAULT_USER) == user and text is not None:
@@ -106,8 +108,11 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
         return
     reply_slot = s.new_slot(info.name)
 
-    def done(raw: bytes) -> None:
-        if password is not None and raw == OK:
+    def done(raw: bytes, replies: list[bytes]) -> None:
+        # Adopted as soon as one node took it (the others, if any, are still reached with the
+        # password before): a partial failure must not lock the proxy out of the nodes that
+        # did change.
+        if password is not None and OK in replies:
             adopt(s.settings, password)
         reply_slot(raw)
 

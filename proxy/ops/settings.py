@@ -64,6 +64,9 @@ class ProxySettings:
     backend_username: str | None = None
     backend_password: str | None = None
     backend_node_auth: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    # Not a configuration key: the password before one the proxy adopted at run time
+    # (front/guard.py), tried when the current one is refused (a node that missed the change).
+    backend_password_before: str | None = None
     # Commands that change the nodes' credentials or users pass through (else refused).
     admin_commands: bool = False
 

@@ -251,10 +251,18 @@ def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:
 
 
 def all_nodes_then(s: Session, argv: list[bytes], info: CommandInfo,
-                   done: Callable[[bytes], None]) -> None:
-    """``all_nodes`` for a row merged ``all_ok``, with the merged reply handed to ``done``
-    (which fills the client's reply slot after acting on it)."""
-    _fan(s, argv, info, done, splitter.ALL_MERGES["all_ok"])
+                   done: Callable[[bytes, list[bytes]], None]) -> None:
+    """``all_nodes`` for a row merged ``all_ok``, with the merged reply and every node's own
+    (none if the map has no node) handed to ``done``, which fills the client's reply slot
+    after acting on them."""
+    parts: list[bytes] = []
+    all_ok = splitter.ALL_MERGES["all_ok"]
+
+    def merge(replies: Sequence[bytes]) -> bytes:
+        parts[:] = replies
+        return all_ok(replies)
+
+    _fan(s, argv, info, lambda raw: done(raw, parts), merge)
 
 
 # --- SCAN ----------------------------------------------------------------------------------

@@ -365,3 +365,32 @@ def test_requirepass_on_bundled_nodes(tmp_path_factory: pytest.TempPathFactory, 
         every_kind_of_connection(proxy)
         assert healthz(mport) == 200
         proxy.stop()
+
+
+def test_a_password_change_some_nodes_refused_locks_nothing_out(
+        tmp_path: Path, nodes: list[ManagedProcess], cleanup: list[ManagedProcess]) -> None:
+    """One node refuses the new requirepass: the client gets that node's error, and the proxy
+    still logs in everywhere (the new password where it took, the old one where not)."""
+    stubborn = nodes[0]
+    node_client(stubborn).execute_command("ACL", "SETUSER", "default", "-config|set")
+    proxy, _ = start_proxy(
+        tmp_path, nodes, f'admin_commands: true\nbackend:\n  password: "{PASSWORD}"\n', cleanup)
+    new_password = "partly-rotated"
+    keys = {n.port: next(f"p{i}" for i in range(10_000) if _owned_by(n, key_slot(f"p{i}".encode())))
+            for n in nodes}
+    try:
+        admin = proxy.client(socket_timeout=10)
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            admin.config_set("requirepass", new_password)
+        assert node_client(stubborn).config_get("requirepass") == {"requirepass": PASSWORD}
+        assert nodes[1].client(password=new_password).ping()
+        # Fresh node connections (one transaction per master) log in on every node.
+        fresh = proxy.client(socket_timeout=10)
+        for port, key in keys.items():
+            pipe = fresh.pipeline(transaction=True)
+            pipe.set(key, port).get(key)
+            assert pipe.execute() == [True, str(port).encode()]
+    finally:
+        node_client(stubborn).execute_command("ACL", "SETUSER", "default", "+config|set")
+        for n in nodes[1:]:
+            n.client(password=new_password).config_set("requirepass", PASSWORD)
