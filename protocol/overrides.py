@@ -20,6 +20,12 @@ Routes:
 ``pubsub``      enters or leaves subscriber mode (SUBSCRIBE family).
 ``transaction`` MULTI / EXEC / DISCARD / WATCH / UNWATCH: pins the session to one shard.
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
+``cluster``     CLUSTER SLOTS/SHARDS/NODES/INFO/MYID/COUNTKEYSINSLOT/GETKEYSINSLOT, ASKING:
+                the proxies as a cluster with cluster emulation on, else as a keyless or an
+                unsupported row (``proxy/front/cluster_emu.py``).
+``guarded``     changes the nodes' credentials or users (CONFIG SET, ACL SETUSER/DELUSER/LOAD):
+                refused unless the proxy allows admin commands, then sent to every node
+                (``proxy/front/guard.py``).
 ``unsupported`` refused at lookup: the row's ``reason`` says why (server administration a
                 proxy cannot sensibly forward, replies no merge can combine into one
                 server's).
@@ -53,7 +59,7 @@ from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
-    "blocking", "unsupported",
+    "blocking", "unsupported", "cluster", "guarded",
 })
 MERGES = frozenset({
     "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
@@ -78,6 +84,8 @@ _PROXY = Row("proxy")
 _PUBSUB = Row("pubsub")
 _TRANSACTION = Row("transaction")
 _KEYLESS = Row("keyless")
+_CLUSTER = Row("cluster")
+_GUARDED = Row("guarded")
 _NODE_ADMIN = _unsupported("administers one server: through the proxy it would reach one "
                            "arbitrary node of the cluster")
 _REPLICATION = _unsupported("replication is set up per node, not through the proxy")
@@ -118,6 +126,11 @@ OVERRIDES: dict[str, Row] = {
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,
     "command|getkeysandflags": _KEYLESS,
+    # Would change the credentials the proxy itself logs in with (proxy/front/guard.py).
+    "config|set": _GUARDED,
+    "acl|setuser": _GUARDED,
+    "acl|deluser": _GUARDED,
+    "acl|load": _GUARDED,
     # Fan-out to every master.
     "dbsize": Row("all_masters", "sum"),
     "keys": Row("all_masters", "concat"),
@@ -129,12 +142,16 @@ OVERRIDES: dict[str, Row] = {
     "script|flush": Row("all_masters", "all_ok"),
     "info": Row("all_masters", "info"),
     "randomkey": Row("all_masters", "any"),
-    # Cluster introspection a client may read from any master.
-    "cluster|info": _KEYLESS,
-    "cluster|nodes": _KEYLESS,
-    "cluster|slots": _KEYLESS,
-    "cluster|shards": _KEYLESS,
-    "cluster|myid": _KEYLESS,
+    # Cluster introspection: the proxies as a cluster with cluster emulation on, else any
+    # master's view (slot queries refused) (proxy/front/cluster_emu.py).
+    "cluster|info": _CLUSTER,
+    "cluster|nodes": _CLUSTER,
+    "cluster|slots": _CLUSTER,
+    "cluster|shards": _CLUSTER,
+    "cluster|myid": _CLUSTER,
+    "cluster|countkeysinslot": _CLUSTER,
+    "cluster|getkeysinslot": _CLUSTER,
+    "asking": _CLUSTER,
     "cluster|help": _KEYLESS,
     # Subscriber mode.
     "subscribe": _PUBSUB,
@@ -164,7 +181,6 @@ OVERRIDES: dict[str, Row] = {
     "replconf": _REPLICATION_LINK,
     "monitor": _unsupported("streams one server's commands; the proxy has no one server to "
                             "watch"),
-    "asking": _unsupported("the proxy follows ASK redirects itself"),
     "swapdb": _unsupported("a cluster has database 0 only"),
 }
 

@@ -81,8 +81,10 @@ def cleanup() -> Iterator[list[ManagedProcess]]:
             p.stop()
 
 
-def _session_cluster(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
-    nodes = start_cluster(kind, tmp_path_factory.mktemp(f"{kind}-cluster"))
+def _session_cluster(kind: str, tmp_path_factory: pytest.TempPathFactory, masters: int = 3,
+                     replicas: int = 1) -> Iterator[list[ManagedProcess]]:
+    """A fixture's body: the cluster while the fixture lasts, stopped by PID after."""
+    nodes = start_cluster(kind, tmp_path_factory.mktemp(f"{kind}-cluster"), masters, replicas)
     try:
         yield nodes
     finally:

@@ -38,10 +38,16 @@ ROUTE_TEXT: dict[str, str] = {
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
                 "its own to its keys' master (keys in several slots: `-CROSSSLOT`)",
     "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
+    "cluster": "with `cluster_emulation.enabled`, answered as a cluster of the proxies that own "
+               "all 16384 slots (docs/CONFIG.md, Cluster emulation)",
+    "guarded": "may change the credentials the proxy logs in with: refused with `-NOPERM "
+               "slotgate: '<what>' would change the credentials the proxy uses on the "
+               "cluster's nodes; refused (set admin_commands: true …)` unless `admin_commands: "
+               "true`, then sent to every master and every replica; every part must succeed",
 }
 
 ROUTE_ORDER = ("single", "split", "keyless", "all_masters", "all_nodes", "blocking",
-               "transaction", "pubsub", "proxy", "unsupported")
+               "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
 
 MERGE_TEXT: dict[str, str] = {
     "mget": "values put back in the order of the client's keys",
@@ -81,15 +87,34 @@ NOTES: dict[str, str] = {
     "readonly": "Accepted; reads still go to masters.",
     "client|list": "Shows only the calling connection.",
     "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
-    "hello": "The proxy says `mode:standalone`; a RESP3 client gets RESP3 backend connections.",
+    "hello": "The proxy says `mode:standalone` (`mode:cluster` with cluster emulation on); a "
+             "RESP3 client gets RESP3 backend connections.",
     "command|getkeysandflags": "Answered by a master.",
     "command|help": "Answered by a master.",
-    "info": "`cluster_enabled:0`: the proxy is one plain server to its clients.",
+    "info": "`cluster_enabled:0`: the proxy is one plain server to its clients (`1` with "
+            "cluster emulation on).",
     "multi": "Queued commands are checked (arity, unknown command, cross-slot) and answered "
              "`+QUEUED` by the proxy.",
     "exec": "All queued keys must share one slot; `MULTI … EXEC` is sent pipelined to its "
             "master and resent whole after a MOVED/ASK.",
     "watch": "Opens the transaction's connection to the keys' master at once.",
+    "cluster|slots": "Emulation off: to one master.",
+    "cluster|shards": "Emulation off: to one master.",
+    "cluster|nodes": "Emulation off: to one master.",
+    "cluster|info": "Emulation off: to one master. On: `cluster_state:ok` while the proxy's slot "
+                    "map covers every slot.",
+    "cluster|myid": "Emulation off: to one master. On: this proxy's id (SHA-1 of its address).",
+    "cluster|countkeysinslot": "On: to the slot's master. Off: refused (`-ERR slotgate: "
+                               "'cluster|countkeysinslot' is not supported through the proxy`).",
+    "cluster|getkeysinslot": "On: to the slot's master. Off: refused (`-ERR slotgate: "
+                             "'cluster|getkeysinslot' is not supported through the proxy`).",
+    "asking": "On: `+OK` (clients never see an ASK). Off: refused (`-ERR slotgate: 'asking' "
+              "is not supported through the proxy`; the proxy follows ASK redirects itself).",
+    "config|set": "Refused only with `requirepass`, `masterauth` or `masteruser` among its "
+                  "parameters; with admin commands allowed, a new `requirepass` becomes the "
+                  "proxy's own backend password before the reply.",
+    "acl|setuser": "With admin commands allowed, a new `>password` of the proxy's own backend "
+                   "user becomes its backend password before the reply.",
 }
 
 

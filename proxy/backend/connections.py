@@ -44,6 +44,7 @@ from slotgate.eventcore.backoff import backoff_ms
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, run_poller
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.resp import ReplyFramer, encode_command
+from slotgate.proxy.backend.auth import BackendAuthError, login
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 
@@ -77,6 +78,22 @@ class _Discard:
 DISCARD = _Discard()
 
 IDLE, CONNECTING, READY = 0, 1, 2
+
+
+async def connect(address: str, settings: ProxySettings, metrics: ProxyMetrics) -> trio.SocketStream:
+    """A new connection to ``address``, logged in (``backend/auth.py``), within the connect
+    timeout. Raises ``OSError``/``trio.TooSlowError``/``trio.BrokenResourceError`` when the node
+    is unreachable, ``BackendAuthError`` when it refuses the credentials; closes what it
+    opened on failure."""
+    host, _, port = address.rpartition(":")
+    with trio.fail_after(settings.connect_timeout_ms / 1000):
+        stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        try:
+            await login(stream, address, settings, metrics)
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+    return stream
 
 
 class BackendConnection:
@@ -139,10 +156,11 @@ class BackendConnection:
     async def _run(self) -> None:
         s = self._pool.settings
         try:
-            host, _, port = self.address.rpartition(":")
-            with trio.fail_after(s.connect_timeout_ms / 1000):
-                stream = await trio.open_tcp_stream(host, int(port))
-        except (OSError, trio.TooSlowError) as exc:
+            stream = await connect(self.address, s, self._pool.metrics)
+        except BackendAuthError as exc:
+            self._fail(BackendError(str(exc)))
+            return
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
             self._pool.metrics.upstream(self.address, "connect_failed")
             self._fail(BackendError(f"cannot connect to {self.address}: {exc}"))
             return
@@ -295,10 +313,10 @@ class DirectConnection:
         self.closed = False
 
     @classmethod
-    async def open(cls, address: str, proto: int, connect_timeout_s: float) -> DirectConnection:
-        host, _, port = address.rpartition(":")
-        with trio.fail_after(connect_timeout_s):
-            stream = await trio.open_tcp_stream(host, int(port))
+    async def open(cls, address: str, proto: int, settings: ProxySettings,
+                   metrics: ProxyMetrics) -> DirectConnection:
+        """Connected and logged in; raises as ``connect`` does."""
+        stream = await connect(address, settings, metrics)
         conn = cls(address, proto, stream)
         if proto == 3:
             await conn.roundtrip(HELLO3, 1)

@@ -65,8 +65,8 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
         return error(request.error)
     if request.proto is not None:
         s.proto = request.proto
-    return hello_reply(s.proto, s.id, version=commands.REDIS_VERSION, mode=b"standalone",
-                       role=b"master")
+    mode = b"cluster" if s.settings.cluster_emulation else b"standalone"
+    return hello_reply(s.proto, s.id, version=commands.REDIS_VERSION, mode=mode, role=b"master")
 
 
 def auth(s: Session, argv: list[bytes]) -> bytes:

@@ -102,7 +102,7 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     if info.route in ("pubsub", "unsupported"):
         _refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
         return
-    if info.route in ("all_masters", "all_nodes"):
+    if info.route in ("all_masters", "all_nodes", "guarded"):
         # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
         # partial.
         _refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
@@ -212,7 +212,7 @@ async def _direct(s: RouteSession, node: str) -> DirectConnection:
         if conn is not None:
             del tx.direct[node]
             await conn.aclose()
-        conn = await DirectConnection.open(node, s.proto, s.settings.connect_timeout_ms / 1000)
+        conn = await DirectConnection.open(node, s.proto, s.settings, s.metrics)
         tx.direct[node] = conn
     return conn
 
@@ -226,7 +226,7 @@ async def _watch_conn(s: RouteSession, node: str) -> DirectConnection:
         await _release_watch(s, unwatch=False)
         conn = None
     if conn is None:
-        conn = await DirectConnection.open(node, s.proto, s.settings.connect_timeout_ms / 1000)
+        conn = await DirectConnection.open(node, s.proto, s.settings, s.metrics)
         tx.watch = conn
     return conn
 

@@ -38,7 +38,7 @@ from slotgate.protocol.commands import key_positions
 from slotgate.protocol.resp import ReplyFramer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.backend.connections import HELLO3
+from slotgate.proxy.backend.connections import HELLO3, connect
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -180,9 +180,8 @@ def _shard_slot(argv: list[bytes]) -> int | None:
 
 
 async def _open_link(s: RouteSession, node: str) -> Link:
-    host, _, port = node.rpartition(":")
+    stream = await connect(node, s.settings, s.metrics)
     with trio.fail_after(s.settings.connect_timeout_ms / 1000):
-        stream = await trio.open_tcp_stream(host, int(port))
         if s.proto == 3:
             await stream.send_all(HELLO3)
             framer = ReplyFramer()

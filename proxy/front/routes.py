@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
-from slotgate.proxy.front import local, pinned, pubsub
+from slotgate.proxy.front import cluster_emu, guard, local, pinned, pubsub
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 
@@ -46,6 +46,9 @@ class RouteSession(Protocol):
     def id(self) -> int: ...
     @property
     def peer(self) -> str: ...
+    @property
+    def local_address(self) -> str:
+        """``host:port`` the client connected to."""
     @property
     def any_slot(self) -> int:
         """The slot whose master answers this client's keyless commands."""
@@ -154,6 +157,8 @@ _BY_NAME: dict[str, Route] = {
     "unsupported": unsupported,
     "transaction": transaction,
     "blocking": blocking,
+    "cluster": cluster_emu.route,
+    "guarded": guard.route,
 }
 
 

@@ -451,6 +451,15 @@ class Session:
         return ROUTES[info.route](self, argv, info)
 
     # --- the interface route code uses (routes.RouteSession) ---------------------------------
+    @property
+    def local_address(self) -> str:
+        """``host:port`` the client connected to (cluster emulation's default address)."""
+        try:
+            host, port = self._sock.getsockname()[:2]
+        except OSError:
+            return self.proxy.listen_address
+        return f"{host}:{port}"
+
     def slot_of(self, argv: list[bytes]) -> int | None:
         """The one slot of argv's keys; ``any_slot`` if keyless; None if they span slots.
 

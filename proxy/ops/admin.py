@@ -33,17 +33,29 @@ class AdminError(Exception):
     """A cluster administration step failed; ``str()`` is the message for the operator."""
 
 
-class NodeClient:
-    """One blocking RESP2 connection to a node. Error replies come back as ``hiredis.ReplyError``
-    values from ``call`` (not raised); ``check`` raises them as ``AdminError``."""
+# (username or None, password) a node wants, or None: no AUTH.
+Credentials = tuple[str | None, str] | None
 
-    def __init__(self, addr: Address, timeout_s: float = 5.0) -> None:
+
+class NodeClient:
+    """One blocking RESP2 connection to a node, logged in with ``auth`` when given. Error
+    replies come back as ``hiredis.ReplyError`` values from ``call`` (not raised); ``check``
+    raises them as ``AdminError``."""
+
+    def __init__(self, addr: Address, timeout_s: float = 5.0, auth: Credentials = None) -> None:
         self.addr = addr
         try:
             self._sock = socket.create_connection(addr, timeout=timeout_s)
         except OSError as exc:
             raise AdminError(f"cannot connect to {addr[0]}:{addr[1]}: {exc.strerror or exc}") from exc
         self._reader = hiredis.Reader()
+        self.auth = auth
+        if auth is not None:
+            try:
+                self.check("AUTH", *(a for a in auth if a is not None))
+            except AdminError:
+                self.close()
+                raise
 
     def close(self) -> None:
         self._sock.close()
@@ -132,7 +144,7 @@ def slot_ranges(masters: int) -> list[tuple[int, int]]:
 
 
 def create_cluster(addrs: Sequence[Address], replicas: int = 0, timeout_s: float = 60.0,
-                   log: object = print) -> None:
+                   log: object = print, auth: Credentials = None) -> None:
     """Form a new cluster from empty nodes: the first ``len/(replicas+1)`` are masters."""
     say = log if callable(log) else print
     if replicas < 0:
@@ -142,7 +154,7 @@ def create_cluster(addrs: Sequence[Address], replicas: int = 0, timeout_s: float
         raise AdminError(
             f"{len(addrs)} nodes with {replicas} replicas per master: need masters*(replicas+1) "
             "nodes and at least 3 masters")
-    clients = [NodeClient(a) for a in addrs]
+    clients = [NodeClient(a, auth=auth) for a in addrs]
     try:
         ids = []
         for c in clients:
@@ -198,10 +210,10 @@ def _wait(pred: object, timeout_s: float, what: str) -> None:
     raise AdminError(f"{what} within {timeout_s:g}s")
 
 
-def check_cluster(addr: Address) -> list[str]:
+def check_cluster(addr: Address, auth: Credentials = None) -> list[str]:
     """Problems seen from ``addr``'s view (empty list: all slots covered, all nodes agree)."""
     problems: list[str] = []
-    with NodeClient(addr) as entry:
+    with NodeClient(addr, auth=auth) as entry:
         lines = cluster_nodes(entry)
     sigs: dict[str, str] = {}
     covered = 0
@@ -217,7 +229,7 @@ def check_cluster(addr: Address) -> list[str]:
             continue
         host, _, port = ln.addr.rpartition(":")
         try:
-            with NodeClient((host or addr[0], int(port))) as c:
+            with NodeClient((host or addr[0], int(port)), auth=auth) as c:
                 sigs[ln.addr] = slot_signature(cluster_nodes(c))
         except AdminError as exc:
             problems.append(str(exc))

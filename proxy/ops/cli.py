@@ -15,6 +15,7 @@ then every node, by PID. A child that dies on its own stops the whole stack with
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from types import FrameType
 
 from slotgate.proxy.ops.admin import (
     AdminError,
+    Credentials,
     NodeClient,
     check_cluster,
     cluster_converged,
@@ -90,7 +92,22 @@ def arg_parser() -> argparse.ArgumentParser:
     ck.add_argument("node", type=_address)
     inf = clsub.add_parser("info", help="masters, their slots and keys")
     inf.add_argument("node", type=_address)
+    for action in (cr, ck, inf):
+        action.add_argument("--user", help="ACL user to log in to the nodes as (AUTH user pass)")
+        action.add_argument("--password", default=os.environ.get(NODE_PASSWORD_ENV),
+                            help=f"the nodes' password (default: ${NODE_PASSWORD_ENV})")
     return p
+
+
+NODE_PASSWORD_ENV = "SLOTGATE_NODE_PASSWORD"
+
+
+def _auth(ns: argparse.Namespace) -> Credentials:
+    if ns.password is None:
+        if ns.user is not None:
+            raise AdminError("--user needs --password")
+        return None
+    return ns.user, ns.password
 
 
 class _Stop(Exception):
@@ -216,23 +233,24 @@ def up(ns: argparse.Namespace) -> int:
 
 def cluster(ns: argparse.Namespace) -> int:
     try:
+        auth = _auth(ns)
         if ns.action == "create":
-            create_cluster(ns.nodes, replicas=ns.cluster_replicas)
+            create_cluster(ns.nodes, replicas=ns.cluster_replicas, auth=auth)
             print("[OK] cluster formed")
             return 0
         if ns.action == "check":
-            problems = check_cluster(ns.node)
+            problems = check_cluster(ns.node, auth)
             for p in problems:
                 print(f"[ERR] {p}")
             if not problems:
                 print("[OK] All nodes agree about slots configuration.")
                 print("[OK] All 16384 slots covered.")
             return 1 if problems else 0
-        with NodeClient(ns.node) as c:
+        with NodeClient(ns.node, auth=auth) as c:
             for ln in cluster_nodes(c):
                 if "master" in ln.flags and ln.slots:
                     host, _, port = ln.addr.rpartition(":")
-                    with NodeClient((host or ns.node[0], int(port))) as m:
+                    with NodeClient((host or ns.node[0], int(port)), auth=auth) as m:
                         keys = m.check("DBSIZE")
                     print(f"{ln.addr} ({ln.id[:8]}...) -> {keys} keys | slots {' '.join(ln.slots)}")
         return 0

@@ -159,6 +159,45 @@ def host_port_list(raw: object) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def text(what: str, spaces: bool = False) -> Callable[[object], str]:
+    """A non-empty string (a YAML number must be quoted); ``spaces``: may hold whitespace."""
+
+    def check(raw: object) -> str:
+        if isinstance(raw, str) and raw and (spaces or not any(c.isspace() for c in raw)):
+            return raw
+        shape = "a string" if spaces else "a string without spaces"
+        got = "a string with spaces" if isinstance(raw, str) and raw else _show(raw)
+        raise _Bad(f'expected {what}: {shape} (quote digits: "1234"), got {got}')
+
+    return check
+
+
+PASSWORD = text("a password", spaces=True)
+USERNAME = text("a username")
+
+
+def node_auth(raw: object) -> dict[str, tuple[str | None, str]]:
+    """``{"HOST:PORT": {username: U, password: P}}`` -> ``{"host:port": (U or None, P)}``."""
+    if not isinstance(raw, dict):
+        raise _Bad('expected a mapping like {"127.0.0.1:7000": {password: "..."}}, '
+                   f"got {_show(raw)}")
+    out: dict[str, tuple[str | None, str]] = {}
+    for addr_raw, creds in raw.items():
+        try:
+            host, port = host_port(addr_raw)
+        except _Bad as exc:
+            raise _Bad(f"{addr_raw}: {exc}") from None
+        if not isinstance(creds, dict) or "password" not in creds or set(creds) - {"username", "password"}:
+            raise _Bad(f"{addr_raw}: expected {{password: ..., username: ...}} (username "
+                       "optional), got keys " + ", ".join(map(str, creds or ())))
+        try:
+            user = None if creds.get("username") is None else USERNAME(creds["username"])
+            out[f"{host}:{port}"] = (user, PASSWORD(creds["password"]))
+        except _Bad as exc:
+            raise _Bad(f"{addr_raw}: {exc}") from None
+    return out
+
+
 # -- the schema: one row per key ----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -215,6 +254,22 @@ def _show_optional(vs: tuple[Any, ...]) -> str:
     return "null" if vs[0] is None else f'"{_addr(vs[0])}"'
 
 
+def _show_bool(vs: tuple[Any, ...]) -> str:
+    return "true" if vs[0] else "false"
+
+
+def _show_secret(vs: tuple[Any, ...]) -> str:
+    return "null" if vs[0] is None else '"(hidden)"'
+
+
+def _show_text(vs: tuple[Any, ...]) -> str:
+    return "null" if vs[0] is None else f'"{vs[0]}"'
+
+
+def _show_node_auth(vs: tuple[Any, ...]) -> str:
+    return "{" + ", ".join(f'"{a}": {{password: "(hidden)"}}' for a in vs[0]) + "}"
+
+
 def _ms_key(path: str, check: Callable[[object], float], field: str, reload: bool, doc: str) -> Key:
     return Key(path, check, (field,), reload, doc, _to_ms, _show_ms)
 
@@ -245,6 +300,31 @@ SCHEMA: tuple[Key, ...] = (
             "First wait before reconnecting to a node; doubles up to the maximum."),
     _ms_key("backend.reconnect_backoff_max", duration_s(0.001), "reconnect_backoff_max_ms", True,
             "Longest wait between reconnection attempts."),
+    Key("backend.username", optional(USERNAME), ("backend_username",), True,
+        "ACL user the proxy logs in as on every node connection (AUTH user password); null: "
+        "the default user. Needs backend.password.", show=_show_text),
+    Key("backend.password", optional(PASSWORD), ("backend_password",), True,
+        "Password for every node connection the proxy opens (data, topology, pub/sub, "
+        "transactions, health checks); null: no AUTH. Applies to connections opened after a "
+        "reload.", show=_show_secret),
+    Key("backend.node_auth", node_auth, ("backend_node_auth",), True,
+        'Credentials for single nodes, overriding the two above: {"HOST:PORT": {username: U, '
+        "password: P}} (username optional).", show=_show_node_auth),
+    Key("admin_commands", boolean, ("admin_commands",), True,
+        "Let clients change the nodes' credentials and users (CONFIG SET requirepass/"
+        "masterauth/masteruser, ACL SETUSER/DELUSER/LOAD); false: refused with -NOPERM. A "
+        "requirepass set through the proxy becomes its backend.password until the next reload.",
+        show=_show_bool),
+    Key("cluster_emulation.enabled", boolean, ("cluster_emulation",), True,
+        "Answer CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a cluster whose nodes are the proxies "
+        "(all 16384 slots), so cluster-aware clients work through the proxy.", show=_show_bool),
+    Key("cluster_emulation.announce", optional(host_port), ("cluster_announce",), True,
+        "This proxy's address in those replies; null: the address the client connected to.",
+        show=_show_optional),
+    Key("cluster_emulation.proxies", optional(host_port_list), ("cluster_proxies",), True,
+        "Every proxy to list, this one included (slots shared out evenly, so clients balance); "
+        "null: this proxy alone.", convert=lambda v: (list(v or ()),),
+        show=lambda vs: _show_list(vs) if vs[0] else "null"),
     Key("redirects.max", integer(1, 1000), ("max_redirects",), True,
         "MOVED/ASK redirects followed for one request before it fails."),
     _ms_key("retry.deadline", duration_s(0.001), "retry_deadline_ms", True,
@@ -280,6 +360,8 @@ ORDERED = (
     ("backend.reconnect_backoff_min", "backend.reconnect_backoff_max"),
     ("retry.backoff_min", "retry.backoff_max"),
 )
+# (key, key it needs): setting the first without the second is an error.
+REQUIRES = (("backend.username", "backend.password"),)
 # Fields that live on Config itself rather than on ProxySettings.
 CONFIG_FIELDS = frozenset({"metrics_listen", "log_level", "workers"})
 
@@ -393,6 +475,9 @@ def build(
             problems.append(f"{names.get(path, path)}: {exc}")
     if "seeds" not in raw:
         problems.append("seeds: at least one seed node is required (in the file or with --seed)")
+    for path, needed in REQUIRES:
+        if typed.get(path) is not None and typed.get(needed) is None:
+            problems.append(f"{names.get(path, path)}: needs {needed} too")
     if problems:
         raise ConfigError(problems)
 

@@ -54,6 +54,7 @@ class ProxyMetrics:
         self.counters: Counter[tuple[str, ...]] = Counter()
         self.clients_connected = 0
         self.commands_total = 0
+        self.auth_refusing: set[str] = set()  # nodes whose last login was refused
 
     def redirect(self, kind: str, node: str) -> None:
         self.counters["redirect", kind, node] += 1
@@ -66,6 +67,18 @@ class ProxyMetrics:
 
     def upstream(self, node: str, result: str) -> None:
         self.counters["upstream", node, result] += 1
+
+    def backend_auth(self, node: str, ok: bool) -> bool:
+        """A login to ``node`` succeeded or was refused; True when ``node`` has just started
+        refusing (the one refusal to log until it accepts again)."""
+        if ok:
+            self.auth_refusing.discard(node)
+            return False
+        self.counters["backend_auth_failure", node] += 1
+        if node in self.auth_refusing:
+            return False
+        self.auth_refusing.add(node)
+        return True
 
     def topology_refresh(self, reason: str, duration_s: float, ok: bool = True) -> None:
         self.counters["topology_refresh", reason, "ok" if ok else "failed"] += 1
@@ -302,6 +315,12 @@ class _Collector(Collector):
                        "connect_failed, lost, timeout (a request waited longer than the command "
                        "timeout).", ("node", "event"), upstream)
 
+        auth: dict[tuple[str, ...], float] = {(n,): 0 for n in nodes}
+        for (node,), count in events.get("backend_auth_failure", {}).items():
+            auth[node,] = count
+        yield _counter("backend_auth_failures", "Node connections whose AUTH the node refused "
+                       "(wrong backend.username / backend.password), by node.", ("node",), auth)
+
         refreshes: dict[tuple[str, ...], float] = {
             (r, o): 0 for r in REFRESH_REASONS for o in REFRESH_OUTCOMES}
         for (reason, outcome), count in events.get("topology_refresh", {}).items():
@@ -400,13 +419,17 @@ class Health:
             return False, f"masters unreachable: {', '.join(sorted(down))}"
         return True, f"ok: {SLOT_COUNT}/{SLOT_COUNT} slots, {len(masters)} masters reachable"
 
-    @staticmethod
-    async def _probe(node: str, down: list[str]) -> None:
+    async def _probe(self, node: str, down: list[str]) -> None:
+        from slotgate.proxy.backend.auth import login  # (auth reports to this module)
+
         host, _, port = node.rpartition(":")
+        settings = getattr(self.metrics.topology, "settings", None)  # the backend credentials
         try:
             with trio.fail_after(PROBE_TIMEOUT_S):
                 stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
                 async with stream:
+                    if settings is not None:
+                        await login(stream, node, settings, self.metrics)
                     await stream.send_all(_PING)
                     reply = b""
                     while b"\r\n" not in reply:
@@ -417,7 +440,8 @@ class Health:
         except (OSError, trio.TooSlowError, trio.BrokenResourceError):
             down.append(node)
             return
-        # +PONG; an auth-protected node answering -NOAUTH is reachable too.
+        # +PONG; an auth-protected node answering -NOAUTH is reachable too (a refused login
+        # raised above: the proxy cannot use that node).
         if not (reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")):
             down.append(node)
 

@@ -59,6 +59,24 @@ class ProxySettings:
     # Shutdown.
     shutdown_grace_ms: int = 5000
 
+    # Credentials the proxy presents to the nodes (AUTH on every connection it opens):
+    # cluster-wide, and per node address ("host:port" -> (username or None, password)).
+    backend_username: str | None = None
+    backend_password: str | None = None
+    backend_node_auth: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    # Not a configuration key: the password before one the proxy adopted at run time
+    # (front/guard.py), tried when the current one is refused (a node that missed the change).
+    backend_password_before: str | None = None
+    # Commands that change the nodes' credentials or users pass through (else refused).
+    admin_commands: bool = False
+
+    # Cluster emulation: CLUSTER SLOTS/SHARDS/NODES/... answered as a cluster of the proxies.
+    cluster_emulation: bool = False
+    # The address announced for this proxy (None: the address each client connected to).
+    cluster_announce: Address | None = None
+    # Every proxy to list (this one included); empty: this proxy alone.
+    cluster_proxies: list[Address] = field(default_factory=list)
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
         if not self.seeds:
@@ -75,6 +93,8 @@ class ProxySettings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if self.backend_username is not None and self.backend_password is None:
+            raise ValueError("backend_username: set without backend_password")
         for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")

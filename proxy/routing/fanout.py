@@ -225,8 +225,8 @@ def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:
     return targets
 
 
-def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo, slot: ReplySlot,
-         merge: splitter.Merge) -> None:
+def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo,
+         slot: ReplySlot | Callable[[bytes], None], merge: splitter.Merge) -> None:
     targets = _targets(s, info)
     if not targets:
         slot(CLUSTER_DOWN)
@@ -248,6 +248,21 @@ def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         special(s, argv, info)
         return
     _fan(s, argv, info, s.new_slot(info.name), splitter.ALL_MERGES[merge_name])
+
+
+def all_nodes_then(s: Session, argv: list[bytes], info: CommandInfo,
+                   done: Callable[[bytes, list[bytes]], None]) -> None:
+    """``all_nodes`` for a row merged ``all_ok``, with the merged reply and every node's own
+    (none if the map has no node) handed to ``done``, which fills the client's reply slot
+    after acting on them."""
+    parts: list[bytes] = []
+    all_ok = splitter.ALL_MERGES["all_ok"]
+
+    def merge(replies: Sequence[bytes]) -> bytes:
+        parts[:] = replies
+        return all_ok(replies)
+
+    _fan(s, argv, info, lambda raw: done(raw, parts), merge)
 
 
 # --- SCAN ----------------------------------------------------------------------------------
@@ -294,7 +309,8 @@ def _info_text(raw: bytes) -> bytes:
 
 def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     """The first master's INFO, with the keyspace summed over all masters, the cluster
-    section saying this endpoint is not a cluster node, and a ``# Proxy`` section."""
+    section saying this endpoint is not a cluster node (unless it emulates one), and a
+    ``# Proxy`` section."""
     for r in replies:
         if r[:1] == b"-":
             return r
@@ -323,7 +339,7 @@ def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> b
             continue
         if in_keyspace and line:
             continue
-        if line == b"cluster_enabled:1":
+        if line == b"cluster_enabled:1" and not s.settings.cluster_emulation:
             line = b"cluster_enabled:0"
         out.append(line)
     text = b"\r\n".join(out).rstrip(b"\r\n") + b"\r\n"

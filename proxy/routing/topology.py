@@ -22,8 +22,10 @@ from typing import Any
 import hiredis
 import trio
 
+from slotgate.eventcore.backoff import backoff_ms
 from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import SLOT_COUNT
+from slotgate.proxy.backend.auth import login
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 
@@ -116,15 +118,21 @@ class QueryError(Exception):
     """A node answered a topology query with an error reply."""
 
 
-async def query_node(address: str, argv: Sequence[bytes | str], timeout_s: float) -> Any:
-    """Open a connection to ``address``, send one command, return the decoded reply.
+async def query_node(address: str, argv: Sequence[bytes | str], timeout_s: float,
+                     settings: ProxySettings | None = None,
+                     metrics: ProxyMetrics | None = None) -> Any:
+    """Open a connection to ``address`` (logged in with ``settings``' credentials, if given),
+    send one command, return the decoded reply.
 
-    Raises ``OSError``/``trio.TooSlowError`` when unreachable, ``QueryError`` on an error reply.
+    Raises ``OSError``/``trio.TooSlowError`` when unreachable or the node refuses the
+    credentials (``BackendAuthError``), ``QueryError`` on an error reply.
     """
     host, _, port = address.rpartition(":")
     with trio.fail_after(timeout_s):
         stream = await trio.open_tcp_stream(host, int(port))
         async with stream:
+            if settings is not None and metrics is not None:
+                await login(stream, address, settings, metrics)
             try:
                 await stream.send_all(encode_command(*argv))
                 reader = hiredis.Reader()
@@ -159,6 +167,12 @@ class Topology:
         self._pending_reason = ""
         self._last_refresh_s = -1e9
         self.refreshed = trio.Event()  # set after every successful refresh (then replaced)
+        self._failed_refreshes = 0  # in a row, for the backoff between them
+
+    @property
+    def settings(self) -> ProxySettings:
+        """The live settings (the /healthz probe logs in with their credentials)."""
+        return self._settings
 
     # --- hot-path hooks (sync, cheap) ------------------------------------------------------
     def moved(self, slot: int, node: str) -> None:
@@ -173,13 +187,15 @@ class Topology:
 
     # --- the refresher ---------------------------------------------------------------------
     def _candidates(self) -> list[str]:
+        """Known masters, seeds, replicas; nodes that refused the proxy's login last."""
         seen: dict[str, None] = {}
         for addr in self.slot_map.masters + self._seeds:
             seen.setdefault(addr, None)
         for reps in self.slot_map.replicas.values():
             for addr in reps:
                 seen.setdefault(addr, None)
-        return list(seen)
+        refusing = self._metrics.auth_refusing
+        return sorted(seen, key=lambda addr: addr in refusing)
 
     async def refresh(self, reason: str) -> bool:
         """Fetch the map from the first node that answers; True if the map was replaced."""
@@ -189,10 +205,12 @@ class Topology:
             host = addr.rpartition(":")[0]
             try:
                 try:
-                    reply = await query_node(addr, (b"CLUSTER", b"SHARDS"), timeout_s)
+                    reply = await query_node(addr, (b"CLUSTER", b"SHARDS"), timeout_s,
+                                             self._settings, self._metrics)
                     new_map = slot_map_from_shards(reply, host)
                 except QueryError:
-                    reply = await query_node(addr, (b"CLUSTER", b"SLOTS"), timeout_s)
+                    reply = await query_node(addr, (b"CLUSTER", b"SLOTS"), timeout_s,
+                                             self._settings, self._metrics)
                     new_map = slot_map_from_slots(reply, host)
             except (OSError, trio.TooSlowError, QueryError, ValueError) as exc:
                 log.debug("topology query to %s failed: %s", addr, exc)
@@ -227,5 +245,10 @@ class Topology:
             self._pending_reason = ""
             self._wakeup = trio.Event()
             ok = await self.refresh(reason)
+            self._failed_refreshes = 0 if ok else self._failed_refreshes + 1
             if not ok:
-                self._last_refresh_s = trio.current_time()  # keep the gap after failures too
+                # Keep a gap after failures too, growing as the nodes' connections' backoff
+                # does: unreachable nodes or refused credentials are not hammered.
+                backoff_s = backoff_ms(self._failed_refreshes - 1, s.reconnect_backoff_min_ms,
+                                       s.reconnect_backoff_max_ms) / 1000
+                self._last_refresh_s = trio.current_time() + max(0.0, backoff_s - gap_s)

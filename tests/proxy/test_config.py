@@ -130,6 +130,21 @@ BAD_VALUES = [
     ("seeds: []\n", "seeds", "expected a non-empty list"),
     ("seeds: [\"127.0.0.1:7000\", \"x\"]\n", "seeds", 'item 1: expected HOST:PORT'),
     ("backend: 5\n", "backend", "expected a section of keys, got 5"),
+    ("backend:\n  password: 1234\n", "backend.password",
+     'expected a password: a string (quote digits: "1234"), got 1234'),
+    ("backend:\n  username: \"a b\"\n  password: p\n", "backend.username",
+     "a string without spaces"),
+    ("backend:\n  username: proxy\n", "backend.username", "needs backend.password too"),
+    ("backend:\n  node_auth:\n    x: {password: p}\n", "backend.node_auth",
+     "x: expected HOST:PORT"),
+    ("backend:\n  node_auth:\n    \"127.0.0.1:7000\": {pass: p}\n", "backend.node_auth",
+     "127.0.0.1:7000: expected {password: ..., username: ...}"),
+    ("backend:\n  node_auth: [\"127.0.0.1:7000\"]\n", "backend.node_auth", "expected a mapping"),
+    ("admin_commands: 1\n", "admin_commands", "expected true or false, got 1"),
+    ("cluster_emulation:\n  enabled: maybe\n", "cluster_emulation.enabled",
+     'expected true or false, got "maybe"'),
+    ("cluster_emulation:\n  announce: nope\n", "cluster_emulation.announce", 'got "nope"'),
+    ("cluster_emulation:\n  proxies: []\n", "cluster_emulation.proxies", "non-empty list"),
 ]
 
 
@@ -323,3 +338,25 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert busy.returncode == 1
     assert busy.stderr.splitlines()[-1] == "slotgate-proxy: [Errno 98] Address already in use"
     assert "Traceback" not in busy.stderr
+
+
+def test_credentials_and_cluster_emulation_keys(tmp_path: Path) -> None:
+    path = tmp_path / "auth.yaml"
+    path.write_text('seeds: ["127.0.0.1:7000"]\n'
+                    "backend:\n  username: proxy\n  password: \"pass word\"\n"
+                    "  node_auth:\n    \"127.0.0.1:7001\": {password: \"0123\"}\n"
+                    "    \"[::1]:7002\": {username: other, password: x}\n"
+                    "admin_commands: true\n"
+                    "cluster_emulation:\n  enabled: true\n  announce: \"10.0.0.1:6379\"\n"
+                    "  proxies: [\"10.0.0.1:6379\", \"10.0.0.2:6379\"]\n")
+    cfg = load(path)
+    p = cfg.proxy
+    assert (p.backend_username, p.backend_password) == ("proxy", "pass word")
+    assert p.backend_node_auth == {"127.0.0.1:7001": (None, "0123"), "::1:7002": ("other", "x")}
+    assert p.admin_commands and p.cluster_emulation
+    assert p.cluster_announce == ("10.0.0.1", 6379)
+    assert p.cluster_proxies == [("10.0.0.1", 6379), ("10.0.0.2", 6379)]
+    # --check-config never prints a password.
+    shown = config.describe(cfg)
+    assert "pass word" not in shown and "0123" not in shown
+    assert 'backend.password: "(hidden)"' in shown

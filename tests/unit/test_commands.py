@@ -245,7 +245,7 @@ def test_routes_for_well_known_commands() -> None:
     assert row(b"DBSIZE") == ("all_masters", "sum")
     assert row(b"KEYS", b"*") == ("all_masters", "concat")
     assert row(b"SCRIPT", b"EXISTS", b"x") == ("all_masters", "and")
-    assert row(b"CONFIG", b"SET", b"a", b"b") == ("all_nodes", "all_ok")
+    assert row(b"CONFIG", b"SET", b"a", b"b") == ("guarded", None)
     assert row(b"CLUSTER", b"KEYSLOT", b"x") == ("proxy", None)
     assert row(b"CLUSTER", b"ADDSLOTS", b"1") == ("unsupported", None)
     assert row(b"COMMAND", b"GETKEYS", b"GET", b"k") == ("proxy", None)
