@@ -289,7 +289,7 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
         runlen = (b & 3) + 1
         if ((b >> 2) & 0x1F) + 1 >= count:  # case A: already as high
             if marks is not None:
-                _remark(marks, start, hint, prev, -1, 0, 0)
+                _remark(marks, start, hint or [], prev, -1, 0, 0)
             return 0
     elif is_xzero:
         runlen = span
@@ -341,7 +341,7 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
                     continue
         p += 1
     if marks is not None:
-        _remark(marks, start, hint, prev, cover + (2 if is_xzero else 1), end - old_end, p + 1)
+        _remark(marks, start, hint or [], prev, cover + (2 if is_xzero else 1), end - old_end, p + 1)
     buf[15] |= 0x80
     return 1
 
