@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.util import parse_int
-from slotgate.node.core.errors import BIT_OFFSET, STRING_TOO_LONG, SYNTAX, WRONGTYPE, CommandError
+from slotgate.node.core.errors import BIT_OFFSET, SYNTAX, WRONGTYPE, CommandError
 from slotgate.node.core.keyspace import NOTIFY_GENERIC, NOTIFY_STRING
 from slotgate.node.types.strings import get_string, get_string_write
 from slotgate.protocol.resp import array_header, integer
@@ -313,10 +313,8 @@ def _bitfield(c: Client, argv: list[bytes], readonly: bool) -> bytes:
     db = c.db
     key = argv[1]
     cur = (get_string_write if writes else get_string)(db, key)
-    if writes:
-        max_end = max((op[3] + op[2] for op in ops if op[0] != b"get"), default=0)
-        if (max_end + 7) // 8 > int(c.server.config.get("proto-max-bulk-len")):
-            raise CommandError(STRING_TOO_LONG)
+    # No length check: each offset is below proto-max-bulk-len bits, and Redis grows the string
+    # to the last field's byte even when that passes proto-max-bulk-len by up to 8 bytes.
     buf = bytearray(cur or b"")
     replies = []
     changed = False
