@@ -80,7 +80,7 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
     marks = None
     if buf[4] == hll.SPARSE:
         marks = hll.SparseMarks() if old is None else _marks_of(old)
-    r = hll.add_many(buf, argv[2:], _max_bytes(c), marks)
+    r = hll.add_many(buf, argv[2:], _max_bytes(c) if marks is not None else 0, marks)
     if r < 0:
         if old is not None and buf != old:
             # Redis has changed the string in place before it met the corruption: the
