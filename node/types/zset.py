@@ -163,9 +163,20 @@ class SortedEntries:
 
     def slice(self, start: int, stop: int) -> list[Entry]:
         """Entries ``[start, stop)`` in order."""
-        if start >= stop:
+        if start >= stop or start >= self._len:
             return []
-        return list(islice(self.iter_from(start), stop - start))
+        i, j = self._loc(start)
+        lists = self._lists
+        need = stop - start
+        out = lists[i][j : j + need]  # whole chunks are copied at C speed
+        need -= len(out)
+        last = len(lists) - 1
+        while need > 0 and i < last:
+            i += 1
+            chunk = lists[i][:need]
+            out += chunk
+            need -= len(chunk)
+        return out
 
     def __iter__(self) -> Iterator[Entry]:
         for lst in self._lists:
