@@ -10,9 +10,9 @@ values Redis' table holds, so it takes the same path and gives the same string a
 
 Rows are kept for the shorter string (its length + 1 ints, as wide as the longer one): the
 table's information in an eighth of a byte per cell. The walk back costs one Python step per
-character of the two strings (an LCS of two 50 MB strings is allowed by Redis), so ours refuses
-IDX and the string itself beyond ``WALK_MAX`` characters in all (LEN has no walk and no such
-bound): docs/COMPATIBILITY.md.
+character of the two strings, and LEN one mask per distinct character of the shorter string as
+wide as the longer (Redis allows a 1-byte string against 67 MB): ours refuses beyond
+``WALK_MAX`` / ``LEN_MAX`` characters in all (docs/COMPATIBILITY.md).
 """
 
 from __future__ import annotations
@@ -30,9 +30,15 @@ if TYPE_CHECKING:
 NOT_STRINGS = "ERR The specified keys must contain string values"
 BOTH_LEN_IDX = "ERR If you want both the length and indexes, please just use IDX."
 TABLE_TOO_BIG = "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
-WALK_MAX = 2_000_000  # characters of both strings together, for IDX or the string itself
+# Our own bounds, in characters of both strings together: each keeps the worst case well under
+# a second. The walk back (IDX, or the string itself) is one Python step per character; LEN
+# builds one bit mask per distinct character of the shorter string, as wide as the longer.
+WALK_MAX = 250_000
+LEN_MAX = 16_000_000
 WALK_TOO_LONG = (f"ERR LCS with IDX or returning the string is limited to {WALK_MAX} "
-                 "characters in both strings together on this server (LEN is not)")
+                 "characters in both strings together on this server")
+LEN_TOO_LONG = (f"ERR LCS is limited to {LEN_MAX} characters in both strings together on "
+                "this server")
 
 def _char_masks(s: bytes, chars: set[int]) -> dict[int, int]:
     """For each byte value in ``chars``: an int whose bit k is set where s[k] is that byte."""
@@ -182,6 +188,8 @@ def lcs(c: Client, argv: list[bytes]) -> bytes:
     computelcs = getidx or not getlen
     if computelcs and alen + blen > WALK_MAX:
         raise CommandError(WALK_TOO_LONG)
+    if alen + blen > LEN_MAX:
+        raise CommandError(LEN_TOO_LONG)
     if not computelcs:
         short, long = (a, b) if alen <= blen else (b, a)
         return integer(len(long) - lcs_rows(short, long)[-1].bit_count())

@@ -109,8 +109,8 @@ def parse_random_count(argv: list[bytes], with_word: bytes) -> tuple[int, bool]:
 
 # A negative count repeats members, and Redis emits every one of them (SRANDMEMBER with a count
 # of -2**62 keeps redis-server busy for ever): ours refuses more picks than this, so that one
-# reply stays within about a second of work (docs/COMPATIBILITY.md).
-RANDOM_PICKS_MAX = 1_000_000
+# reply stays within a tenth of a second of work or so (docs/COMPATIBILITY.md).
+RANDOM_PICKS_MAX = 200_000
 TOO_MANY_PICKS = (f"ERR count is out of range: this server returns at most {RANDOM_PICKS_MAX} "
                   "members with repetitions")
 

@@ -4,7 +4,8 @@ within 2 s while the worst case runs and right after it.
 
 - LCS: Redis refuses when its table would pass ``proto-max-bulk-len``; below that ours is
   bit-parallel (a 10 KB string against itself used to take minutes of Python); IDX and the
-  string itself walk back one Python step per character, refused beyond lcs.WALK_MAX.
+  string itself walk back one Python step per character, refused beyond lcs.WALK_MAX
+  characters, LEN beyond lcs.LEN_MAX.
 - SRANDMEMBER / ZRANDMEMBER / HRANDFIELD with a negative count: Redis emits every pick (a count
   of -2**62 keeps it busy for ever); ours refuses more than RANDOM_PICKS_MAX.
 - SETRANGE / APPEND / SETBIT / BITFIELD at the proto-max-bulk-len limits, LPOS MAXLEN 0, SORT
@@ -19,7 +20,7 @@ import time
 
 import pytest
 
-from slotgate.node.types.lcs import WALK_MAX, WALK_TOO_LONG
+from slotgate.node.types.lcs import LEN_MAX, LEN_TOO_LONG, WALK_MAX, WALK_TOO_LONG
 from slotgate.node.types.typeutil import RANDOM_PICKS_MAX, TOO_MANY_PICKS
 from tests.node.diff import Case, Pair, check_cases
 from tests.support import RawClient
@@ -72,6 +73,11 @@ CASES = [
         "SORT l ALPHA LIMIT 9223372036854775807 9223372036854775807",
         "SORT l BY nosort GET # GET # GET # LIMIT 1 2",
     ]),
+    Case("debug populate", [
+        "DEBUG POPULATE -1", "DEBUG POPULATE abc", "DEBUG POPULATE 2 k -5",
+        "DEBUG POPULATE 2 k abc", "DEBUG POPULATE 3 k 0", "GET k:0", "DEBUG POPULATE 2 p 3",
+        "GET p:1", "DEBUG POPULATE 2 q 20", "GET q:1", "DEBUG POPULATE 0", "DBSIZE",
+    ]),
 ]
 
 
@@ -112,7 +118,8 @@ def test_lcs_worst_cases_keep_the_node_answering(diff_pair: Pair) -> None:
         c.call("SETRANGE", "long", WALK_MAX - 65, "x")
         c.call("SETRANGE", "longer", WALK_MAX - 64, "x")
         c.call("SET", "one", "x")
-        c.call("SETRANGE", "huge", 60_000_000, "x")
+        c.call("SETRANGE", "huge", LEN_MAX - 2, "x")
+        c.call("SETRANGE", "huger", LEN_MAX - 1, "x")
     # 121 M cells of Redis' table: under 512 MB, so computed, LEN and IDX
     assert _served_meanwhile(port, "LCS", "a", "b", "LEN").startswith(b":")
     assert _served_meanwhile(port, "LCS", "a", "b", "IDX").startswith(b"*4\r\n$7\r\nmatches")
@@ -120,8 +127,9 @@ def test_lcs_worst_cases_keep_the_node_answering(diff_pair: Pair) -> None:
     assert _served_meanwhile(port, "LCS", "short", "long", "IDX").startswith(b"*4\r\n")
     assert _served_meanwhile(port, "LCS", "short", "longer") == _err(WALK_TOO_LONG)
     assert _served_meanwhile(port, "LCS", "longer", "short", "IDX") == _err(WALK_TOO_LONG)
-    # a 1-byte string against 60 MB (480 MB of Redis' table): LEN has no walk
+    # a 1-byte string against the longest string LEN takes (Redis would take 4 times longer)
     assert _served_meanwhile(port, "LCS", "one", "huge", "LEN") == b":1\r\n"
+    assert _served_meanwhile(port, "LCS", "huger", "one", "LEN") == _err(LEN_TOO_LONG)
     with RawClient(port) as c:
         c.call("FLUSHALL")
 
@@ -142,6 +150,21 @@ def test_random_counts_are_bounded(diff_pair: Pair) -> None:
         b"*%d\r\n" % (2 * n))
     assert _served_meanwhile(port, "HRANDFIELD", "h", str(-n - 1), "WITHVALUES") == _err(
         TOO_MANY_PICKS)
+
+
+def test_debug_populate_is_bounded(diff_pair: Pair) -> None:
+    """Redis tries any count and size (DEBUG POPULATE 2**62 never answers); ours refuses more
+    than POPULATE_MAX keys or values over 512 MB with Redis' error for a count too big."""
+    port = diff_pair.ours_port
+    with RawClient(port) as c:
+        c.call("FLUSHALL")
+    oom = b"-ERR OOM in dictTryExpand\r\n"
+    assert _served_meanwhile(port, "DEBUG", "POPULATE", "4611686018427387904") == oom
+    assert _served_meanwhile(port, "DEBUG", "POPULATE", "1", "k", "100000000000000") == oom
+    assert _served_meanwhile(port, "DEBUG", "POPULATE", "100000", "many") == b"+OK\r\n"
+    with RawClient(port) as c:
+        assert c.call("DBSIZE") == b":100000\r\n"
+        c.call("FLUSHALL")
 
 
 def _restore_payload(body: bytes) -> bytes:
