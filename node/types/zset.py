@@ -95,6 +95,22 @@ class SortedEntries:
         i, j = self._loc(pos)
         return self._lists[i][j]
 
+    def pick(self, positions: list[int]) -> list[Entry]:
+        """The entries at ``positions`` (any order, repeats allowed), in that order: one walk
+        over the chunks in position order instead of a chunk scan per position."""
+        out: list[Entry] = [None] * len(positions)  # type: ignore[list-item]
+        lists = self._lists
+        i = base = 0
+        end = len(lists[0]) if lists else 0
+        for k in sorted(range(len(positions)), key=positions.__getitem__):
+            p = positions[k]
+            while p >= end:
+                base = end
+                i += 1
+                end += len(lists[i])
+            out[k] = lists[i][p - base]
+        return out
+
     def index(self, e: Entry) -> int:
         """Rank (0-based) of ``e``, which must be present."""
         i = bisect_left(self._maxes, e)

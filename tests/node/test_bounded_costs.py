@@ -169,6 +169,26 @@ def test_debug_populate_is_bounded(diff_pair: Pair) -> None:
         c.call("FLUSHALL")
 
 
+def test_random_members_of_a_big_sorted_set(diff_pair: Pair) -> None:
+    """ZRANDMEMBER of nearly all of 200,000 members, and of many repeated picks: each pick
+    scanned the chunks of the set (seconds for 200,000)."""
+    port = diff_pair.ours_port
+    size = 200_000
+    with RawClient(port, timeout_s=60) as c:
+        c.call("FLUSHALL")
+        for start in range(0, size, 10_000):
+            argv: list[str] = ["ZADD", "z"]
+            for i in range(start, start + 10_000):
+                argv += [str(i), f"m{i}"]
+            c.call(*argv)
+    assert _served_meanwhile(port, "ZRANDMEMBER", "z", str(size - 1)).startswith(
+        b"*%d\r\n" % (size - 1))
+    assert _served_meanwhile(port, "ZRANDMEMBER", "z", str(-RANDOM_PICKS_MAX),
+                             "WITHSCORES").startswith(b"*%d\r\n" % (2 * RANDOM_PICKS_MAX))
+    with RawClient(port) as c:
+        c.call("FLUSHALL")
+
+
 def test_bitpos_over_a_long_run(diff_pair: Pair) -> None:
     """BITPOS over 32 MB of zeros (and of ones) made by one SETRANGE: it was a Python loop per
     byte (a minute for 100 MB); the same answers as redis-server."""
