@@ -131,6 +131,7 @@ MODULES = [
     "slotgate.node.commands.info",
     "slotgate.node.commands.keys",
     "slotgate.node.types.strings",
+    "slotgate.node.types.lcs",
     "slotgate.node.types.sort",
     "slotgate.node.types.bitmaps",
     "slotgate.node.commands.transactions",

@@ -392,14 +392,24 @@ def _debug_digest_value(c: Client, argv: list[bytes]) -> bytes:
     return b"".join(out)
 
 
+_POSITIVE = "ERR value is out of range, must be positive"
+POPULATE_MAX = 1_000_000  # keys of one DEBUG POPULATE: a second or two of blocking
+POPULATE_SIZE_MAX = 512 * 1024 * 1024  # bytes of each of its values
+
+
 def _debug_populate(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) < 3 or len(argv) > 5:
         raise CommandError(SYNTAX)
-    count = parse_int(argv[2])
-    if count < 0:
-        raise CommandError("ERR Invalid count")
+    count = parse_int(argv[2], _POSITIVE)
     prefix = argv[3] if len(argv) > 3 else b"key"
-    size = parse_int(argv[4]) if len(argv) > 4 else None
+    size = parse_int(argv[4], _POSITIVE) if len(argv) > 4 else None
+    if count < 0 or (size is not None and size < 0):
+        raise CommandError(_POSITIVE)
+    size = size or None  # 0: the plain "value:<n>"
+    # Redis tries any count (2**62 keeps it busy for ever); ours refuses what it could not
+    # finish in reasonable time, with Redis' error for a count its table cannot take
+    if count > POPULATE_MAX or (size is not None and size > POPULATE_SIZE_MAX):
+        raise CommandError("ERR OOM in dictTryExpand")
     db = c.db
     for i in range(count):
         key = prefix + b":%d" % i

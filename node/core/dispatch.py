@@ -25,7 +25,6 @@ from slotgate.node.commands.replies import QUEUED
 from slotgate.node.core import errors
 from slotgate.node.core.client import (
     BLOCKED,
-    REPLY_OFF,
     REPLY_ON,
     REPLY_SKIP,
     REPLY_SKIP_NEXT,
@@ -173,7 +172,21 @@ def resolve(cmd: Command | None, argv: list[bytes]) -> tuple[Command | None, byt
 
 
 def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
-    """Redis' processCommand for everything off the fast path."""
+    """Redis' processCommand for everything off the fast path, then CLIENT REPLY's mode (a
+    rejected command is the one a SKIP skips too)."""
+    mode_before = c.reply_mode
+    reply = _process(c, cmd, argv)
+    if (mode_before != REPLY_ON or c.reply_mode != REPLY_ON) and reply is not BLOCKED:
+        reply = _apply_reply_mode(c, mode_before, reply, argv[0].lower() in _PUSHING)
+    return reply
+
+
+# Commands whose replies are pushes: Redis sends them whatever CLIENT REPLY says (RESP2 too)
+_PUSHING = frozenset({b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe",
+                      b"ssubscribe", b"sunsubscribe"})
+
+
+def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     srv = c.server
     real, rejected = resolve(cmd, argv)
     if rejected is not None:
@@ -210,12 +223,9 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:
         c.multi.append((cmd, argv))
         return QUEUED
-    mode_before = c.reply_mode
     reply = call(c, cmd, argv)
     if c.asking and cmd.full_name != "asking" and c.multi is None:
         c.set_asking(False)
-    if mode_before != REPLY_ON or c.reply_mode != REPLY_ON:
-        reply = _apply_reply_mode(c, mode_before, reply)
     return reply
 
 
@@ -240,18 +250,18 @@ def _rejected(c: Client, is_exec: bool, reply: bytes, formatted: bool = False) -
     return reply
 
 
-def _apply_reply_mode(c: Client, mode_before: int, reply: bytes) -> bytes:
+def _apply_reply_mode(c: Client, mode_before: int, reply: bytes, pushing: bool) -> bytes:
     mode = c.reply_mode
     if mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP just ran: skip the NEXT reply
         c.set_reply_mode(REPLY_SKIP)
         return b""
-    if mode_before == REPLY_SKIP:
-        if mode == REPLY_SKIP:
-            c.set_reply_mode(REPLY_ON)
-        return b""
-    if mode == REPLY_OFF:
-        return b""
-    return reply
+    if mode == REPLY_SKIP:  # this command was skipped (CLIENT REPLY ON would have ended it)
+        c.set_reply_mode(REPLY_ON)
+    elif mode == REPLY_ON:
+        return reply
+    if pushing and reply[:1] in (b"*", b">"):
+        return reply
+    return b""
 
 
 def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:

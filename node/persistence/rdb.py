@@ -104,7 +104,56 @@ def _crc64_tables() -> list[list[int]]:
 _T = _crc64_tables()
 
 
+# A block of zero bytes moves the CRC by a fixed linear map (the table is linear, there is no
+# final xor): the map of ZERO_BLOCK of them, as the images of the 64 bits, skips such a block
+# in 64 steps instead of ZERO_BLOCK / 8. Values made by one SETRANGE or SETBIT are mostly
+# zeros: their DUMP, RESTORE and MIGRATE no longer take seconds per 100 MB.
+ZERO_BLOCK = 1 << 16
+_zero_maps: dict[int, list[int]] = {}
+
+
+def _zero_map(nbytes: int) -> list[int]:
+    """Images of bits 0..63 of the CRC after ``nbytes`` zero bytes (a power of two)."""
+    m = _zero_maps.get(nbytes)
+    if m is None:
+        t0 = _T[0]
+        m = [t0[(1 << k) & 0xFF] ^ ((1 << k) >> 8) for k in range(64)]  # one zero byte
+        done = 1
+        while done < nbytes:  # square: the map applied to its own images
+            m = [_apply(m, x) for x in m]
+            done *= 2
+        _zero_maps[nbytes] = m
+    return m
+
+
+def _apply(m: list[int], crc: int) -> int:
+    out = 0
+    k = 0
+    while crc:
+        if crc & 1:
+            out ^= m[k]
+        crc >>= 1
+        k += 1
+    return out
+
+
 def crc64(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC-64/Jones as Redis' ``crc64()``; whole blocks of zero bytes skipped (``_zero_map``)."""
+    n = len(data)
+    if n < 2 * ZERO_BLOCK:
+        return _crc64_bytes(data, crc)
+    raw = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+    zeros = _zero_map(ZERO_BLOCK)
+    plain_from = 0
+    for pos in range(0, n - ZERO_BLOCK + 1, ZERO_BLOCK):
+        if raw.count(0, pos, pos + ZERO_BLOCK) == ZERO_BLOCK:
+            crc = _crc64_bytes(memoryview(raw)[plain_from:pos], crc)
+            crc = _apply(zeros, crc)
+            plain_from = pos + ZERO_BLOCK
+    return _crc64_bytes(memoryview(raw)[plain_from:], crc)
+
+
+def _crc64_bytes(data: bytes | bytearray | memoryview, crc: int) -> int:
     """CRC-64/Jones as Redis' ``crc64()``: 8 bytes per step, then byte by byte."""
     t0, t1, t2, t3, t4, t5, t6, t7 = _T
     mv = memoryview(data).cast("B")

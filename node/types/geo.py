@@ -12,6 +12,8 @@ coordinates as Redis' addReplyHumanLongDouble.
 
 from __future__ import annotations
 
+import heapq
+from math import isnan
 from typing import TYPE_CHECKING
 
 from slotgate.node.commands.registry import command
@@ -187,6 +189,10 @@ COORDS, MEMBER, NOSTORE, SEARCH, SEARCHSTORE = 1, 2, 4, 8, 16
 Point = tuple[float, float, float, float, bytes]  # dist_m, score, lon, lat, member
 
 
+def _dist_of(p: Point) -> float:
+    return p[0]
+
+
 def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> list[Point]:
     """membersOfAllNeighbors: (dist_m, score, lon, lat, member) in scan order; with ``limit``
     (ANY) the scan stops once that many were found."""
@@ -195,6 +201,7 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
     known = gh.DECODED.get  # decode_score's memo, read inline (the hot loop)
     decode = gh.decode_score
     within = gh.within_test(shape)
+    radius_only = shape.radius is not None and not limit
     last: gh.Bits | None = None
     for i, cell in enumerate(cells):
         if cell == gh.ZERO:
@@ -206,6 +213,12 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
         if found and limit and len(found) >= limit:
             break
         lo, hi = gh.score_range(cell)
+        if radius_only:  # no limit: the cell's members at once, tested in one loop
+            gh.within_radius(shape, entries.slice(entries.score_left(float(lo)),
+                                                  entries.score_left(float(hi))), found)
+            if i:
+                last = cell
+            continue
         for score, member in entries.iter_from(entries.score_left(float(lo))):
             if not score < hi:
                 break
@@ -331,6 +344,10 @@ def _georadius(c: Client, argv: list[bytes], src_idx: int, flags: int) -> bytes:
         if not count or count >= len(found):
             # glibc's qsort is a stable merge sort: ties keep their scan order, both ways
             found.sort(key=(lambda p: p[0]) if sort == 1 else (lambda p: -p[0]))
+        elif len(dists := {p[0] for p in found}) == len(found) and not any(map(isnan, dists)):
+            # no two distances equal: the first `count` of any correct sort are the same
+            pick = heapq.nsmallest if sort == 1 else heapq.nlargest
+            found = pick(count, found, key=_dist_of)
         else:  # Redis' own partial quicksort, whose order of ties is its own
             pqsort(found, 1 if sort == 1 else -1, 0, count - 1)
     returned = found[:count] if count else found

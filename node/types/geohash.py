@@ -350,3 +350,43 @@ def within_test(s: Shape) -> Callable[[float, float], float | None]:
         return None if d > limit_m else d
 
     return test
+
+
+# score -> (lon, lat, lat in radians, lon in radians, cos of the latitude): what the radius
+# test needs of a member, each computed as ``distance`` computes it (a pure function's memo)
+TRIG: dict[float, tuple[float, float, float, float, float]] = {}
+
+
+def trig_of(score: float) -> tuple[float, float, float, float, float]:
+    lon, lat = decode_score(score)
+    lat_r = lat * D_R
+    t = (lon, lat, lat_r, lon * D_R, math.cos(lat_r))
+    if len(TRIG) >= DECODED_MAX:
+        TRIG.clear()
+    TRIG[score] = t
+    return t
+
+
+def within_radius(s: Shape, entries: list[tuple[float, bytes]],
+                  out: list[tuple[float, float, float, float, bytes]]) -> None:
+    """``distance_if_within`` of a radius shape over ``entries`` (score, member) in order:
+    (dist_m, score, lon, lat, member) of those inside appended to ``out``. The same float
+    operations in the same order as ``distance``, the member's terms from TRIG."""
+    assert s.radius is not None
+    limit_m = s.radius * s.unit_m
+    lat1r = s.lat * D_R
+    lon1r = s.lon * D_R
+    cos1 = math.cos(lat1r)
+    sin, asin, sqrt = math.sin, math.asin, math.sqrt
+    two_r = 2.0 * EARTH_RADIUS_M
+    known = TRIG.get
+    append = out.append
+    for score, member in entries:
+        lon, lat, lat2r, lon2r, cos2 = known(score) or trig_of(score)
+        u = sin((lat2r - lat1r) / 2)
+        v = sin((lon2r - lon1r) / 2)
+        r = sqrt(u * u + cos1 * cos2 * v * v)
+        d = two_r * (asin(r) if r <= 1.0 else _NAN)
+        if not d > limit_m:
+            append((d, score, lon, lat, member))
+

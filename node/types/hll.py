@@ -20,6 +20,7 @@ Otmar Ertl's (arXiv:1702.01284) as hllCount computes it, in the same float opera
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from struct import Struct, unpack_from
 
@@ -183,22 +184,76 @@ def sparse_to_dense(buf: bytearray) -> bool:
     return True
 
 
+class SparseMarks:
+    """Where some opcodes of one sparse HLL start: ascending positions and the first register
+    each covers, about every ``MARK_EVERY``-th opcode, the header's always first. ``sparse_set``
+    starts its walk at the mark before its register instead of at the header, and keeps the
+    marks true as it changes the string (hllSparseSet walks from the header: in C that costs
+    little; here it was most of PFADD's time on a sparse key)."""
+
+    __slots__ = ("pos", "first")
+
+    def __init__(self) -> None:
+        self.pos = [HDR_SIZE]
+        self.first = [0]
+
+
+MARK_EVERY = 16
+
+
+def _remark(marks: SparseMarks, start: int, passed: list[tuple[int, int]], prev: int,
+            changed_at: int, delta: int, stable_after: int) -> None:
+    """After a set that walked ``passed`` (from mark ``start``): marks up to ``prev`` stay
+    (nothing before it moves), ``passed`` adds one every MARK_EVERY opcodes, and the marks at or
+    after ``changed_at`` (old position) move by ``delta`` bytes, but only those that land beyond
+    ``stable_after`` (the merge scan may have rewritten the opcodes up to there)."""
+    mp, mf = marks.pos, marks.first
+    head = bisect_right(mp, prev)  # the marks at or before `prev`
+    if len(passed) > 2 * MARK_EVERY:  # a long walk: its opcodes replace the marks it passed
+        walked = passed[MARK_EVERY::MARK_EVERY]
+        new_pos = mp[: start + 1] + [q for q, _ in walked]
+        new_first = mf[: start + 1] + [f for _, f in walked]
+    else:
+        new_pos, new_first = mp[:head] or [HDR_SIZE], mf[:head] or [0]
+    if changed_at < 0:  # nothing changed: the marks after `prev` stay as they were
+        j = head
+    else:
+        j = bisect_left(mp, changed_at)
+        while j < len(mp) and mp[j] + delta <= stable_after:
+            j += 1
+    new_pos += [q + delta for q in mp[j:]] if delta else mp[j:]
+    new_first += mf[j:]
+    marks.pos, marks.first = new_pos, new_first
+
+
 def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
-               hint: list[tuple[int, int]] | None = None) -> int:
+               hint: list[tuple[int, int]] | None = None,
+               marks: SparseMarks | None = None) -> int:
     """hllSparseSet: register ``index`` := ``count`` if greater. 1 updated, 0 not, -1 corrupted.
     May promote ``buf`` to dense in place (a value over 32, or a size over ``max_bytes``).
 
     ``hint`` (PFMERGE: ascending indexes on one value): the (position, first register) of the
     consecutive opcodes from the start that the last call left unchanged (all those before its
     ``prev``); the next walk resumes at the last of them instead of at the start, and still
-    sees the same ``prev`` a walk from the start would."""
+    sees the same ``prev`` a walk from the start would.
+
+    ``marks`` (PFADD): SparseMarks of ``buf``, kept true here (stale once ``buf`` is dense)."""
     if count > SPARSE_VAL_MAX:
         return _promote(buf, index, count)
-    end = len(buf)
+    end = old_end = len(buf)
     span = 0
     # Step 1: the opcode covering `index` (the hot loop: most frequent opcode first); with a
-    # hint, from the last opcode it kept, recording the ones passed
-    p, first = hint.pop() if hint else (HDR_SIZE, 0)
+    # hint, from the last opcode it kept, recording the ones passed; with marks, from the mark
+    # before the last one at or below `index` (so the walk itself finds `prev`)
+    start = 0
+    if marks is not None:
+        start = bisect_right(marks.first, index) - 1
+        if start:
+            start -= 1
+        p, first = marks.pos[start], marks.first[start]
+        hint = []
+    else:
+        p, first = hint.pop() if hint else (HDR_SIZE, 0)
     prev = -1
     while p < end:
         b = buf[p]
@@ -218,18 +273,23 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
         prev = p
         p += oplen
         first += span
-    if hint is not None:
+    if marks is not None:
+        prev = hint[-1][0] if hint else -1
+    elif hint is not None:
         prev = hint[-1][0] if hint else -1
         if hint:
             hint.pop()  # `prev` may change below; the opcodes before it do not
     if span == 0 or p >= end:
         return -1
+    cover = p
     b = buf[p]
     is_xzero = (b & 0xC0) == 0x40
     is_val = bool(b & 0x80)
     if is_val:
         runlen = (b & 3) + 1
         if ((b >> 2) & 0x1F) + 1 >= count:  # case A: already as high
+            if marks is not None:
+                _remark(marks, start, hint or [], prev, -1, 0, 0)
             return 0
     elif is_xzero:
         runlen = span
@@ -280,6 +340,8 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
                     end -= 1
                     continue
         p += 1
+    if marks is not None:
+        _remark(marks, start, hint or [], prev, cover + (2 if is_xzero else 1), end - old_end, p + 1)
     buf[15] |= 0x80
     return 1
 
@@ -315,9 +377,11 @@ _UNPACK_MAX = 32
 _UNPACK_BLOCKS = [Struct(f"<{i}Q").unpack_from for i in range(_UNPACK_MAX)]
 
 
-def add_many(buf: bytearray, elements: list[bytes], max_bytes: int) -> int:
+def add_many(buf: bytearray, elements: list[bytes], max_bytes: int,
+             marks: SparseMarks | None = None) -> int:
     """PFADD's loop: hllAdd for each element in order; the number of registers that grew, or
     -1 at the first corrupted sparse form (what was changed before it stays changed).
+    ``marks``: see sparse_set.
 
     The hot path: the hash and the dense register update inlined, with 16-bit reads of the
     two bytes a register may span (the last register lies in one byte: fb == 2)."""
@@ -363,7 +427,7 @@ def add_many(buf: bytearray, elements: list[bytes], max_bytes: int) -> int:
                     buf[pos + 1] = two >> 8
                     updated += 1
         else:
-            r = sparse_set(buf, index, count, max_bytes)
+            r = sparse_set(buf, index, count, max_bytes, None, marks)
             if r < 0:
                 return -1
             updated += r

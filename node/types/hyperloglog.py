@@ -8,7 +8,8 @@ change per grown register; PFMERGE always signals ``pfadd`` and counts one; PFCO
 with a stale cache writes the new cache back, counts one change and so replicates itself
 (without an event); PFDEBUG GETREG/TODENSE replicate a sparse -> dense conversion. Every
 command that unshares the string (all but PFCOUNT of several keys) leaves it "raw" for OBJECT
-ENCODING, as dbUnshareStringValue does.
+ENCODING, as dbUnshareStringValue does. PFADD on a sparse value walks from SparseMarks it kept
+for that very value object (``_MARKS``), not from the header; the bytes are the same.
 """
 
 from __future__ import annotations
@@ -47,6 +48,24 @@ def _max_bytes(c: Client) -> int:
     return int(c.server.config.values["hll-sparse-max-bytes"])
 
 
+# The SparseMarks of the sparse values PFADD stored last, by the value's id; the entry holds
+# the value itself, so an id can't be reused while it is here and `is` proves the marks
+# describe the value a key holds now. A few entries: one per hot key is what pays.
+_MARKS: dict[int, tuple[bytes, hll.SparseMarks]] = {}
+_MARKS_MAX = 16
+
+
+def _marks_of(v: bytes) -> hll.SparseMarks:
+    entry = _MARKS.pop(id(v), None)
+    return entry[1] if entry is not None and entry[0] is v else hll.SparseMarks()
+
+
+def _keep_marks(v: bytes, marks: hll.SparseMarks) -> None:
+    if len(_MARKS) >= _MARKS_MAX:
+        del _MARKS[next(iter(_MARKS))]
+    _MARKS[id(v)] = (v, marks)
+
+
 @command("pfadd")
 def pfadd(c: Client, argv: list[bytes]) -> bytes:
     db = c.db
@@ -58,7 +77,10 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
     else:
         buf = bytearray(_checked(old))
         updated = 0
-    r = hll.add_many(buf, argv[2:], _max_bytes(c))
+    marks = None
+    if buf[4] == hll.SPARSE:
+        marks = hll.SparseMarks() if old is None else _marks_of(old)
+    r = hll.add_many(buf, argv[2:], _max_bytes(c) if marks is not None else 0, marks)
     if r < 0:
         if old is not None and buf != old:
             # Redis has changed the string in place before it met the corruption: the
@@ -67,11 +89,15 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
             db.mark_raw(key)
         raise CommandError(INVALID_HLL)
     updated += r
+    stored = old
     if updated:
         buf[15] |= 0x80  # HLL_INVALIDATE_CACHE
-        db.set(key, bytes(buf), keep_ttl=True)
+        stored = bytes(buf)
+        db.set(key, stored, keep_ttl=True)
         db.notify(NOTIFY_STRING, b"pfadd", key)
         c.ks.dirty += updated
+    if marks is not None and stored is not None and buf[4] == hll.SPARSE:
+        _keep_marks(stored, marks)
     db.mark_raw(key)
     return ONE if updated else ZERO
 

@@ -24,6 +24,7 @@ from slotgate.node.core.keyspace import NOTIFY_GENERIC, NOTIFY_SET, is_strict_in
 from slotgate.node.types.typeutil import (
     Match,
     bulks,
+    check_picks,
     collection_scan,
     delete_emptied,
     parse_numkeys,
@@ -254,8 +255,8 @@ def srandmember(c: Client, argv: list[bytes]) -> bytes:
     if s is None or n == 0:
         return EMPTY_ARRAY
     if n < 0:
-        items = list(s)
-        return bulks(random.choice(items) for _ in range(-n))
+        check_picks(n)
+        return bulks(random.choices(list(s), k=-n))
     if n >= len(s):
         return bulks(ordered(s))
     return bulks(random.sample(list(s), n))

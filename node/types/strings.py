@@ -1,5 +1,5 @@
 """String commands: GET SET (all options) SETNX SETEX PSETEX MGET MSET MSETNX GETSET GETDEL GETEX
-APPEND STRLEN GETRANGE SUBSTR SETRANGE INCR DECR INCRBY DECRBY INCRBYFLOAT LCS.
+APPEND STRLEN GETRANGE SUBSTR SETRANGE INCR DECR INCRBY DECRBY INCRBYFLOAT (LCS: lcs.py).
 
 Strings are stored as ``bytes``. Replication rewrites follow Redis 7.0: relative expiries are
 propagated as absolute (``SET .. PXAT``, ``PEXPIREAT``), INCRBYFLOAT as ``SET .. KEEPTTL``.
@@ -33,7 +33,6 @@ from slotgate.protocol.resp import (
     bulk,
     format_long_double,
     integer,
-    map_header,
     to_long_double,
 )
 
@@ -502,93 +501,3 @@ def incrbyfloat(c: Client, argv: list[bytes]) -> bytes:
 
 
 _ = NOT_INTEGER  # re-exported for modules that parse like strings do
-
-
-@command("lcs")
-def lcs(c: Client, argv: list[bytes]) -> bytes:
-    """LCS, ported step for step from Redis 7.0 (its range walk included)."""
-    db = c.db
-    oa, ob = db.lookup_read(argv[1]), db.lookup_read(argv[2])
-    if (oa is not None and type(oa) is not bytes) or (ob is not None and type(ob) is not bytes):
-        raise CommandError("ERR The specified keys must contain string values")
-    a: bytes = oa or b""
-    b: bytes = ob or b""
-    getlen = getidx = withmatchlen = False
-    minmatchlen = 0
-    j = 3
-    while j < len(argv):
-        opt = argv[j].lower()
-        more = len(argv) - 1 - j
-        if opt == b"idx":
-            getidx = True
-        elif opt == b"len":
-            getlen = True
-        elif opt == b"withmatchlen":
-            withmatchlen = True
-        elif opt == b"minmatchlen" and more:
-            minmatchlen = max(0, parse_int(argv[j + 1]))
-            j += 1
-        else:
-            raise CommandError(SYNTAX)
-        j += 1
-    if getidx and getlen:
-        raise CommandError("ERR If you want both the length and indexes, please just use IDX.")
-    alen, blen = len(a), len(b)
-    width = blen + 1
-    table = [0] * ((alen + 1) * width)
-    for i in range(1, alen + 1):
-        ai = a[i - 1]
-        row, prev = i * width, (i - 1) * width
-        for jj in range(1, blen + 1):
-            if ai == b[jj - 1]:
-                table[row + jj] = table[prev + jj - 1] + 1
-            else:
-                up, left = table[prev + jj], table[row + jj - 1]
-                table[row + jj] = up if up > left else left
-    total = table[alen * width + blen]
-    idx = total
-    result = bytearray(total)
-    ranges: list[bytes] = []
-    arange_start, arange_end, brange_start, brange_end = alen, 0, 0, 0
-    i, jj = alen, blen
-    computelcs = getidx or not getlen
-    while computelcs and i > 0 and jj > 0:
-        emit = False
-        if a[i - 1] == b[jj - 1]:
-            result[idx - 1] = a[i - 1]
-            if arange_start == alen:
-                arange_start = arange_end = i - 1
-                brange_start = brange_end = jj - 1
-            elif arange_start == i and brange_start == jj:
-                arange_start -= 1
-                brange_start -= 1
-            else:
-                emit = True
-            if arange_start == 0 or brange_start == 0:
-                emit = True
-            idx -= 1
-            i -= 1
-            jj -= 1
-        else:
-            if table[(i - 1) * width + jj] > table[i * width + jj - 1]:
-                i -= 1
-            else:
-                jj -= 1
-            if arange_start != alen:
-                emit = True
-        match_len = arange_end - arange_start + 1
-        if emit:
-            if getidx and (minmatchlen == 0 or match_len >= minmatchlen):
-                item = (array_header(3 if withmatchlen else 2)
-                        + b"*2\r\n" + integer(arange_start) + integer(arange_end)
-                        + b"*2\r\n" + integer(brange_start) + integer(brange_end))
-                if withmatchlen:
-                    item += integer(match_len)
-                ranges.append(item)
-            arange_start = alen
-    if getidx:
-        return (map_header(2, c.resp) + bulk(b"matches") + array_header(len(ranges))
-                + b"".join(ranges) + bulk(b"len") + integer(total))
-    if getlen:
-        return integer(total)
-    return bulk(bytes(result))

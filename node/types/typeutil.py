@@ -107,12 +107,27 @@ def parse_random_count(argv: list[bytes], with_word: bytes) -> tuple[int, bool]:
     return n, with_it
 
 
+# A negative count repeats members, and Redis emits every one of them (SRANDMEMBER with a count
+# of -2**62 keeps redis-server busy for ever): ours refuses more picks than this, so that one
+# reply stays within a tenth of a second of work or so (docs/COMPATIBILITY.md).
+RANDOM_PICKS_MAX = 200_000
+TOO_MANY_PICKS = (f"ERR count is out of range: this server returns at most {RANDOM_PICKS_MAX} "
+                  "members with repetitions")
+
+
+def check_picks(n: int) -> None:
+    """SRANDMEMBER/ZRANDMEMBER/HRANDFIELD: refuse a negative count beyond RANDOM_PICKS_MAX."""
+    if n < -RANDOM_PICKS_MAX:
+        raise CommandError(TOO_MANY_PICKS)
+
+
 def random_positions(size: int, n: int, hashtable: bool) -> list[int]:
     """Positions out of ``size`` for a HRANDFIELD/ZRANDMEMBER count ``n`` (non-zero, below
     ``size``): for n < 0, -n uniform picks with repetition; else n distinct positions in order,
     shuffled for a count of 1 or a ``hashtable`` (skiplist) encoding, as Redis' reply is."""
     if n < 0:
-        return [random.randrange(size) for _ in range(-n)]
+        check_picks(n)
+        return random.choices(range(size), k=-n)
     picked = sorted(random.sample(range(size), n))
     if n == 1 or hashtable:
         random.shuffle(picked)

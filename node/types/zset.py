@@ -95,6 +95,22 @@ class SortedEntries:
         i, j = self._loc(pos)
         return self._lists[i][j]
 
+    def pick(self, positions: list[int]) -> list[Entry]:
+        """The entries at ``positions`` (any order, repeats allowed), in that order: one walk
+        over the chunks in position order instead of a chunk scan per position."""
+        out: list[Entry] = [None] * len(positions)  # type: ignore[list-item]
+        lists = self._lists
+        i = base = 0
+        end = len(lists[0]) if lists else 0
+        for k in sorted(range(len(positions)), key=positions.__getitem__):
+            p = positions[k]
+            while p >= end:
+                base = end
+                i += 1
+                end += len(lists[i])
+            out[k] = lists[i][p - base]
+        return out
+
     def index(self, e: Entry) -> int:
         """Rank (0-based) of ``e``, which must be present."""
         i = bisect_left(self._maxes, e)
@@ -163,9 +179,20 @@ class SortedEntries:
 
     def slice(self, start: int, stop: int) -> list[Entry]:
         """Entries ``[start, stop)`` in order."""
-        if start >= stop:
+        if start >= stop or start >= self._len:
             return []
-        return list(islice(self.iter_from(start), stop - start))
+        i, j = self._loc(start)
+        lists = self._lists
+        need = stop - start
+        out = lists[i][j : j + need]  # whole chunks are copied at C speed
+        need -= len(out)
+        last = len(lists) - 1
+        while need > 0 and i < last:
+            i += 1
+            chunk = lists[i][:need]
+            out += chunk
+            need -= len(chunk)
+        return out
 
     def __iter__(self) -> Iterator[Entry]:
         for lst in self._lists:

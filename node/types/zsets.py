@@ -578,8 +578,7 @@ def zrandmember(c: Client, argv: list[bytes]) -> bytes:
     size = len(z)
     if n >= size:  # the whole zset, walked from the tail as Redis does
         return emit(c, list(z.entries.iter_back_from(size - 1)), withscores)
-    ent = z.entries
-    return emit(c, [ent[i] for i in random_positions(size, n, z.big)], withscores)
+    return emit(c, z.entries.pick(random_positions(size, n, z.big)), withscores)
 
 
 # --- ZSCAN ----------------------------------------------------------------------------------

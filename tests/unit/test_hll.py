@@ -67,3 +67,42 @@ def test_estimate_of_an_empty_hll_is_zero_and_overflow_is_two_to_the_63() -> Non
     hist = [0] * 64
     hist[63] = hll.REGISTERS  # every register beyond what the estimator counts: z = 0
     assert hll.estimate(hist) == 1 << 63
+
+
+def _opcode_starts(buf: bytearray) -> dict[int, int]:
+    """position -> first register of every opcode of a sparse HLL, walked from the header."""
+    starts: dict[int, int] = {}
+    p, first = hll.HDR_SIZE, 0
+    while p < len(buf):
+        starts[p] = first
+        b = buf[p]
+        if not b & 0xC0:
+            span, oplen = (b & 0x3F) + 1, 1
+        elif b & 0x80:
+            span, oplen = (b & 3) + 1, 1
+        else:
+            span, oplen = hll._xzero_len(buf, p, len(buf)), 2
+        p += oplen
+        first += span
+    return starts
+
+
+def test_the_walk_marks_change_nothing_and_stay_true() -> None:
+    """PFADD's sparse sets from the marks give the bytes of the walk from the header, and
+    every mark names a real opcode start with its first register, all the way to dense."""
+    rng = random.Random(6)
+    for trial, max_bytes in enumerate((300, 3000, 3000, 6000)):
+        plain, marked = bytearray(hll.EMPTY_SPARSE), bytearray(hll.EMPTY_SPARSE)
+        marks = hll.SparseMarks()
+        step = 0
+        while marked[4] == hll.SPARSE:
+            elems = [rng.randbytes(rng.randrange(1, 12)) for _ in range(rng.choice([1, 1, 4]))]
+            assert hll.add_many(plain, elems, max_bytes) == hll.add_many(
+                marked, elems, max_bytes, marks)
+            assert plain == marked, (trial, step)
+            if step % 97 == 0 and marked[4] == hll.SPARSE:
+                starts = _opcode_starts(marked)
+                assert marks.pos == sorted(set(marks.pos))
+                assert all(starts.get(p) == f for p, f in zip(marks.pos, marks.first, strict=True))
+            step += 1
+        assert len(marks.pos) > 20 or max_bytes == 300  # the marks were kept, not just reset
