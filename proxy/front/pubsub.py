@@ -28,7 +28,7 @@ changes it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import hiredis
@@ -56,6 +56,7 @@ CONFIRMATIONS = {
 UNSUBSCRIBE_SETS = {b"unsubscribe": "channels", b"punsubscribe": "patterns",
                     b"sunsubscribe": "shard"}
 SHARD_COMMANDS = frozenset({b"ssubscribe", b"sunsubscribe"})
+LEAVING = frozenset({b"reset", b"quit"})  # end the subscriptions on the node first
 SUBSCRIBER_ALLOWED = frozenset(CONFIRMATIONS) | {b"ping", b"quit", b"reset"}
 CANT_EXECUTE = ("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
                 "QUIT / RESET are allowed in this context")
@@ -98,6 +99,7 @@ class Link:
         self.expected = 0
         self.answered = trio.Event()
         self.closed = False
+        self.swallow = 0  # replies the node owes that are the proxy's, not the client's
 
     def subscriptions(self) -> int:
         return sum(len(s) for s in self.sets.values())
@@ -113,9 +115,14 @@ class Link:
                     raise trio.BrokenResourceError(f"{self.node} closed the subscriber link")
                 framer.feed(data)
                 for type_byte, raw in framer.frames():
-                    s.write_raw(raw)
-                    if not self._is_message(type_byte, raw):
-                        self._answered_one()
+                    if self._is_message(type_byte, raw):
+                        s.write_raw(raw)
+                        continue
+                    if self.swallow:
+                        self.swallow -= 1
+                    else:
+                        s.write_raw(raw)
+                    self._answered_one()
                 s.flush_output()
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             if not self.closed:
@@ -146,9 +153,11 @@ class Link:
         if self.expected <= 0:
             self.answered.set()
 
-    async def forward(self, argv: list[bytes], replies: int) -> None:
-        """Send one command and wait until its ``replies`` non-message frames came back."""
+    async def forward(self, argv: list[bytes], replies: int, *, own: bool = False) -> None:
+        """Send one command and wait until its ``replies`` non-message frames came back
+        (``own``: they answer the proxy, not the client, and are not forwarded)."""
         self.expected = replies
+        self.swallow = replies if own else 0
         self.answered = trio.Event()
         await self.stream.send_all(_pack(argv))
         await self.answered.wait()
@@ -236,6 +245,30 @@ async def _run(s: RouteSession, argv: list[bytes], name: str) -> None:
 def command(s: RouteSession, argv: list[bytes], name: str) -> Awaitable[None]:
     """A subscribe-family command (any mode), or any command of a RESP2 subscriber."""
     return _run(s, argv, name)
+
+
+async def _leave(s: RouteSession, then: Callable[[], Awaitable[None] | None]) -> None:
+    await s.wait_idle(own=0)
+    link = s.sub.link
+    if link is not None:
+        # The node drops every subscription of the link and answers: from then on no
+        # PUBLISH counts or reaches them, before the client hears its RESET / QUIT answered.
+        try:
+            await link.forward([b"RESET"], 1, own=True)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the link is gone, and with it its subscriptions
+        if s.sub.link is link:
+            s.sub.link = None
+        await link.aclose()
+    pending = then()
+    if pending is not None:
+        await pending
+
+
+def leave(s: RouteSession, then: Callable[[], Awaitable[None] | None]) -> Awaitable[None]:
+    """RESET or QUIT of a subscriber: its subscriptions end on the node first, then ``then``
+    (the command itself) runs."""
+    return _leave(s, then)
 
 
 def refused_while_subscribed(s: RouteSession, name: bytes) -> bool:

@@ -448,6 +448,9 @@ class Session:
                 return None
             if pubsub.forwarded_ping(self, name):
                 return pubsub.command(self, argv, info.name)
+            if name in pubsub.LEAVING:
+                route = ROUTES[info.route]
+                return pubsub.leave(self, lambda: route(self, argv, info))
         return ROUTES[info.route](self, argv, info)
 
     # --- the interface route code uses (routes.RouteSession) ---------------------------------
