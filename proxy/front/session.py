@@ -292,7 +292,7 @@ class Session:
         mode = self.reply_mode
         if mode == clients.REPLY_ON or clients.answered_anyway(argv, mode):
             if mode == clients.REPLY_ON:
-                del self.dispatch
+                self.__dict__.pop("dispatch", None)  # the ordinary dispatch again
             return Session.dispatch(self, argv)
         if mode == clients.REPLY_SKIP:
             self.reply_mode = clients.REPLY_ON  # this request is the one skipped
