@@ -27,7 +27,7 @@ from slotgate.protocol.hello import valid_client_name
 from slotgate.protocol.resp import OK, bulk, encode_command, integer, null, verbatim
 from slotgate.proxy import errors
 from slotgate.proxy.routing.redirect import error_frame
-from slotgate.proxy.routing.router import Call
+from slotgate.proxy.routing.router import Call, Gather
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession as Session
@@ -184,8 +184,7 @@ def client_kill(s: Session, argv: list[bytes]) -> bytes:
     if len(argv) == 3:
         for c in _sessions(s):
             if c.peer.encode() == argv[2]:
-                _kill(s, me, c)
-                return OK
+                return _kill_all(s, me, [c], OK)
         return error_frame(errors.NO_SUCH_CLIENT)
     filters: dict[bytes, bytes] = {}
     skipme = True
@@ -219,9 +218,28 @@ def client_kill(s: Session, argv: list[bytes]) -> bytes:
         i += 2
     killed = [c for c in _sessions(s)
               if not (skipme and c is me) and all(_matches(c, o, v) for o, v in filters.items())]
+    return _kill_all(s, me, killed, integer(len(killed)))
+
+
+def _kill_all(s: Session, me: FullSession, killed: list[FullSession], reply: bytes) -> bytes:
+    """Close the ``killed`` clients; ``reply`` once a blocking command any of them had in
+    flight has ended on its node (as Redis frees a killed client at once, nothing pushed
+    after the reply can be popped for it)."""
+    waiting = [c.tx.blocked for c in killed if c.tx.blocked is not None]
     for c in killed:
-        _kill(s, me, c)
-    return integer(len(killed))
+        if c is me:
+            s.quit = True  # the reply is sent, then the connection closes (CLOSE_AFTER_REPLY)
+        else:
+            c.kill()
+    if not waiting:
+        return reply
+    slot = s.new_slot("client|kill")
+    gather = Gather(len(waiting), lambda replies: slot(reply))
+    for i, (node, node_client_id) in enumerate(waiting):
+        payload = encode_command(b"CLIENT", b"KILL", b"ID", str(node_client_id).encode())
+        s.router.send(Call(s.router, payload, -1, False, s.proto, s.id, gather.part(i),
+                           fixed_node=node))
+    return ANSWERED
 
 
 def _matches(c: FullSession, opt: bytes, value: bytes) -> bool:
@@ -234,13 +252,6 @@ def _matches(c: FullSession, opt: bytes, value: bytes) -> bool:
     if opt == b"laddr":
         return c.laddr.encode() == value
     return True  # user: every client is the default user's
-
-
-def _kill(s: Session, me: FullSession, c: FullSession) -> None:
-    if c is me:
-        s.quit = True  # the reply is sent, then the connection closes (CLOSE_AFTER_REPLY)
-    else:
-        c.kill()
 
 
 def client_unblock(s: Session, argv: list[bytes]) -> bytes | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ClusterBackend
+from tests.proxy import gaps
 from tests.support import (
     ManagedProcess,
     RawClient,
@@ -129,6 +130,39 @@ def test_connected_and_blocked_clients(pair: dict[str, ManagedProcess], proto: i
             seen.append(c.call("CLIENT", "UNBLOCK", str(wid)))  # no longer blocked
             seen.append(_field(c, "clients", "blocked_clients"))
             return seen
+    both(pair, script)
+
+
+def test_pubsub_counts_in_info_stats(pair: dict[str, ManagedProcess], request: pytest.FixtureRequest,
+                                     cluster_backend: ClusterBackend) -> None:
+    gaps.node_gap(request, cluster_backend, gaps.NO_PUBSUB_STATS)
+
+    def script(port: int) -> object:
+        with RawClient(port) as c, RawClient(port) as sub:
+            def counts() -> list[int]:
+                stats = _info(c, "stats")["Stats"]
+                return [int(stats[k]) for k in ("pubsub_channels", "pubsub_patterns")]
+            before = counts()
+            sub.call_frames("SUBSCRIBE", "ic1", "ic2", frames=2)
+            sub.call_frames("PSUBSCRIBE", "ic*", frames=1)
+            during = counts()
+            sub.call_frames("UNSUBSCRIBE", frames=2)
+            after = counts()
+            return ([d - b for d, b in zip(during, before, strict=True)],
+                    [a - b for a, b in zip(after, before, strict=True)])
+    both(pair, script)
+
+
+def test_killed_blocked_client_is_no_longer_blocked(pair: dict[str, ManagedProcess]) -> None:
+    def script(port: int) -> object:
+        with RawClient(port) as c, RawClient(port) as w:
+            wid = w.call("CLIENT", "ID")[1:-2].decode()
+            w.send("BLPOP", "{kb}nolist", "0")
+            wait_until(lambda: _field(c, "clients", "blocked_clients") == 1)
+            killed = c.call("CLIENT", "KILL", "ID", wid)
+            wait_until(lambda: _field(c, "clients", "blocked_clients") == 0)
+            c.call("RPUSH", "{kb}nolist", "x")
+            return killed, _closed(w), c.call("LPOP", "{kb}nolist")  # nothing was popped
     both(pair, script)
 
 

@@ -39,6 +39,35 @@ def _counts(port: int, leave: list[str], proto: int) -> list[bytes]:
     return got
 
 
+def _shard_counts(port: int, leave: str, run: str) -> list[object]:
+    got: list[object] = []
+    for i in range(ROUNDS):
+        ch = f"{{sh{run}{i}}}"
+        with RawClient(port) as sub, RawClient(port) as pub:
+            sub.call_frames("SSUBSCRIBE", f"{ch}a", f"{ch}b", frames=2)
+            got.append(pub.call("SPUBLISH", f"{ch}a", "m"))
+            sub.read()
+            if leave == "SUNSUBSCRIBE":
+                # The order in which a server walks its channels is its hash table's.
+                frames = sub.call_frames("SUNSUBSCRIBE", frames=2)
+                got.append((sorted(f[:f.rindex(b":")] for f in frames),
+                            sorted(f[f.rindex(b":"):] for f in frames)))
+            else:
+                got.append(sub.call(leave))
+            got.append(pub.call("SPUBLISH", f"{ch}a", "m"))
+    return got
+
+
+@pytest.mark.parametrize("leave", ["SUNSUBSCRIBE", "RESET", "QUIT"])
+def test_spublish_after_leaving_counts_nothing(slotgate: ManagedProcess,
+                                               redis_standalone: ManagedProcess,
+                                               leave: str) -> None:
+    run = uuid.uuid4().hex[:8]
+    want = _shard_counts(redis_standalone.port, leave, run)
+    assert want[0] == b":1\r\n" and want[-1] == b":0\r\n"
+    assert _shard_counts(slotgate.port, leave, run) == want
+
+
 @pytest.mark.parametrize("proto", [2, 3])
 @pytest.mark.parametrize("leave", [["UNSUBSCRIBE"], ["RESET"], ["QUIT"]],
                          ids=["unsubscribe", "reset", "quit"])
