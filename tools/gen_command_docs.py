@@ -75,6 +75,12 @@ NOTES: dict[str, str] = {
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
     "ssubscribe": "All shard channels of one client must live on one node.",
+    "subscribe": "Once answered, every later PUBLISH reaches and counts it; once an "
+                 "UNSUBSCRIBE, RESET or QUIT is answered, none does. Differences: a RESP3 "
+                 "subscriber's messages come over its link, apart from the replies to its other "
+                 "commands, so a message may follow the reply of a command sent after it was "
+                 "published; a client whose link was opened by SSUBSCRIBE on another node than "
+                 "the pub/sub home subscribes there, where PUBLISH does not count it.",
     "scan": "The cursor packs the master's index and that master's own cursor; a key present "
             "for the whole scan is returned at least once.",
     "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
@@ -85,7 +91,8 @@ NOTES: dict[str, str] = {
                    "form) over the proxy's clients.",
     "client|unblock": "Wakes a client blocked through the proxy: the node where its command "
                       "waits ends it with its own TIMEOUT or ERROR reply.",
-    "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (not inside MULTI).",
+    "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (pushes still arrive, "
+                    "as in Redis 7.0); refused inside MULTI.",
     "client|no-evict": "Accepted and shown as flag `e`; the proxy evicts no client.",
     "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
     "hello": "The proxy says `mode:standalone`; a RESP3 client gets RESP3 backend connections.",
@@ -174,8 +181,9 @@ Remaining differences, and why:
   Flags shown: `P`, `x`, `b`, `e` or `N`.
 - `blocked_clients` counts a client from the moment its blocking command is sent until its
   reply, whether or not the node had to block it.
-- `CLIENT REPLY OFF`/`SKIP` drop replies to requests, not the messages of a subscriber;
-  `CLIENT` subcommands about the client itself are refused inside MULTI (below).
+- `CLIENT REPLY OFF`/`SKIP` drop the replies to requests; a subscriber's confirmations and
+  messages still arrive, as Redis 7.0 sends pushes; `CLIENT` subcommands about the client
+  itself are refused inside MULTI (below).
 - Commandstats have no `usec`; `rejected_calls` is 0 (a refused call counts as failed).
 - With workers (`workers: N`), every value of the proxy's own is that of the worker the
   connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
@@ -196,7 +204,7 @@ transaction`. Redis queues every other command; the proxy refuses some of them a
 | `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
 | `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ..., CLIENT PAUSE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
-| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see |
+| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
 | a command whose own keys span slots | `-CROSSSLOT Keys in request don't hash to the same slot` | a transaction runs on one master |
 | commands whose keys are in different slots | the same `-CROSSSLOT`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 """

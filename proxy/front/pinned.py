@@ -46,9 +46,10 @@ QUEUED = b"+QUEUED\r\n"
 # Commands that act at once even inside MULTI (Redis' processCommand exceptions).
 OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 # Commands answered from the proxy's own client state: refused inside MULTI.
+# HELLO too: run by the node, it would change the protocol of the transaction's connection.
 OWN_STATE = frozenset({"client|id", "client|info", "client|list", "client|kill",
                        "client|unblock", "client|no-evict", "client|reply", "client|setname",
-                       "client|getname"})
+                       "client|getname", "hello"})
 
 
 class Transaction:

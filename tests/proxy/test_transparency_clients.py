@@ -306,6 +306,24 @@ def test_client_reply_off_on_skip(pair: dict[str, ManagedProcess], proto: int) -
     both(pair, script)
 
 
+def test_client_reply_off_keeps_a_subscribers_pushes(pair: dict[str, ManagedProcess]) -> None:
+    """Redis 7.0 sends pushes (confirmations, messages) even while replies are off."""
+    def script(port: int) -> object:
+        with _client(port, 3) as c, RawClient(port) as pub:
+            c.send("CLIENT", "REPLY", "OFF")
+            c.send("SUBSCRIBE", "quiet-ch")
+            wait_until(lambda: pub.call("PUBLISH", "quiet-ch", "unheard") == b":1\r\n")
+            c.send("CLIENT", "REPLY", "ON")
+            # The confirmation, the message and +OK (a message travels from its node apart
+            # from the replies: docs/COMMANDS.md).
+            out: list[object] = [sorted(c.read_frames(3))]
+            out.append(pub.call("PUBLISH", "quiet-ch", "heard"))
+            out.append(c.read())
+            out.append(c.call("UNSUBSCRIBE"))
+            return out
+    both(pair, script)
+
+
 def _enc(argv: list[str]) -> bytes:
     return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode())
                                               for a in argv)
