@@ -332,7 +332,8 @@ def _enc(argv: list[str]) -> bytes:
 # --- MULTI -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("proto", PROTOCOLS)
 @pytest.mark.parametrize("refused", [["SAVE"], ["SHUTDOWN"], ["SHUTDOWN", "NOSAVE"], ["SYNC"],
-                                     ["PSYNC", "?", "-1"]])
+                                     ["PSYNC", "?", "-1"], ["WATCH", "{mx}a"], ["MULTI"],
+                                     ["NOSUCHCOMMAND"], ["GET"], ["PING"]])
 def test_multi_refuses_as_redis(pair: dict[str, ManagedProcess], refused: list[str],
                                 proto: int) -> None:
     def script(port: int) -> object:
