@@ -339,7 +339,7 @@ def test_multi_refuses_as_redis(pair: dict[str, ManagedProcess], refused: list[s
     def script(port: int) -> object:
         with _client(port, proto) as c:
             return c.pipeline([["MULTI"], ["SET", "{mx}a", "1"], refused, ["GET", "{mx}a"],
-                               ["EXEC"], ["EXISTS", "{mx}a"]])
+                               ["EXEC"], ["EXISTS", "{mx}a"], ["DEL", "{mx}a"]])
     both(pair, script)
 
 
