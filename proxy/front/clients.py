@@ -223,9 +223,12 @@ def client_kill(s: Session, argv: list[bytes]) -> bytes:
 
 def _kill_all(s: Session, me: FullSession, killed: list[FullSession], reply: bytes) -> bytes:
     """Close the ``killed`` clients; ``reply`` once a blocking command any of them had in
-    flight has ended on its node (as Redis frees a killed client at once, nothing pushed
-    after the reply can be popped for it)."""
+    flight has ended on its node, and their subscriber links are gone there (as Redis frees a
+    killed client at once: nothing pushed after the reply is popped for it, no PUBLISH after
+    it counts it)."""
     waiting = [c.tx.blocked for c in killed if c.tx.blocked is not None]
+    waiting += [(link.node, link.node_client_id) for c in killed
+                if (link := c.sub.link) is not None and link.node_client_id]
     for c in killed:
         if c is me:
             s.quit = True  # the reply is sent, then the connection closes (CLOSE_AFTER_REPLY)

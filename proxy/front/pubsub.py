@@ -61,6 +61,7 @@ SUBSCRIBER_ALLOWED = frozenset(CONFIRMATIONS) | {b"ping", b"quit", b"reset"}
 CANT_EXECUTE = ("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
                 "QUIT / RESET are allowed in this context")
 PUBSUB_HOME_SLOT = 0
+_CLIENT_ID = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n"
 NOT_ONE_NODE = "ERR slotgate: a client's shard channels must all live on one node"
 
 
@@ -100,6 +101,7 @@ class Link:
         self.answered = trio.Event()
         self.closed = False
         self.swallow = 0  # replies the node owes that are the proxy's, not the client's
+        self.node_client_id = 0  # the link's client id on its node
 
     def subscriptions(self) -> int:
         return sum(len(s) for s in self.sets.values())
@@ -192,15 +194,24 @@ async def _open_link(s: RouteSession, node: str) -> Link:
     host, _, port = node.rpartition(":")
     with trio.fail_after(s.settings.connect_timeout_ms / 1000):
         stream = await trio.open_tcp_stream(host, int(port))
-        if s.proto == 3:
-            await stream.send_all(HELLO3)
-            framer = ReplyFramer()
-            while framer.next_frame() is None:
-                data = await stream.receive_some(RECV_BUFFER_BYTES)
-                if not data:
-                    raise trio.BrokenResourceError(f"{node} closed the connection")
-                framer.feed(data)
-    return Link(s, node, stream)
+        # The link's client id on its node (for CLIENT KILL of this client), and RESP3 if
+        # the client speaks it: both answered before the link is used.
+        await stream.send_all(_CLIENT_ID + (HELLO3 if s.proto == 3 else b""))
+        framer = ReplyFramer()
+        frames: list[tuple[int, bytes]] = []
+        while len(frames) < (2 if s.proto == 3 else 1):
+            frame = framer.next_frame()
+            if frame is not None:
+                frames.append(frame)
+                continue
+            data = await stream.receive_some(RECV_BUFFER_BYTES)
+            if not data:
+                raise trio.BrokenResourceError(f"{node} closed the connection")
+            framer.feed(data)
+    link = Link(s, node, stream)
+    raw = frames[0][1]
+    link.node_client_id = int(raw[1:-2]) if raw[:1] == b":" else 0
+    return link
 
 
 async def _run(s: RouteSession, argv: list[bytes], name: str) -> None:

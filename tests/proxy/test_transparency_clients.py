@@ -166,6 +166,25 @@ def test_killed_blocked_client_is_no_longer_blocked(pair: dict[str, ManagedProce
     both(pair, script)
 
 
+@pytest.mark.parametrize("proto", PROTOCOLS)
+def test_killed_subscriber_is_counted_by_no_publish(pair: dict[str, ManagedProcess],
+                                                   proto: int) -> None:
+    def script(port: int) -> object:
+        out = []
+        for kill in (["TYPE", "pubsub"], ["SKIPME", "yes"]):
+            with RawClient(port) as c, _client(port, proto) as sub:
+                sub.call_frames("SUBSCRIBE", "kch", frames=1)
+                sub.call_frames("PSUBSCRIBE", "kc*", frames=1)
+                out.append(c.call("PUBLISH", "kch", "m"))
+                out.append(c.call("CLIENT", "KILL", *kill))
+                out.append(c.call("PUBLISH", "kch", "m"))
+        with RawClient(port) as c:
+            out.append(c.call("CLIENT", "KILL", _text(c.call("CLIENT", "INFO")).split(" ")[1][5:]))
+            out.append(c.read_until_closed())  # +OK, then the connection closes
+        return out
+    both(pair, script)
+
+
 def test_keyspace_hits_and_errorstats(pair: dict[str, ManagedProcess]) -> None:
     def script(port: int) -> object:
         with RawClient(port) as c:
