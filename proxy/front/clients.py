@@ -112,14 +112,17 @@ def info_line(c: FullSession, now_s: float, cmd: str | None = None) -> str:
     sub, psub, ssub = (0, 0, 0) if link is None else (
         len(link.sets["channels"]), len(link.sets["patterns"]), len(link.sets["shard"]))
     queued = c.tx.queued
-    idle_s = int(time.perf_counter() - c.last_s) if cmd is None else 0
+    last_s, last_cmd = c.last_s, c.last_cmd
+    if c.tx.blocked is not None and c.slots:  # the blocking command is the oldest unanswered
+        last_s, last_cmd = c.slots[0].start_s, c.slots[0].name
+    idle_s = int(time.perf_counter() - last_s) if cmd is None else 0
     return (
         f"id={c.id} addr={c.peer} laddr={c.laddr} fd={c.fd} "
         f"name={(c.name or b'').decode('utf-8', 'replace')} "
         f"age={int(now_s - c.created_s)} idle={idle_s} flags={flags(c)} db=0 "
         f"sub={sub} psub={psub} ssub={ssub} multi={-1 if queued is None else len(queued)} "
         f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
-        f"events=r cmd={cmd or c.last_cmd} user=default redir=-1 resp={c.proto}\n"
+        f"events=r cmd={cmd or last_cmd} user=default redir=-1 resp={c.proto}\n"
     )
 
 

@@ -159,10 +159,12 @@ def test_killed_blocked_client_is_no_longer_blocked(pair: dict[str, ManagedProce
             wid = w.call("CLIENT", "ID")[1:-2].decode()
             w.send("BLPOP", "{kb}nolist", "0")
             wait_until(lambda: _field(c, "clients", "blocked_clients") == 1)
+            line = _text(c.call("CLIENT", "LIST", "ID", wid))
+            shown = [f" {f} " in line for f in ("flags=b", "cmd=blpop", "idle=0")]
             killed = c.call("CLIENT", "KILL", "ID", wid)
             wait_until(lambda: _field(c, "clients", "blocked_clients") == 0)
             c.call("RPUSH", "{kb}nolist", "x")
-            return killed, _closed(w), c.call("LPOP", "{kb}nolist")  # nothing was popped
+            return shown, killed, _closed(w), c.call("LPOP", "{kb}nolist")  # nothing popped
     both(pair, script)
 
 
