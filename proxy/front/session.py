@@ -301,12 +301,13 @@ class Session:
         hold = ReplySlot(self, "", 0.0)
         slots = self.slots
         slots.append(hold)
-        first = len(slots)
         try:
             return Session.dispatch(self, argv)
         finally:
-            for i in range(first, len(slots)):
-                self._quiet.add(slots[i])
+            for slot in reversed(slots):  # the slots this request took, after the hold
+                if slot is hold:
+                    break
+                self._quiet.add(slot)
             hold.data = b""
             if slots and slots[0] is hold:
                 self.flush_ready()

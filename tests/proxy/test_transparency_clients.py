@@ -315,13 +315,16 @@ def test_client_reply_off_on_skip(pair: dict[str, ManagedProcess], proto: int) -
         with _client(port, proto) as c:
             c.send_raw(b"".join(_enc(a) for a in (
                 ["CLIENT", "REPLY", "OFF"], ["SET", "{rp}a", "1"], ["GET", "{rp}a"], ["NOSUCH"],
+                ["MGET", "rp-x1", "rp-y2", "rp-z3"], ["DBSIZE"], ["EXISTS", "rp-x1", "rp-y2"],
                 ["CLIENT", "REPLY", "SKIP"], ["MGET", "{rp}a", "{rp}b"],
                 ["CLIENT", "REPLY", "ON"], ["GET", "{rp}a"],
+                ["CLIENT", "REPLY", "SKIP"], ["MGET", "rp-x1", "rp-y2"],
+                ["EXISTS", "rp-x1", "rp-y2", "rp-z3"],
                 ["CLIENT", "REPLY", "SKIP"], ["GET", "{rp}a"], ["PING", "after-skip"],
                 ["CLIENT", "REPLY", "SKIP"], ["CLIENT", "REPLY", "ON"],
                 ["CLIENT", "REPLY", "OFF"], ["BLPOP", "{rp}l", "0.01"], ["RESET"],
                 ["DEL", "{rp}a"])))
-            out: list[object] = list(c.read_frames(6))
+            out: list[object] = list(c.read_frames(7))
             out.append(c.nothing_pending(0.3))
             return out
     both(pair, script)
