@@ -57,6 +57,9 @@ class ServerStats:
         self.connections_received = 0
         self.rejected_connections = 0
         self.error_replies: Counter[bytes] = Counter()  # error code -> replies the proxy gave
+        # command name ("other": unknown) -> requests refused before they could run (unknown
+        # command, arity, not allowed here): Redis counts them as rejected, not as calls.
+        self.rejected: Counter[str] = Counter()
         # (monotonic seconds, commands processed) at the last two samples, for ops/sec.
         self._samples: list[tuple[float, int]] = []
 
@@ -65,6 +68,9 @@ class ServerStats:
         end = raw.find(b" ")
         code = raw[1:end] if end > 0 else raw[1:].rstrip(b"\r\n")
         self.error_replies[code[:64]] += 1
+
+    def reject(self, name: str) -> None:
+        self.rejected[name] += 1
 
     def uptime_s(self) -> int:
         return int(time.monotonic() - self.started_monotonic_s)

@@ -113,7 +113,7 @@ def _persistence_rule(key: bytes, values: list[bytes]) -> bytes:
 
 def _stats(s: Session, parts: list[Fields]) -> Fields:
     stats = s.proxy.stats
-    commands = s.metrics.commands_total
+    commands = s.metrics.commands_total - sum(stats.rejected.values())
     own = {
         b"total_connections_received": stats.connections_received,
         b"total_commands_processed": commands,
@@ -171,17 +171,24 @@ def _cpu() -> Fields:
 
 
 def _commandstats(s: Session) -> Fields:
+    """Per command: calls that ran (ok or failed) and calls rejected before running; unknown
+    commands have no line, as in Redis."""
     counts: dict[tuple[str, str], int] = getattr(s.metrics, "command_counts", {})
+    rejected = s.proxy.stats.rejected
     calls: dict[str, list[int]] = {}
     for (name, result), n in counts.items():
-        if n:
+        if n and name != "other":
             entry = calls.setdefault(name, [0, 0])
             entry[0] += n
             if result != "ok":
                 entry[1] += n
-    return [(b"cmdstat_" + name.encode(),
-             b"calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=%d" % (n, failed))
-            for name, (n, failed) in calls.items()]
+    out = []
+    for name, (n, errors_n) in calls.items():
+        refused = rejected.get(name, 0)
+        out.append((b"cmdstat_" + name.encode(),
+                    b"calls=%d,usec=0,usec_per_call=0.00,rejected_calls=%d,failed_calls=%d"
+                    % (n - refused, refused, errors_n - refused)))
+    return out
 
 
 def _errorstats(s: Session) -> Fields:

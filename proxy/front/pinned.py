@@ -94,8 +94,12 @@ def reset(s: RouteSession) -> None:
         s.router.nursery.start_soon(watch.aclose)
 
 
-def _refuse(s: RouteSession, name: str, raw: bytes) -> None:
+def _refuse(s: RouteSession, name: str, raw: bytes, rejected: bool = False) -> None:
+    """Refuse a command at queue time: EXEC will abort. ``rejected``: refused before it
+    could run, as Redis' processCommand does (unknown, arity, no-multi): not a call."""
     s.tx.doomed = True
+    if rejected:
+        s.proxy.stats.reject(name)
     s.reply(name, raw)
 
 
@@ -103,13 +107,14 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     """A command inside MULTI: checked now, run at EXEC."""
     info = lookup(argv)
     if info is None:
-        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n")
+        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n", rejected=True)
         return
     if not arity_ok(info, len(argv)):
-        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)),
+                rejected=True)
         return
     if "no_multi" in info.flags:
-        _refuse(s, info.name, error_frame(errors.NO_MULTI))
+        _refuse(s, info.name, error_frame(errors.NO_MULTI), rejected=True)
         return
     if info.name in OWN_STATE:
         # They answer or change the proxy's own state, which a node inside the transaction

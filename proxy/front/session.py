@@ -503,14 +503,17 @@ class Session:
             if reply is not None:
                 self.reply("other", reply)
                 return None
+            self.stats.reject("other")
             self.reply("other", b"-" + unknown_command_error(argv) + b"\r\n")
             return None
         if not arity_ok(info, len(argv)):
+            self.stats.reject(info.name)
             self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
             return None
         if self.sub.link is not None:
             name = argv[0].lower()
             if pubsub.refused_while_subscribed(self, name):
+                self.stats.reject(info.name)
                 self.reply(info.name, error_frame(pubsub.CANT_EXECUTE.format(name=info.name)))
                 return None
             if pubsub.forwarded_ping(self, name):

@@ -190,20 +190,30 @@ def test_killed_subscriber_is_counted_by_no_publish(pair: dict[str, ManagedProce
 def test_keyspace_hits_and_errorstats(pair: dict[str, ManagedProcess]) -> None:
     def script(port: int) -> object:
         with RawClient(port) as c:
-            before = _info(c, "stats", "errorstats")
+            before = _info(c, "stats", "errorstats", "commandstats")
             c.call("SET", "{ks}a", "1")
             c.call("GET", "{ks}a")
             c.call("GET", "{ks}missing")
-            c.call("LPUSH", "{ks}a", "x")  # WRONGTYPE
-            c.call("NOSUCHCOMMAND")
-            after = _info(c, "stats", "errorstats")
+            c.call("LPUSH", "{ks}a", "x")  # WRONGTYPE: a failed call
+            c.call("NOSUCHCOMMAND")  # rejected, and no command's
+            c.call("GET")  # rejected: arity
+            after = _info(c, "stats", "errorstats", "commandstats")
             delta = {k: int(after["Stats"][k]) - int(before["Stats"][k])
-                     for k in ("keyspace_hits", "keyspace_misses", "total_error_replies")}
+                     for k in ("keyspace_hits", "keyspace_misses", "total_error_replies",
+                               "total_commands_processed")}
             errors = {k: int(v.split("=")[1]) - int(
                 before["Errorstats"].get(k, "count=0").split("=")[1])
                 for k, v in after["Errorstats"].items()}
             c.call("DEL", "{ks}a")
-            return delta, {k: v for k, v in errors.items() if v}
+
+            def calls(info: dict[str, dict[str, str]], name: str) -> list[int]:
+                line = info["Commandstats"].get(f"cmdstat_{name}", "")
+                fields = dict(p.split("=") for p in line.split(",") if p)
+                return [int(fields.get(k, 0)) for k in ("calls", "rejected_calls", "failed_calls")]
+            stats = {name: [a - b for a, b in zip(calls(after, name), calls(before, name),
+                                                  strict=True)]
+                     for name in ("get", "set", "lpush", "nosuchcommand")}
+            return delta, {k: v for k, v in errors.items() if v}, stats
     both(pair, script)
 
 
