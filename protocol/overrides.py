@@ -122,6 +122,10 @@ OVERRIDES: dict[str, Row] = {
     "client|id": _PROXY,
     "client|info": _PROXY,
     "client|list": _PROXY,
+    "client|kill": _PROXY,
+    "client|unblock": _PROXY,
+    "client|no-evict": _PROXY,
+    "client|reply": _PROXY,
     "cluster|keyslot": _PROXY,
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,

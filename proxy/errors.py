@@ -24,6 +24,18 @@ from slotgate.protocol.errors import WATCH_IN_MULTI as WATCH_IN_MULTI
 from slotgate.protocol.errors import WRONG_ARITY as WRONG_ARITY
 from slotgate.protocol.errors import WRONGPASS as WRONGPASS
 
+# Redis' words for a command flagged no-multi (SAVE, SHUTDOWN, SYNC, PSYNC) inside MULTI.
+NO_MULTI = "ERR Command not allowed inside a transaction"
+# Redis' CLIENT errors.
+NO_SUCH_CLIENT = "ERR No such client"
+CLIENT_ID_POSITIVE = "ERR client-id should be greater than 0"
+INVALID_CLIENT_ID = "ERR Invalid client ID"
+UNKNOWN_CLIENT_TYPE = "ERR Unknown client type '{type}'"
+NO_SUCH_USER = "ERR No such user '{user}'"
+UNBLOCK_REASON = "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"
+CLIENT_SUBCOMMAND = ("ERR unknown subcommand or wrong number of arguments for '{sub}'. "
+                     "Try CLIENT HELP.")
+
 MULTI_NESTED = NESTED_MULTI  # the name the transaction code uses
 
 # The proxy's own errors.

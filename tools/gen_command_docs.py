@@ -58,7 +58,8 @@ MERGE_TEXT: dict[str, str] = {
     "and": "element-wise AND of the 0/1 arrays",
     "concat": "arrays concatenated",
     "scan": "one cursor walks the masters one after another",
-    "info": "first master's INFO, keyspace summed over all masters, plus a `# Proxy` section",
+    "info": "the proxy's own server facts, the masters' combined (see [below]"
+            "(#the-proxys-own-server-facts)), plus a `# Proxy` section",
     "any": "the first non-null reply",
 }
 
@@ -80,12 +81,25 @@ NOTES: dict[str, str] = {
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
     "ssubscribe": "All shard channels of one client must live on one node.",
+    "subscribe": "Once answered, every later PUBLISH reaches and counts it; once an "
+                 "UNSUBSCRIBE, RESET or QUIT is answered, none does. Differences: a RESP3 "
+                 "subscriber's messages come over its link, apart from the replies to its other "
+                 "commands, so a message may follow the reply of a command sent after it was "
+                 "published; a client whose link was opened by SSUBSCRIBE on another node than "
+                 "the pub/sub home subscribes there, where PUBLISH does not count it.",
     "scan": "The cursor packs the master's index and that master's own cursor; a key present "
             "for the whole scan is returned at least once.",
     "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
     "select": "Only database 0, as a cluster node.",
     "readonly": "Accepted; reads still go to masters.",
-    "client|list": "Shows only the calling connection.",
+    "client|list": "Every client of the proxy (of its worker), in Redis' line format.",
+    "client|kill": "Every filter of 7.0 (ID, TYPE, USER, ADDR, LADDR, SKIPME, the old addr "
+                   "form) over the proxy's clients.",
+    "client|unblock": "Wakes a client blocked through the proxy: the node where its command "
+                      "waits ends it with its own TIMEOUT or ERROR reply.",
+    "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (pushes still arrive, "
+                    "as in Redis 7.0); refused inside MULTI.",
+    "client|no-evict": "Accepted and shown as flag `e`; the proxy evicts no client.",
     "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
     "hello": "The proxy says `mode:standalone` (`mode:cluster` with cluster emulation on); a "
              "RESP3 client gets RESP3 backend connections.",
@@ -159,10 +173,67 @@ How the slotgate proxy handles every command of Redis {REDIS_VERSION}'s command 
 Common to all routes: an unknown command gets Redis' unknown-command error and a wrong
 argument count Redis' arity error, both without a round trip; `MOVED` and `ASK` are followed
 by the proxy and never reach the client, `TRYAGAIN`/`CLUSTERDOWN`/`LOADING` are retried until
-the request's deadline (docs/PROXY.md). Inside `MULTI`, `all_masters` and `all_nodes`
-commands are refused (`-ERR slotgate: '<name>' cannot run inside MULTI through the proxy`:
-on one node they would be silently partial), `pubsub` and `unsupported` ones get their usual
-refusal, and `split` commands must have all their keys in one slot.
+the request's deadline (docs/PROXY.md). Inside `MULTI`: see
+[Inside MULTI](#inside-multi).
+"""
+
+OWN_FACTS = """\
+## The proxy's own server facts
+
+What a server says about itself is, through the proxy, the proxy's own: `CLIENT ID`, `LIST`,
+`INFO`, `KILL`, `UNBLOCK`, `SETNAME`/`GETNAME`, `REPLY`, `NO-EVICT` act on the proxy's client
+connections, with redis-server 7.0.15's line format, argument rules and errors (7.0 has no
+`MAXAGE` filter: a syntax error, as there). INFO keeps 7.0.15's sections, fields and order:
+
+| section | through the proxy |
+|---|---|
+| Server | the first master's, with the proxy's `process_id`, `run_id`, `tcp_port`, `server_time_usec`, `uptime_in_seconds`/`_days`, `executable`, `config_file` (empty) and `redis_mode:standalone` |
+| Clients | the proxy's: `connected_clients`, `maxclients` (`max_clients`), `blocked_clients` (clients waiting in a blocking command through the proxy); the buffer and tracking fields are 0 |
+| Memory | integer fields summed over the masters, `*_human` recomputed from the sum; ratios, percentages and names are the first master's |
+| Persistence | a status is `ok` only if every master's is; `loading`, `*_in_progress`, `*_scheduled`, `aof_enabled`, `*_time_sec`: the largest; `rdb_last_save_time`: the oldest; other integers summed |
+| Stats | the proxy's: `total_connections_received`, `total_commands_processed` (rejected requests not counted, as in Redis), `instantaneous_ops_per_sec` (between two INFO calls at least 100 ms apart), `rejected_connections`, `total_error_replies`; every other integer summed over the masters (`keyspace_hits`/`misses`, expired and evicted keys, pub/sub channels, net bytes ...) |
+| Replication, Modules | the first master's |
+| CPU | the proxy process' own (getrusage) |
+| Commandstats | counted by the proxy: `calls`, `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command; `usec` is 0 |
+| Errorstats | the error replies the proxy sent, by their first word |
+| Latencystats | empty |
+| Cluster | `cluster_enabled:0` |
+| Keyspace | keys and expires summed per database, `avg_ttl` weighted by keys |
+
+Remaining differences, and why:
+- CLIENT LIST's `qbuf`, `qbuf-free`, `argv-mem`, `multi-mem`, `rbs`, `rbp`, `obl`, `oll`,
+  `omem`, `tot-mem` are 0 and `events` is `r`: the proxy keeps no such per-client buffers.
+  Flags shown: `P`, `x`, `b`, `e` or `N`.
+- `blocked_clients` counts a client from the moment its blocking command is sent until its
+  reply, whether or not the node had to block it.
+- `CLIENT REPLY OFF`/`SKIP` drop the replies to requests; a subscriber's confirmations and
+  messages still arrive, as Redis 7.0 sends pushes; `CLIENT` subcommands about the client
+  itself are refused inside MULTI (below).
+- Commandstats have no `usec` (the proxy keeps one latency histogram for all commands, on
+  /metrics); a command refused by the proxy's own routing (CROSSSLOT, a refused row) counts
+  as a failed call, where a server would have run it.
+- With workers (`workers: N`), every value of the proxy's own is that of the worker the
+  connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
+  (docs/PROXY.md "Workers"); combined values are on /metrics.
+"""
+
+IN_MULTI = """\
+## Inside MULTI
+
+Like redis-server 7.0.15: an unknown command or a wrong argument count is refused at once and
+`EXEC` then answers `-EXECABORT Transaction discarded because of previous errors.`; so are
+`SAVE`, `SHUTDOWN`, `SYNC` and `PSYNC`, with Redis' own `-ERR Command not allowed inside a
+transaction`. Redis queues every other command; the proxy refuses some of them at queue time
+(the transaction then ends in `EXECABORT`, as for Redis' own refusals):
+
+| commands | proxy's error | why |
+|---|---|---|
+| `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
+| `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ..., CLIENT PAUSE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
+| `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
+| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
+| a command whose own keys span slots | `-CROSSSLOT Keys in request don't hash to the same slot` | a transaction runs on one master |
+| commands whose keys are in different slots | the same `-CROSSSLOT`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 """
 
 MSETNX = """\
@@ -198,6 +269,8 @@ def render() -> str:
         out.append(f"| `{route}` | {counts.get(route, 0)} | {ROUTE_TEXT[route]} |")
     out.append(f"\n{len(rows)} commands and subcommands in all.\n")
     out.append(MSETNX)
+    out.append(OWN_FACTS)
+    out.append(IN_MULTI)
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")
     out.append("|---|---|---|---|")

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from slotgate.protocol import commands
 from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
-from slotgate.protocol.resp import OK, array, bulk, error, integer, null, verbatim
+from slotgate.protocol.resp import OK, array, bulk, error, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front import pinned, pubsub
+from slotgate.proxy.front import clients, pinned, pubsub
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -22,8 +22,15 @@ if TYPE_CHECKING:
         RouteSession as Session,  # the session as route code sees it
     )
 
-# A handler returns the reply frame, or None: "not mine after all, forward to one master".
+# A handler returns the reply frame, or None: "not mine after all, forward to one master",
+# or ANSWERED / SWITCHED (clients.py): it answered by itself.
 Handler = Callable[["Session", list[bytes]], bytes | None]
+ANSWERED = clients.ANSWERED
+SWITCHED = clients.SWITCHED
+
+
+async def resume() -> None:
+    """Nothing to wait for: the session's next request is read after this one's effect."""
 
 
 
@@ -84,6 +91,7 @@ def reset(s: Session, argv: list[bytes]) -> bytes:
     pubsub.reset(s)
     s.proto = 2
     s.name = None
+    clients.reset(s)
     return b"+RESET\r\n"
 
 
@@ -99,42 +107,6 @@ def select(s: Session, argv: list[bytes]) -> bytes:
 
 def readonly(s: Session, argv: list[bytes]) -> bytes:
     return OK
-
-
-def client_setname(s: Session, argv: list[bytes]) -> bytes:
-    name = argv[2]
-    if not valid_client_name(name):
-        return error_frame(errors.CLIENT_NAME_CHARS)
-    s.name = name or None
-    return OK
-
-
-def client_getname(s: Session, argv: list[bytes]) -> bytes:
-    return null(s.proto) if s.name is None else bulk(s.name)
-
-
-def client_id(s: Session, argv: list[bytes]) -> bytes:
-    return integer(s.id)
-
-
-def _client_line(s: Session) -> bytes:
-    name = (s.name or b"").decode("utf-8", "replace")
-    flags = "x" if s.tx.queued is not None else "N"
-    return (
-        f"id={s.id} addr={s.peer} laddr={s.proxy.listen_address} fd=-1 name={name} age=0 "
-        f"idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 "
-        f"argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r "
-        f"cmd=client|info user=default redir=-1 resp={s.proto}\n"
-    ).encode()
-
-
-def client_info(s: Session, argv: list[bytes]) -> bytes:
-    return verbatim(_client_line(s), proto=s.proto)
-
-
-def client_list(s: Session, argv: list[bytes]) -> bytes:
-    # Only this connection: the proxy does not expose other clients.
-    return verbatim(_client_line(s), proto=s.proto)
 
 
 def client_setinfo(s: Session, argv: list[bytes]) -> bytes:
@@ -196,11 +168,7 @@ HANDLERS: dict[str, Handler] = {
     "command|docs": command_docs,
     "command|list": command_list,
     "command|getkeys": command_getkeys,
-    "client|setname": client_setname,
-    "client|getname": client_getname,
-    "client|id": client_id,
-    "client|info": client_info,
-    "client|list": client_list,
+    **clients.HANDLERS,
     "cluster|keyslot": cluster_keyslot,
 }
 

@@ -45,6 +45,11 @@ OK = b"+OK\r\n"
 QUEUED = b"+QUEUED\r\n"
 # Commands that act at once even inside MULTI (Redis' processCommand exceptions).
 OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
+# Commands answered from the proxy's own client state: refused inside MULTI.
+# HELLO too: run by the node, it would change the protocol of the transaction's connection.
+OWN_STATE = frozenset({"client|id", "client|info", "client|list", "client|kill",
+                       "client|unblock", "client|no-evict", "client|reply", "client|setname",
+                       "client|getname", "hello"})
 
 
 class Transaction:
@@ -54,15 +59,18 @@ class Transaction:
     ``queued``: the commands of an open MULTI (None outside MULTI); ``doomed``: a command was
     refused while queuing, so EXEC aborts (Redis' ``CLIENT_DIRTY_EXEC``); ``watch``: the
     connection WATCH pinned to the watched keys' master; ``direct``: connections by node for
-    blocking commands and unwatched transactions."""
+    blocking commands and unwatched transactions; ``node_ids``: the node's own client id of
+    each (for CLIENT UNBLOCK); ``blocked``: (node, that id) while a blocking command waits."""
 
-    __slots__ = ("queued", "doomed", "watch", "direct")
+    __slots__ = ("queued", "doomed", "watch", "direct", "node_ids", "blocked")
 
     def __init__(self) -> None:
         self.queued: list[list[bytes]] | None = None
         self.doomed = False
         self.watch: DirectConnection | None = None
         self.direct: dict[str, DirectConnection] = {}
+        self.node_ids: dict[str, tuple[DirectConnection, int]] = {}
+        self.blocked: tuple[str, int] | None = None
 
     async def aclose(self) -> None:
         """The client is gone: close its connections."""
@@ -70,6 +78,7 @@ class Transaction:
         if self.watch is not None:
             conns.append(self.watch)
         self.direct.clear()
+        self.node_ids.clear()
         self.watch = None
         for conn in conns:
             await conn.aclose()
@@ -85,8 +94,12 @@ def reset(s: RouteSession) -> None:
         s.router.nursery.start_soon(watch.aclose)
 
 
-def _refuse(s: RouteSession, name: str, raw: bytes) -> None:
+def _refuse(s: RouteSession, name: str, raw: bytes, rejected: bool = False) -> None:
+    """Refuse a command at queue time: EXEC will abort. ``rejected``: refused before it
+    could run, as Redis' processCommand does (unknown, arity, no-multi): not a call."""
     s.tx.doomed = True
+    if rejected:
+        s.proxy.stats.reject(name)
     s.reply(name, raw)
 
 
@@ -94,10 +107,19 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     """A command inside MULTI: checked now, run at EXEC."""
     info = lookup(argv)
     if info is None:
-        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n")
+        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n", rejected=True)
         return
     if not arity_ok(info, len(argv)):
-        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)),
+                rejected=True)
+        return
+    if "no_multi" in info.flags:
+        _refuse(s, info.name, error_frame(errors.NO_MULTI), rejected=True)
+        return
+    if info.name in OWN_STATE:
+        # They answer or change the proxy's own state, which a node inside the transaction
+        # cannot see; forwarded, they would act on the node's connection.
+        _refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
     if info.route in ("pubsub", "unsupported"):
         _refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
@@ -293,11 +315,27 @@ TRANSACTION: dict[str, Callable[[RouteSession, list[bytes]], Awaitable[None] | N
 }
 
 
+async def _blocking_conn(s: RouteSession, node: str) -> DirectConnection:
+    """The blocking command's connection to ``node``, its node-side client id known."""
+    tx = s.tx
+    conn = await _direct(s, node)
+    known = tx.node_ids.get(node)
+    if known is None or known[0] is not conn:
+        raw = (await conn.roundtrip(encode_command(b"CLIENT", b"ID"), 1))[0][1]
+        known = tx.node_ids[node] = (conn, int(raw[1:-2]) if raw[:1] == b":" else 0)
+    tx.blocked = (node, known[1])
+    return conn
+
+
 async def _blocking(s: RouteSession, argv: list[bytes], info: CommandInfo, slot: int,
                     reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
-    reply_slot(await _on_owner(s, slot, encode_command(*argv), 1, "readonly" in info.flags,
-                               partial(_direct, s)))
+    try:
+        reply = await _on_owner(s, slot, encode_command(*argv), 1, "readonly" in info.flags,
+                                partial(_blocking_conn, s))
+    finally:
+        s.tx.blocked = None
+    reply_slot(reply)
 
 
 def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo,

@@ -28,7 +28,7 @@ changes it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import hiredis
@@ -56,10 +56,12 @@ CONFIRMATIONS = {
 UNSUBSCRIBE_SETS = {b"unsubscribe": "channels", b"punsubscribe": "patterns",
                     b"sunsubscribe": "shard"}
 SHARD_COMMANDS = frozenset({b"ssubscribe", b"sunsubscribe"})
+LEAVING = frozenset({b"reset", b"quit"})  # end the subscriptions on the node first
 SUBSCRIBER_ALLOWED = frozenset(CONFIRMATIONS) | {b"ping", b"quit", b"reset"}
 CANT_EXECUTE = ("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
                 "QUIT / RESET are allowed in this context")
 PUBSUB_HOME_SLOT = 0
+_CLIENT_ID = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n"
 NOT_ONE_NODE = "ERR slotgate: a client's shard channels must all live on one node"
 
 
@@ -98,6 +100,8 @@ class Link:
         self.expected = 0
         self.answered = trio.Event()
         self.closed = False
+        self.swallow = 0  # replies the node owes that are the proxy's, not the client's
+        self.node_client_id = 0  # the link's client id on its node
 
     def subscriptions(self) -> int:
         return sum(len(s) for s in self.sets.values())
@@ -113,9 +117,14 @@ class Link:
                     raise trio.BrokenResourceError(f"{self.node} closed the subscriber link")
                 framer.feed(data)
                 for type_byte, raw in framer.frames():
-                    s.write_raw(raw)
-                    if not self._is_message(type_byte, raw):
-                        self._answered_one()
+                    if self._is_message(type_byte, raw):
+                        s.write_raw(raw)
+                        continue
+                    if self.swallow:
+                        self.swallow -= 1
+                    else:
+                        s.write_raw(raw)
+                    self._answered_one()
                 s.flush_output()
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             if not self.closed:
@@ -146,9 +155,11 @@ class Link:
         if self.expected <= 0:
             self.answered.set()
 
-    async def forward(self, argv: list[bytes], replies: int) -> None:
-        """Send one command and wait until its ``replies`` non-message frames came back."""
+    async def forward(self, argv: list[bytes], replies: int, *, own: bool = False) -> None:
+        """Send one command and wait until its ``replies`` non-message frames came back
+        (``own``: they answer the proxy, not the client, and are not forwarded)."""
         self.expected = replies
+        self.swallow = replies if own else 0
         self.answered = trio.Event()
         await self.stream.send_all(_pack(argv))
         await self.answered.wait()
@@ -182,15 +193,24 @@ def _shard_slot(argv: list[bytes]) -> int | None:
 async def _open_link(s: RouteSession, node: str) -> Link:
     stream = await connect(node, s.settings, s.metrics)
     with trio.fail_after(s.settings.connect_timeout_ms / 1000):
-        if s.proto == 3:
-            await stream.send_all(HELLO3)
-            framer = ReplyFramer()
-            while framer.next_frame() is None:
-                data = await stream.receive_some(RECV_BUFFER_BYTES)
-                if not data:
-                    raise trio.BrokenResourceError(f"{node} closed the connection")
-                framer.feed(data)
-    return Link(s, node, stream)
+        # The link's client id on its node (for CLIENT KILL of this client), and RESP3 if
+        # the client speaks it: both answered before the link is used.
+        await stream.send_all(_CLIENT_ID + (HELLO3 if s.proto == 3 else b""))
+        framer = ReplyFramer()
+        frames: list[tuple[int, bytes]] = []
+        while len(frames) < (2 if s.proto == 3 else 1):
+            frame = framer.next_frame()
+            if frame is not None:
+                frames.append(frame)
+                continue
+            data = await stream.receive_some(RECV_BUFFER_BYTES)
+            if not data:
+                raise trio.BrokenResourceError(f"{node} closed the connection")
+            framer.feed(data)
+    link = Link(s, node, stream)
+    raw = frames[0][1]
+    link.node_client_id = int(raw[1:-2]) if raw[:1] == b":" else 0
+    return link
 
 
 async def _run(s: RouteSession, argv: list[bytes], name: str) -> None:
@@ -235,6 +255,30 @@ async def _run(s: RouteSession, argv: list[bytes], name: str) -> None:
 def command(s: RouteSession, argv: list[bytes], name: str) -> Awaitable[None]:
     """A subscribe-family command (any mode), or any command of a RESP2 subscriber."""
     return _run(s, argv, name)
+
+
+async def _leave(s: RouteSession, then: Callable[[], Awaitable[None] | None]) -> None:
+    await s.wait_idle(own=0)
+    link = s.sub.link
+    if link is not None:
+        # The node drops every subscription of the link and answers: from then on no
+        # PUBLISH counts or reaches them, before the client hears its RESET / QUIT answered.
+        try:
+            await link.forward([b"RESET"], 1, own=True)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the link is gone, and with it its subscriptions
+        if s.sub.link is link:
+            s.sub.link = None
+        await link.aclose()
+    pending = then()
+    if pending is not None:
+        await pending
+
+
+def leave(s: RouteSession, then: Callable[[], Awaitable[None] | None]) -> Awaitable[None]:
+    """RESET or QUIT of a subscriber: its subscriptions end on the node first, then ``then``
+    (the command itself) runs."""
+    return _leave(s, then)
 
 
 def refused_while_subscribed(s: RouteSession, name: bytes) -> bool:

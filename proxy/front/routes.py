@@ -118,12 +118,17 @@ def all_nodes(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
     fanout.all_nodes(s, argv, info)
 
 
-def proxy(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+def proxy(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
     reply = local.HANDLERS[info.name](s, argv)
     if reply is None:
         keyless(s, argv, info)
+    elif reply is local.ANSWERED:
+        pass
+    elif reply is local.SWITCHED:
+        return local.resume()
     else:
         s.reply(info.name, reply)
+    return None
 
 
 def subscribe(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None]:

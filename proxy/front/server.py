@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -22,12 +24,17 @@ from slotgate.eventcore.listen import accept_loop, open_listeners, resolve
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
+from slotgate.proxy.front import info
+from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.session import Session
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Router
 from slotgate.proxy.routing.topology import Topology
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import RouteSession
 
 log = logging.getLogger("slotgate.proxy")
 
@@ -49,6 +56,7 @@ class Proxy:
         self.router: Router  # set in run()
         self.listen_address = ""
         self.sessions: set[Session] = set()
+        self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
         self.worker_index = worker_index
         self.worker_count = worker_count
@@ -59,6 +67,10 @@ class Proxy:
         # trio time by which a shutdown is over: in-flight requests, blocking ones included,
         # are given up then (None: not shutting down).
         self.stop_deadline: float | None = None
+
+    def info_reply(self, s: RouteSession, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
+        """INFO: the masters' replies made into the proxy's own (front/info.py)."""
+        return info.merge(s, argv, replies)
 
     def apply_settings(self, new: ProxySettings) -> None:
         """Take new settings while running (SIGHUP reload); raises ``ValueError`` if invalid.
@@ -134,7 +146,9 @@ class Proxy:
 
     async def _serve(self, tsock: trio.socket.SocketType) -> None:
         sock = sockets.take_over(tsock)  # the session's from here on
+        self.stats.connections_received += 1
         if len(self.sessions) >= self.settings.max_clients:
+            self.stats.rejected_connections += 1
             try:
                 await Writer([error_frame(errors.MAX_CLIENTS)], sock).send_rest()
             except (trio.ClosedResourceError, OSError):

@@ -66,7 +66,7 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import local, pinned, pubsub
+from slotgate.proxy.front import clients, local, pinned, pubsub
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -88,6 +88,14 @@ pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # typ
 
 
 
+def _sockname(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getsockname()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"
+
+
 def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
     failure is dropped), count it, and write out whatever is now ready in order. Both
@@ -97,9 +105,14 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     slot.data = raw
     s = slot.session
     s.unfilled -= 1
+    name = s.last_cmd = slot.name  # CLIENT LIST's cmd= and idle=
+    start_s = s.last_s = slot.start_s
     # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
-    s.metrics.command(slot.name, "error" if raw[:1] == b"-" else "ok",
-                      time.perf_counter() - slot.start_s)
+    if raw[:1] == b"-":
+        s.metrics.command(name, "error", time.perf_counter() - start_s)
+        s.stats.error_reply(raw)
+    else:
+        s.metrics.command(name, "ok", time.perf_counter() - start_s)
     if s.slots[0] is slot:
         s.flush_ready()
 
@@ -172,6 +185,15 @@ class Session:
         self._client_eof = False
         self.id = client_id
         self.peer = peer
+        self.laddr = _sockname(sock)
+        self.fd = sock.fileno()
+        self.created_s = time.monotonic()
+        self.last_s = time.perf_counter()  # when the last request came (perf_counter)
+        self.last_cmd = "NULL"  # the last request's command name
+        self.stats = proxy.stats
+        self.no_evict = False
+        self.reply_mode = clients.REPLY_ON
+        self._quiet: set[ReplySlot | SlotCall] = set()  # replies CLIENT REPLY drops
         self.proto = 2
         self.name: bytes | None = None
         # A slot whose owner answers this client's keyless commands (stable per client).
@@ -212,6 +234,14 @@ class Session:
         slots = self.slots
         out = self._out
         was_empty = not out
+        if self._quiet:
+            quiet = self._quiet
+            while slots and slots[0].data is not None:
+                slot = slots.popleft()
+                if slot in quiet:
+                    quiet.discard(slot)
+                else:
+                    out.append(slot.data)  # type: ignore[arg-type]
         while slots and slots[0].data is not None:
             out.append(slots.popleft().data)  # type: ignore[arg-type]
         if was_empty and out and not self._writer.dirty and not self.closed:
@@ -244,6 +274,43 @@ class Session:
         """Close this client's connection now (its subscriber link died)."""
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
+
+    def kill(self) -> None:
+        """CLIENT KILL: close this connection now, a blocking command in flight included."""
+        self.abandon_pending()
+        self.abort()
+
+    # --- CLIENT REPLY OFF / SKIP: requests whose replies are dropped -----------------------
+    def set_reply_mode(self, mode: int) -> None:
+        """While replies are off (or the next one skipped), requests go through
+        ``_dispatch_quiet``; the ordinary dispatch is untouched."""
+        self.reply_mode = mode
+        if mode != clients.REPLY_ON:
+            self.dispatch = self._dispatch_quiet  # type: ignore[method-assign]
+
+    def _dispatch_quiet(self, argv: list[bytes]) -> Awaitable[None] | None:
+        mode = self.reply_mode
+        if mode == clients.REPLY_ON or clients.answered_anyway(argv, mode):
+            if mode == clients.REPLY_ON:
+                self.__dict__.pop("dispatch", None)  # the ordinary dispatch again
+            return Session.dispatch(self, argv)
+        if mode == clients.REPLY_SKIP:
+            self.reply_mode = clients.REPLY_ON  # this request is the one skipped
+        # A filled placeholder ahead of the request's reply slots holds them back until they
+        # are marked; the placeholder itself writes nothing.
+        hold = ReplySlot(self, "", 0.0)
+        slots = self.slots
+        slots.append(hold)
+        try:
+            return Session.dispatch(self, argv)
+        finally:
+            for slot in reversed(slots):  # the slots this request took, after the hold
+                if slot is hold:
+                    break
+                self._quiet.add(slot)
+            hold.data = b""
+            if slots and slots[0] is hold:
+                self.flush_ready()
 
     def _on_sent(self) -> None:
         self._progress.set()
@@ -436,18 +503,24 @@ class Session:
             if reply is not None:
                 self.reply("other", reply)
                 return None
+            self.stats.reject("other")
             self.reply("other", b"-" + unknown_command_error(argv) + b"\r\n")
             return None
         if not arity_ok(info, len(argv)):
+            self.stats.reject(info.name)
             self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
             return None
         if self.sub.link is not None:
             name = argv[0].lower()
             if pubsub.refused_while_subscribed(self, name):
+                self.stats.reject(info.name)
                 self.reply(info.name, error_frame(pubsub.CANT_EXECUTE.format(name=info.name)))
                 return None
             if pubsub.forwarded_ping(self, name):
                 return pubsub.command(self, argv, info.name)
+            if name in pubsub.LEAVING:
+                route = ROUTES[info.route]
+                return pubsub.leave(self, lambda: route(self, argv, info))
         return ROUTES[info.route](self, argv, info)
 
     # --- the interface route code uses (routes.RouteSession) ---------------------------------

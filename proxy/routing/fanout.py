@@ -8,8 +8,6 @@ split and how to merge come from the request's command table row (``first_key``,
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -298,85 +296,9 @@ def scan(s: Session, argv: list[bytes], info: CommandInfo) -> None:
 
 
 # --- INFO ----------------------------------------------------------------------------------
-_KEYSPACE_LINE = re.compile(rb"^db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)$")
-_PROXY_SECTIONS = {b"all", b"everything", b"default", b"proxy"}
-
-
-def _info_text(raw: bytes) -> bytes:
-    body = raw[raw.index(b"\r\n") + 2 : -2]
-    return body[4:] if raw[:1] == b"=" else body  # verbatim: drop "txt:"
-
-
-def merge_info(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
-    """The first master's INFO, with the keyspace summed over all masters, the cluster
-    section saying this endpoint is not a cluster node (unless it emulates one), and a
-    ``# Proxy`` section."""
-    for r in replies:
-        if r[:1] == b"-":
-            return r
-    texts = [_info_text(r) for r in replies]
-    totals: dict[int, list[int]] = {}
-    for text in texts:
-        for line in text.split(b"\r\n"):
-            m = _KEYSPACE_LINE.match(line)
-            if m:
-                t = totals.setdefault(int(m[1]), [0, 0, 0, 0])
-                keys, expires, avg_ttl = int(m[2]), int(m[3]), int(m[4])
-                t[0] += keys
-                t[1] += expires
-                t[2] += avg_ttl * keys
-                t[3] += keys if avg_ttl else 0
-    out: list[bytes] = []
-    in_keyspace = False
-    for line in texts[0].split(b"\r\n"):
-        if line.startswith(b"# "):
-            in_keyspace = line == b"# Keyspace"
-            out.append(line)
-            if in_keyspace:
-                for db, (keys, expires, ttl_sum, ttl_keys) in sorted(totals.items()):
-                    avg = ttl_sum // ttl_keys if ttl_keys else 0
-                    out.append(b"db%d:keys=%d,expires=%d,avg_ttl=%d" % (db, keys, expires, avg))
-            continue
-        if in_keyspace and line:
-            continue
-        if line == b"cluster_enabled:1" and not s.settings.cluster_emulation:
-            line = b"cluster_enabled:0"
-        out.append(line)
-    text = b"\r\n".join(out).rstrip(b"\r\n") + b"\r\n"
-    sections = {a.lower() for a in argv[1:]}
-    if not sections or sections & _PROXY_SECTIONS:
-        text += b"\r\n" + _proxy_section(s)
-    if s.proto == 3:
-        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
-    return b"$%d\r\n%s\r\n" % (len(text), text)
-
-
-def _proxy_section(s: Session) -> bytes:
-    m = s.metrics
-    topo = s.router.topology
-    lines = [
-        "# Proxy",
-        f"proxy_listen:{s.proxy.listen_address}",
-        f"process_id:{os.getpid()}",
-        f"worker_index:{s.proxy.worker_index or 0}",
-        f"workers:{s.proxy.worker_count}",
-        f"proxy_connected_clients:{m.clients_connected}",
-        f"proxy_commands_processed:{m.commands_total}",
-        f"cluster_masters:{len(topo.slot_map.masters)}",
-        f"cluster_slots_covered:{topo.slot_map.covered()}",
-        f"topology_version:{topo.version}",
-        f"redirects_moved:{m.total('redirect', 'MOVED')}",
-        f"redirects_ask:{m.total('redirect', 'ASK')}",
-        f"redirects_tryagain:{m.total('redirect', 'TRYAGAIN')}",
-        f"redirects_clusterdown:{m.total('redirect', 'CLUSTERDOWN')}",
-        f"unknown_fate_writes:{m.total('unknown_fate_write')}",
-    ]
-    return ("\r\n".join(lines) + "\r\n").encode()
-
-
 def info(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     slot = s.new_slot(info.name)
-    _fan(s, argv, info, slot, lambda replies: merge_info(s, argv, replies))
+    _fan(s, argv, info, slot, lambda replies: s.proxy.info_reply(s, argv, replies))
 
 
 # --- RANDOMKEY -----------------------------------------------------------------------------

@@ -1,0 +1,283 @@
+"""INFO through the proxy: one server's INFO, built from the proxy's own facts and the
+masters' replies.
+
+    INFO [section ...] ─▶ every master (same arguments) ─▶ merge(...) ─▶ one reply
+
+Each section of the masters' replies (Redis 7.0.15's sections, fields and order) becomes:
+
+- ``Server``: the first master's, with the proxy's own process_id, run_id, tcp_port,
+  server_time_usec, uptime, executable and config_file, and ``redis_mode:standalone``.
+- ``Clients``, ``CPU``, ``Commandstats``, ``Errorstats``: the proxy's own (its clients, its
+  process, the commands and error replies it served).
+- ``Stats``: connections, commands, ops/sec, rejected connections and error replies are the
+  proxy's own; every other integer counter is summed over the masters (keyspace hits and
+  misses, expired and evicted keys, pub/sub channels ...); other values are the first master's.
+- ``Memory``: integer fields summed over the masters, ``*_human`` recomputed from the sum,
+  other values (ratios, percentages, policy names) the first master's.
+- ``Persistence``: a status is ``ok`` only if every master's is; ``loading``, ``*_in_progress``,
+  ``*_scheduled``, ``aof_enabled`` and ``*_time_sec``: the largest; ``rdb_last_save_time``: the
+  oldest; other integers summed; other values the first master's.
+- ``Keyspace``: keys and expires summed per database, avg_ttl weighted by keys.
+- ``Cluster``: ``cluster_enabled:0`` (the proxy is one plain server to its clients).
+- ``Latencystats``: empty (the masters' figures are not the proxy's requests).
+- any other section (Replication, Modules): the first master's.
+
+Then the proxy's own ``# Proxy`` section (for no argument, ``default``, ``all``,
+``everything`` or ``proxy``). With workers, every value of the proxy's own is that worker's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import RouteSession as Session
+
+_KEYSPACE_LINE = re.compile(rb"^db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)$")
+_INTEGER = re.compile(rb"^-?\d+$")
+_PROXY_SECTIONS = {b"all", b"everything", b"default", b"proxy"}
+# INFO stats fields that are the proxy's own (everything else there is the masters').
+_STATS_OWN = ("total_connections_received", "total_commands_processed",
+              "instantaneous_ops_per_sec", "rejected_connections", "total_error_replies",
+              "unexpected_error_replies")
+_PERSISTENCE_MAX = re.compile(rb"^(loading|async_loading|aof_enabled|.*_in_progress|"
+                              rb".*_scheduled|.*_time_sec)$")
+
+Fields = list[tuple[bytes, bytes]]
+
+
+def _text(raw: bytes) -> bytes:
+    body = raw[raw.index(b"\r\n") + 2 : -2]
+    return body[4:] if raw[:1] == b"=" else body  # verbatim: drop "txt:"
+
+
+def _sections(text: bytes) -> dict[bytes, Fields]:
+    """Section title -> its (field, value) lines, in order."""
+    out: dict[bytes, Fields] = {}
+    current: Fields | None = None
+    for line in text.split(b"\r\n"):
+        if line.startswith(b"# "):
+            current = out.setdefault(line[2:], [])
+        elif line and current is not None:
+            key, _, value = line.partition(b":")
+            current.append((key, value))
+    return out
+
+
+def _human(n: int) -> bytes:
+    """Redis' bytesToHuman."""
+    for unit, size in ((b"P", 1 << 50), (b"T", 1 << 40), (b"G", 1 << 30), (b"M", 1 << 20),
+                       (b"K", 1 << 10)):
+        if n >= size:
+            return b"%.2f%s" % (n / size, unit)
+    return b"%dB" % n
+
+
+def _combine(parts: list[Fields], rule: Callable[[bytes, list[bytes]], bytes]) -> Fields:
+    """The first master's fields, each value ``rule(field, values of every master)``."""
+    by_master = [dict(p) for p in parts]
+    return [(key, rule(key, [m[key] for m in by_master if key in m])) for key, _ in parts[0]]
+
+
+def _sum_integers(key: bytes, values: list[bytes]) -> bytes:
+    if all(_INTEGER.match(v) for v in values):
+        return b"%d" % sum(int(v) for v in values)
+    return values[0]
+
+
+def _memory(parts: list[Fields]) -> Fields:
+    fields = _combine(parts, _sum_integers)
+    values = dict(fields)
+    return [(k, _human(int(values[k[:-6]])) if k.endswith(b"_human") and
+             _INTEGER.match(values.get(k[:-6], b"x")) else v) for k, v in fields]
+
+
+def _persistence_rule(key: bytes, values: list[bytes]) -> bytes:
+    if key.endswith(b"_status"):
+        return next((v for v in values if v != b"ok"), values[0])
+    if not all(_INTEGER.match(v) for v in values):
+        return values[0]
+    numbers = [int(v) for v in values]
+    if key == b"rdb_last_save_time":
+        return b"%d" % min(numbers)
+    if _PERSISTENCE_MAX.match(key):
+        return b"%d" % max(numbers)
+    return b"%d" % sum(numbers)
+
+
+def _stats(s: Session, parts: list[Fields]) -> Fields:
+    stats = s.proxy.stats
+    commands = s.metrics.commands_total - sum(stats.rejected.values())
+    own = {
+        b"total_connections_received": stats.connections_received,
+        b"total_commands_processed": commands,
+        b"instantaneous_ops_per_sec": stats.ops_per_sec(commands),
+        b"rejected_connections": stats.rejected_connections,
+        b"total_error_replies": sum(stats.error_replies.values()),
+        b"unexpected_error_replies": 0,
+    }
+    return [(k, b"%d" % own[k] if k in own else v) for k, v in _combine(parts, _sum_integers)]
+
+
+def _server(s: Session, fields: Fields) -> Fields:
+    now = time.time()
+    uptime_s = s.proxy.stats.uptime_s()
+    port = s.proxy.listen_address.rpartition(":")[2]
+    own = {
+        b"redis_mode": b"cluster" if s.settings.cluster_emulation else b"standalone",
+        b"process_id": b"%d" % os.getpid(),
+        b"run_id": s.proxy.stats.run_id.encode(),
+        b"tcp_port": port.encode(),
+        b"server_time_usec": b"%d" % int(now * 1_000_000),
+        b"uptime_in_seconds": b"%d" % uptime_s,
+        b"uptime_in_days": b"%d" % (uptime_s // 86400),
+        b"executable": sys.executable.encode(),
+        b"config_file": b"",
+    }
+    return [(k, own.get(k, v)) for k, v in fields]
+
+
+def _clients(s: Session) -> Fields:
+    sessions = s.proxy.sessions
+    blocked = sum(1 for c in sessions if c.tx.blocked is not None)
+    return [
+        (b"connected_clients", b"%d" % len(sessions)),
+        (b"cluster_connections", b"0"),
+        (b"maxclients", b"%d" % s.settings.max_clients),
+        (b"client_recent_max_input_buffer", b"0"),
+        (b"client_recent_max_output_buffer", b"0"),
+        (b"blocked_clients", b"%d" % blocked),
+        (b"tracking_clients", b"0"),
+        (b"clients_in_timeout_table", b"0"),
+    ]
+
+
+def _cpu() -> Fields:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    thread = resource.getrusage(resource.RUSAGE_THREAD)
+    return [(k.encode(), b"%.6f" % v) for k, v in (
+        ("used_cpu_sys", me.ru_stime), ("used_cpu_user", me.ru_utime),
+        ("used_cpu_sys_children", children.ru_stime),
+        ("used_cpu_user_children", children.ru_utime),
+        ("used_cpu_sys_main_thread", thread.ru_stime),
+        ("used_cpu_user_main_thread", thread.ru_utime))]
+
+
+def _commandstats(s: Session) -> Fields:
+    """Per command: calls that ran (ok or failed) and calls rejected before running; unknown
+    commands have no line, as in Redis."""
+    counts: dict[tuple[str, str], int] = getattr(s.metrics, "command_counts", {})
+    rejected = s.proxy.stats.rejected
+    calls: dict[str, list[int]] = {}
+    for (name, result), n in counts.items():
+        if n and name != "other":
+            entry = calls.setdefault(name, [0, 0])
+            entry[0] += n
+            if result != "ok":
+                entry[1] += n
+    out = []
+    for name, (n, errors_n) in calls.items():
+        refused = rejected.get(name, 0)
+        out.append((b"cmdstat_" + name.encode(),
+                    b"calls=%d,usec=0,usec_per_call=0.00,rejected_calls=%d,failed_calls=%d"
+                    % (n - refused, refused, errors_n - refused)))
+    return out
+
+
+def _errorstats(s: Session) -> Fields:
+    return [(b"errorstat_" + code, b"count=%d" % n)
+            for code, n in sorted(s.proxy.stats.error_replies.items())]
+
+
+def _keyspace(parts: list[Fields]) -> Fields:
+    totals: dict[int, list[int]] = {}
+    for fields in parts:
+        for key, value in fields:
+            m = _KEYSPACE_LINE.match(key + b":" + value)
+            if m:
+                t = totals.setdefault(int(m[1]), [0, 0, 0, 0])
+                keys, expires, avg_ttl = int(m[2]), int(m[3]), int(m[4])
+                t[0] += keys
+                t[1] += expires
+                t[2] += avg_ttl * keys
+                t[3] += keys if avg_ttl else 0
+    return [(b"db%d" % db, b"keys=%d,expires=%d,avg_ttl=%d" % (
+        keys, expires, ttl_sum // ttl_keys if ttl_keys else 0))
+        for db, (keys, expires, ttl_sum, ttl_keys) in sorted(totals.items())]
+
+
+def _section(s: Session, title: bytes, parts: list[Fields]) -> Fields:
+    if title == b"Server":
+        return _server(s, parts[0])
+    if title == b"Clients":
+        return _clients(s)
+    if title == b"Memory":
+        return _memory(parts)
+    if title == b"Persistence":
+        return _combine(parts, _persistence_rule)
+    if title == b"Stats":
+        return _stats(s, parts)
+    if title == b"CPU":
+        return _cpu()
+    if title == b"Commandstats":
+        return _commandstats(s)
+    if title == b"Errorstats":
+        return _errorstats(s)
+    if title == b"Latencystats":
+        return []
+    if title == b"Cluster":
+        return [(b"cluster_enabled", b"1" if s.settings.cluster_emulation else b"0")]
+    if title == b"Keyspace":
+        return _keyspace(parts)
+    return parts[0]
+
+
+def merge(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
+    """The INFO reply of the proxy from the masters' INFO replies (see the module)."""
+    for r in replies:
+        if r[:1] == b"-":
+            return r
+    masters = [_sections(_text(r)) for r in replies]
+    blocks = []
+    for title in masters[0]:
+        parts = [m.get(title, []) for m in masters]
+        fields = _section(s, title, parts)
+        blocks.append(b"# " + title + b"\r\n" + b"".join(k + b":" + v + b"\r\n" for k, v in fields))
+    sections = {a.lower() for a in argv[1:]}
+    if not sections or sections & _PROXY_SECTIONS:
+        blocks.append(proxy_section(s))
+    text = b"\r\n".join(blocks)
+    if s.proto == 3:
+        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
+    return b"$%d\r\n%s\r\n" % (len(text), text)
+
+
+def proxy_section(s: Session) -> bytes:
+    m = s.metrics
+    topo = s.router.topology
+    lines = [
+        "# Proxy",
+        f"proxy_listen:{s.proxy.listen_address}",
+        f"process_id:{os.getpid()}",
+        f"worker_index:{s.proxy.worker_index or 0}",
+        f"workers:{s.proxy.worker_count}",
+        f"proxy_connected_clients:{m.clients_connected}",
+        f"proxy_commands_processed:{m.commands_total}",
+        f"cluster_masters:{len(topo.slot_map.masters)}",
+        f"cluster_slots_covered:{topo.slot_map.covered()}",
+        f"topology_version:{topo.version}",
+        f"redirects_moved:{m.total('redirect', 'MOVED')}",
+        f"redirects_ask:{m.total('redirect', 'ASK')}",
+        f"redirects_tryagain:{m.total('redirect', 'TRYAGAIN')}",
+        f"redirects_clusterdown:{m.total('redirect', 'CLUSTERDOWN')}",
+        f"unknown_fate_writes:{m.total('unknown_fate_write')}",
+    ]
+    return ("\r\n".join(lines) + "\r\n").encode()
+
