@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from slotgate.node.core.glob import glob_match
+from slotgate.protocol.glob import glob_match
 from slotgate.protocol import acl
 from slotgate.protocol.acl_keys import READ, WRITE, key_refs
 from slotgate.protocol.acl_lines import merge_selector_args
