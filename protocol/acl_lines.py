@@ -1,12 +1,13 @@
 """``user`` lines: a user's rules as words (ACL SETUSER's arguments, a config file's or an ACL
 file's line), with the ``(...)`` selectors that span several words joined, and the check a
-config file's line gets when it is read (Redis' ACLAppendUserForLoading)."""
+config file's line gets when it is read (Redis' ACLAppendUserForLoading), and an ACL file's
+users (ACLLoadFromFile)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slotgate.protocol.acl import ERR_DUPLICATE_USER, ERR_UNKNOWN, RuleError, User
+from slotgate.protocol.acl import ERR_DUPLICATE_USER, ERR_UNKNOWN, RuleError, User, has_spaces
 
 
 def merge_selector_args(args: Sequence[bytes]) -> tuple[list[bytes], int | None]:
@@ -55,3 +56,40 @@ def check_user_line(words: Sequence[bytes], defined: Sequence[bytes] = ()) -> li
 
 def _shown(word: bytes) -> str:
     return word.decode("utf-8", "replace")
+
+
+def parse_acl_file(text: bytes, shown: str, allchannels_default: bool = False) -> dict[bytes, User]:
+    """ACLLoadFromFile's reading: the users of an ACL file's text (``shown``: the path as
+    errors name it). Raises ValueError with Redis' text listing every error of the file."""
+    errs = ""
+    users: dict[bytes, User] = {}
+    for linenum, raw in enumerate(text.split(b"\n"), start=1):
+        line = raw.strip(b" \t\r\n")
+        if not line:
+            continue
+        argv = line.split(b" ")
+        if argv[0] != b"user" or len(argv) < 2:
+            errs += (f"{shown}:{linenum} should start with user keyword followed by the "
+                     "username. ")
+            continue
+        name = argv[1]
+        if has_spaces(name):
+            errs += (f"'{shown}:{linenum}: username '{_shown(name)}' contains invalid "
+                     "characters. ")
+            continue
+        if name in users:
+            errs += f"WARNING: Duplicate user '{_shown(name)}' found on line {linenum}. "
+            continue
+        u = users[name] = User(name, allchannels_default)
+        rules, bad = merge_selector_args(argv[2:])
+        if bad is not None:
+            errs += f"{shown}:{linenum}: Unmatched parenthesis in selector definition."
+        for rule in rules:
+            try:
+                u.apply(rule.strip(b"\t\r\n"))
+            except RuleError as e:
+                errs += f"{shown}:{linenum}: {e}. "
+    if errs:
+        raise ValueError(errs + "WARNING: ACL errors detected, no change to the previously "
+                         "active ACL rules was performed")
+    return users

@@ -24,7 +24,7 @@ from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import acl, acl_replies
 from slotgate.protocol.acl import RuleError, User
-from slotgate.protocol.acl_lines import merge_selector_args
+from slotgate.protocol.acl_lines import merge_selector_args, parse_acl_file
 from slotgate.protocol.acl_replies import LogEntry
 from slotgate.protocol.commands import ALL_COMMANDS
 from slotgate.protocol.resp import bulk, integer
@@ -175,37 +175,10 @@ class NodeAcl:
         except OSError as e:
             return f"Error loading ACLs, opening file '{path}': {e.strerror}"
         shown = str(self.server.config.get("aclfile"))
-        errs = ""
-        users: dict[bytes, User] = {}
-        for linenum, raw in enumerate(text.split(b"\n"), start=1):
-            line = raw.strip(b" \t\r\n")
-            if not line:
-                continue
-            argv = line.split(b" ")
-            if argv[0] != b"user" or len(argv) < 2:
-                errs += (f"{shown}:{linenum} should start with user keyword followed by the "
-                         "username. ")
-                continue
-            name = argv[1]
-            if acl.has_spaces(name):
-                errs += (f"'{shown}:{linenum}: username '{_text(name)}' contains invalid "
-                         "characters. ")
-                continue
-            if name in users:
-                errs += f"WARNING: Duplicate user '{_text(name)}' found on line {linenum}. "
-                continue
-            u = users[name] = User(name, self.allchannels_default)
-            rules, bad = merge_selector_args(argv[2:])
-            if bad is not None:
-                errs += f"{shown}:{linenum}: Unmatched parenthesis in selector definition."
-            for rule in rules:
-                try:
-                    u.apply(rule.strip(b"\t\r\n"))
-                except RuleError as e:
-                    errs += f"{shown}:{linenum}: {e}. "
-        if errs:
-            return errs + ("WARNING: ACL errors detected, no change to the previously active "
-                           "ACL rules was performed")
+        try:
+            users = parse_acl_file(text, shown, self.allchannels_default)
+        except ValueError as e:
+            return str(e)
         new_default = users.pop(b"default", None) or acl.default_user(self.allchannels_default)
         old = [u for name, u in self.users.items() if name != b"default"]
         self.default.copy_from(new_default)
