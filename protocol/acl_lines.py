@@ -9,6 +9,12 @@ from collections.abc import Sequence
 
 from slotgate.protocol.acl import ERR_DUPLICATE_USER, ERR_UNKNOWN, RuleError, User, has_spaces
 
+BOTH_SOURCES = (
+    "Configuring Redis with users defined in redis.conf and at the same setting an ACL file "
+    "path is invalid. This setup is very likely to lead to configuration errors and security "
+    "holes, please define either an ACL file or declare users directly in your redis.conf, "
+    "but not both.")
+
 
 def merge_selector_args(args: Sequence[bytes]) -> tuple[list[bytes], int | None]:
     """ACLMergeSelectorArguments: ``(`` ... ``)`` spread over several words joined by spaces.

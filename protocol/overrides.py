@@ -171,6 +171,7 @@ OVERRIDES: dict[str, Row] = {
 # Default for subcommands of these containers that have no row of their own.
 CONTAINER_DEFAULTS: dict[str, Row] = {
     "command": _PROXY,
+    "acl": _PROXY,  # the proxy's own users (proxy/front/auth.py)
     "cluster": _unsupported("one cluster node's own view or administration; the proxy "
                             "stands for the whole cluster"),
     "client": _unsupported("manages connections, and the proxy's node connections are shared "

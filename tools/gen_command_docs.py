@@ -80,8 +80,21 @@ NOTES: dict[str, str] = {
     "select": "Only database 0, as a cluster node.",
     "readonly": "Accepted; reads still go to masters.",
     "client|list": "Shows only the calling connection.",
-    "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
-    "hello": "The proxy says `mode:standalone`; a RESP3 client gets RESP3 backend connections.",
+    "auth": "Logs in to the proxy's own users (config section `auth`); with no "
+            "`requirepass` the default user needs none, as on a server without one.",
+    "hello": "The proxy says `mode:standalone`; a RESP3 client gets RESP3 backend connections. "
+             "`AUTH` logs in to the proxy's own users.",
+    "reset": "Also logs the client back in as the default user (out, if it has a password).",
+    **{f"acl|{sub}": "Over the proxy's own users (config section `auth`); nothing reaches "
+                     "the nodes." for sub in ("cat", "dryrun", "genpass", "getuser", "help",
+                                              "list", "log", "users", "whoami")},
+    "acl|setuser": "Creates or changes one of the proxy's own users, in the memory of the "
+                   "proxy process the client is connected to (until the next reload); a "
+                   "changed user's connections take the new rules; nothing reaches the nodes.",
+    "acl|deluser": "Deletes one of the proxy's own users (in that process's memory until the "
+                   "next reload); its connections are closed; nothing reaches the nodes.",
+    "acl|load": "Re-reads `auth.aclfile`.",
+    "acl|save": "Writes the proxy process's users to `auth.aclfile`.",
     "command|getkeysandflags": "Answered by a master.",
     "command|help": "Answered by a master.",
     "info": "`cluster_enabled:0`: the proxy is one plain server to its clients.",
@@ -138,6 +151,16 @@ the request's deadline (docs/PROXY.md). Inside `MULTI`, `all_masters` and `all_n
 commands are refused (`-ERR slotgate: '<name>' cannot run inside MULTI through the proxy`:
 on one node they would be silently partial), `pubsub` and `unsupported` ones get their usual
 refusal, and `split` commands must have all their keys in one slot.
+
+With a password or users configured (config section `auth`, docs/CONFIG.md), every command
+is checked by the proxy before it is routed, as redis-server 7.0 checks it: `-NOAUTH` until
+the client logs in (only `AUTH`, `HELLO`, `QUIT` and `RESET` pass before), then `-NOPERM`
+unless the user's rules allow the command, its keys (read or write) and its channels; the
+refusals are in `ACL LOG`. The default user with no password and every permission (the
+usual case) is not checked at all. Differences: EXEC does not check its queued commands again
+(rules changed between MULTI and EXEC apply from the next command); ACL SETUSER that takes
+channels away closes all that user's subscriber connections (the proxy does not track which
+channels each holds).
 """
 
 MSETNX = """\

@@ -22,7 +22,7 @@ from slotgate.node.commands.registry import Command, command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
-from slotgate.protocol import acl, acl_replies
+from slotgate.protocol import acl, acl_lines, acl_replies, errors
 from slotgate.protocol.acl import RuleError, User
 from slotgate.protocol.acl_lines import merge_selector_args, parse_acl_file
 from slotgate.protocol.acl_replies import LogEntry
@@ -33,10 +33,9 @@ if TYPE_CHECKING:
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
 
-NOPERM_CMD = "NOPERM this user has no permissions to run the '%s' command"
-NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
-NOPERM_CHANNEL = ("NOPERM this user has no permissions to access one of the channels used as "
-                  "arguments")
+NOPERM_CMD = errors.NOPERM_CMD
+NOPERM_KEY = errors.NOPERM_KEY
+NOPERM_CHANNEL = errors.NOPERM_CHANNEL
 NOPERM_EXEC = (
     "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC "
     "call. This command is no longer allowed for the following reason: ")
@@ -51,11 +50,7 @@ NO_ACLFILE = (
     "Redis configuration file set) in order to store users in the Redis configuration.")
 SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
                "for more information")
-BOTH_SOURCES = (
-    "Configuring Redis with users defined in redis.conf and at the same setting an ACL file "
-    "path is invalid. This setup is very likely to lead to configuration errors and security "
-    "holes, please define either an ACL file or declare users directly in your redis.conf, "
-    "but not both.")
+BOTH_SOURCES = acl_lines.BOTH_SOURCES
 
 
 

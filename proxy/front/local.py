@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.protocol import commands
-from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
-from slotgate.protocol.resp import OK, array, bulk, error, integer, null, verbatim
+from slotgate.protocol.hello import valid_client_name
+from slotgate.protocol.resp import OK, array, bulk, integer, null, verbatim
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.front import pinned, pubsub
@@ -43,39 +43,6 @@ def echo(s: Session, argv: list[bytes]) -> bytes:
 
 def quit_(s: Session, argv: list[bytes]) -> bytes:
     s.quit = True
-    return OK
-
-
-def hello(s: Session, argv: list[bytes]) -> bytes:
-    """Redis' HELLO, option by option (protocol/hello.py); AUTH accepts the default user with
-    any password, as a server without one does."""
-    try:
-        request = parse_hello(argv)
-    except HelloError as exc:
-        return error(exc.text)
-    for step, args in request.steps:
-        if step == AUTH:
-            if args[0] != b"default":
-                return error_frame(errors.WRONGPASS)
-        else:
-            if not valid_client_name(args[0]):
-                return error_frame(errors.CLIENT_NAME_CHARS)
-            s.name = args[0] or None
-    if request.error is not None:
-        return error(request.error)
-    if request.proto is not None:
-        s.proto = request.proto
-    return hello_reply(s.proto, s.id, version=commands.REDIS_VERSION, mode=b"standalone",
-                       role=b"master")
-
-
-def auth(s: Session, argv: list[bytes]) -> bytes:
-    if len(argv) > 3:
-        return error_frame(errors.SYNTAX)
-    if len(argv) == 2:
-        return error_frame(errors.AUTH_NOT_CONFIGURED)
-    if argv[1] != b"default":
-        return error_frame(errors.WRONGPASS)
     return OK
 
 
@@ -117,24 +84,25 @@ def client_id(s: Session, argv: list[bytes]) -> bytes:
     return integer(s.id)
 
 
-def _client_line(s: Session) -> bytes:
+def client_line(s: Session) -> bytes:
     name = (s.name or b"").decode("utf-8", "replace")
     flags = "x" if s.tx.queued is not None else "N"
+    user = s.login.user.name.decode("utf-8", "replace")
     return (
         f"id={s.id} addr={s.peer} laddr={s.proxy.listen_address} fd=-1 name={name} age=0 "
         f"idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 "
         f"argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r "
-        f"cmd=client|info user=default redir=-1 resp={s.proto}\n"
+        f"cmd=client|info user={user} redir=-1 resp={s.proto}\n"
     ).encode()
 
 
 def client_info(s: Session, argv: list[bytes]) -> bytes:
-    return verbatim(_client_line(s), proto=s.proto)
+    return verbatim(client_line(s), proto=s.proto)
 
 
 def client_list(s: Session, argv: list[bytes]) -> bytes:
     # Only this connection: the proxy does not expose other clients.
-    return verbatim(_client_line(s), proto=s.proto)
+    return verbatim(client_line(s), proto=s.proto)
 
 
 def client_setinfo(s: Session, argv: list[bytes]) -> bytes:
@@ -184,8 +152,6 @@ HANDLERS: dict[str, Handler] = {
     "ping": ping,
     "echo": echo,
     "quit": quit_,
-    "hello": hello,
-    "auth": auth,
     "reset": reset,
     "select": select,
     "readonly": readonly,

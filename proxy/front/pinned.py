@@ -85,7 +85,8 @@ def reset(s: RouteSession) -> None:
         s.router.nursery.start_soon(watch.aclose)
 
 
-def _refuse(s: RouteSession, name: str, raw: bytes) -> None:
+def refuse(s: RouteSession, name: str, raw: bytes) -> None:
+    """A command refused inside MULTI: its error now, and EXEC will abort."""
     s.tx.doomed = True
     s.reply(name, raw)
 
@@ -94,21 +95,21 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     """A command inside MULTI: checked now, run at EXEC."""
     info = lookup(argv)
     if info is None:
-        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n")
+        refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n")
         return
     if not arity_ok(info, len(argv)):
-        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
+        refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
         return
     if info.route in ("pubsub", "unsupported"):
-        _refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
+        refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
         return
     if info.route in ("all_masters", "all_nodes"):
         # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
         # partial.
-        _refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
+        refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
     if s.slot_of(argv) is None:
-        _refuse(s, info.name, error_frame(errors.CROSSSLOT))
+        refuse(s, info.name, error_frame(errors.CROSSSLOT))
         return
     assert s.tx.queued is not None
     s.tx.queued.append(argv)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
-from slotgate.proxy.front import local, pinned, pubsub
+from slotgate.proxy.front import auth, local, pinned, pubsub
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 
@@ -60,6 +60,9 @@ class RouteSession(Protocol):
     @property
     def tx(self) -> pinned.Transaction: ...
     @property
+    def login(self) -> auth.Login:
+        """Who the client is (changed only by auth.py)."""
+    @property
     def sub(self) -> pubsub.Subscriber: ...
 
     def reply(self, name: str, raw: bytes) -> None:
@@ -81,6 +84,8 @@ class RouteSession(Protocol):
         """Run ``fn`` as long as the session lives."""
     def abort(self) -> None:
         """Close the client's connection now."""
+    def set_checked(self, checked: bool) -> None:
+        """Whether every request passes auth.refused before routing (set by auth.derive)."""
 
 
 # A route: None when the reply is on its way, or an awaitable the session must await before
@@ -116,7 +121,9 @@ def all_nodes(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
 
 
 def proxy(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
-    reply = local.HANDLERS[info.name](s, argv)
+    # auth.py answers AUTH, HELLO, RESET and ACL; local.py the rest.
+    handler = auth.HANDLERS.get(info.name) or local.HANDLERS[info.name]
+    reply = handler(s, argv)
     if reply is None:
         keyless(s, argv, info)
     else:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slotgate.protocol.acl_lines import BOTH_SOURCES
+
 Address = tuple[str, int]
 
 
@@ -59,6 +61,12 @@ class ProxySettings:
     # Shutdown.
     shutdown_grace_ms: int = 5000
 
+    # Auth at the proxy (the ``auth`` section; proxy/front/users.py): the default user's
+    # password, users as Redis ACL rule lines, an ACL file.
+    auth_requirepass: str | None = None
+    auth_users: tuple[str, ...] = ()
+    auth_aclfile: str | None = None
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
         if not self.seeds:
@@ -75,6 +83,8 @@ class ProxySettings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if self.auth_users and self.auth_aclfile:
+            raise ValueError(f"auth.aclfile: {BOTH_SOURCES}")
         for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
