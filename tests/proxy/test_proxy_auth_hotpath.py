@@ -1,0 +1,106 @@
+"""The proxy's auth check costs nothing for the usual client: a session of the default user with
+no password and every permission is not ``checked`` and keeps the fast routes; any other login
+is checked, and the flag follows AUTH, RESET, ACL SETUSER and reloads. In one trio run against
+the fake cluster (tests/proxy/fakecluster.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import trio
+
+from slotgate.proxy.front import session as session_module
+from slotgate.proxy.front.server import Proxy
+from slotgate.proxy.front.session import Session
+from slotgate.proxy.ops.settings import ProxySettings
+from tests.proxy.fakecluster import FakeCluster
+from tests.support import RawClient
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[Callable[..., object]]:
+    """``await start(**auth settings)`` -> (proxy, connect) with ``connect()`` a new client."""
+    clients: list[RawClient] = []
+    async with trio.open_nursery() as nursery:
+        cluster = FakeCluster(3)
+        await cluster.start(nursery)
+        host, _, port = cluster.nodes[0].address.rpartition(":")
+
+        async def go(**auth: object) -> tuple[Proxy, Callable[[], object]]:
+            settings = ProxySettings(listen_port=0, seeds=[(host, int(port))],
+                                     shutdown_grace_ms=100, **auth)  # type: ignore[arg-type]
+            proxy = Proxy(settings)
+            await nursery.start(proxy.run)
+            proxy_port = int(proxy.listen_address.rpartition(":")[2])
+
+            async def connect() -> RawClient:
+                c = await trio.to_thread.run_sync(lambda: RawClient(proxy_port, timeout_s=10))
+                clients.append(c)
+                return c
+
+            return proxy, connect
+
+        try:
+            with trio.fail_after(20):
+                yield go
+        finally:
+            for c in clients:
+                c.close()
+            nursery.cancel_scope.cancel()
+
+
+async def call(c: RawClient, *args: str) -> bytes:
+    return await trio.to_thread.run_sync(lambda: c.call(*args))
+
+
+def only_session(proxy: Proxy) -> Session:
+    (s,) = proxy.sessions
+    return s
+
+
+def fast(s: Session) -> bool:
+    return not s.checked and s._single is session_module._SINGLE and \
+        s._split is session_module._SPLIT
+
+
+async def test_the_default_user_without_password_is_not_checked(start) -> None:
+    proxy, connect = await start()
+    c = await connect()
+    assert await call(c, "SET", "k", "v") == b"+OK\r\n"
+    assert fast(only_session(proxy))
+    # Users configured but the client stays the default user: still not checked.
+    proxy2, connect2 = await start(auth_users=("alice on >pw ~app:* +@read",))
+    c2 = await connect2()
+    assert await call(c2, "GET", "k") == b"$1\r\nv\r\n"
+    s = only_session(proxy2)
+    assert fast(s)
+    assert await call(c2, "AUTH", "alice", "pw") == b"+OK\r\n"
+    assert s.checked and not fast(s)
+    assert (await call(c2, "GET", "k")).startswith(b"-NOPERM")
+    assert await call(c2, "RESET") == b"+RESET\r\n"
+    assert fast(s)
+
+
+async def test_the_flag_follows_password_and_rules(start) -> None:
+    proxy, connect = await start(auth_requirepass="pw")
+    c = await connect()
+    assert await call(c, "GET", "k") == b"-NOAUTH Authentication required.\r\n"
+    s = only_session(proxy)
+    assert s.checked
+    assert await call(c, "AUTH", "pw") == b"+OK\r\n"
+    assert fast(s)
+    # The default user restricted, then restored: its sessions follow at once.
+    assert await call(c, "ACL", "SETUSER", "default", "resetkeys", "~x*") == b"+OK\r\n"
+    assert s.checked
+    assert (await call(c, "GET", "k")).startswith(b"-NOPERM")
+    assert await call(c, "ACL", "SETUSER", "default", "~*") == b"+OK\r\n"
+    assert fast(s)
+    # A reload that restricts the default user, then one that gives everything back.
+    proxy.apply_settings(dataclasses.replace(
+        proxy.settings, auth_users=("default on >pw ~y* +@all",)))
+    assert s.checked
+    proxy.apply_settings(dataclasses.replace(proxy.settings, auth_users=()))
+    assert fast(s)
+    assert await call(c, "GET", "k") == b"$-1\r\n"
