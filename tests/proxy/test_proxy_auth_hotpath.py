@@ -104,3 +104,23 @@ async def test_the_flag_follows_password_and_rules(start) -> None:
     proxy.apply_settings(dataclasses.replace(proxy.settings, auth_users=()))
     assert fast(s)
     assert await call(c, "GET", "k") == b"$-1\r\n"
+
+
+async def test_acl_setuser_and_deluser_act_on_live_connections(start) -> None:
+    """As a server: ACL SETUSER's new rules apply to the user's open connections at once;
+    ACL DELUSER closes them (the caller's own after its reply)."""
+    proxy, connect = await start(auth_users=("alice on >pw ~app:* +@read",))
+    admin, alice = await connect(), await connect()
+    assert await call(alice, "AUTH", "alice", "pw") == b"+OK\r\n"
+    assert (await call(alice, "SET", "app:1", "x")).startswith(b"-NOPERM")
+    assert await call(admin, "ACL", "SETUSER", "alice", "+set") == b"+OK\r\n"
+    assert await call(alice, "SET", "app:1", "x") == b"+OK\r\n"
+    assert await call(admin, "ACL", "DELUSER", "alice") == b":1\r\n"
+    with pytest.raises((ConnectionError, OSError)):
+        await call(alice, "PING")
+    assert await call(admin, "ACL", "SETUSER", "me", "on", ">p", "+@all", "~*") == b"+OK\r\n"
+    assert await call(admin, "AUTH", "me", "p") == b"+OK\r\n"
+    assert await call(admin, "ACL", "DELUSER", "me") == b":1\r\n"
+    with pytest.raises((ConnectionError, OSError)):
+        await call(admin, "PING")
+    assert len(proxy.sessions) == 0 or all(s.closed for s in proxy.sessions)
