@@ -5,7 +5,7 @@ users (ACLLoadFromFile)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from slotgate.protocol.acl import ERR_DUPLICATE_USER, ERR_UNKNOWN, RuleError, User, has_spaces
 
@@ -36,6 +36,53 @@ def merge_selector_args(args: Sequence[bytes]) -> tuple[list[bytes], int | None]
     if opened is not None:
         return [], opened
     return out, None
+
+
+def setuser(users: Mapping[bytes, User], argv: Sequence[bytes],
+            allchannels_default: bool = False) -> tuple[User | None, User]:
+    """ACL SETUSER name rule ...: (the existing user or None, a user with the new rules), the
+    rules applied to a copy so that nothing changes on error. Raises ValueError with Redis'
+    error text (``ERR ...``)."""
+    name = argv[2]
+    if has_spaces(name):
+        raise ValueError("ERR Usernames can't contain spaces or null characters")
+    rules, bad = merge_selector_args(argv[3:])
+    if bad is not None:
+        raise ValueError("ERR Unmatched parenthesis in acl selector starting at "
+                         f"'{_shown(argv[3 + bad])}'.")
+    existing = users.get(name)
+    temp = existing.copy() if existing is not None else User(name, allchannels_default)
+    temp.allchannels_default = allchannels_default  # for reset and new selectors
+    for rule in rules:
+        try:
+            temp.apply(rule)
+        except RuleError as e:
+            raise ValueError(f"ERR Error in ACL SETUSER modifier '{_shown(rule)}': {e}") from None
+    return existing, temp
+
+
+def deluser(users: dict[bytes, User], names: Sequence[bytes]) -> list[User]:
+    """ACL DELUSER name ...: the users taken out of ``users`` (the caller closes their
+    connections). Raises ValueError (``ERR ...``) for ``default``, removing nothing."""
+    if any(name == b"default" for name in names):
+        raise ValueError("ERR The 'default' user cannot be removed")
+    return [u for u in (users.pop(name, None) for name in names) if u is not None]
+
+
+def file_text(users: Mapping[bytes, User]) -> bytes:
+    """ACL SAVE's file: one ``user`` line per user, by name."""
+    return b"".join(b"user " + n + b" " + users[n].describe() + b"\n" for n in sorted(users))
+
+
+def channels_taken_away(old: User, new: User) -> list[bytes] | None:
+    """ACLKillPubsubClientsIfNeeded's first test: the channel patterns ``new`` allows when it
+    no longer allows all of ``old``'s (its subscribers must be checked), else None."""
+    allowed = new.channels_allowed()
+    if allowed is None:
+        return None
+    if all(ch in allowed for s in old.selectors for ch in s.channels):
+        return None
+    return allowed
 
 
 def check_user_line(words: Sequence[bytes], defined: Sequence[bytes] = ()) -> list[bytes]:

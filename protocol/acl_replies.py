@@ -33,6 +33,12 @@ LOG_SCAN = 10  # entries looked at for one to bump instead of adding
 REASONS = {acl.DENIED_CMD: "command", acl.DENIED_KEY: "key", acl.DENIED_CHANNEL: "channel",
            acl.DENIED_AUTH: "auth"}
 NOT_INTEGER = "ERR value is not an integer or out of range"
+NO_ACLFILE = (
+    "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
+    "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
+    "Redis configuration file set) in order to store users in the Redis configuration.")
+SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
+               "for more information")
 
 
 class AclReplyError(Exception):

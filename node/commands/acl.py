@@ -24,7 +24,7 @@ from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import acl, acl_lines, acl_replies, errors
 from slotgate.protocol.acl import RuleError, User
-from slotgate.protocol.acl_lines import merge_selector_args, parse_acl_file
+from slotgate.protocol.acl_lines import parse_acl_file
 from slotgate.protocol.acl_replies import LogEntry
 from slotgate.protocol.commands import ALL_COMMANDS
 from slotgate.protocol.resp import bulk, integer
@@ -44,12 +44,8 @@ _EXEC_REASONS = {
     acl.DENIED_KEY: "no permission to touch the specified keys",
     acl.DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
 }
-NO_ACLFILE = (
-    "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
-    "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
-    "Redis configuration file set) in order to store users in the Redis configuration.")
-SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
-               "for more information")
+NO_ACLFILE = acl_replies.NO_ACLFILE
+SAVE_FAILED = acl_replies.SAVE_FAILED
 BOTH_SOURCES = acl_lines.BOTH_SOURCES
 
 
@@ -185,8 +181,7 @@ class NodeAcl:
 
     def save_file(self, path: str) -> bool:
         """ACLSaveToFile: every user as a ``user`` line, written to a temp file then renamed."""
-        data = b"".join(b"user " + name + b" " + self.users[name].describe() + b"\n"
-                        for name in sorted(self.users))
+        data = acl_lines.file_text(self.users)
         tmp = f"{path}.tmp-{os.getpid()}-{int(time.time() * 1000)}"
         try:
             with open(tmp, "wb") as f:
@@ -246,23 +241,12 @@ def install(server: Server) -> None:
 @command("acl|setuser")
 def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
     node = c.server.acl
-    name = argv[2]
-    if acl.has_spaces(name):
-        raise CommandError("ERR Usernames can't contain spaces or null characters")
-    rules, bad = merge_selector_args(argv[3:])
-    if bad is not None:
-        raise CommandError("ERR Unmatched parenthesis in acl selector starting at "
-                           f"'{_text(argv[3 + bad])}'.")
-    existing = node.users.get(name)
-    temp = existing.copy() if existing is not None else User(name, node.allchannels_default)
-    temp.allchannels_default = node.allchannels_default  # for reset and new selectors
-    for rule in rules:
-        try:
-            temp.apply(rule)
-        except RuleError as e:
-            raise CommandError(f"ERR Error in ACL SETUSER modifier '{_text(rule)}': {e}") from None
+    try:
+        existing, temp = acl_lines.setuser(node.users, argv, node.allchannels_default)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     if existing is None:
-        node.users[name] = temp
+        node.users[argv[2]] = temp
         return OK
     _kill_pubsub_if_needed(c, temp, existing)
     existing.copy_from(temp)
@@ -273,11 +257,8 @@ def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
 def _kill_pubsub_if_needed(c: Client, new: User, old: User) -> None:
     """ACLKillPubsubClientsIfNeeded: subscribers of ``old`` holding a channel or pattern the
     new rules do not allow are closed."""
-    allowed = new.channels_allowed()
+    allowed = acl_lines.channels_taken_away(old, new)
     if allowed is None:
-        return
-    before = [ch for s in old.selectors for ch in s.channels]
-    if all(ch in allowed for ch in before):
         return
     node = c.server.acl
     for other in node.clients_of(old):
@@ -292,15 +273,13 @@ def _kill_pubsub_if_needed(c: Client, new: User, old: User) -> None:
 @command("acl|deluser")
 def acl_deluser(c: Client, argv: list[bytes]) -> bytes:
     node = c.server.acl
-    if any(name == b"default" for name in argv[2:]):
-        raise CommandError("ERR The 'default' user cannot be removed")
-    deleted = 0
-    for name in argv[2:]:
-        u = node.users.pop(name, None)
-        if u is not None:
-            node.drop_user_clients(u, c)
-            deleted += 1
-    return integer(deleted)
+    try:
+        removed = acl_lines.deluser(node.users, argv[2:])
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    for u in removed:
+        node.drop_user_clients(u, c)
+    return integer(len(removed))
 
 
 @command("acl|getuser")

@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slotgate.protocol import acl, acl_replies, commands, errors
-from slotgate.protocol.acl import RuleError, User
-from slotgate.protocol.acl_lines import merge_selector_args
+from slotgate.protocol import acl, acl_lines, acl_replies, commands, errors
+from slotgate.protocol.acl import User
 from slotgate.protocol.acl_replies import AclReplyError, LogEntry
 from slotgate.protocol.glob import glob_match
 from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
@@ -42,12 +42,8 @@ if TYPE_CHECKING:
     from slotgate.proxy.ops.settings import ProxySettings
 
 EXECABORT_BECAUSE = "EXECABORT Transaction discarded because of: "
-NO_ACLFILE = (
-    "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
-    "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
-    "Redis configuration file set) in order to store users in the Redis configuration.")
-SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
-               "for more information")
+NO_ACLFILE = acl_replies.NO_ACLFILE
+SAVE_FAILED = acl_replies.SAVE_FAILED
 _NOPERM = {acl.DENIED_KEY: errors.NOPERM_KEY, acl.DENIED_CHANNEL: errors.NOPERM_CHANNEL}
 
 
@@ -194,10 +190,7 @@ def _drop(proxy: Proxy, user: User, current: Session | None) -> None:
 def _drop_subscribers(proxy: Proxy, old: User, new: User) -> None:
     """ACL SETUSER taking channels away: the user's subscribers are closed (the proxy does not
     track which channels each holds, so every subscriber of that user)."""
-    allowed = new.channels_allowed()
-    if allowed is None:
-        return
-    if all(ch in allowed for s in old.selectors for ch in s.channels):
+    if acl_lines.channels_taken_away(old, new) is None:
         return
     for x in _sessions_of(proxy, old):
         if x.sub.link is not None:
@@ -220,10 +213,6 @@ def reload(proxy: Proxy, settings: ProxySettings) -> None:
 
 
 # -- ACL --------------------------------------------------------------------------------------
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
-
-
 def _replied(render: Callable[[], bytes]) -> bytes:
     try:
         return render()
@@ -233,22 +222,12 @@ def _replied(render: Callable[[], bytes]) -> bytes:
 
 def acl_setuser(s: Session, argv: list[bytes]) -> bytes:
     users = s.proxy.users
-    name = argv[2]
-    if acl.has_spaces(name):
-        return error_frame("ERR Usernames can't contain spaces or null characters")
-    rules, bad = merge_selector_args(argv[3:])
-    if bad is not None:
-        return error_frame("ERR Unmatched parenthesis in acl selector starting at "
-                           f"'{_text(argv[3 + bad])}'.")
-    existing = users.users.get(name)
-    temp = existing.copy() if existing is not None else User(name)
-    for rule in rules:
-        try:
-            temp.apply(rule)
-        except RuleError as e:
-            return error_frame(f"ERR Error in ACL SETUSER modifier '{_text(rule)}': {e}")
+    try:
+        existing, temp = acl_lines.setuser(users.users, argv)
+    except ValueError as e:
+        return error_frame(str(e))
     if existing is None:
-        users.users[name] = temp
+        users.users[argv[2]] = temp
         return OK
     _drop_subscribers(s.proxy, existing, temp)
     existing.copy_from(temp)
@@ -257,16 +236,13 @@ def acl_setuser(s: Session, argv: list[bytes]) -> bytes:
 
 
 def acl_deluser(s: Session, argv: list[bytes]) -> bytes:
-    users = s.proxy.users
-    if any(name == b"default" for name in argv[2:]):
-        return error_frame("ERR The 'default' user cannot be removed")
-    deleted = 0
-    for name in argv[2:]:
-        u = users.users.pop(name, None)
-        if u is not None:
-            _drop(s.proxy, u, s)
-            deleted += 1
-    return integer(deleted)
+    try:
+        removed = acl_lines.deluser(s.proxy.users.users, argv[2:])
+    except ValueError as e:
+        return error_frame(str(e))
+    for u in removed:
+        _drop(s.proxy, u, s)
+    return integer(len(removed))
 
 
 def acl_load(s: Session, argv: list[bytes]) -> bytes:
@@ -282,17 +258,16 @@ def acl_load(s: Session, argv: list[bytes]) -> bytes:
 
 
 def acl_save(s: Session, argv: list[bytes]) -> bytes:
+    """ACL SAVE: the process's users to the ACL file (a temporary file, then renamed)."""
     path = s.settings.auth_aclfile
     if not path:
         return error_frame(NO_ACLFILE)
-    users = s.proxy.users.users
-    data = b"".join(b"user " + n + b" " + users[n].describe() + b"\n" for n in sorted(users))
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = Path(f"{path}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        tmp.write_bytes(acl_lines.file_text(s.proxy.users.users))
+        tmp.replace(path)
     except OSError:
+        tmp.unlink(missing_ok=True)
         return error_frame(SAVE_FAILED)
     return OK
 

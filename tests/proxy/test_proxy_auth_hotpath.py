@@ -124,3 +124,26 @@ async def test_acl_setuser_and_deluser_act_on_live_connections(start) -> None:
     with pytest.raises((ConnectionError, OSError)):
         await call(admin, "PING")
     assert len(proxy.sessions) == 0 or all(s.closed for s in proxy.sessions)
+
+
+async def test_acl_file_save_and_load(start, tmp_path) -> None:
+    """``auth.aclfile``: ACL SAVE writes the process's users, ACL LOAD reads them back (a
+    removed user's connections closed), a broken file changes nothing."""
+    path = tmp_path / "users.acl"
+    path.write_text("user alice on >pw ~app:* +get\n")
+    proxy, connect = await start(auth_aclfile=str(path))
+    admin, alice = await connect(), await connect()
+    assert await call(alice, "AUTH", "alice", "pw") == b"+OK\r\n"
+    assert await call(admin, "ACL", "SETUSER", "bob", "on", ">b", "+@all") == b"+OK\r\n"
+    assert await call(admin, "ACL", "SAVE") == b"+OK\r\n"
+    saved = path.read_text()
+    assert "user alice on #" in saved and "user bob on #" in saved
+    path.write_text("user bob on >b ~* +@all\n")
+    assert await call(admin, "ACL", "LOAD") == b"+OK\r\n"
+    assert await call(admin, "ACL", "USERS") == b"*2\r\n$3\r\nbob\r\n$7\r\ndefault\r\n"
+    with pytest.raises((ConnectionError, OSError)):
+        await call(alice, "PING")
+    path.write_text("user carol on +nosuch\n")
+    assert (await call(admin, "ACL", "LOAD")).startswith(
+        b"-ERR " + str(path).encode() + b":1: Unknown command or category name in ACL.")
+    assert await call(admin, "ACL", "USERS") == b"*2\r\n$3\r\nbob\r\n$7\r\ndefault\r\n"
