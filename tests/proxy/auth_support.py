@@ -26,6 +26,8 @@ USERS = [
     "erin on >erinpw ~* -@all +get +set +client|setname +acl|whoami",
     "frank on >frankpw ~* -@all +get (~sel:* +set)",
     "admin on >adminpw ~* &* +@all",
+    # a password given by its SHA-256 (of "ginapw"), and a second password
+    "gina on #5fcd99591ed5531f6d226b33e3f2ad89668980c5d5d5479ce79513a2df9199b9 >other ~* +@read",
 ]
 
 

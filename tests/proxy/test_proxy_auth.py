@@ -76,10 +76,12 @@ SCRIPTS: dict[str, tuple[tuple[str, str] | None, list[Line]]] = {
         "AUTH bob bobpw", "AUTH carol wrong", "HELLO 2 AUTH bob bobpw",
         "HELLO 2 AUTH carol wrong SETNAME x", "AUTH carol carolpw", "ACL WHOAMI",
         "AUTH alice alicepw", "GET app:1", "AUTH carol wrong", "GET app:1",
+        "AUTH gina ginapw", "GET app:1", "AUTH gina other", "ACL WHOAMI", "AUTH gina x",
     ]),
     "ACL over the proxy's users": (ADMIN, [
         "ACL WHOAMI", "ACL USERS", ("ACL LIST", "rules"), "ACL GETUSER carol",
-        "ACL GETUSER frank", ("ACL GETUSER dave", "rules"), "ACL GETUSER default", "ACL GETUSER nosuch", "ACL CAT",
+        "ACL GETUSER frank", ("ACL GETUSER dave", "rules"), "ACL GETUSER gina",
+        "ACL GETUSER default", "ACL GETUSER nosuch", "ACL CAT",
         ("ACL CAT read", "sorted"), "ACL CAT nosuch", "ACL DRYRUN carol SET ro:1 x",
         "ACL DRYRUN carol GET ro:1", "ACL DRYRUN dave PUBLISH sports x",
         "ACL DRYRUN alice SET app:1 x", "ACL DRYRUN nosuch GET x", "ACL DRYRUN alice nosuch",
