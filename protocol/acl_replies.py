@@ -33,6 +33,14 @@ LOG_SCAN = 10  # entries looked at for one to bump instead of adding
 REASONS = {acl.DENIED_CMD: "command", acl.DENIED_KEY: "key", acl.DENIED_CHANNEL: "channel",
            acl.DENIED_AUTH: "auth"}
 NOT_INTEGER = "ERR value is not an integer or out of range"
+NOPERM_EXEC = (
+    "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC "
+    "call. This command is no longer allowed for the following reason: ")
+EXEC_REASONS = {
+    acl.DENIED_CMD: "no permission to execute the command or subcommand",
+    acl.DENIED_KEY: "no permission to touch the specified keys",
+    acl.DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
+}
 NO_ACLFILE = (
     "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
     "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "

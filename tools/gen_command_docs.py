@@ -157,10 +157,10 @@ is checked by the proxy before it is routed, as redis-server 7.0 checks it: `-NO
 the client logs in (only `AUTH`, `HELLO`, `QUIT` and `RESET` pass before), then `-NOPERM`
 unless the user's rules allow the command, its keys (read or write) and its channels; the
 refusals are in `ACL LOG`. The default user with no password and every permission (the
-usual case) is not checked at all. Differences: EXEC does not check its queued commands again
-(rules changed between MULTI and EXEC apply from the next command); ACL SETUSER that takes
-channels away closes all that user's subscriber connections (the proxy does not track which
-channels each holds).
+usual case) is not checked at all. EXEC checks its queued commands again, as Redis does (a
+command the rules no longer allow is not sent; its place in EXEC's reply holds Redis' NOPERM
+text). Difference: ACL SETUSER that takes channels away closes all that user's subscriber
+connections (the proxy does not track which channels each holds).
 """
 
 MSETNX = """\

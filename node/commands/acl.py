@@ -36,14 +36,8 @@ if TYPE_CHECKING:
 NOPERM_CMD = errors.NOPERM_CMD
 NOPERM_KEY = errors.NOPERM_KEY
 NOPERM_CHANNEL = errors.NOPERM_CHANNEL
-NOPERM_EXEC = (
-    "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC "
-    "call. This command is no longer allowed for the following reason: ")
-_EXEC_REASONS = {
-    acl.DENIED_CMD: "no permission to execute the command or subcommand",
-    acl.DENIED_KEY: "no permission to touch the specified keys",
-    acl.DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
-}
+NOPERM_EXEC = acl_replies.NOPERM_EXEC
+_EXEC_REASONS = acl_replies.EXEC_REASONS
 NO_ACLFILE = acl_replies.NO_ACLFILE
 SAVE_FAILED = acl_replies.SAVE_FAILED
 BOTH_SOURCES = acl_lines.BOTH_SOURCES

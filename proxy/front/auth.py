@@ -74,9 +74,9 @@ def _sessions_of(proxy: Proxy, user: User) -> list[Session]:
     return [x for x in proxy.sessions if x.login.user is user]
 
 
-def _log(s: Session, reason: int, username: bytes, obj: bytes) -> None:
+def _log(s: Session, reason: int, username: bytes, obj: bytes, context: str = "") -> None:
     now_ms = int(time.time() * 1000)
-    context = "multi" if s.tx.queued is not None else "toplevel"
+    context = context or ("multi" if s.tx.queued is not None else "toplevel")
     cinfo = local.client_line(s).decode("utf-8", "replace").rstrip("\n")
     s.proxy.users.add_log(LogEntry(1, reason, context, obj, username, now_ms, cinfo))
 
@@ -121,6 +121,22 @@ def refused(s: Session, argv: list[bytes]) -> bool:
     text = _NOPERM.get(denial.reason) or errors.NOPERM_CMD % info.name
     _reject(s, info.name, text)
     return True
+
+
+def recheck_queued(s: Session, queued: list[list[bytes]]) -> dict[int, bytes]:
+    """EXEC's check of the queued commands again (the rules may have changed since they were
+    queued): the error frame of each one no longer allowed, by its index (logged)."""
+    user = s.login.user
+    denied: dict[int, bytes] = {}
+    for i, argv in enumerate(queued):
+        info = commands.lookup(argv)
+        denial = None if info is None else user.check(info, argv, glob_match)
+        if info is None or denial is None:
+            continue
+        obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
+        _log(s, denial.reason, user.name, obj, "multi")
+        denied[i] = error_frame(acl_replies.NOPERM_EXEC + acl_replies.EXEC_REASONS[denial.reason])
+    return denied
 
 
 # -- AUTH, HELLO, RESET -----------------------------------------------------------------------

@@ -31,7 +31,7 @@ from slotgate.protocol.commands import (
     lookup,
     unknown_command_error,
 )
-from slotgate.protocol.resp import encode_command
+from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
@@ -240,11 +240,33 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     queued, doomed = tx.queued, tx.doomed
     tx.queued = None
     tx.doomed = False
-    reply_slot = s.new_slot("exec")
+    reply_slot: Callable[[bytes], None] = s.new_slot("exec")
     if doomed:
         reply_slot(error_frame(errors.EXECABORT))
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
+    if s.checked:
+        # As Redis' EXEC: the queued commands checked again (auth.py imports this module).
+        from slotgate.proxy.front import auth
+        denied = auth.recheck_queued(s, queued)
+        if denied:
+            total = len(queued)
+            queued = [argv for i, argv in enumerate(queued) if i not in denied]
+            reply_slot = partial(_with_denied, reply_slot, denied, total)
     return _exec(s, queued, reply_slot)
+
+
+def _with_denied(reply_slot: Callable[[bytes], None], denied: dict[int, bytes], total: int,
+                 raw: bytes) -> None:
+    """EXEC's reply with the errors of the commands it did not send put back in their
+    places (a null or an error reply stays as it is)."""
+    if raw[:1] != b"*" or raw[:2] == b"*-":
+        reply_slot(raw)
+        return
+    framer = ReplyFramer()
+    framer.feed(raw[raw.index(b"\r\n") + 2:])
+    ran = iter(frame for _, frame in framer.frames())
+    parts = [denied[i] if i in denied else next(ran) for i in range(total)]
+    reply_slot(b"*%d\r\n" % total + b"".join(parts))
 
 
 async def _watch(s: RouteSession, argv: list[bytes], slot: int,

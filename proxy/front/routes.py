@@ -60,6 +60,9 @@ class RouteSession(Protocol):
     @property
     def tx(self) -> pinned.Transaction: ...
     @property
+    def checked(self) -> bool:
+        """Every request passes auth.refused (auth.py's flag)."""
+    @property
     def login(self) -> auth.Login:
         """Who the client is (changed only by auth.py)."""
     @property

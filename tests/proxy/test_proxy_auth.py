@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import start_cluster
 from tests.node.diff import Line
-from tests.proxy.auth_support import login_lines, pair, run_script
-from tests.support import ManagedProcess
+from tests.proxy.auth_support import login_lines, norm_acl_log, pair, run_script
+from tests.support import ManagedProcess, RawClient
 
 
 @pytest.fixture(scope="module", params=["real", "bundled"])
@@ -148,3 +148,29 @@ def test_config_check_names_the_key_and_redis_error(tmp_path: Path) -> None:
     good.write_text("user alice on >pw ~* +get\n")
     both = problems(f"auth:\n  aclfile: {good}\n  users: ['bob on']\n")
     assert both[0].startswith("auth.aclfile: Configuring Redis with users defined")
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_exec_checks_queued_commands_again(servers: tuple[ManagedProcess, ManagedProcess],
+                                           proto: int) -> None:
+    """Rules changed between MULTI and EXEC: EXEC answers the commands no longer allowed with
+    Redis' NOPERM text in their places and runs the others (one slot: hash tags)."""
+    replies = []
+    for server in servers:
+        admin, carol = RawClient(server.port), RawClient(server.port)
+        assert admin.call("AUTH", "admin", "adminpw") == b"+OK\r\n"
+        hello = ["HELLO", "3", "AUTH"] if proto == 3 else ["AUTH"]
+        assert carol.call(*hello, "carol", "carolpw")[:1] in (b"+", b"%")
+        got = [admin.call("ACL", "LOG", "RESET")]
+        got += [carol.call(*line.split()) for line in (
+            "MULTI", "SET rw:{t}1 a", "SET wo:{t}2 b", "GET rw:{t}1", "STRLEN rw:{t}1")]
+        got.append(admin.call("ACL", "SETUSER", "carol", "resetkeys", "~rw:*", "-strlen"))
+        got.append(carol.call("EXEC"))
+        got.append(norm_acl_log(admin.call("ACL", "LOG")))
+        got.append(admin.call("ACL", "SETUSER", "carol", "resetkeys", "%R~ro:*", "%W~wo:*",
+                              "~rw:*", "+strlen"))
+        admin.close()
+        carol.close()
+        replies.append(got)
+    assert replies[0] == replies[1]
+    assert b"ACLs rules changed" in replies[1][7]
