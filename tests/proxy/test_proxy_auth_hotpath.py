@@ -147,3 +147,14 @@ async def test_acl_file_save_and_load(start, tmp_path) -> None:
     assert (await call(admin, "ACL", "LOAD")).startswith(
         b"-ERR " + str(path).encode() + b":1: Unknown command or category name in ACL.")
     assert await call(admin, "ACL", "USERS") == b"*2\r\n$3\r\nbob\r\n$7\r\ndefault\r\n"
+
+
+def test_every_proxy_answered_command_has_a_handler() -> None:
+    """local.py's or auth.py's (AUTH, HELLO, RESET, ACL ...): none is left without one."""
+    from slotgate.protocol.commands import ALL_COMMANDS
+    from slotgate.proxy.front import auth, local
+
+    rows = [i for i in ALL_COMMANDS.values() if i.route == "proxy"]
+    assert {"auth", "hello", "acl|setuser", "acl|log"} <= {i.name for i in rows}
+    missing = [i.name for i in rows if i.name not in auth.HANDLERS and i.name not in local.HANDLERS]
+    assert missing == []
