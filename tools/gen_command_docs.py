@@ -159,8 +159,8 @@ unless the user's rules allow the command, its keys (read or write) and its chan
 refusals are in `ACL LOG`. The default user with no password and every permission (the
 usual case) is not checked at all. EXEC checks its queued commands again, as Redis does (a
 command the rules no longer allow is not sent; its place in EXEC's reply holds Redis' NOPERM
-text). Difference: ACL SETUSER that takes channels away closes all that user's subscriber
-connections (the proxy does not track which channels each holds).
+text), and ACL SETUSER that takes channels away closes the user's subscriber connections
+that hold one of them.
 """
 
 MSETNX = """\

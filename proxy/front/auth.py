@@ -204,12 +204,18 @@ def _drop(proxy: Proxy, user: User, current: Session | None) -> None:
 
 
 def _drop_subscribers(proxy: Proxy, old: User, new: User) -> None:
-    """ACL SETUSER taking channels away: the user's subscribers are closed (the proxy does not
-    track which channels each holds, so every subscriber of that user)."""
-    if acl_lines.channels_taken_away(old, new) is None:
+    """ACLKillPubsubClientsIfNeeded: the user's subscribers holding a channel or pattern the
+    new rules do not allow are closed."""
+    allowed = acl_lines.channels_taken_away(old, new)
+    if allowed is None:
         return
     for x in _sessions_of(proxy, old):
-        if x.sub.link is not None:
+        link = x.sub.link
+        if link is None:
+            continue
+        sets = link.sets
+        if not acl.check_channels(allowed, [*sets["channels"], *sets["shard"]],
+                                  list(sets["patterns"]), glob_match):
             x.abort()
 
 

@@ -121,3 +121,22 @@ def test_sighup_reloads_every_worker(seeds: list[int], tmp_path: Path) -> None:
                    "every worker's alice under the new rules")
         for c in every:
             c.close()
+
+
+def test_acl_setuser_closes_subscribers_of_channels_taken_away(seeds: list[int],
+                                                                tmp_path: Path) -> None:
+    """As Redis: after ACL SETUSER narrows a user's channels, its subscribers that hold a
+    channel no longer allowed are closed; the others stay."""
+    conf = write_config(tmp_path / "proxy.yaml", seeds,
+                        ["sub on >s resetchannels &news.* &sports.* +@all"], None)
+    proxy = slotgate_proxy(tmp_path, [], extra=["--config", str(conf)])
+    with running(proxy):
+        news, sports = login(proxy.port, "sub", "s"), login(proxy.port, "sub", "s")
+        assert news.call("SUBSCRIBE", "news.a").startswith(b"*3\r\n$9\r\nsubscribe")
+        assert sports.call("SUBSCRIBE", "sports.a").startswith(b"*3\r\n$9\r\nsubscribe")
+        admin = RawClient(proxy.port)
+        assert admin.call("ACL", "SETUSER", "sub", "resetchannels", "&news.*") == b"+OK\r\n"
+        assert closed(sports)
+        assert news.call("PING") == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+        for c in (news, sports, admin):
+            c.close()
