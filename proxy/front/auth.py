@@ -203,13 +203,13 @@ def _drop(proxy: Proxy, user: User, current: Session | None) -> None:
             x.abort()
 
 
-def _drop_subscribers(proxy: Proxy, old: User, new: User) -> None:
-    """ACLKillPubsubClientsIfNeeded: the user's subscribers holding a channel or pattern the
-    new rules do not allow are closed."""
+def _drop_subscribers(proxy: Proxy, user: User, old: User, new: User) -> None:
+    """ACLKillPubsubClientsIfNeeded: ``user``'s subscribers holding a channel or pattern the
+    new rules do not allow (``old`` -> ``new``) are closed."""
     allowed = acl_lines.channels_taken_away(old, new)
     if allowed is None:
         return
-    for x in _sessions_of(proxy, old):
+    for x in _sessions_of(proxy, user):
         link = x.sub.link
         if link is None:
             continue
@@ -221,7 +221,8 @@ def _drop_subscribers(proxy: Proxy, old: User, new: User) -> None:
 
 def _replace(proxy: Proxy, table: dict[bytes, User], current: Session | None) -> None:
     changed, removed = proxy.users.replace(table)
-    for u in changed:
+    for u, before in changed:
+        _drop_subscribers(proxy, u, before, u)
         _changed(proxy, u)
     for u in removed:
         _drop(proxy, u, current)
@@ -251,7 +252,7 @@ def acl_setuser(s: Session, argv: list[bytes]) -> bytes:
     if existing is None:
         users.users[argv[2]] = temp
         return OK
-    _drop_subscribers(s.proxy, existing, temp)
+    _drop_subscribers(s.proxy, existing, existing, temp)
     existing.copy_from(temp)
     _changed(s.proxy, existing)
     return OK

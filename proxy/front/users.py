@@ -114,11 +114,11 @@ class ProxyUsers:
         d = self.default
         return d.enabled and d.nopass
 
-    def replace(self, new: dict[bytes, User]) -> tuple[list[User], list[User]]:
+    def replace(self, new: dict[bytes, User]) -> tuple[list[tuple[User, User]], list[User]]:
         """Take ``new`` as the table: users that still exist keep their object and take the
-        new rules. Returns (changed users, removed users) for the caller to update or close
-        their connections."""
-        changed: list[User] = []
+        new rules. Returns (changed users with a copy of their previous rules, removed users)
+        for the caller to update or close their connections."""
+        changed: list[tuple[User, User]] = []
         table: dict[bytes, User] = {}
         for name, u in new.items():
             old = self.users.get(name)
@@ -126,8 +126,9 @@ class ProxyUsers:
                 table[name] = u
                 continue
             if old.describe() != u.describe():
+                before = old.copy()
                 old.copy_from(u)
-                changed.append(old)
+                changed.append((old, before))
             table[name] = old
         removed = [u for name, u in self.users.items() if name not in new]
         self.users = table

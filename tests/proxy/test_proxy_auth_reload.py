@@ -138,5 +138,8 @@ def test_acl_setuser_closes_subscribers_of_channels_taken_away(seeds: list[int],
         assert admin.call("ACL", "SETUSER", "sub", "resetchannels", "&news.*") == b"+OK\r\n"
         assert closed(sports)
         assert news.call("PING") == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+        # The same through a reload.
+        reload(proxy, conf, seeds, ["sub on >s resetchannels &sports.* +@all"], None)
+        wait_until(lambda: closed(news), 10, "the news subscriber closed by the reload")
         for c in (news, sports, admin):
             c.close()
