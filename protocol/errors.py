@@ -34,6 +34,10 @@ NOAUTH_HELLO = (
     "HELLO AUTH <user> <pass> option can be used to authenticate the client and select the "
     "RESP protocol version at the same time"
 )
+NOPERM_CMD = "NOPERM this user has no permissions to run the '%s' command"
+NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
+NOPERM_CHANNEL = ("NOPERM this user has no permissions to access one of the channels used as "
+                  "arguments")
 CLIENT_NAME_CHARS = "ERR Client names cannot contain spaces, newlines or special characters."
 
 # Transactions.

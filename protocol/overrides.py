@@ -132,9 +132,6 @@ OVERRIDES: dict[str, Row] = {
     "command|getkeysandflags": _KEYLESS,
     # Would change the credentials the proxy itself logs in with (proxy/front/guard.py).
     "config|set": _GUARDED,
-    "acl|setuser": _GUARDED,
-    "acl|deluser": _GUARDED,
-    "acl|load": _GUARDED,
     # Fan-out to every master.
     "dbsize": Row("all_masters", "sum"),
     "keys": Row("all_masters", "concat"),
@@ -191,6 +188,7 @@ OVERRIDES: dict[str, Row] = {
 # Default for subcommands of these containers that have no row of their own.
 CONTAINER_DEFAULTS: dict[str, Row] = {
     "command": _PROXY,
+    "acl": _PROXY,  # the proxy's own users (proxy/front/auth.py)
     "cluster": _unsupported("one cluster node's own view or administration; the proxy "
                             "stands for the whole cluster"),
     "client": _unsupported("manages connections, and the proxy's node connections are shared "

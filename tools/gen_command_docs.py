@@ -100,9 +100,22 @@ NOTES: dict[str, str] = {
     "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (pushes still arrive, "
                     "as in Redis 7.0); refused inside MULTI.",
     "client|no-evict": "Accepted and shown as flag `e`; the proxy evicts no client.",
-    "auth": "Accepts `AUTH default <anything>` as a server without a password would answer.",
     "hello": "The proxy says `mode:standalone` (`mode:cluster` with cluster emulation on); a "
-             "RESP3 client gets RESP3 backend connections.",
+             "RESP3 client gets RESP3 backend connections; `AUTH` logs in to the proxy's own "
+             "users.",
+    "auth": "Logs in to the proxy's own users (config section `auth`); with no "
+            "`requirepass` the default user needs none, as on a server without one.",
+    "reset": "Also logs the client back in as the default user (out, if it has a password).",
+    **{f"acl|{sub}": "Over the proxy's own users (config section `auth`); nothing reaches "
+                     "the nodes." for sub in ("cat", "dryrun", "genpass", "getuser", "help",
+                                              "list", "log", "users", "whoami")},
+    "acl|setuser": "Creates or changes one of the proxy's own users, in the memory of the "
+                   "proxy process the client is connected to (until the next reload); a "
+                   "changed user's connections take the new rules; nothing reaches the nodes.",
+    "acl|deluser": "Deletes one of the proxy's own users (in that process's memory until the "
+                   "next reload); its connections are closed; nothing reaches the nodes.",
+    "acl|load": "Re-reads `auth.aclfile`.",
+    "acl|save": "Writes the proxy process's users to `auth.aclfile`.",
     "command|getkeysandflags": "Answered by a master.",
     "command|help": "Answered by a master.",
     "info": "`cluster_enabled:0`: the proxy is one plain server to its clients (`1` with "
@@ -127,8 +140,6 @@ NOTES: dict[str, str] = {
     "config|set": "Refused only with `requirepass`, `masterauth` or `masteruser` among its "
                   "parameters; with admin commands allowed, a new `requirepass` becomes the "
                   "proxy's own backend password before the reply.",
-    "acl|setuser": "With admin commands allowed, a new `>password` of the proxy's own backend "
-                   "user becomes its backend password before the reply.",
 }
 
 
@@ -175,6 +186,16 @@ argument count Redis' arity error, both without a round trip; `MOVED` and `ASK` 
 by the proxy and never reach the client, `TRYAGAIN`/`CLUSTERDOWN`/`LOADING` are retried until
 the request's deadline (docs/PROXY.md). Inside `MULTI`: see
 [Inside MULTI](#inside-multi).
+
+With a password or users configured (config section `auth`, docs/CONFIG.md), every command
+is checked by the proxy before it is routed, as redis-server 7.0 checks it: `-NOAUTH` until
+the client logs in (only `AUTH`, `HELLO`, `QUIT` and `RESET` pass before), then `-NOPERM`
+unless the user's rules allow the command, its keys (read or write) and its channels; the
+refusals are in `ACL LOG`. The default user with no password and every permission (the
+usual case) is not checked at all. EXEC checks its queued commands again, as Redis does (a
+command the rules no longer allow is not sent; its place in EXEC's reply holds Redis' NOPERM
+text), and ACL SETUSER that takes channels away closes the user's subscriber connections
+that hold one of them.
 """
 
 OWN_FACTS = """\

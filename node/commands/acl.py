@@ -12,69 +12,36 @@ takes channels away closes the user's subscribers that hold them.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.node.commands.connection import client_info_line
 from slotgate.node.commands.registry import Command, command
 from slotgate.node.commands.replies import OK
-from slotgate.node.commands.util import parse_int
-from slotgate.node.core import errors
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
-from slotgate.protocol import acl
-from slotgate.protocol.acl import CATEGORIES, CATEGORY_MEMBERS, RuleError, User
-from slotgate.protocol.acl_lines import merge_selector_args
-from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo, arity_ok, lookup
-from slotgate.protocol.resp import array_header, bulk, double, integer, map_header, set_header
+from slotgate.protocol import acl, acl_lines, acl_replies, errors
+from slotgate.protocol.acl import RuleError, User
+from slotgate.protocol.acl_lines import parse_acl_file
+from slotgate.protocol.acl_replies import LogEntry
+from slotgate.protocol.commands import ALL_COMMANDS
+from slotgate.protocol.resp import bulk, integer
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
 
-NOPERM_CMD = "NOPERM this user has no permissions to run the '%s' command"
-NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
-NOPERM_CHANNEL = ("NOPERM this user has no permissions to access one of the channels used as "
-                  "arguments")
-NOPERM_EXEC = (
-    "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC "
-    "call. This command is no longer allowed for the following reason: ")
-_EXEC_REASONS = {
-    acl.DENIED_CMD: "no permission to execute the command or subcommand",
-    acl.DENIED_KEY: "no permission to touch the specified keys",
-    acl.DENIED_CHANNEL: "no permission to access one of the channels used as arguments",
-}
-NO_ACLFILE = (
-    "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
-    "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
-    "Redis configuration file set) in order to store users in the Redis configuration.")
-SAVE_FAILED = ("ERR There was an error trying to save the ACLs. Please check the server logs "
-               "for more information")
-BOTH_SOURCES = (
-    "Configuring Redis with users defined in redis.conf and at the same setting an ACL file "
-    "path is invalid. This setup is very likely to lead to configuration errors and security "
-    "holes, please define either an ACL file or declare users directly in your redis.conf, "
-    "but not both.")
-GENPASS_MAX_BITS = 4096
-LOG_GROUPING_MS = 60000  # ACL_LOG_GROUPING_MAX_TIME_DELTA
-LOG_SCAN = 10  # entries looked at for one to bump instead of adding
-_REASONS = {acl.DENIED_CMD: "command", acl.DENIED_KEY: "key", acl.DENIED_CHANNEL: "channel",
-            acl.DENIED_AUTH: "auth"}
+NOPERM_CMD = errors.NOPERM_CMD
+NOPERM_KEY = errors.NOPERM_KEY
+NOPERM_CHANNEL = errors.NOPERM_CHANNEL
+NOPERM_EXEC = acl_replies.NOPERM_EXEC
+_EXEC_REASONS = acl_replies.EXEC_REASONS
+NO_ACLFILE = acl_replies.NO_ACLFILE
+SAVE_FAILED = acl_replies.SAVE_FAILED
+BOTH_SOURCES = acl_lines.BOTH_SOURCES
 
-
-@dataclass
-class LogEntry:
-    count: int
-    reason: int
-    context: str  # toplevel / multi
-    obj: bytes
-    username: bytes
-    ctime_ms: int
-    cinfo: str
 
 
 class NodeAcl:
@@ -178,23 +145,11 @@ class NodeAcl:
     # -- ACL LOG -----------------------------------------------------------------------------
     def add_log(self, c: Client, reason: int, index: int, username: bytes, obj: bytes,
                 in_exec: bool = False) -> None:
-        """addACLLogEntry: bump a recent similar entry, else add one (bounded)."""
+        """addACLLogEntry (protocol/acl_replies.py), with this client's context and info."""
         now_ms = int(time.time() * 1000)
         context = "multi" if c.multi is not None or in_exec else "toplevel"
-        cinfo = client_info_line(c, now_ms)
-        for i, e in enumerate(self.log):
-            if i >= LOG_SCAN:
-                break
-            if (e.reason == reason and e.context == context and e.obj == obj
-                    and e.username == username and abs(e.ctime_ms - now_ms) <= LOG_GROUPING_MS):
-                del self.log[i]
-                self.log.appendleft(e)
-                e.count += 1
-                e.cinfo, e.ctime_ms = cinfo, now_ms
-                return
-        self.log.appendleft(LogEntry(1, reason, context, obj, username, now_ms, cinfo))
-        while len(self.log) > int(self.server.config.get("acllog-max-len")):
-            self.log.pop()
+        entry = LogEntry(1, reason, context, obj, username, now_ms, client_info_line(c, now_ms))
+        acl_replies.add_log(self.log, int(self.server.config.get("acllog-max-len")), entry)
 
     # -- the ACL file ------------------------------------------------------------------------
     def load_file(self, path: str) -> str | None:
@@ -205,37 +160,10 @@ class NodeAcl:
         except OSError as e:
             return f"Error loading ACLs, opening file '{path}': {e.strerror}"
         shown = str(self.server.config.get("aclfile"))
-        errs = ""
-        users: dict[bytes, User] = {}
-        for linenum, raw in enumerate(text.split(b"\n"), start=1):
-            line = raw.strip(b" \t\r\n")
-            if not line:
-                continue
-            argv = line.split(b" ")
-            if argv[0] != b"user" or len(argv) < 2:
-                errs += (f"{shown}:{linenum} should start with user keyword followed by the "
-                         "username. ")
-                continue
-            name = argv[1]
-            if acl.has_spaces(name):
-                errs += (f"'{shown}:{linenum}: username '{_text(name)}' contains invalid "
-                         "characters. ")
-                continue
-            if name in users:
-                errs += f"WARNING: Duplicate user '{_text(name)}' found on line {linenum}. "
-                continue
-            u = users[name] = User(name, self.allchannels_default)
-            rules, bad = merge_selector_args(argv[2:])
-            if bad is not None:
-                errs += f"{shown}:{linenum}: Unmatched parenthesis in selector definition."
-            for rule in rules:
-                try:
-                    u.apply(rule.strip(b"\t\r\n"))
-                except RuleError as e:
-                    errs += f"{shown}:{linenum}: {e}. "
-        if errs:
-            return errs + ("WARNING: ACL errors detected, no change to the previously active "
-                           "ACL rules was performed")
+        try:
+            users = parse_acl_file(text, shown, self.allchannels_default)
+        except ValueError as e:
+            return str(e)
         new_default = users.pop(b"default", None) or acl.default_user(self.allchannels_default)
         old = [u for name, u in self.users.items() if name != b"default"]
         self.default.copy_from(new_default)
@@ -247,8 +175,7 @@ class NodeAcl:
 
     def save_file(self, path: str) -> bool:
         """ACLSaveToFile: every user as a ``user`` line, written to a temp file then renamed."""
-        data = b"".join(b"user " + name + b" " + self.users[name].describe() + b"\n"
-                        for name in sorted(self.users))
+        data = acl_lines.file_text(self.users)
         tmp = f"{path}.tmp-{os.getpid()}-{int(time.time() * 1000)}"
         try:
             with open(tmp, "wb") as f:
@@ -308,23 +235,12 @@ def install(server: Server) -> None:
 @command("acl|setuser")
 def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
     node = c.server.acl
-    name = argv[2]
-    if acl.has_spaces(name):
-        raise CommandError("ERR Usernames can't contain spaces or null characters")
-    rules, bad = merge_selector_args(argv[3:])
-    if bad is not None:
-        raise CommandError("ERR Unmatched parenthesis in acl selector starting at "
-                           f"'{_text(argv[3 + bad])}'.")
-    existing = node.users.get(name)
-    temp = existing.copy() if existing is not None else User(name, node.allchannels_default)
-    temp.allchannels_default = node.allchannels_default  # for reset and new selectors
-    for rule in rules:
-        try:
-            temp.apply(rule)
-        except RuleError as e:
-            raise CommandError(f"ERR Error in ACL SETUSER modifier '{_text(rule)}': {e}") from None
+    try:
+        existing, temp = acl_lines.setuser(node.users, argv, node.allchannels_default)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     if existing is None:
-        node.users[name] = temp
+        node.users[argv[2]] = temp
         return OK
     _kill_pubsub_if_needed(c, temp, existing)
     existing.copy_from(temp)
@@ -335,11 +251,8 @@ def acl_setuser(c: Client, argv: list[bytes]) -> bytes:
 def _kill_pubsub_if_needed(c: Client, new: User, old: User) -> None:
     """ACLKillPubsubClientsIfNeeded: subscribers of ``old`` holding a channel or pattern the
     new rules do not allow are closed."""
-    allowed = new.channels_allowed()
+    allowed = acl_lines.channels_taken_away(old, new)
     if allowed is None:
-        return
-    before = [ch for s in old.selectors for ch in s.channels]
-    if all(ch in allowed for ch in before):
         return
     node = c.server.acl
     for other in node.clients_of(old):
@@ -354,53 +267,28 @@ def _kill_pubsub_if_needed(c: Client, new: User, old: User) -> None:
 @command("acl|deluser")
 def acl_deluser(c: Client, argv: list[bytes]) -> bytes:
     node = c.server.acl
-    if any(name == b"default" for name in argv[2:]):
-        raise CommandError("ERR The 'default' user cannot be removed")
-    deleted = 0
-    for name in argv[2:]:
-        u = node.users.pop(name, None)
-        if u is not None:
-            node.drop_user_clients(u, c)
-            deleted += 1
-    return integer(deleted)
-
-
-def _selector_fields(s: acl.Selector) -> list[bytes]:
-    return [bulk(b"commands"), bulk(s.describe_commands()),
-            bulk(b"keys"), bulk(b" ".join(s.key_words())),
-            bulk(b"channels"), bulk(b" ".join(s.channel_words()))]
+    try:
+        removed = acl_lines.deluser(node.users, argv[2:])
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    for u in removed:
+        node.drop_user_clients(u, c)
+    return integer(len(removed))
 
 
 @command("acl|getuser")
 def acl_getuser(c: Client, argv: list[bytes]) -> bytes:
-    u = c.server.acl.users.get(argv[2])
-    if u is None:
-        return c.null_bulk
-    flags = u.flag_words()
-    parts = [map_header(6, c.resp), bulk(b"flags"), set_header(len(flags), c.resp)]
-    parts += [bulk(f) for f in flags]
-    parts += [bulk(b"passwords"), array_header(len(u.passwords))]
-    parts += [bulk(p) for p in u.passwords]
-    parts += _selector_fields(u.root)
-    parts += [bulk(b"selectors"), array_header(len(u.selectors) - 1)]
-    for s in u.selectors[1:]:
-        parts.append(map_header(3, c.resp))
-        parts += _selector_fields(s)
-    return b"".join(parts)
+    return acl_replies.getuser(c.server.acl.users.get(argv[2]), c.resp)
 
 
 @command("acl|list")
 def acl_list(c: Client, argv: list[bytes]) -> bytes:
-    users = c.server.acl.users
-    names = sorted(users)
-    return array_header(len(names)) + b"".join(
-        bulk(b"user " + n + b" " + users[n].describe()) for n in names)
+    return acl_replies.list_users(c.server.acl.users)
 
 
 @command("acl|users")
 def acl_users(c: Client, argv: list[bytes]) -> bytes:
-    names = sorted(c.server.acl.users)
-    return array_header(len(names)) + b"".join(bulk(n) for n in names)
+    return acl_replies.usernames(c.server.acl.users)
 
 
 @command("acl|whoami")
@@ -430,119 +318,34 @@ def acl_save(c: Client, argv: list[bytes]) -> bytes:
     return OK
 
 
+def _replied(render: Callable[[], bytes]) -> bytes:
+    try:
+        return render()
+    except acl_replies.AclReplyError as e:
+        raise CommandError(str(e)) from None
+
+
 @command("acl|cat")
 def acl_cat(c: Client, argv: list[bytes]) -> bytes:
-    if len(argv) == 2:
-        return array_header(len(CATEGORIES)) + b"".join(bulk(x) for x in CATEGORIES)
-    if len(argv) > 3:
-        raise CommandError(_subcommand_error(argv))
-    cat = argv[2].decode("utf-8", "replace").lower()
-    if cat not in CATEGORY_MEMBERS:
-        raise CommandError(f"ERR Unknown category '{errors._shown(argv[2], 128)}'")
-    names = CATEGORY_MEMBERS[cat]
-    return array_header(len(names)) + b"".join(bulk(n) for n in names)
-
-
-def _subcommand_error(argv: Sequence[bytes]) -> str:
-    return (f"ERR unknown subcommand or wrong number of arguments for "
-            f"'{errors._shown(argv[1], 128)}'. Try ACL HELP.")
+    return _replied(lambda: acl_replies.cat(argv))
 
 
 @command("acl|genpass")
 def acl_genpass(c: Client, argv: list[bytes]) -> bytes:
-    if len(argv) > 3:
-        raise CommandError(_subcommand_error(argv))
-    bits = parse_int(argv[2]) if len(argv) == 3 else 256
-    if bits <= 0 or bits > GENPASS_MAX_BITS:
-        raise CommandError("ERR ACL GENPASS argument must be the number of bits for the output "
-                           f"password, a positive number up to {GENPASS_MAX_BITS}")
-    chars = (bits + 3) // 4
-    return bulk(secrets.token_hex((chars + 1) // 2)[:chars])
+    return _replied(lambda: acl_replies.genpass(argv))
 
 
 @command("acl|log")
 def acl_log(c: Client, argv: list[bytes]) -> bytes:
-    if len(argv) > 3:
-        raise CommandError(_subcommand_error(argv))
-    node = c.server.acl
-    count = 10
-    if len(argv) == 3:
-        if argv[2].lower() == b"reset":
-            node.log.clear()
-            return OK
-        count = max(parse_int(argv[2]), 0)
-    entries = list(node.log)[:count]
     now_ms = int(time.time() * 1000)
-    parts = [array_header(len(entries))]
-    for e in entries:
-        parts += [
-            map_header(7, c.resp), bulk(b"count"), integer(e.count),
-            bulk(b"reason"), bulk(_REASONS.get(e.reason, "unknown")),
-            bulk(b"context"), bulk(e.context), bulk(b"object"), bulk(e.obj),
-            bulk(b"username"), bulk(e.username),
-            bulk(b"age-seconds"), double((now_ms - e.ctime_ms) / 1000, c.resp),
-            bulk(b"client-info"), bulk(e.cinfo),
-        ]
-    return b"".join(parts)
+    return _replied(lambda: acl_replies.log_command(c.server.acl.log, argv, c.resp, now_ms))
 
 
 @command("acl|dryrun")
 def acl_dryrun(c: Client, argv: list[bytes]) -> bytes:
-    u = c.server.acl.users.get(argv[2])
-    if u is None:
-        raise CommandError(f"ERR User '{_text(argv[2])}' not found")
-    rest = argv[3:]
-    info: CommandInfo | None = lookup(rest)
-    if info is None:
-        raise CommandError(f"ERR Command '{_text(rest[0])}' not found")
-    if not arity_ok(info, len(rest)):
-        raise CommandError(errors.wrong_args(info.name))
-    denial = u.check(info, rest, glob_match)
-    if denial is None:
-        return OK
-    if denial.reason == acl.DENIED_CMD:
-        text = f"This user has no permissions to run the '{info.name}' command"
-    elif denial.reason == acl.DENIED_KEY:
-        text = f"This user has no permissions to access the '{_text(rest[denial.index])}' key"
-    else:
-        text = ("This user has no permissions to access the "
-                f"'{_text(rest[denial.index])}' channel")
-    return bulk(text)
-
-
-_HELP = (
-    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "CAT [<category>]",
-    "    List all commands that belong to <category>, or all command categories",
-    "    when no category is specified.",
-    "DELUSER <username> [<username> ...]",
-    "    Delete a list of users.",
-    "DRYRUN <username> <command> [<arg> ...]",
-    "    Returns whether the user can execute the given command without executing the command.",
-    "GETUSER <username>",
-    "    Get the user's details.",
-    "GENPASS [<bits>]",
-    "    Generate a secure 256-bit user password. The optional `bits` argument can",
-    "    be used to specify a different size.",
-    "LIST",
-    "    Show users details in config file format.",
-    "LOAD",
-    "    Reload users from the ACL file.",
-    "LOG [<count> | RESET]",
-    "    Show the ACL log entries.",
-    "SAVE",
-    "    Save the current config to the ACL file.",
-    "SETUSER <username> <attribute> [<attribute> ...]",
-    "    Create or modify a user with the specified attributes.",
-    "USERS",
-    "    List all the registered usernames.",
-    "WHOAMI",
-    "    Return the current connection username.",
-    "HELP",
-    "    Prints this help.",
-)
+    return _replied(lambda: acl_replies.dryrun(c.server.acl.users, argv, glob_match))
 
 
 @command("acl|help")
 def acl_help(c: Client, argv: list[bytes]) -> bytes:
-    return array_header(len(_HELP)) + b"".join(b"+" + ln.encode() + b"\r\n" for ln in _HELP)
+    return acl_replies.HELP

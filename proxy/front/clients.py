@@ -44,7 +44,6 @@ _REPLY_MODES = {b"on": REPLY_ON, b"off": REPLY_OFF, b"skip": REPLY_SKIP}
 # Redis' getClientTypeByName: "slave" and "replica" are one type.
 _CLIENT_TYPES = {b"normal": b"normal", b"slave": b"replica", b"replica": b"replica",
                  b"master": b"master", b"pubsub": b"pubsub"}
-USER = b"default"  # the proxy's only user
 
 
 class ServerStats:
@@ -128,7 +127,7 @@ def info_line(c: FullSession, now_s: float, cmd: str | None = None) -> str:
         f"age={int(now_s - c.created_s)} idle={idle_s} flags={flags(c)} db=0 "
         f"sub={sub} psub={psub} ssub={ssub} multi={-1 if queued is None else len(queued)} "
         f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
-        f"events=r cmd={cmd or last_cmd} user=default redir=-1 resp={c.proto}\n"
+        f"events=r cmd={cmd or last_cmd} user={c.login.user.name.decode('utf-8', 'replace')} redir=-1 resp={c.proto}\n"
     )
 
 
@@ -136,7 +135,7 @@ def _sessions(s: Session) -> list[FullSession]:
     return sorted(s.proxy.sessions, key=lambda c: c.id)
 
 
-def _this(s: Session) -> FullSession:
+def full(s: Session) -> FullSession:
     return cast("FullSession", s)  # route code's view of the session is the session
 
 
@@ -158,7 +157,7 @@ def client_getname(s: Session, argv: list[bytes]) -> bytes:
 
 
 def client_info(s: Session, argv: list[bytes]) -> bytes:
-    return verbatim(info_line(_this(s), time.monotonic(), "client|info"), proto=s.proto)
+    return verbatim(info_line(full(s), time.monotonic(), "client|info"), proto=s.proto)
 
 
 def client_list(s: Session, argv: list[bytes]) -> bytes:
@@ -189,7 +188,7 @@ def client_list(s: Session, argv: list[bytes]) -> bytes:
 def client_kill(s: Session, argv: list[bytes]) -> bytes:
     """CLIENT KILL addr (the old form) or CLIENT KILL <filter> <value> ... (ID, TYPE, USER,
     ADDR, LADDR, SKIPME); a repeated filter keeps its last value, as in Redis."""
-    me = _this(s)
+    me = full(s)
     if len(argv) == 3:
         for c in _sessions(s):
             if c.peer.encode() == argv[2]:
@@ -213,7 +212,7 @@ def client_kill(s: Session, argv: list[bytes]) -> bytes:
                 return error_frame(errors.UNKNOWN_CLIENT_TYPE.format(type=_shown(value)))
             value = kind
         elif opt == b"user":
-            if value != USER:
+            if value not in s.proxy.users.users:
                 return error_frame(errors.NO_SUCH_USER.format(user=_shown(value)))
         elif opt == b"skipme":
             if value.lower() not in (b"yes", b"no"):
@@ -263,7 +262,7 @@ def _matches(c: FullSession, opt: bytes, value: bytes) -> bool:
         return c.peer.encode() == value
     if opt == b"laddr":
         return c.laddr.encode() == value
-    return True  # user: every client is the default user's
+    return c.login.user.name == value  # user
 
 
 def client_unblock(s: Session, argv: list[bytes]) -> bytes | None:
@@ -293,7 +292,7 @@ def client_no_evict(s: Session, argv: list[bytes]) -> bytes:
     mode = argv[2].lower()
     if mode not in (b"on", b"off"):
         return error_frame(errors.SYNTAX)
-    _this(s).no_evict = mode == b"on"
+    full(s).no_evict = mode == b"on"
     return OK
 
 
@@ -303,7 +302,7 @@ def client_reply(s: Session, argv: list[bytes]) -> bytes:
     mode = _REPLY_MODES.get(argv[2].lower())
     if mode is None:
         return error_frame(errors.SYNTAX)
-    me = _this(s)
+    me = full(s)
     if not (mode == REPLY_SKIP and me.reply_mode == REPLY_OFF):
         me.set_reply_mode(mode)
     s.reply("client|reply", OK if mode == REPLY_ON else b"")
@@ -322,7 +321,7 @@ def answered_anyway(argv: list[bytes], mode: int) -> bool:
 
 def reset(s: Session) -> None:
     """RESET: replies on, NO-EVICT off (Redis' clearClientConnectionState)."""
-    me = _this(s)
+    me = full(s)
     me.no_evict = False
     me.set_reply_mode(REPLY_ON)
 

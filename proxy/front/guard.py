@@ -2,20 +2,20 @@
 
 A ``CONFIG SET requirepass`` sent through the proxy to the nodes would leave every later node
 connection of the proxy failing with NOAUTH, and the proxy unable to send the command that
-undoes it. So the commands that change the nodes' credentials or users are the ``guarded``
-rows of the command table:
+undoes it. So the command that changes the nodes' credentials is the ``guarded`` row of the
+command table:
 
     CONFIG SET with requirepass / masterauth / masteruser among its parameters
-    ACL SETUSER, ACL DELUSER, ACL LOAD
         admin_commands off ─▶ -NOPERM, nothing sent
         admin_commands on  ─▶ every node (replicas too), all must succeed; a new requirepass
-                              (or a new password of the proxy's own ACL user) becomes the
-                              proxy's backend password before the client gets its reply
+                              becomes the proxy's backend password before the client gets its
+                              reply
                               (a new requirepass is refused with several workers: only one
                               of them could adopt it)
 
 A CONFIG SET of other parameters only goes to every node, as before. AUTH and HELLO AUTH never
-reach the nodes (the proxy answers them).
+reach the nodes (the proxy answers them), and neither do ACL commands: they manage the proxy's
+own users (front/auth.py), so a client cannot change the nodes' users through the proxy.
 """
 
 from __future__ import annotations
@@ -63,8 +63,7 @@ def _login_user(settings: ProxySettings) -> str:
 
 def new_password(argv: list[bytes], name: str, settings: ProxySettings) -> bytes | None:
     """The password the proxy must log in with once ``argv`` succeeds, or None if unchanged:
-    CONFIG SET requirepass (when the proxy logs in as the default user), or ACL SETUSER of the
-    proxy's own user with a ``>password`` rule (the last one)."""
+    CONFIG SET requirepass (when the proxy logs in as the default user)."""
     if name == "config|set":
         if _login_user(settings) != DEFAULT_USER:
             return None
@@ -73,9 +72,6 @@ def new_password(argv: list[bytes], name: str, settings: ProxySettings) -> bytes
             if argv[i].lower() == b"requirepass":
                 found = argv[i + 1]
         return found
-    if name == "acl|setuser" and argv[2].decode("utf-8", "replace") == _login_user(settings):
-        added = [rule[1:] for rule in argv[3:] if rule.startswith(b">")]
-        return added[-1] if added else None
     return None
 
 

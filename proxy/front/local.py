@@ -10,8 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.protocol import commands
-from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
-from slotgate.protocol.resp import OK, array, bulk, error, integer
+from slotgate.protocol.resp import OK, array, bulk, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.front import clients, pinned, pubsub
@@ -50,39 +49,6 @@ def echo(s: Session, argv: list[bytes]) -> bytes:
 
 def quit_(s: Session, argv: list[bytes]) -> bytes:
     s.quit = True
-    return OK
-
-
-def hello(s: Session, argv: list[bytes]) -> bytes:
-    """Redis' HELLO, option by option (protocol/hello.py); AUTH accepts the default user with
-    any password, as a server without one does."""
-    try:
-        request = parse_hello(argv)
-    except HelloError as exc:
-        return error(exc.text)
-    for step, args in request.steps:
-        if step == AUTH:
-            if args[0] != b"default":
-                return error_frame(errors.WRONGPASS)
-        else:
-            if not valid_client_name(args[0]):
-                return error_frame(errors.CLIENT_NAME_CHARS)
-            s.name = args[0] or None
-    if request.error is not None:
-        return error(request.error)
-    if request.proto is not None:
-        s.proto = request.proto
-    mode = b"cluster" if s.settings.cluster_emulation else b"standalone"
-    return hello_reply(s.proto, s.id, version=commands.REDIS_VERSION, mode=mode, role=b"master")
-
-
-def auth(s: Session, argv: list[bytes]) -> bytes:
-    if len(argv) > 3:
-        return error_frame(errors.SYNTAX)
-    if len(argv) == 2:
-        return error_frame(errors.AUTH_NOT_CONFIGURED)
-    if argv[1] != b"default":
-        return error_frame(errors.WRONGPASS)
     return OK
 
 
@@ -156,8 +122,6 @@ HANDLERS: dict[str, Handler] = {
     "ping": ping,
     "echo": echo,
     "quit": quit_,
-    "hello": hello,
-    "auth": auth,
     "reset": reset,
     "select": select,
     "readonly": readonly,

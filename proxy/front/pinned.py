@@ -31,7 +31,7 @@ from slotgate.protocol.commands import (
     lookup,
     unknown_command_error,
 )
-from slotgate.protocol.resp import encode_command
+from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
@@ -94,7 +94,7 @@ def reset(s: RouteSession) -> None:
         s.router.nursery.start_soon(watch.aclose)
 
 
-def _refuse(s: RouteSession, name: str, raw: bytes, rejected: bool = False) -> None:
+def refuse(s: RouteSession, name: str, raw: bytes, rejected: bool = False) -> None:
     """Refuse a command at queue time: EXEC will abort. ``rejected``: refused before it
     could run, as Redis' processCommand does (unknown, arity, no-multi): not a call."""
     s.tx.doomed = True
@@ -107,30 +107,30 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     """A command inside MULTI: checked now, run at EXEC."""
     info = lookup(argv)
     if info is None:
-        _refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n", rejected=True)
+        refuse(s, "other", b"-" + unknown_command_error(argv) + b"\r\n", rejected=True)
         return
     if not arity_ok(info, len(argv)):
-        _refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)),
+        refuse(s, info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)),
                 rejected=True)
         return
     if "no_multi" in info.flags:
-        _refuse(s, info.name, error_frame(errors.NO_MULTI), rejected=True)
+        refuse(s, info.name, error_frame(errors.NO_MULTI), rejected=True)
         return
     if info.name in OWN_STATE:
         # They answer or change the proxy's own state, which a node inside the transaction
         # cannot see; forwarded, they would act on the node's connection.
-        _refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
+        refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
     if info.route in ("pubsub", "unsupported"):
-        _refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
+        refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
         return
     if info.route in ("all_masters", "all_nodes", "guarded"):
         # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
         # partial.
-        _refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
+        refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
     if s.slot_of(argv) is None:
-        _refuse(s, info.name, error_frame(errors.CROSSSLOT))
+        refuse(s, info.name, error_frame(errors.CROSSSLOT))
         return
     assert s.tx.queued is not None
     s.tx.queued.append(argv)
@@ -261,11 +261,33 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     queued, doomed = tx.queued, tx.doomed
     tx.queued = None
     tx.doomed = False
-    reply_slot = s.new_slot("exec")
+    reply_slot: Callable[[bytes], None] = s.new_slot("exec")
     if doomed:
         reply_slot(error_frame(errors.EXECABORT))
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
+    if s.checked:
+        # As Redis' EXEC: the queued commands checked again (auth.py imports this module).
+        from slotgate.proxy.front import auth
+        denied = auth.recheck_queued(s, queued)
+        if denied:
+            total = len(queued)
+            queued = [argv for i, argv in enumerate(queued) if i not in denied]
+            reply_slot = partial(_with_denied, reply_slot, denied, total)
     return _exec(s, queued, reply_slot)
+
+
+def _with_denied(reply_slot: Callable[[bytes], None], denied: dict[int, bytes], total: int,
+                 raw: bytes) -> None:
+    """EXEC's reply with the errors of the commands it did not send put back in their
+    places (a null or an error reply stays as it is)."""
+    if raw[:1] != b"*" or raw[:2] == b"*-":
+        reply_slot(raw)
+        return
+    framer = ReplyFramer()
+    framer.feed(raw[raw.index(b"\r\n") + 2:])
+    ran = iter(frame for _, frame in framer.frames())
+    parts = [denied[i] if i in denied else next(ran) for i in range(total)]
+    reply_slot(b"*%d\r\n" % total + b"".join(parts))
 
 
 async def _watch(s: RouteSession, argv: list[bytes], slot: int,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
-from slotgate.proxy.front import cluster_emu, guard, local, pinned, pubsub
+from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 
@@ -63,6 +63,12 @@ class RouteSession(Protocol):
     @property
     def tx(self) -> pinned.Transaction: ...
     @property
+    def checked(self) -> bool:
+        """Every request passes auth.refused (auth.py's flag)."""
+    @property
+    def login(self) -> auth.Login:
+        """Who the client is (changed only by auth.py)."""
+    @property
     def sub(self) -> pubsub.Subscriber: ...
 
     def reply(self, name: str, raw: bytes) -> None:
@@ -84,6 +90,8 @@ class RouteSession(Protocol):
         """Run ``fn`` as long as the session lives."""
     def abort(self) -> None:
         """Close the client's connection now."""
+    def set_checked(self, checked: bool) -> None:
+        """Whether every request passes auth.refused before routing (set by auth.derive)."""
 
 
 # A route: None when the reply is on its way, or an awaitable the session must await before
@@ -119,7 +127,9 @@ def all_nodes(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
 
 
 def proxy(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
-    reply = local.HANDLERS[info.name](s, argv)
+    # auth.py answers AUTH, HELLO, RESET and ACL; local.py the rest.
+    handler = auth.HANDLERS.get(info.name) or local.HANDLERS[info.name]
+    reply = handler(s, argv)
     if reply is None:
         keyless(s, argv, info)
     elif reply is local.ANSWERED:

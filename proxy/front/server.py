@@ -24,9 +24,10 @@ from slotgate.eventcore.listen import accept_loop, open_listeners, resolve
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
-from slotgate.proxy.front import info
+from slotgate.proxy.front import auth, info
 from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.session import Session
+from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing.redirect import error_frame
@@ -53,6 +54,7 @@ class Proxy:
         self.settings = settings
         self.metrics = metrics if metrics is not None else ProxyMetrics()
         self.topology = Topology(settings, self.metrics)
+        self.users: ProxyUsers = ProxyUsers(settings)  # the proxy's own users (auth section)
         self.router: Router  # set in run()
         self.listen_address = ""
         self.sessions: set[Session] = set()
@@ -81,6 +83,7 @@ class Proxy:
         components copy at start-up (the seed list, the redirect limit) are refreshed here.
         """
         new.validate()
+        auth.reload(self, new)
         for f in dataclasses.fields(new):
             if f.name not in RESTART_ONLY_FIELDS:
                 setattr(self.settings, f.name, getattr(new, f.name))

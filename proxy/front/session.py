@@ -44,7 +44,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import hiredis
 import trio
@@ -66,7 +66,7 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import clients, local, pinned, pubsub
+from slotgate.proxy.front import auth, clients, local, pinned, pubsub
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -208,6 +208,13 @@ class Session:
         self._give_up = False  # shutdown's deadline passed: no more shielded requests
         self.tx = pinned.Transaction()  # MULTI/WATCH state, changed only by pinned.py
         self.sub = pubsub.Subscriber()  # subscriber mode, changed only by pubsub.py
+        # Who the client is (auth.py). ``checked``: every request passes auth.refused, and the
+        # fast routes below are off (empty) so that every request reaches it.
+        self.login = auth.Login(proxy.users)
+        self.checked = False
+        self._single = _SINGLE
+        self._split = _SPLIT
+        auth.derive(self)
         self._nursery: trio.Nursery | None = None
         self._flush_all = proxy.router.pool.after_batch  # node output, then client output
         self._poller = proxy.router.pool.poller
@@ -311,6 +318,11 @@ class Session:
             hold.data = b""
             if slots and slots[0] is hold:
                 self.flush_ready()
+
+    def set_checked(self, checked: bool) -> None:
+        self.checked = checked
+        self._single = _NO_FAST_ROUTE if checked else _SINGLE
+        self._split = _NO_FAST_ROUTE if checked else _SPLIT
 
     def _on_sent(self) -> None:
         self._progress.set()
@@ -473,7 +485,7 @@ class Session:
     def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
         """Route one request. Returns an awaitable when the request must finish before the
         next one is read (the caller awaits it), else None."""
-        fast = _SINGLE.get(argv[0])
+        fast = self._single.get(argv[0])
         if fast is not None and self.tx.queued is None and self.sub.link is None:
             row, keys, arity, readonly = fast
             argc = len(argv)
@@ -488,11 +500,13 @@ class Session:
                 else:
                     self.send_single(argv, slot, readonly, row.name)
                 return None
-        split = _SPLIT.get(argv[0])
+        split = self._split.get(argv[0])
         if split is not None and self.tx.queued is None and self.sub.link is None:
             if arity_ok(split, len(argv)):
                 fanout.split(self, argv, split)
                 return None
+        if self.checked and auth.refused(self, argv):
+            return None
         if self.tx.queued is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
@@ -588,6 +602,7 @@ for _name, _info in COMMANDS.items():
 
 # Commands split by slot (MGET, MSET, DEL …), by the same spellings: their row.
 _SPLIT: dict[bytes, CommandInfo] = {}
+_NO_FAST_ROUTE: dict[bytes, Any] = {}  # a checked session's fast routes: none
 for _name, _info in COMMANDS.items():
     if _info.route == "split" and not _info.subcommands:
         for _spelling in (_name, _name.upper()):

@@ -33,6 +33,7 @@ from typing import Any
 import trio
 import yaml
 
+from slotgate.proxy.front import users
 from slotgate.proxy.ops.settings import ProxySettings
 
 log = logging.getLogger("proxy.config")
@@ -353,6 +354,59 @@ SCHEMA: tuple[Key, ...] = (
             "On SIGTERM/SIGINT: how long in-flight requests may finish before connections "
             "close."),
 )
+# -- the auth section (proxy/front/users.py builds the users) ---------------------------------
+
+def _password(raw: object) -> str:
+    if isinstance(raw, str):
+        return raw
+    raise _Bad(f"expected a password string, got {_show(raw)}")
+
+
+def _user_lines(raw: object) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise _Bad(f'expected a list of ACL user lines like ["alice on >pw ~app:* +@read"], '
+                   f"got {_show(raw)}")
+    try:
+        users.user_lines(raw)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    return tuple(raw)
+
+
+def _aclfile(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise _Bad(f"expected a file path, got {_show(raw)}")
+    try:
+        users.read_aclfile(raw)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    return raw
+
+
+def _show_lines(vs: tuple[Any, ...]) -> str:
+    hidden = [" ".join(">(hidden)" if w[:1] in "><" else w for w in line.split())
+              for line in vs[0]]
+    return "[" + ", ".join(f'"{line}"' for line in hidden) + "]"
+
+
+def _show_path(vs: tuple[Any, ...]) -> str:
+    return "null" if vs[0] is None else f'"{vs[0]}"'
+
+
+AUTH_KEYS: tuple[Key, ...] = (
+    Key("auth.requirepass", optional(_password), ("auth_requirepass",), True,
+        "The default user's password (as Redis' requirepass); null: none, every client is "
+        "logged in as the default user.", show=_show_secret),
+    Key("auth.users", _user_lines, ("auth_users",), True,
+        'Users as Redis 7.0 ACL rules, one string each: ["alice on >pw ~app:* +@read"]. A '
+        '"default" entry redefines the default user. A removed user\'s connections are closed '
+        "on reload; a changed user's take the new rules.", show=_show_lines),
+    Key("auth.aclfile", optional(_aclfile), ("auth_aclfile",), True,
+        "An ACL file (Redis' format: user lines), re-read on SIGHUP and ACL LOAD; not together "
+        "with auth.users.", show=_show_path),
+)
+SCHEMA += AUTH_KEYS
+
 KEYS: dict[str, Key] = {k.path: k for k in SCHEMA}
 SECTIONS = frozenset(k.path.rpartition(".")[0] for k in SCHEMA if "." in k.path)
 # Pairs whose values must be ordered: (lower key, upper key).

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slotgate.protocol.acl_lines import BOTH_SOURCES
+
 Address = tuple[str, int]
 
 
@@ -77,6 +79,12 @@ class ProxySettings:
     # Every proxy to list (this one included); empty: this proxy alone.
     cluster_proxies: list[Address] = field(default_factory=list)
 
+    # Auth at the proxy (the ``auth`` section; proxy/front/users.py): the default user's
+    # password, users as Redis ACL rule lines, an ACL file.
+    auth_requirepass: str | None = None
+    auth_users: tuple[str, ...] = ()
+    auth_aclfile: str | None = None
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
         if not self.seeds:
@@ -95,6 +103,8 @@ class ProxySettings:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
         if self.backend_username is not None and self.backend_password is None:
             raise ValueError("backend_username: set without backend_password")
+        if self.auth_users and self.auth_aclfile:
+            raise ValueError(f"auth.aclfile: {BOTH_SOURCES}")
         for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")

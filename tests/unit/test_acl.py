@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from slotgate.node.core.glob import glob_match
 from slotgate.protocol import acl
 from slotgate.protocol.acl_keys import READ, WRITE, key_refs
 from slotgate.protocol.acl_lines import merge_selector_args
 from slotgate.protocol.commands import lookup
+from slotgate.protocol.glob import glob_match
 
 _RULE_POOL = (
     [b"+@" + c.encode() for c in acl.CATEGORIES] + [b"-@" + c.encode() for c in acl.CATEGORIES]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from slotgate.node.core.glob import compile_glob, glob_match
+from slotgate.protocol.glob import compile_glob, glob_match
 
 
 def _c(b: int) -> int:
