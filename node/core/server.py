@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded 
     from slotgate.node.cluster.node import ClusterNode
     from slotgate.node.persistence.manager import Persistence
     from slotgate.node.replication.master import Replication
+    from slotgate.node.scripting.engine import ScriptEngine
 
 log = logging.getLogger("node")
 
@@ -54,7 +55,8 @@ SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
 # INFO sections and background tasks.
-SUBSYSTEMS = ("slotgate.node.persistence.manager", "slotgate.node.replication.master", "slotgate.node.cluster")
+SUBSYSTEMS = ("slotgate.node.persistence.manager", "slotgate.node.replication.master", "slotgate.node.cluster",
+              "slotgate.node.scripting.commands")
 
 CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 
@@ -73,6 +75,7 @@ class Server:
         self.persistence: Persistence | None = None
         self.replication: Replication | None = None
         self.cluster: ClusterNode | None = None  # cluster-enabled yes
+        self.scripting: ScriptEngine | None = None  # EVAL, SCRIPT (node/scripting)
         self.cluster_enabled: bool = bool(config.get("cluster-enabled"))
         self.ks = Keyspace(int(config.get("databases")), cluster=self.cluster_enabled)
         load_all()
