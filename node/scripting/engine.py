@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("node.scripting")
 
 LUA_MAX_MEMORY_BYTES = 512 * 1024 * 1024
+SCRIPT_ENTRY_OVERHEAD_BYTES = 96  # a cache entry beside its body: the sha1 key, dict entry
 REDIS_VERSION = b"7.0.15"
 REDIS_VERSION_NUM = 0x07000F
 REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
@@ -140,7 +141,12 @@ class ScriptEngine:
         self._new_interpreter()
 
     def memory_bytes(self) -> int:
+        """INFO used_memory_lua: what the interpreter holds."""
         return int(self.lua.get_memory_used())
+
+    def cache_bytes(self) -> int:
+        """INFO used_memory_scripts_eval: the cached bodies, their sha1 keys and entries."""
+        return self.scripts_bytes + SCRIPT_ENTRY_OVERHEAD_BYTES * len(self.scripts)
 
     # -- the cache -------------------------------------------------------------------------
     def create(self, body: bytes, flags: int, compat: bool, code: bytes) -> Script:

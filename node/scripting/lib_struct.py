@@ -158,14 +158,14 @@ end
 local function checknumber(fname, n, v)
   local x = tonumber(v)
   if x == nil or (type(v) ~= 'number' and type(v) ~= 'string') then
-    argerror(n, fname, 'number expected, got ' .. (v == nil and 'no value' or type(v)))
+    argerror(n, fname, 'number expected, got ' .. type(v))
   end
   return x
 end
 local function checkstring(fname, n, v)
   if type(v) == 'number' then return tostring(v) end
   if type(v) ~= 'string' then
-    argerror(n, fname, 'string expected, got ' .. (v == nil and 'no value' or type(v)))
+    argerror(n, fname, 'string expected, got ' .. type(v))
   end
   return v
 end
@@ -199,7 +199,7 @@ entry(M, 'pack', function(...)
       local s = checkstring('pack', arg, args[arg])
       local l = #s
       if size == 0 then size = l end
-      if l < size then argerror(arg, 'pack', 'string too short') end
+      if l < size then argerror(arg + 1, 'pack', 'string too short') end
       arg = arg + 1
       out[#out + 1] = sub(s, 1, size)
       if opt == 's' then

@@ -182,7 +182,7 @@ local function command_args(...)
     local a = argv[j]
     local t = type(a)
     if t == 'number' then
-      argv[j] = tostring(a)
+      argv[j] = ('%.17g'):format(a)
     elseif t ~= 'string' then
       return nil, 'ERR Lua redis lib command arguments must be strings or integers'
     end
@@ -282,18 +282,64 @@ redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REP
 redis.REDIS_VERSION = py.version
 redis.REDIS_VERSION_NUM = py.version_num
 
+local function copy(t)
+  local r = {}
+  for k, v in next, t do r[k] = v end
+  return r
+end
+
+-- math.random / math.randomseed: Redis' rand48, seeded with 0 when the interpreter starts
+local rand_hi, rand_lo = 0, 0  -- the 48-bit state as two 24-bit halves
+local function srand48(seed)
+  seed = seed % 4294967296
+  local x = seed * 65536 + 0x330E
+  rand_lo = x % 16777216
+  rand_hi = (x - rand_lo) / 16777216
+end
+local function lrand48()
+  local A_HI, A_LO = 0x5DE, 0xECE66D
+  local lo = A_LO * rand_lo + 0xB
+  local mid = A_LO * rand_hi + A_HI * rand_lo + (lo - lo % 16777216) / 16777216
+  rand_lo = lo % 16777216
+  rand_hi = mid % 16777216
+  return (rand_hi * 16777216 + rand_lo - (rand_hi * 16777216 + rand_lo) % 131072) / 131072
+end
+local LRAND48_MAX = 2147483647
+local function checkint(fname, n, v)
+  local x = tonumber(v)
+  if x == nil then
+    argerror(n, fname, 'number expected, got ' .. (v == nil and 'no value' or type(v)))
+  end
+  if x >= 0 then return math.floor(x) end
+  return -math.floor(-x)
+end
+local function rmath_random(...)
+  local r = (lrand48() % LRAND48_MAX) / LRAND48_MAX
+  local n = select('#', ...)
+  if n == 0 then return r end
+  if n == 1 then
+    local u = checkint('random', 1, (...))
+    if u < 1 then argerror(1, 'random', 'interval is empty') end
+    return math.floor(r * u) + 1
+  end
+  if n == 2 then
+    local l, u = checkint('random', 1, (...)), checkint('random', 2, (select(2, ...)))
+    if l > u then argerror(2, 'random', 'interval is empty') end
+    return math.floor(r * (u - l + 1)) + l
+  end
+  error('wrong number of arguments', 0)
+end
+srand48(0)
+local rmath = copy(math)
+entry(rmath, 'random', rmath_random)
+entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...))) end)
+
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
 local libs = {}
 local helpers = {entry = entry, argerror = argerror, typename_at = typename_at, pack = pack}
 for name, src in pairs(py.libs) do
   local f = assert(loadstring(src, INTERNAL))
   libs[name] = f(helpers)
-end
-
-local function copy(t)
-  local r = {}
-  for k, v in next, t do r[k] = v end
-  return r
 end
 
 for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
@@ -306,7 +352,7 @@ env.pcall, env.xpcall = s_pcall, s_xpcall
 env.__redis__err__handler = err_handler
 env.string = readonly(copy(string))
 env.table = readonly(copy(table))
-env.math = readonly(copy(math))
+env.math = readonly(rmath)
 env.coroutine = readonly(copy(coroutine))
 env.redis = readonly(redis)
 for name, t in pairs(libs) do env[name] = readonly(t) end
