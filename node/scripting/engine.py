@@ -65,6 +65,10 @@ CLUSTER_DOWN_RO = b"ERR Script attempted to execute a write command while the cl
 CLUSTER_DOWN = b"ERR Script attempted to execute a command while the cluster is down"
 NON_LOCAL_KEY = b"ERR Script attempted to access a non local key in a cluster node"
 CROSS_SLOT = b"ERR Script attempted to access keys that do not hash to the same slot"
+_CLUSTER_REFUSALS = {  # a redirect for a script's command -> what the script sees
+    b"-CLUSTERDOWN The cluster is down and only accepts read commands\r\n": CLUSTER_DOWN_RO,
+    b"-CLUSTERDOWN The cluster is down\r\n": CLUSTER_DOWN,
+}
 COMPILE_ERROR = "ERR Error compiling script (new function): %s"
 
 
@@ -92,6 +96,7 @@ class Run:
     flags: int
     read_only: bool
     slot: int  # the slot of the declared keys (-1: none), then of the first key touched
+    cross_slot_ok: bool  # a script without shebang, or flag allow-cross-slot-keys
     resp: int = 2
     repl: int = REPL_ALL
     wrote: bool = False
@@ -171,7 +176,8 @@ class ScriptEngine:
         flags = script.flags
         ro = read_only or bool(flags & FLAG_NO_WRITES)
         slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
-        self.run = run = Run(c, script.sha, flags, ro, slot)
+        cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
+        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
         sc = self.client
         sc.db = c.db
         sc.set_resp(2)
@@ -306,13 +312,9 @@ class ScriptEngine:
         assert route is not None
         redirect = route(self.client, cmd, argv)
         if redirect is not None:
-            if redirect.startswith(b"-CLUSTERDOWN The cluster is down and only"):
-                return CLUSTER_DOWN_RO
-            if redirect.startswith(b"-CLUSTERDOWN"):
-                return CLUSTER_DOWN
-            return NON_LOCAL_KEY
+            return _CLUSTER_REFUSALS.get(redirect, NON_LOCAL_KEY)
         positions = info._keys(argv)
-        if positions and not run.flags & FLAG_ALLOW_CROSS_SLOT:
+        if positions and not run.cross_slot_ok:
             slot = key_slot(argv[positions[0]])
             if run.slot == -1:
                 run.slot = slot
