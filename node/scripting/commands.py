@@ -7,6 +7,7 @@ NOTBUSY: a script runs to its end before anything else is served. SCRIPT DEBUG i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.node.commands.registry import command
@@ -105,24 +106,15 @@ def _check_flags(c: Client, flags: int, read_only: bool) -> None:
             raise CommandError(WRITE_FLAG_RO)
 
 
-@command("eval")
-def eval_(c: Client, argv: list[bytes]) -> bytes:
-    return _eval(c, argv, by_sha=False, read_only=False)
+def _eval_handler(by_sha: bool, read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
+    def handler(c: Client, argv: list[bytes]) -> bytes:
+        return _eval(c, argv, by_sha, read_only)
+    return handler
 
 
-@command("evalsha")
-def evalsha(c: Client, argv: list[bytes]) -> bytes:
-    return _eval(c, argv, by_sha=True, read_only=False)
-
-
-@command("eval_ro")
-def eval_ro(c: Client, argv: list[bytes]) -> bytes:
-    return _eval(c, argv, by_sha=False, read_only=True)
-
-
-@command("evalsha_ro")
-def evalsha_ro(c: Client, argv: list[bytes]) -> bytes:
-    return _eval(c, argv, by_sha=True, read_only=True)
+for _name, _by_sha, _ro in (("eval", False, False), ("evalsha", True, False),
+                            ("eval_ro", False, True), ("evalsha_ro", True, True)):
+    command(_name)(_eval_handler(_by_sha, _ro))
 
 
 @command("script|load")

@@ -28,24 +28,9 @@ local function be(v, size)  -- big-endian bytes of the low `size` bytes (two's c
   return concat(out)
 end
 local function float_bits(x, size)
-  local mbits, ebits, bias = 23, 8, 127
-  if size == 8 then mbits, ebits, bias = 52, 11, 1023 end
-  local sign = 0
-  if x < 0 or (x == 0 and 1 / x < 0) then sign = 1; x = -x end
-  local e, m
-  if x ~= x then e, m = 2 ^ ebits - 1, 2 ^ (mbits - 1)
-  elseif x == huge then e, m = 2 ^ ebits - 1, 0
-  elseif x == 0 then e, m = 0, 0
-  else
-    local fr, ex = frexp(x)
-    e = ex + bias - 1
-    if e <= 0 then m = floor(ldexp(fr, mbits + e - 1) + 0.5); e = 0
-    else m = floor((fr * 2 - 1) * 2 ^ mbits + 0.5) end
-  end
-  if size == 4 then return be((sign * 2 ^ ebits + e) * 2 ^ mbits + m, 4) end
-  local m_lo = m % 2 ^ 32
-  local hi = (sign * 2 ^ ebits + e) * 2 ^ 20 + (m - m_lo) / 2 ^ 32
-  return be(hi, 4) .. be(m_lo, 4)
+  local hi, lo = h.float_words(x, size)
+  if size == 4 then return be(hi, 4) end
+  return be(hi, 4) .. be(lo, 4)
 end
 local function is_float32(x)
   if x ~= x or x == huge or x == -huge then return true end
@@ -150,27 +135,8 @@ local function sbe(s, pos, size)
   return -v - 1
 end
 local function ufloat(s, pos, size)
-  local mbits, ebits, bias = 23, 8, 127
-  local hi, m
-  if size == 8 then
-    mbits, ebits, bias = 52, 11, 1023
-    hi = ube(s, pos, 4)
-    local m_hi = hi % 2 ^ 20
-    hi = (hi - m_hi) / 2 ^ 20
-    m = m_hi * 2 ^ 32 + ube(s, pos + 4, 4)
-  else
-    local v = ube(s, pos, 4)
-    m = v % 2 ^ 23
-    hi = (v - m) / 2 ^ 23
-  end
-  local e = hi % 2 ^ ebits
-  local sign = (hi - e) / 2 ^ ebits
-  local x
-  if e == 2 ^ ebits - 1 then x = (m == 0) and huge or (0 / 0)
-  elseif e == 0 then x = ldexp(m, 1 - bias - mbits)
-  else x = ldexp(m + 2 ^ mbits, e - bias - mbits) end
-  if sign == 1 then x = -x end
-  return x
+  if size == 4 then return h.words_float(ube(s, pos, 4), nil, 4) end
+  return h.words_float(ube(s, pos, 4), ube(s, pos + 4, 4), 8)
 end
 local decode
 local function dec_str(s, pos, n)

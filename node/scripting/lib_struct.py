@@ -1,7 +1,7 @@
 """``struct`` (Roberto Ierusalimschy's struct 0.2 as Redis 7.0 ships it), in Lua.
 
 Formats: ``> < = !n x b B h H l L T i[n] I[n] c[n] s f d`` and spaces; integers of up to 8
-bytes (values beyond 2^53 lose precision, as Lua numbers do), floats through frexp/ldexp.
+bytes (values beyond 2^53 lose precision, as Lua numbers do), floats through the sandbox's IEEE helpers.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 STRUCT_LUA = r"""
 local h = ...
 local entry, argerror = h.entry, h.argerror
-local floor, frexp, ldexp, huge = math.floor, math.frexp, math.ldexp, math.huge
+local floor = math.floor
 local char, byte, sub, find = string.char, string.byte, string.sub, string.find
 local concat, select, tonumber, type, tostring = table.concat, select, tonumber, type, tostring
 local MAXINTSIZE, MAXALIGN = 32, 8
@@ -95,64 +95,16 @@ local function bytes_int(data, pos, size, big, signed)
   return v
 end
 local function float_bytes(x, size, big)
-  local mbits, ebits, bias = 23, 8, 127
-  if size == 8 then mbits, ebits, bias = 52, 11, 1023 end
-  local sign = 0
-  if x < 0 or (x == 0 and 1 / x < 0) then sign = 1; x = -x end
-  local e, m
-  if x ~= x then e, m = 2 ^ ebits - 1, 2 ^ (mbits - 1)
-  elseif x == huge then e, m = 2 ^ ebits - 1, 0
-  elseif x == 0 then e, m = 0, 0
-  else
-    local fr, ex = frexp(x)          -- x = fr * 2^ex, 0.5 <= fr < 1
-    e = ex + bias - 1
-    if e <= 0 then                    -- subnormal
-      m = floor(ldexp(fr, mbits + e - 1) + 0.5)
-      e = 0
-    else
-      m = floor((fr * 2 - 1) * 2 ^ mbits + 0.5)
-      if m == 2 ^ mbits then m = 0; e = e + 1 end
-      if e >= 2 ^ ebits - 1 then e, m = 2 ^ ebits - 1, 0 end
-    end
-  end
-  -- two 32-bit words, so no value passes 2^53
-  local lo_bits = mbits > 32 and 32 or mbits
-  local m_lo = m % 2 ^ lo_bits
-  local hi = (sign * 2 ^ ebits + e) * 2 ^ (mbits - lo_bits) + (m - m_lo) / 2 ^ lo_bits
-  if size == 4 then return int_bytes(hi * 2 ^ lo_bits + m_lo, 4, big) end
-  local lo_b, hi_b = int_bytes(m_lo, 4, false), int_bytes(hi, 4, false)
-  if big then return hi_b:reverse() .. lo_b:reverse() end
-  return lo_b .. hi_b
+  local hi, lo = h.float_words(x, size)
+  if size == 4 then return int_bytes(hi, 4, big) end
+  if big then return int_bytes(hi, 4, true) .. int_bytes(lo, 4, true) end
+  return int_bytes(lo, 4, false) .. int_bytes(hi, 4, false)
 end
 local function bytes_float(data, pos, size, big)
-  local mbits, ebits, bias = 23, 8, 127
-  if size == 8 then mbits, ebits, bias = 52, 11, 1023 end
-  local hi, m_lo
-  if size == 4 then
-    local v = bytes_int(data, pos, 4, big, false)
-    m_lo = v % 2 ^ 23
-    hi = (v - m_lo) / 2 ^ 23
-  else
-    local a = bytes_int(data, big and pos + 4 or pos, 4, big, false)
-    local b = bytes_int(data, big and pos or pos + 4, 4, big, false)
-    m_lo, hi = a, b
-  end
-  local lo_bits = mbits > 32 and 32 or mbits
-  local m_hi = hi % 2 ^ (mbits - lo_bits)
-  local rest = (hi - m_hi) / 2 ^ (mbits - lo_bits)
-  local m = m_hi * 2 ^ lo_bits + m_lo
-  local e = rest % 2 ^ ebits
-  local sign = (rest - e) / 2 ^ ebits
-  local x
-  if e == 2 ^ ebits - 1 then
-    x = (m == 0) and huge or (0 / 0)
-  elseif e == 0 then
-    x = ldexp(m, 1 - bias - mbits)
-  else
-    x = ldexp(m + 2 ^ mbits, e - bias - mbits)
-  end
-  if sign == 1 then x = -x end
-  return x
+  if size == 4 then return h.words_float(bytes_int(data, pos, 4, big, false), nil, 4) end
+  local lo = bytes_int(data, big and pos + 4 or pos, 4, big, false)
+  local hi = bytes_int(data, big and pos or pos + 4, 4, big, false)
+  return h.words_float(hi, lo, 8)
 end
 
 local function checknumber(fname, n, v)

@@ -107,6 +107,14 @@ def test_stream_matches_redis(tmp_path: Path) -> None:
     assert b"MULTI" in flat and b"EVAL" not in flat
 
 
+def _run_all(r: object) -> None:
+    for argv in SCRIPTS + IN_MULTI:
+        try:
+            r.execute_command(*argv)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - scripts that fail on purpose
+            pass
+
+
 def _digest(p: ManagedProcess) -> bytes:
     return p.client().execute_command("DEBUG", "DIGEST")
 
@@ -117,11 +125,7 @@ def test_replica_holds_the_masters_data_after_scripts(tmp_path: Path) -> None:
     with running(master, replica):
         r = make_replica(replica, master)
         m = master.client()
-        for argv in SCRIPTS + IN_MULTI:
-            try:
-                m.execute_command(*argv)
-            except Exception:  # noqa: BLE001 - scripts that fail on purpose
-                pass
+        _run_all(m)
         for _ in range(20):  # random effects: the replica must follow what the master did
             m.execute_command("EVAL", "local n = math.random(1000) "
                               "redis.call('sadd','r', n, n + 1) "
@@ -138,11 +142,7 @@ def test_aof_reload_after_scripts(tmp_path: Path) -> None:
                                                  "--enable-debug-command", "yes"])
     with running(node):
         c = node.client()
-        for argv in SCRIPTS + IN_MULTI:
-            try:
-                c.execute_command(*argv)
-            except Exception:  # noqa: BLE001 - scripts that fail on purpose
-                pass
+        _run_all(c)
         assert c.exists("hidden")  # REPL_NONE: not in the AOF either
         c.set("hidden", "set-by-a-plain-command")
         before = _digest(node)
