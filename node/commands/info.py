@@ -76,6 +76,10 @@ def _memory(s: Server) -> Fields:
     lua = eng.memory_bytes() if eng is not None else 0
     n_scripts = len(eng.scripts) if eng is not None else 0
     scripts = eng.cache_bytes() if eng is not None else 0
+    fns = s.functions  # FUNCTION libraries, in an interpreter of their own
+    lua_fn = fns.engine.memory_bytes() if fns is not None else 0
+    n_functions = len(fns.functions) if fns is not None else 0
+    n_libraries = len(fns.libraries) if fns is not None else 0
     return [
         ("used_memory", rss), ("used_memory_human", _human(rss)),
         ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
@@ -87,9 +91,10 @@ def _memory(s: Server) -> Fields:
         ("total_system_memory", total), ("total_system_memory_human", _human(total)),
         ("used_memory_lua", lua), ("used_memory_vm_eval", lua),
         ("used_memory_lua_human", _human(lua)), ("used_memory_scripts_eval", scripts),
-        ("number_of_cached_scripts", n_scripts), ("number_of_functions", 0),
-        ("number_of_libraries", 0), ("used_memory_vm_functions", 0), ("used_memory_vm_total", lua),
-        ("used_memory_vm_total_human", _human(lua)), ("used_memory_functions", 0),
+        ("number_of_cached_scripts", n_scripts), ("number_of_functions", n_functions),
+        ("number_of_libraries", n_libraries), ("used_memory_vm_functions", lua_fn),
+        ("used_memory_vm_total", lua + lua_fn),
+        ("used_memory_vm_total_human", _human(lua + lua_fn)), ("used_memory_functions", 0),
         ("used_memory_scripts", scripts), ("used_memory_scripts_human", _human(scripts)),
         ("maxmemory", maxmem), ("maxmemory_human", _human(maxmem)),
         ("maxmemory_policy", s.config.get("maxmemory-policy")),

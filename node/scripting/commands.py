@@ -87,12 +87,12 @@ def _eval(c: Client, argv: list[bytes], by_sha: bool, read_only: bool) -> bytes:
     else:
         script = _load(eng, argv[1])
     if not script.compat:
-        _check_flags(c, script.flags, read_only)
+        check_flags(c, script.flags, read_only)
     keys = argv[3 : 3 + numkeys]
     return eng.execute(c, script, keys, argv[3 + numkeys :], read_only)
 
 
-def _check_flags(c: Client, flags: int, read_only: bool) -> None:
+def check_flags(c: Client, flags: int, read_only: bool) -> None:
     """scriptPrepareForRun's checks for a script with a shebang."""
     srv = c.server
     if flags & shebang.FLAG_NO_CLUSTER and srv.cluster_enabled:

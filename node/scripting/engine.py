@@ -85,6 +85,7 @@ class Script:
     fn: Any
     flags: int  # shebang.FLAG_* bits
     compat: bool  # no shebang: 7.0's legacy rules
+    is_function: bool = False  # a library's function (FCALL): called with (keys, args)
 
 
 @dataclass
@@ -105,8 +106,9 @@ class Run:
 class ScriptEngine:
     """The node's Lua interpreter and script cache (``server.scripting``)."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, *, functions: bool = False) -> None:
         self.server = server
+        self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
         self.scripts_bytes = 0  # the cached bodies (INFO used_memory_scripts_eval)
         self.run: Run | None = None
@@ -131,12 +133,14 @@ class ScriptEngine:
             b"version": REDIS_VERSION,
             b"version_num": REDIS_VERSION_NUM,
             b"libs": lua.table_from(libs.SOURCES),
+            b"functions": self.functions,
         })
         setup = lua.globals().loadstring(SANDBOX_LUA.encode(), b"=lualib")
         self.lua = lua
         self.handle = setup(api)
         self.to_lua = ReplyToLua(lua)
         self._run = self.handle.run
+        self._call_function = self.handle.call_function
         self._encode = self.handle.encode
 
     def flush(self) -> None:
@@ -190,7 +194,8 @@ class ScriptEngine:
         self._effects = []
         lua = self.lua
         try:
-            ok, result = self._run(script.fn, lua.table_from(keys), lua.table_from(args))
+            run_fn = self._call_function if script.is_function else self._run
+            ok, result = run_fn(script.fn, lua.table_from(keys), lua.table_from(args))
             if ok:
                 reply = self._encode(result, c.resp, run.resp)
             else:

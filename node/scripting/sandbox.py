@@ -82,9 +82,10 @@ end
 
 -- the script globals ----------------------------------------------------------------------
 local env = {}
+local visible = env  -- what scripts see: env, or load_env while a function library loads
 local G = setmetatable({}, {
   __index = function(_, k)
-    local v = env[k]
+    local v = visible[k]
     if v == nil then
       error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
     end
@@ -407,19 +408,136 @@ env.coroutine = readonly(copy(coroutine))
 env.redis = readonly(redis)
 for name, t in pairs(libs) do env[name] = readonly(t) end
 env._G = G
+if py.functions then  -- the functions' interpreter: Redis 7.0 leaves these out there
+  env.__redis__err__handler = nil
+  redis.breakpoint, redis.debug, redis.replicate_commands = nil, nil, nil
+end
 getmetatable('').__index = env.string
 
+-- function libraries (FUNCTION LOAD): while the library's code runs, scripts see only
+-- load_env: redis.register_function, redis.log and the LOG_*/REDIS_VERSION constants
+local registered = nil  -- the functions registered by the loading library
+local FLAG_ORDER = {'no-writes', 'allow-oom', 'allow-stale', 'no-cluster', 'allow-cross-slot-keys'}
+local FLAG_BIT = {['no-writes'] = 1, ['allow-oom'] = 2, ['allow-stale'] = 4, ['no-cluster'] = 8,
+                  ['allow-cross-slot-keys'] = 16}
+local function valid_name(n) return #n > 0 and not n:find('[^%w_]') end
+local load_redis = {}
+entry(load_redis, 'register_function', function(...)
+  local n = select('#', ...)
+  local name, callback, flags, desc
+  if n == 1 then
+    local t = ...
+    if type(t) ~= 'table' then
+      raise('ERR calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    for k, v in next, t do
+      if type(k) ~= 'string' then raise('ERR unknown argument given to redis.register_function') end
+      if k == 'function_name' then
+        if type(v) ~= 'string' and type(v) ~= 'number' then
+          raise('ERR function_name argument given to redis.register_function must be a string')
+        end
+        name = tostring(v)
+      elseif k == 'description' then
+        if type(v) ~= 'string' and type(v) ~= 'number' then
+          raise('ERR description argument given to redis.register_function must be a string')
+        end
+        desc = tostring(v)
+      elseif k == 'callback' then
+        if type(v) ~= 'function' then
+          raise('ERR callback argument given to redis.register_function must be a function')
+        end
+        callback = v
+      elseif k == 'flags' then
+        if type(v) ~= 'table' then
+          raise('ERR flags argument to redis.register_function must be a table representing function flags')
+        end
+        flags = v
+      else
+        raise('ERR unknown argument given to redis.register_function')
+      end
+    end
+    if name == nil then raise('ERR redis.register_function must get a function name argument') end
+    if callback == nil then raise('ERR redis.register_function must get a callback argument') end
+  elseif n == 2 then
+    name, callback = ...
+    if type(name) ~= 'string' and type(name) ~= 'number' then
+      raise('ERR first argument to redis.register_function must be a string')
+    end
+    name = tostring(name)
+    if type(callback) ~= 'function' then
+      raise('ERR second argument to redis.register_function must be a function')
+    end
+  else
+    raise('ERR wrong number of arguments to redis.register_function')
+  end
+  local bits = 0
+  if flags then
+    local seen = {}
+    for _, f in ipairs(flags) do
+      if type(f) ~= 'string' or FLAG_BIT[f] == nil then raise('ERR unknown flag given') end
+      if not seen[f] then seen[f] = true; bits = bits + FLAG_BIT[f] end
+    end
+  end
+  if not valid_name(name) then
+    raise('ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  for _, r in ipairs(registered) do
+    if r.name == name then raise('ERR Function already exists in the library') end
+  end
+  registered[#registered + 1] = {name = name, callback = callback, flags = bits,
+                                 description = desc}
+end)
+load_redis.log = redis.log
+load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING =
+  0, 1, 2, 3
+load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = py.version, py.version_num
+local load_env = {redis = setmetatable({}, {
+  __index = function(_, k)
+    local v = load_redis[k]
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = ro_newindex,
+})}
+
+local function run_result(ok, ...)
+  return ok, (...)
+end
 -- the engine's handle ---------------------------------------------------------------------
 local handle = {}
-function handle.compile(body)
-  if no_bytecode(body) then return nil, 'user_script: bad binary format' end
-  local f, e = loadstring(body, '@user_script')
+-- run a library's code: the list of {name, callback, flags, description}, or false and the
+-- error table
+function handle.load_library(f)
+  repair()
+  registered = {}
+  visible = load_env
+  local ok, err = xpcall(f, err_handler)
+  visible = env
+  local got = registered
+  registered = nil
+  if not ok then return false, err end
+  return true, got
+end
+function handle.flag_names(bits)
+  local out = {}
+  for _, name in ipairs(FLAG_ORDER) do
+    if bits % (2 * FLAG_BIT[name]) >= FLAG_BIT[name] then out[#out + 1] = name end
+  end
+  return out
+end
+function handle.call_function(f, keys, args)
+  repair()
+  return run_result(xpcall(function() return f(keys, args) end, err_handler))
+end
+function handle.compile(body, chunk)
+  chunk = chunk or '@user_script'
+  if no_bytecode(body) then return nil, chunk:sub(2) .. ': bad binary format' end
+  local f, e = loadstring(body, chunk)
   if not f then return nil, e end
   setfenv(f, G)
   return f, false
-end
-local function run_result(ok, ...)
-  return ok, (...)
 end
 function handle.run(f, keys, argv)
   repair()

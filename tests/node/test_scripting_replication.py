@@ -30,6 +30,10 @@ SCRIPTS: list[tuple[str, ...]] = [
     ("EVAL", "redis.call('sadd','s','a') return redis.call('spop','s')", "0"),
     ("EVAL", "redis.call('set','before','1') return redis.call('incr','l')", "0"),
     ("EVAL", "redis.call('set','px','1','PX','100000') return 1", "0"),
+    ("FUNCTION", "LOAD", "#!lua name=rl\nredis.register_function('rf', function(k, a) "
+                         "redis.call('set', k[1], a[1]) redis.call('incr', 'fc') end)"),
+    ("FCALL", "rf", "1", "fk", "v"),
+    ("FCALL_RO", "rf", "1", "fk", "v"),
 ]
 IN_MULTI: list[tuple[str, ...]] = [
     ("MULTI",), ("SET", "m", "1"), ("EVAL", "redis.call('incr','m') redis.call('incr','m')", "0"),
