@@ -184,8 +184,10 @@ class ScriptEngine:
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
         sc = self.client
         sc.db = c.db
-        sc.set_resp(2)
-        sc.set_asking(c.asking)
+        if sc.resp != 2:
+            sc.set_resp(2)
+        if c.asking:
+            sc.set_asking(True)
         sc.readonly = c.readonly
         ks = self.server.ks
         hooks = ks.propagate_hooks
@@ -211,7 +213,8 @@ class ScriptEngine:
             if hooks:
                 ks.propagate_hooks = hooks
                 self._emit_effects(c)
-            sc.set_asking(False)
+            if sc.asking:
+                sc.set_asking(False)
         if reply[:1] == b"-":
             self.server.count_error(reply)
         return reply
@@ -290,7 +293,8 @@ class ScriptEngine:
         if cmd.write:
             run.wrote = True
         sc = self.client
-        sc.set_resp(run.resp)
+        if sc.resp != run.resp:
+            sc.set_resp(run.resp)
         reply = dispatch.call(sc, cmd, argv_l)
         if srv.ks.ready:
             dispatch.serve_ready_keys(srv)

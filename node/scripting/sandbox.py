@@ -41,16 +41,17 @@ local function pack(...) return {n = select('#', ...), ...} end
 local dead = {}
 local function entry(tbl, name, impl)
   local rec = {tbl = tbl, name = name}
-  local function body(...)
-    local args = pack(...)
-    while true do
-      local res = pack(pcall(impl, unpack(args, 1, args.n)))
-      if not res[1] then
-        dead[#dead + 1] = rec
-        error(res[2], 0)
-      end
-      args = pack(coyield(unpack(res, 2, res.n)))
+  -- each call: resume with the arguments, run impl, yield its results; proper tail calls, so
+  -- the loop neither grows the stack nor allocates
+  local function loop(ok, ...)
+    if not ok then
+      dead[#dead + 1] = rec
+      error((...), 0)
     end
+    return loop(pcall(impl, coyield(...)))
+  end
+  local function body(...)
+    return loop(pcall(impl, ...))
   end
   rec.body = body
   tbl[name] = cowrap(body)
