@@ -82,18 +82,22 @@ local function readonly(t)
 end
 
 -- the script globals ----------------------------------------------------------------------
+-- a read-only table whose missing keys are an error, reading through lookup(k)
+local function protected(lookup)
+  return setmetatable({}, {
+    __index = function(_, k)
+      local v = lookup(k)
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = ro_newindex,
+  })
+end
 local env = {}
 local visible = env  -- what scripts see: env, or load_env while a function library loads
-local G = setmetatable({}, {
-  __index = function(_, k)
-    local v = visible[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = ro_newindex,
-})
+local G = protected(function(k) return visible[k] end)
 real_of[G] = env
 
 local function plain(t)
@@ -492,16 +496,7 @@ load_redis.log = redis.log
 load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING =
   0, 1, 2, 3
 load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = py.version, py.version_num
-local load_env = {redis = setmetatable({}, {
-  __index = function(_, k)
-    local v = load_redis[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = ro_newindex,
-})}
+local load_env = {redis = protected(function(k) return load_redis[k] end)}
 
 local function run_result(ok, ...)
   return ok, (...)
