@@ -24,6 +24,7 @@ from tests.support import (
     running,
     slotgate_node,
     wait_cluster_ok,
+    wait_until,
 )
 
 LINES = [
@@ -59,8 +60,18 @@ def _form(a: ManagedProcess, b: ManagedProcess) -> None:
     ca.execute_command("CLUSTER", "MEET", "127.0.0.1", b.port)
     wait_cluster_ok([a, b])
     b_id = cb.execute_command("CLUSTER", "MYID").decode()
+    # routing settled: A redirects B's keys (the bus may still be exchanging the first pings)
+    wait_until(lambda: _moved(a.port), what="A redirects slot 15495 to B")
     ca.set("{b}1", "x")  # slot 3300, on A before the migration starts
     ca.execute_command("CLUSTER", "SETSLOT", 3300, "MIGRATING", b_id)
+
+
+def _moved(port: int) -> bool:
+    c = RawClient(port)
+    try:
+        return c.call("GET", "a").startswith(b"-MOVED 15495 ")
+    finally:
+        c.close()
 
 
 def _pair(workdir: Path, ours: bool) -> tuple[ManagedProcess, ManagedProcess]:
