@@ -72,6 +72,14 @@ def _memory(s: Server) -> Fields:
     maxmem = int(s.config.get("maxmemory"))
     peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    eng = s.scripting  # the Lua interpreter and the script cache (node/scripting)
+    lua = eng.memory_bytes() if eng is not None else 0
+    n_scripts = len(eng.scripts) if eng is not None else 0
+    scripts = eng.cache_bytes() if eng is not None else 0
+    fns = s.functions  # FUNCTION libraries, in an interpreter of their own
+    lua_fn = fns.engine.memory_bytes() if fns is not None else 0
+    n_functions = len(fns.functions) if fns is not None else 0
+    n_libraries = len(fns.libraries) if fns is not None else 0
     return [
         ("used_memory", rss), ("used_memory_human", _human(rss)),
         ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
@@ -81,12 +89,13 @@ def _memory(s: Server) -> Fields:
         ("used_memory_dataset_perc", "100.00%"), ("allocator_allocated", rss),
         ("allocator_active", rss), ("allocator_resident", rss),
         ("total_system_memory", total), ("total_system_memory_human", _human(total)),
-        ("used_memory_lua", 32768), ("used_memory_vm_eval", 32768),
-        ("used_memory_lua_human", "32.00K"), ("used_memory_scripts_eval", 0),
-        ("number_of_cached_scripts", 0), ("number_of_functions", 0), ("number_of_libraries", 0),
-        ("used_memory_vm_functions", 0), ("used_memory_vm_total", 32768),
-        ("used_memory_vm_total_human", "32.00K"), ("used_memory_functions", 0),
-        ("used_memory_scripts", 0), ("used_memory_scripts_human", "0B"),
+        ("used_memory_lua", lua), ("used_memory_vm_eval", lua),
+        ("used_memory_lua_human", _human(lua)), ("used_memory_scripts_eval", scripts),
+        ("number_of_cached_scripts", n_scripts), ("number_of_functions", n_functions),
+        ("number_of_libraries", n_libraries), ("used_memory_vm_functions", lua_fn),
+        ("used_memory_vm_total", lua + lua_fn),
+        ("used_memory_vm_total_human", _human(lua + lua_fn)), ("used_memory_functions", 0),
+        ("used_memory_scripts", scripts), ("used_memory_scripts_human", _human(scripts)),
         ("maxmemory", maxmem), ("maxmemory_human", _human(maxmem)),
         ("maxmemory_policy", s.config.get("maxmemory-policy")),
         ("allocator_frag_ratio", "1.00"), ("allocator_frag_bytes", 0),

@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded 
     from slotgate.node.commands.acl import NodeAcl
     from slotgate.node.persistence.manager import Persistence
     from slotgate.node.replication.master import Replication
+    from slotgate.node.scripting.engine import ScriptEngine
+    from slotgate.node.scripting.functions import Functions
 
 log = logging.getLogger("node")
 
@@ -56,7 +58,9 @@ SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
 # INFO sections and background tasks.
-SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.persistence.manager", "slotgate.node.replication.master", "slotgate.node.cluster")
+SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.persistence.manager",
+              "slotgate.node.replication.master", "slotgate.node.cluster",
+              "slotgate.node.scripting.commands", "slotgate.node.scripting.functions")
 
 CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 
@@ -76,6 +80,8 @@ class Server:
         self.persistence: Persistence | None = None
         self.replication: Replication | None = None
         self.cluster: ClusterNode | None = None  # cluster-enabled yes
+        self.scripting: ScriptEngine | None = None  # EVAL, SCRIPT (node/scripting)
+        self.functions: Functions | None = None  # FUNCTION, FCALL (node/scripting)
         self.cluster_enabled: bool = bool(config.get("cluster-enabled"))
         self.ks = Keyspace(int(config.get("databases")), cluster=self.cluster_enabled)
         load_all()

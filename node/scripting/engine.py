@@ -1,0 +1,360 @@
+"""The scripting engine: one Lua 5.1 interpreter per node (lupa's ``lupa.lua51``, the
+PUC-Rio Lua 5.1 that Redis embeds), the script cache, and a script run.
+
+A run (Redis' scriptPrepareForRun / scriptCall / scriptResetRun)::
+
+    EVAL -> flags checks (shebang.py) -> KEYS/ARGV -> xpcall(script)      [sandbox.py]
+         redis.call(...) -> ScriptEngine.call: lookup, arity, noscript, read-only script,
+             write on a read-only replica, cluster keys -> dispatch.call(script client)
+             -> reply bytes -> Lua values (convert.py)
+         result -> RESP for the caller's protocol (sandbox.py's encode)
+
+The commands a script runs go through ``dispatch.call`` as a client of the engine's own (no
+socket; MONITOR shows it as ``lua``), so they are counted, logged and propagated as any
+command. What they propagate is collected during the run and sent afterwards: one command
+as it is, several wrapped in MULTI/EXEC (Redis 7.0's effects replication); ``redis.set_repl``
+picks the targets. ``SCRIPT FLUSH`` drops the cache and the interpreter.
+
+The interpreter's memory is bounded (``LUA_MAX_MEMORY_BYTES``): a script that allocates past
+it fails with an error reply; an error in a script never reaches the node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import lupa.lua51 as lua51
+
+from slotgate.node.core import dispatch
+from slotgate.node.core.client import Client
+from slotgate.node.scripting import libs
+from slotgate.node.scripting.convert import ReplyToLua, error_text
+from slotgate.node.scripting.sandbox import SANDBOX_LUA
+from slotgate.node.scripting.shebang import (
+    FLAG_ALLOW_CROSS_SLOT,
+    FLAG_NO_WRITES,
+)
+from slotgate.protocol import commands as pc
+from slotgate.protocol.slots import key_slot
+
+if TYPE_CHECKING:
+    from slotgate.node.commands.registry import Command
+    from slotgate.node.core.server import Server
+
+log = logging.getLogger("node.scripting")
+
+LUA_MAX_MEMORY_BYTES = 512 * 1024 * 1024
+SCRIPT_ENTRY_OVERHEAD_BYTES = 96  # a cache entry beside its body: the sha1 key, dict entry
+REDIS_VERSION = b"7.0.15"
+REDIS_VERSION_NUM = 0x07000F
+REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
+# Redis treats may-replicate commands as writes in a read-only script
+_MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount"})
+_LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
+
+# scriptCall's errors (the script sees them as "ERR <text>")
+UNKNOWN_COMMAND = b"ERR Unknown Redis command called from script"
+WRONG_ARGS = b"ERR Wrong number of args calling Redis command from script"
+NOT_ALLOWED = b"ERR This Redis command is not allowed from script"
+RO_SCRIPT = b"ERR Write commands are not allowed from read-only scripts."
+CLUSTER_DOWN_RO = b"ERR Script attempted to execute a write command while the cluster is down and readonly"
+CLUSTER_DOWN = b"ERR Script attempted to execute a command while the cluster is down"
+NON_LOCAL_KEY = b"ERR Script attempted to access a non local key in a cluster node"
+CROSS_SLOT = b"ERR Script attempted to access keys that do not hash to the same slot"
+_CLUSTER_REFUSALS = {  # a redirect for a script's command -> what the script sees
+    b"-CLUSTERDOWN The cluster is down and only accepts read commands\r\n": CLUSTER_DOWN_RO,
+    b"-CLUSTERDOWN The cluster is down\r\n": CLUSTER_DOWN,
+}
+COMPILE_ERROR = "ERR Error compiling script (new function): %s"
+
+
+def sha1hex(body: bytes) -> str:
+    return hashlib.sha1(body).hexdigest()
+
+
+@dataclass
+class Script:
+    """A cached script: its body, the compiled Lua function and its shebang flags."""
+
+    sha: str
+    body: bytes
+    fn: Any
+    flags: int  # shebang.FLAG_* bits
+    compat: bool  # no shebang: 7.0's legacy rules
+    is_function: bool = False  # a library's function (FCALL): called with (keys, args)
+
+
+@dataclass
+class Run:
+    """The state of the running script (Redis' scriptRunCtx)."""
+
+    caller: Client
+    sha: str
+    flags: int
+    read_only: bool
+    slot: int  # the slot of the declared keys (-1: none), then of the first key touched
+    cross_slot_ok: bool  # a script without shebang, or flag allow-cross-slot-keys
+    resp: int = 2
+    repl: int = REPL_ALL
+    wrote: bool = False
+
+
+class ScriptEngine:
+    """The node's Lua interpreter and script cache (``server.scripting``)."""
+
+    def __init__(self, server: Server, *, functions: bool = False) -> None:
+        self.server = server
+        self.functions = functions  # the interpreter of FUNCTION libraries
+        self.scripts: dict[str, Script] = {}
+        self.scripts_bytes = 0  # the cached bodies (INFO used_memory_scripts_eval)
+        self.run: Run | None = None
+        cid = server._next_client_id
+        server._next_client_id += 1
+        self.client = Client(server, cid, "lua", "lua")
+        self.client.set_authenticated(True)
+        self._effects: list[tuple[int, list[bytes], int]] = []
+        self._new_interpreter()
+
+    # -- the interpreter -------------------------------------------------------------------
+    def _new_interpreter(self) -> None:
+        lua = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True, register_eval=False,
+                               register_builtins=False, max_memory=LUA_MAX_MEMORY_BYTES)
+        api = lua.table_from({
+            b"call": self.call,
+            b"log": self._log,
+            b"sha1hex": lambda s: sha1hex(s).encode(),
+            b"setresp": self._setresp,
+            b"set_repl": self._set_repl,
+            b"known_command": self._known_command,
+            b"version": REDIS_VERSION,
+            b"version_num": REDIS_VERSION_NUM,
+            b"libs": lua.table_from(libs.SOURCES),
+            b"functions": self.functions,
+        })
+        setup = lua.globals().loadstring(SANDBOX_LUA.encode(), b"=lualib")
+        self.lua = lua
+        self.handle = setup(api)
+        self.to_lua = ReplyToLua(lua)
+        self._run = self.handle.run
+        self._call_function = self.handle.call_function
+        self._encode = self.handle.encode
+
+    def flush(self) -> None:
+        """SCRIPT FLUSH: an empty cache and a new interpreter."""
+        self.scripts = {}
+        self.scripts_bytes = 0
+        self._new_interpreter()
+
+    def memory_bytes(self) -> int:
+        """INFO used_memory_lua: what the interpreter holds."""
+        return int(self.lua.get_memory_used())
+
+    def cache_bytes(self) -> int:
+        """INFO used_memory_scripts_eval: the cached bodies, their sha1 keys and entries."""
+        return self.scripts_bytes + SCRIPT_ENTRY_OVERHEAD_BYTES * len(self.scripts)
+
+    # -- the cache -------------------------------------------------------------------------
+    def create(self, body: bytes, flags: int, compat: bool, code: bytes) -> Script:
+        """Compile and cache ``body`` (``code`` is what Lua compiles: the shebang line left
+        out, its newline kept). Raises ValueError with the reply text on a compile error."""
+        sha = sha1hex(body)
+        found = self.scripts.get(sha)
+        if found is not None:
+            return found
+        fn, err = self.handle.compile(code)
+        if fn is None:
+            raise ValueError(COMPILE_ERROR % _text(err))
+        script = Script(sha, body, fn, flags, compat)
+        self.scripts[sha] = script
+        self.scripts_bytes += len(body)
+        return script
+
+    # -- a run -----------------------------------------------------------------------------
+    def execute(self, c: Client, script: Script, keys: list[bytes], args: list[bytes],
+                read_only: bool) -> bytes:
+        """Run ``script`` for ``c``; the reply for ``c``'s protocol."""
+        flags = script.flags
+        ro = read_only or bool(flags & FLAG_NO_WRITES)
+        slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
+        cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
+        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
+        sc = self.client
+        sc.db = c.db
+        if sc.resp != 2:
+            sc.set_resp(2)
+        if c.asking:
+            sc.set_asking(True)
+        sc.readonly = c.readonly
+        ks = self.server.ks
+        hooks = ks.propagate_hooks
+        if hooks:
+            ks.propagate_hooks = [self._collect]
+        self._effects = []
+        lua = self.lua
+        try:
+            run_fn = self._call_function if script.is_function else self._run
+            ok, result = run_fn(script.fn, lua.table_from(keys), lua.table_from(args))
+            if ok:
+                reply = self._encode(result, c.resp, run.resp)
+            else:
+                reply = self._failure(script.sha, result)
+        except lua51.LuaMemoryError:
+            reply = b"-ERR Error running script %s, not enough memory\r\n" % script.sha.encode()
+        except lua51.LuaError as e:
+            log.warning("script %s: %s", script.sha, e)
+            reply = b"-ERR Error running script %s, %s\r\n" % (
+                script.sha.encode(), _oneline(str(e))[:100].encode())
+        finally:
+            self.run = None
+            if hooks:
+                ks.propagate_hooks = hooks
+                self._emit_effects(c)
+            if sc.asking:
+                sc.set_asking(False)
+        if reply[:1] == b"-":
+            self.server.count_error(reply)
+        return reply
+
+    def _failure(self, sha: str, err: Any) -> bytes:
+        msg, source, line, plain = self.handle.error_info(err)
+        if plain is not None:  # not an error table (a memory error): Redis' own wording
+            return b"-ERR Error running script %s, %s\r\n" % (sha.encode(), plain[:100])
+        if msg is None:
+            msg = b"ERR unknown error"
+        text = msg
+        if source is not None and line is not None:
+            text += b" script: %s, on %s:%s." % (sha.encode(), source, line)
+        text = text.rstrip(b"\r\n").replace(b"\r", b" ").replace(b"\n", b" ")
+        return b"-" + text + b"\r\n"
+
+    # -- effects replication ---------------------------------------------------------------
+    def _collect(self, db_index: int, argv: list[bytes]) -> None:
+        run = self.run
+        self._effects.append((db_index, argv, REPL_ALL if run is None else run.repl))
+
+    def _emit_effects(self, caller: Client) -> None:
+        effects = [e for e in self._effects if e[2] != REPL_NONE]
+        self._effects = []
+        if not effects:
+            return
+        ks = self.server.ks
+        wrap = len(effects) > 1
+        if caller.in_exec:
+            wrap = False
+            if not caller.exec_multi_propagated:
+                caller.exec_multi_propagated = True
+                ks.propagate(effects[0][0], [b"MULTI"])
+        if wrap:
+            ks.propagate(effects[0][0], [b"MULTI"])
+        for db_index, argv, target in effects:
+            if target == REPL_ALL:
+                ks.propagate(db_index, argv)
+            else:
+                for hook in self._hooks_for(target):
+                    hook(db_index, argv)
+        if wrap:
+            ks.propagate(effects[-1][0], [b"EXEC"])
+
+    def _hooks_for(self, target: int) -> list[Callable[[int, list[bytes]], None]]:
+        repl = self.server.replication
+        feed = repl.feed_command if repl is not None else None
+        hooks = self.server.ks.propagate_hooks
+        if target == REPL_REPLICA:
+            return [h for h in hooks if h == feed]
+        return [h for h in hooks if h != feed]
+
+    # -- the redis.* callbacks -------------------------------------------------------------
+    def call(self, *argv: bytes) -> tuple[Any, bytes | None]:
+        """redis.call / redis.pcall: (value, None) or (None, error text)."""
+        run = self.run
+        if run is None:
+            return None, b"ERR redis.call/pcall can only be called inside a script invocation"
+        srv = self.server
+        argv_l = list(argv)
+        cmd = srv.table.get(argv_l[0]) or srv.table.get(argv_l[0].lower())
+        if cmd is not None and cmd.subcommands is not None and len(argv_l) >= 2:
+            cmd = cmd.subcommands.get(argv_l[1].lower())
+        if cmd is None or cmd.handler is None:
+            return None, UNKNOWN_COMMAND
+        n = len(argv_l)
+        if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+            return None, WRONG_ARGS
+        if "noscript" in cmd.flags:
+            return None, NOT_ALLOWED
+        refused = self._check_write(run, cmd, argv_l)
+        if refused is None and srv.cluster_route is not None:
+            refused = self._check_cluster(run, cmd, argv_l)
+        if refused is not None:
+            return None, refused
+        if cmd.write:
+            run.wrote = True
+        sc = self.client
+        if sc.resp != run.resp:
+            sc.set_resp(run.resp)
+        reply = dispatch.call(sc, cmd, argv_l)
+        if srv.ks.ready:
+            dispatch.serve_ready_keys(srv)
+        if reply[:1] == b"-":
+            return None, error_text(reply[: reply.index(b"\r\n")])
+        return self.to_lua.convert(reply), None
+
+    def _check_write(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
+        if run.read_only and (cmd.write or cmd.full_name in _MAY_REPLICATE):
+            return RO_SCRIPT
+        if not cmd.write or run.wrote:
+            return None
+        for check in self.server.command_checks:
+            refused = check(self.client, cmd, argv)
+            if refused is not None:
+                return error_text(refused[: refused.index(b"\r\n")])
+        return None
+
+    def _check_cluster(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
+        info = pc.lookup_name(cmd.full_name)
+        if info is None or not (info.has_keys or info.movable):
+            return None
+        route = self.server.cluster_route
+        assert route is not None
+        redirect = route(self.client, cmd, argv)
+        if redirect is not None:
+            return _CLUSTER_REFUSALS.get(redirect, NON_LOCAL_KEY)
+        positions = info._keys(argv)
+        if positions and not run.cross_slot_ok:
+            slot = key_slot(argv[positions[0]])
+            if run.slot == -1:
+                run.slot = slot
+            elif run.slot != slot:
+                return CROSS_SLOT
+        return None
+
+    def _log(self, level: int, text: bytes) -> None:
+        log.log(_LOG_LEVELS[int(level)], "%s", text.decode("utf-8", "replace"))
+
+    def _setresp(self, proto: float) -> None:
+        if self.run is not None:
+            self.run.resp = int(proto)
+
+    def _set_repl(self, flags: float) -> None:
+        if self.run is not None:
+            self.run.repl = int(flags)
+
+    def _known_command(self, *argv: bytes) -> bool:
+        table = self.server.table
+        cmd = table.get(argv[0]) or table.get(argv[0].lower())
+        if cmd is not None and cmd.subcommands is not None and len(argv) >= 2:
+            cmd = cmd.subcommands.get(argv[1].lower())
+        return cmd is not None
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+def _oneline(s: str) -> str:
+    return s.replace("\r", " ").replace("\n", " ")

@@ -1,0 +1,334 @@
+"""Functions: FUNCTION LOAD|DELETE|FLUSH|LIST|STATS|KILL|HELP, FCALL, FCALL_RO (Redis 7.0).
+
+Libraries live in an interpreter of their own (a second ``ScriptEngine``, as Redis keeps a
+second Lua state), replaced by FUNCTION FLUSH. FUNCTION LOAD compiles the code as
+``@user_function`` and runs it once with only ``redis.register_function``, ``redis.log`` and
+the constants visible (sandbox.py's ``load_library``); the registered callbacks are then
+called by FCALL with ``(keys, args)`` under the same checks and effects replication as EVAL,
+their errors naming the function (``script: <name>, on @user_function:N.``).
+
+FUNCTION LOAD/DELETE/FLUSH are write commands: the dispatcher propagates them as they are.
+Not built: FUNCTION DUMP/RESTORE, functions in snapshots (the AOF replays FUNCTION LOAD).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from slotgate.node.commands.registry import command
+from slotgate.node.commands.replies import OK
+from slotgate.node.commands.util import parse_int
+from slotgate.node.core.errors import CommandError
+from slotgate.node.core.glob import glob_match
+from slotgate.node.scripting.commands import (
+    KEYS_GT_ARGS,
+    KEYS_NEGATIVE,
+    NOTBUSY,
+    check_flags,
+)
+from slotgate.node.scripting.engine import Script, ScriptEngine
+from slotgate.protocol.resp import array_header, bulk, map_header, set_header, simple
+
+if TYPE_CHECKING:
+    from slotgate.node.core.client import Client
+    from slotgate.node.core.server import Server
+
+FUNCTION_NOT_FOUND = "ERR Function not found"
+LIBRARY_NOT_FOUND = "ERR Library not found"
+BAD_NUMKEYS = "ERR Bad number of keys provided"
+MISSING_METADATA = "ERR Missing library metadata"
+INVALID_METADATA = "ERR Invalid library metadata"
+NO_NAME = "ERR Library name was not given"
+NAME_TWICE = "ERR Invalid metadata value, name argument was given multiple times"
+BAD_METADATA = "ERR Invalid metadata value given: %s"
+NO_ENGINE = "ERR Engine '%s' not found"
+BAD_LIBRARY_NAME = ("ERR Library names can only contain letters, numbers, or underscores(_) and "
+                    "must be at least one character long")
+LIBRARY_EXISTS = "ERR Library '%s' already exists"
+FUNCTION_EXISTS = "ERR Function %s already exists"
+NO_FUNCTIONS = "ERR No functions registered"
+COMPILE_ERROR = "ERR Error compiling function: %s"
+REGISTER_ERROR = "ERR Error registering functions: %s"
+FLUSH_OPTION = "ERR FUNCTION FLUSH only supports SYNC|ASYNC option"
+
+FUNCTION_HELP = [
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using "
+    "FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a "
+    "restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, "
+    "replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance "
+    "of failure",
+    "      in case of functions name collision with another library).",
+    "HELP",
+    "    Prints this help.",
+]
+_HELP_REPLY = array_header(len(FUNCTION_HELP)) + b"".join(simple(x) for x in FUNCTION_HELP)
+
+
+@dataclass
+class Function:
+    name: str
+    script: Script  # what the engine runs: the callback, its flags
+    description: bytes | None
+    flag_names: list[bytes]
+
+
+@dataclass
+class Library:
+    name: str
+    code: bytes
+    functions: dict[str, Function] = field(default_factory=dict)  # in registration order
+
+
+class Functions:
+    """The node's libraries and their interpreter (``server.functions``)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.libraries: dict[str, Library] = {}
+        self.functions: dict[str, Function] = {}  # lower-case name -> function
+        self.engine = ScriptEngine(server, functions=True)
+
+    def flush(self) -> None:
+        self.libraries = {}
+        self.functions = {}
+        self.engine = ScriptEngine(self.server, functions=True)
+
+    def load(self, code: bytes, replace: bool) -> str:
+        """FUNCTION LOAD: the library's name, or CommandError with Redis' text."""
+        name = _library_name(code)
+        old = self.libraries.get(name)
+        if old is not None and not replace:
+            raise CommandError(LIBRARY_EXISTS % name)
+        body = code[code.index(b"\n"):]
+        handle = self.engine.handle
+        fn, err = handle.compile(body, b"@user_function")
+        if fn is None:
+            raise CommandError(COMPILE_ERROR % _text(err))
+        ok, got = handle.load_library(fn)
+        if not ok:
+            msg = handle.error_info(got)
+            raise CommandError(REGISTER_ERROR % _text(msg[0] if msg[0] is not None else msg[3]))
+        lib = Library(name, code)
+        for i in range(1, len(got) + 1):
+            reg = got[i]
+            fname = reg[b"name"].decode("utf-8", "surrogateescape")
+            bits = int(reg[b"flags"])
+            script = Script(fname, b"", reg[b"callback"], bits, False, is_function=True)
+            lib.functions[fname] = Function(fname, script, reg[b"description"],
+                                            list(handle.flag_names(bits).values()))
+        if not lib.functions:
+            raise CommandError(NO_FUNCTIONS)
+        for fname in lib.functions:
+            other = self.functions.get(fname.lower())
+            if other is not None and (old is None or fname not in old.functions):
+                raise CommandError(FUNCTION_EXISTS % fname)
+        if old is not None:
+            self._drop(old)
+        self.libraries[name] = lib
+        for fname, f in lib.functions.items():
+            self.functions[fname.lower()] = f
+        return name
+
+    def _drop(self, lib: Library) -> None:
+        del self.libraries[lib.name]
+        for fname in lib.functions:
+            self.functions.pop(fname.lower(), None)
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _library_name(code: bytes) -> str:
+    """functionExtractLibMetaData: ``#!<engine> name=<name>`` on the first line."""
+    if not code.startswith(b"#!"):
+        raise CommandError(MISSING_METADATA)
+    end = code.find(b"\n")
+    if end < 0:
+        raise CommandError(INVALID_METADATA)
+    parts = code[2:end].split()
+    if not parts:
+        raise CommandError(INVALID_METADATA)
+    engine = parts[0].decode("utf-8", "replace")
+    name: str | None = None
+    for part in parts[1:]:
+        if not part.startswith(b"name="):
+            raise CommandError(BAD_METADATA % part.decode("utf-8", "replace"))
+        if name is not None:
+            raise CommandError(NAME_TWICE)
+        name = part[5:].decode("utf-8", "replace")
+    if engine.lower() != "lua":
+        raise CommandError(NO_ENGINE % engine)
+    if name is None:
+        raise CommandError(NO_NAME)
+    if not name or not all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in name):
+        raise CommandError(BAD_LIBRARY_NAME)
+    return name
+
+
+def functions(c: Client) -> Functions:
+    f = c.server.functions
+    assert f is not None
+    return f
+
+
+def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
+    fns = functions(c)
+    f = fns.functions.get(argv[1].decode("utf-8", "surrogateescape").lower())
+    if f is None:
+        raise CommandError(FUNCTION_NOT_FOUND)
+    numkeys = parse_int(argv[2], BAD_NUMKEYS)
+    if numkeys > len(argv) - 3:
+        raise CommandError(KEYS_GT_ARGS)
+    if numkeys < 0:
+        raise CommandError(KEYS_NEGATIVE)
+    check_flags(c, f.script.flags, read_only)
+    srv = c.server
+    if srv.monitors:  # shown before the commands it runs, as EVAL
+        srv.feed_monitors(c, argv)
+    return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only)
+
+
+def _fcall_handler(read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
+    def handler(c: Client, argv: list[bytes]) -> bytes:
+        return _fcall(c, argv, read_only)
+    return handler
+
+
+command("fcall")(_fcall_handler(False))
+command("fcall_ro")(_fcall_handler(True))
+
+
+@command("function|load")
+def function_load(c: Client, argv: list[bytes]) -> bytes:
+    args = argv[2:]
+    replace = False
+    while len(args) > 1:
+        if args[0].lower() != b"replace":
+            raise CommandError(f"ERR Unknown option given: {args[0].decode('utf-8', 'replace')}")
+        replace = True
+        args = args[1:]
+    if not args:
+        raise CommandError("ERR Function code is missing")
+    name = functions(c).load(args[0], replace)
+    c.ks.dirty += 1
+    return bulk(name)
+
+
+@command("function|delete")
+def function_delete(c: Client, argv: list[bytes]) -> bytes:
+    fns = functions(c)
+    lib = fns.libraries.get(argv[2].decode("utf-8", "surrogateescape"))
+    if lib is None:
+        raise CommandError(LIBRARY_NOT_FOUND)
+    fns._drop(lib)
+    c.ks.dirty += 1
+    return OK
+
+
+@command("function|flush")
+def function_flush(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) > 3 or (len(argv) == 3 and argv[2].lower() not in (b"sync", b"async")):
+        raise CommandError(FLUSH_OPTION)
+    functions(c).flush()
+    c.ks.dirty += 1
+    return OK
+
+
+@command("function|list")
+def function_list(c: Client, argv: list[bytes]) -> bytes:
+    with_code = False
+    pattern: bytes | None = None
+    i = 2
+    while i < len(argv):
+        word = argv[i].lower()
+        if word == b"withcode" and not with_code:
+            with_code = True
+        elif word == b"libraryname" and pattern is None:
+            if i + 1 >= len(argv):
+                raise CommandError("ERR library name argument was not given")
+            pattern = argv[i + 1]
+            i += 1
+        else:
+            raise CommandError(f"ERR Unknown argument {argv[i].decode('utf-8', 'replace')}")
+        i += 1
+    proto = c.resp
+    libs = [lib for lib in functions(c).libraries.values()
+            if pattern is None or glob_match(pattern, lib.name.encode())]
+    out = [array_header(len(libs))]
+    for lib in libs:
+        out.append(map_header(4 if with_code else 3, proto))
+        out += [bulk("library_name"), bulk(lib.name), bulk("engine"), bulk("LUA"),
+                bulk("functions"), array_header(len(lib.functions))]
+        for f in lib.functions.values():
+            out += [map_header(3, proto), bulk("name"), bulk(f.name), bulk("description"),
+                    bulk(f.description) if f.description is not None else c.null_bulk,
+                    bulk("flags"), set_header(len(f.flag_names), proto)]
+            out += [simple(name) for name in f.flag_names]
+        if with_code:
+            out += [bulk("library_code"), bulk(lib.code)]
+    return b"".join(out)
+
+
+@command("function|stats")
+def function_stats(c: Client, argv: list[bytes]) -> bytes:
+    fns = functions(c)
+    proto = c.resp
+    return b"".join([
+        map_header(2, proto), bulk("running_script"), c.null_bulk, bulk("engines"),
+        map_header(1, proto), bulk("LUA"), map_header(2, proto), bulk("libraries_count"),
+        b":%d\r\n" % len(fns.libraries), bulk("functions_count"),
+        b":%d\r\n" % len(fns.functions),
+    ])
+
+
+@command("function|kill")
+def function_kill(c: Client, argv: list[bytes]) -> bytes:
+    raise CommandError(NOTBUSY)
+
+
+@command("function|help")
+def function_help(c: Client, argv: list[bytes]) -> bytes:
+    return _HELP_REPLY
+
+
+def install(server: Server) -> None:
+    server.functions = Functions(server)

@@ -1,0 +1,271 @@
+"""``cjson`` (lua-cjson 2.1.0 as Redis 7.0 ships it), in Lua: encode and decode with its
+defaults (numbers as ``%.14g``, sparse-array and nesting limits, ``cjson.null``) and its error
+texts. The configuration functions answer with the defaults and accept new values for the
+limits that the code honours (depths, sparse arrays, number precision).
+"""
+
+from __future__ import annotations
+
+CJSON_LUA = r"""
+local h = ...
+local entry, argerror = h.entry, h.argerror
+local type, select, tostring, tonumber, next, rawget = type, select, tostring, tonumber, next, rawget
+local floor, huge = math.floor, math.huge
+local sfmt, byte, char, sub, find, concat = string.format, string.byte, string.char, string.sub,
+                                           string.find, table.concat
+
+local M = {}
+local null = newproxy(false)
+M.null = null
+M._NAME, M._VERSION = 'cjson', '2.1.0'
+local cfg = {
+  sparse_convert = false, sparse_ratio = 2, sparse_safe = 10,
+  encode_max_depth = 1000, decode_max_depth = 1000, precision = 14,
+  encode_invalid = false, decode_invalid = true, keep_buffer = true,
+}
+
+-- encode ----------------------------------------------------------------------------------
+local ESC = {['"'] = '\\"', ['\\'] = '\\\\', ['/'] = '\\/', ['\b'] = '\\b', ['\f'] = '\\f',
+             ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t', ['\127'] = '\\u007f'}
+for i = 0, 31 do
+  local c = char(i)
+  if not ESC[c] then ESC[c] = sfmt('\\u%04x', i) end
+end
+local function enc_string(s) return '"' .. s:gsub('[%c"\\/\127]', ESC) .. '"' end
+local function enc_number(x)
+  if x ~= x or x == huge or x == -huge then
+    if not cfg.encode_invalid then error('Cannot serialise number: must not be NaN or Inf', 0) end
+    if x ~= x then return 'nan' end
+    return x > 0 and 'inf' or '-inf'
+  end
+  return sfmt('%.' .. cfg.precision .. 'g', x)
+end
+local function array_length(t)
+  local max, items = 0, 0
+  for k in next, t do
+    if type(k) == 'number' and k >= 1 and floor(k) == k then
+      if k > max then max = k end
+      items = items + 1
+    else
+      return -1
+    end
+  end
+  if cfg.sparse_ratio > 0 and max > items * cfg.sparse_ratio and max > cfg.sparse_safe then
+    if not cfg.sparse_convert then error('Cannot serialise table: excessively sparse array', 0) end
+    return -1
+  end
+  return max
+end
+local encode_value
+local function enc_table(out, t, depth)
+  depth = depth + 1
+  if depth > cfg.encode_max_depth then
+    error(sfmt('Cannot serialise, excessive nesting (%d)', depth), 0)
+  end
+  local len = array_length(t)
+  if len > 0 then
+    out[#out + 1] = '['
+    for i = 1, len do
+      if i > 1 then out[#out + 1] = ',' end
+      encode_value(out, rawget(t, i), depth)
+    end
+    out[#out + 1] = ']'
+  else
+    out[#out + 1] = '{'
+    local first = true
+    for k, v in next, t do
+      if not first then out[#out + 1] = ',' end
+      first = false
+      local kt = type(k)
+      if kt == 'string' then out[#out + 1] = enc_string(k)
+      elseif kt == 'number' then out[#out + 1] = '"' .. enc_number(k) .. '"'
+      else error('Cannot serialise ' .. kt .. ': table key must be a number or string', 0) end
+      out[#out + 1] = ':'
+      encode_value(out, v, depth)
+    end
+    out[#out + 1] = '}'
+  end
+end
+encode_value = function(out, v, depth)
+  local t = type(v)
+  if t == 'string' then out[#out + 1] = enc_string(v)
+  elseif t == 'number' then out[#out + 1] = enc_number(v)
+  elseif t == 'boolean' then out[#out + 1] = v and 'true' or 'false'
+  elseif t == 'nil' or v == null then out[#out + 1] = 'null'
+  elseif t == 'table' then enc_table(out, v, depth)
+  else error('Cannot serialise ' .. t .. ': type not supported', 0) end
+end
+entry(M, 'encode', function(...)
+  if select('#', ...) ~= 1 then argerror(1, 'encode', 'expected 1 argument') end
+  local out = {}
+  encode_value(out, (...), 0)
+  return concat(out)
+end)
+
+-- decode ----------------------------------------------------------------------------------
+-- tokens: {type, value, index}; types as lua-cjson names them
+local function utf8(cp)
+  if cp < 0x80 then return char(cp) end
+  if cp < 0x800 then return char(0xC0 + floor(cp / 64), 0x80 + cp % 64) end
+  if cp < 0x10000 then
+    return char(0xE0 + floor(cp / 4096), 0x80 + floor(cp / 64) % 64, 0x80 + cp % 64)
+  end
+  return char(0xF0 + floor(cp / 262144), 0x80 + floor(cp / 4096) % 64,
+              0x80 + floor(cp / 64) % 64, 0x80 + cp % 64)
+end
+local SIMPLE = {['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n',
+                r = '\r', t = '\t'}
+local function next_token(s, i)
+  local _, e = find(s, '^[ \t\n\r]*', i)
+  i = e + 1
+  local c = sub(s, i, i)
+  if c == '' then return 'T_END', nil, i end
+  if c == '{' then return 'T_OBJ_BEGIN', nil, i, i + 1 end
+  if c == '}' then return 'T_OBJ_END', nil, i, i + 1 end
+  if c == '[' then return 'T_ARR_BEGIN', nil, i, i + 1 end
+  if c == ']' then return 'T_ARR_END', nil, i, i + 1 end
+  if c == ':' then return 'T_COLON', nil, i, i + 1 end
+  if c == ',' then return 'T_COMMA', nil, i, i + 1 end
+  if c == '"' then
+    local parts, j = {}, i + 1
+    while true do
+      local q = find(s, '["\\]', j)
+      if q == nil then return 'T_ERROR', 'unexpected end of string', #s + 1 end
+      parts[#parts + 1] = sub(s, j, q - 1)
+      if sub(s, q, q) == '"' then return 'T_STRING', concat(parts), i, q + 1 end
+      local x = sub(s, q + 1, q + 1)
+      if SIMPLE[x] then
+        parts[#parts + 1] = SIMPLE[x]
+        j = q + 2
+      elseif x == 'u' then
+        local hex = sub(s, q + 2, q + 5)
+        if not find(hex, '^%x%x%x%x$') then return 'T_ERROR', 'invalid unicode escape code', q end
+        local cp = tonumber(hex, 16)
+        j = q + 6
+        if cp >= 0xD800 and cp <= 0xDBFF then
+          local lo = sub(s, j, j + 5)
+          if not find(lo, '^\\u%x%x%x%x$') then return 'T_ERROR', 'invalid unicode escape code', q end
+          local low = tonumber(sub(lo, 3), 16)
+          if low < 0xDC00 or low > 0xDFFF then return 'T_ERROR', 'invalid unicode escape code', q end
+          cp = 0x10000 + (cp - 0xD800) * 1024 + (low - 0xDC00)
+          j = j + 6
+        elseif cp >= 0xDC00 and cp <= 0xDFFF then
+          return 'T_ERROR', 'invalid unicode escape code', q
+        end
+        parts[#parts + 1] = utf8(cp)
+      else
+        return 'T_ERROR', 'invalid escape code', q
+      end
+    end
+  end
+  if find(c, '[%-%d]') then
+    local _, ne = find(s, '^%-?%d+%.?%d*[eE]?[%+%-]?%d*', i)
+    local text = ne and sub(s, i, ne)
+    local v = text and tonumber(text)
+    if v == nil then return 'T_ERROR', 'invalid number', i end
+    return 'T_NUMBER', v, i, ne + 1
+  end
+  if sub(s, i, i + 3) == 'true' then return 'T_BOOLEAN', true, i, i + 4 end
+  if sub(s, i, i + 4) == 'false' then return 'T_BOOLEAN', false, i, i + 5 end
+  if sub(s, i, i + 3) == 'null' then return 'T_NULL', null, i, i + 4 end
+  return 'T_ERROR', 'invalid token', i
+end
+local function parse_error(expected, tt, tv, ti)
+  local found = tt == 'T_ERROR' and tv or tt
+  error(sfmt('Expected %s but found %s at character %d', expected, found, ti), 0)
+end
+local parse_value
+local function parse_object(s, pos, depth, start)
+  depth = depth + 1
+  if depth > cfg.decode_max_depth then
+    error(sfmt('Found too many nested data structures (%d) at character %d', depth, start), 0)
+  end
+  local t = {}
+  local tt, tv, ti, nx = next_token(s, pos)
+  if tt == 'T_OBJ_END' then return t, nx end
+  while true do
+    if tt ~= 'T_STRING' then parse_error('object key string', tt, tv, ti) end
+    local key = tv
+    tt, tv, ti, nx = next_token(s, nx)
+    if tt ~= 'T_COLON' then parse_error('colon', tt, tv, ti) end
+    local v
+    v, nx = parse_value(s, nx, depth)
+    t[key] = v
+    tt, tv, ti, nx = next_token(s, nx)
+    if tt == 'T_OBJ_END' then return t, nx end
+    if tt ~= 'T_COMMA' then parse_error('comma or object end', tt, tv, ti) end
+    tt, tv, ti, nx = next_token(s, nx)
+  end
+end
+local function parse_array(s, pos, depth, start)
+  depth = depth + 1
+  if depth > cfg.decode_max_depth then
+    error(sfmt('Found too many nested data structures (%d) at character %d', depth, start), 0)
+  end
+  local t, n = {}, 0
+  local tt, tv, ti, nx = next_token(s, pos)
+  if tt == 'T_ARR_END' then return t, nx end
+  while true do
+    local v
+    v, nx = parse_value(s, pos, depth, tt, tv, ti, nx)
+    n = n + 1
+    t[n] = v
+    tt, tv, ti, nx = next_token(s, nx)
+    if tt == 'T_ARR_END' then return t, nx end
+    if tt ~= 'T_COMMA' then parse_error('comma or array end', tt, tv, ti) end
+    pos = nx
+    tt, tv, ti, nx = next_token(s, nx)
+  end
+end
+parse_value = function(s, pos, depth, tt, tv, ti, nx)
+  if tt == nil then tt, tv, ti, nx = next_token(s, pos) end
+  if tt == 'T_STRING' or tt == 'T_NUMBER' or tt == 'T_BOOLEAN' or tt == 'T_NULL' then
+    return tv, nx
+  end
+  if tt == 'T_OBJ_BEGIN' then return parse_object(s, nx, depth, ti) end
+  if tt == 'T_ARR_BEGIN' then return parse_array(s, nx, depth, ti) end
+  parse_error('value', tt, tv, ti)
+end
+entry(M, 'decode', function(...)
+  if select('#', ...) ~= 1 then argerror(1, 'decode', 'expected 1 argument') end
+  local s = ...
+  if type(s) == 'number' then s = tostring(s)
+  elseif type(s) ~= 'string' then argerror(1, 'decode', 'string expected, got ' .. type(s)) end
+  local v, nx = parse_value(s, 1, 0)
+  local tt, tv, ti = next_token(s, nx)
+  if tt ~= 'T_END' then parse_error('the end', tt, tv, ti) end
+  return v
+end)
+
+-- configuration ---------------------------------------------------------------------------
+local function setting(name, key)
+  entry(M, name, function(...)
+    local v = ...
+    if v ~= nil then
+      if type(cfg[key]) == 'boolean' then
+        cfg[key] = (v == true or v == 'on')
+      else
+        cfg[key] = tonumber(v) or cfg[key]
+      end
+    end
+    local cur = cfg[key]
+    if type(cur) == 'boolean' then return cur end
+    return cur
+  end)
+end
+setting('encode_max_depth', 'encode_max_depth')
+setting('decode_max_depth', 'decode_max_depth')
+setting('encode_number_precision', 'precision')
+setting('encode_keep_buffer', 'keep_buffer')
+setting('encode_invalid_numbers', 'encode_invalid')
+setting('decode_invalid_numbers', 'decode_invalid')
+entry(M, 'encode_sparse_array', function(...)
+  local convert, ratio, safe = ...
+  if convert ~= nil then cfg.sparse_convert = (convert == true or convert == 'on') end
+  if ratio ~= nil then cfg.sparse_ratio = tonumber(ratio) or cfg.sparse_ratio end
+  if safe ~= nil then cfg.sparse_safe = tonumber(safe) or cfg.sparse_safe end
+  return cfg.sparse_convert, cfg.sparse_ratio, cfg.sparse_safe
+end)
+entry(M, 'new', function() return M end)
+return M
+"""

@@ -1,0 +1,659 @@
+"""The Lua side of the scripting engine: Redis 7.0's sandbox, written in Lua.
+
+``SANDBOX_LUA`` runs once per interpreter (chunk name ``=lualib``, with the full standard
+library) and returns the engine's handle (``run``, ``compile``, ``libs``). What scripts see is
+``G``: the globals Redis 7.0 loads (base, table, string, math, cjson, cmsgpack, bit, struct,
+``redis``), behind read-only proxies, so that
+
+- reading a missing global fails: ``Script attempted to access nonexistent global variable``;
+- writing any global or any field of a library fails: ``Attempt to modify a readonly table``
+  (``rawset``/``setmetatable`` on them too, without a position, as Redis' VM check has none);
+- ``os``, ``io``, ``require``, ``loadfile``, ``dofile``, ``print``, ``debug``, ``setfenv``,
+  ``getfenv``, ``newproxy`` and lupa's ``python`` are simply absent.
+
+Redis' library functions are C functions: an error they raise names the *caller's* line,
+and a script that tail-calls one (``return redis.call(...)``) keeps its frame. Ours are Lua
+functions, which a tail call would erase; so each public library function is the C function
+``coroutine.wrap`` makes around a loop running the Lua implementation (``entry``). An error
+inside it kills that coroutine; the entry is rebuilt (``repair``) after the error is caught
+(our ``pcall``/``xpcall``) or before the next script runs.
+
+Internal chunks are named ``=lualib``; the error handler (``__redis__err__handler``, Redis'
+own logic) skips their frames when it looks for the script line that failed.
+"""
+
+from __future__ import annotations
+
+SANDBOX_LUA = r"""
+local py = ...
+local type, tostring, tonumber, select, error, rawget, rawset, rawequal, setmetatable,
+      getmetatable, unpack, next, pcall, xpcall, loadstring, load, setfenv =
+      type, tostring, tonumber, select, error, rawget, rawset, rawequal, setmetatable,
+      getmetatable, unpack, next, pcall, xpcall, loadstring, load, setfenv
+local getinfo = debug.getinfo
+local cowrap, coyield = coroutine.wrap, coroutine.yield
+local INTERNAL = '=lualib'
+local RO_ERR = 'Attempt to modify a readonly table'
+
+local function pack(...) return {n = select('#', ...), ...} end
+
+-- entries: the C-function face of every library function --------------------------------
+local dead = {}
+local function entry(tbl, name, impl)
+  local rec = {tbl = tbl, name = name}
+  -- each call: resume with the arguments, run impl, yield its results; proper tail calls, so
+  -- the loop neither grows the stack nor allocates
+  local function loop(ok, ...)
+    if not ok then
+      dead[#dead + 1] = rec
+      error((...), 0)
+    end
+    return loop(pcall(impl, coyield(...)))
+  end
+  local function body(...)
+    return loop(pcall(impl, ...))
+  end
+  rec.body = body
+  tbl[name] = cowrap(body)
+end
+local function repair()
+  for i = #dead, 1, -1 do
+    local rec = dead[i]
+    dead[i] = nil
+    rec.tbl[rec.name] = cowrap(rec.body)
+  end
+end
+-- luaL_argerror's text, raised from inside an entry (the entry adds the caller's position)
+local function argerror(n, fname, msg)
+  error(('bad argument #%d to \'%s\' (%s)'):format(n, fname, msg), 0)
+end
+local function typename_at(n, ...)
+  if select('#', ...) < n then return 'no value' end
+  return type((select(n, ...)))
+end
+
+-- read-only proxies -----------------------------------------------------------------------
+local real_of = setmetatable({}, {__mode = 'k'})  -- proxy -> the table behind it
+local function ro_newindex() error(RO_ERR, 2) end
+local function readonly(t)
+  local p = setmetatable({}, {__index = t, __newindex = ro_newindex})
+  real_of[p] = t
+  return p
+end
+
+-- the script globals ----------------------------------------------------------------------
+-- a read-only table whose missing keys are an error, reading through lookup(k)
+local function protected(lookup)
+  return setmetatable({}, {
+    __index = function(_, k)
+      local v = lookup(k)
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = ro_newindex,
+  })
+end
+local env = {}
+local visible = env  -- what scripts see: env, or load_env while a function library loads
+local G = protected(function(k) return visible[k] end)
+real_of[G] = env
+
+local function plain(t)
+  local r = real_of[t]
+  if r ~= nil then return r end
+  return t
+end
+
+local function s_next(t, k) return next(plain(t), k) end
+local function s_pairs(t)
+  if real_of[t] ~= nil then return s_next, t, nil end
+  return next, t, nil
+end
+local function s_rawget(t, k) return rawget(plain(t), k) end
+local function s_rawset(t, k, v)
+  if real_of[t] ~= nil then error(RO_ERR, 0) end
+  return rawset(t, k, v)
+end
+local function s_setmetatable(t, mt)
+  if real_of[t] ~= nil then error(RO_ERR, 0) end
+  return setmetatable(t, mt)
+end
+local function no_bytecode(s)
+  return type(s) == 'string' and s:byte(1) == 27
+end
+local function s_loadstring(s, name)
+  if no_bytecode(s) then return nil, 'binary chunks are not allowed' end
+  local f, e = loadstring(s, name)
+  if f then setfenv(f, G) end
+  return f, e
+end
+local function s_load(fn, name)
+  local parts = {}
+  if type(fn) == 'function' then
+    while true do
+      local piece = fn()
+      if piece == nil or piece == '' then break end
+      if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+      parts[#parts + 1] = piece
+    end
+  end
+  return s_loadstring(table.concat(parts), name or '=(load)')
+end
+
+-- Redis 7.0's pcall: an error table {err=...} comes back as its err string
+local function pcall_result(ok, ...)
+  if not ok then
+    repair()
+    local e = ...
+    if type(e) == 'table' then
+      local m = rawget(e, 'err')
+      if type(m) == 'string' then return false, m end
+    end
+  end
+  return ok, ...
+end
+local function s_pcall(...) return pcall_result(pcall(...)) end
+local function s_xpcall(f, h)
+  return (function(ok, ...) if not ok then repair() end return ok, ... end)(xpcall(f, h))
+end
+
+-- Redis' error handler: where the error happened, skipping our own stand-in frames
+local function err_handler(err)
+  local lvl = 2
+  local i = getinfo(lvl, 'nSl')
+  if i and i.what == 'C' then lvl = 3; i = getinfo(lvl, 'nSl') end
+  while i and i.source == INTERNAL do
+    lvl = lvl + 1
+    i = getinfo(lvl, 'nSl')
+    if i and i.what == 'C' then lvl = lvl + 1; i = getinfo(lvl, 'nSl') end
+  end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if i then
+    err['source'] = i.source
+    err['line'] = i.currentline
+  end
+  return err
+end
+
+-- the redis table -------------------------------------------------------------------------
+local redis = {}
+local function raise(msg) error({err = msg}, 0) end
+local function command_args(...)
+  local n = select('#', ...)
+  if n == 0 then return nil, 'ERR Please specify at least one argument for this redis lib call' end
+  local argv = {...}
+  for j = 1, n do
+    local a = argv[j]
+    local t = type(a)
+    if t == 'number' then
+      argv[j] = ('%.17g'):format(a)
+    elseif t ~= 'string' then
+      return nil, 'ERR Lua redis lib command arguments must be strings or integers'
+    end
+  end
+  return argv, nil, n
+end
+local py_call = py.call
+entry(redis, 'call', function(...)
+  local argv, e, n = command_args(...)
+  if e then raise(e) end
+  local v, err = py_call(unpack(argv, 1, n))
+  if err then raise(err) end
+  return v
+end)
+entry(redis, 'pcall', function(...)
+  local argv, e, n = command_args(...)
+  if e then return {err = e} end
+  local v, err = py_call(unpack(argv, 1, n))
+  if err then return {err = err} end
+  return v
+end)
+local function error_text(msg)
+  -- luaPushErrorBuff: "-CODE msg" keeps its code, anything else gets "ERR "
+  if msg:sub(1, 1) == '-' then
+    local sp = msg:find(' ', 1, true)
+    if sp then
+      msg = msg:sub(2, sp - 1) .. ' ' .. msg:sub(sp + 1)
+    else
+      msg = 'ERR ' .. msg:sub(2)
+    end
+  else
+    msg = 'ERR ' .. msg
+  end
+  return (msg:gsub('[\r\n]+$', ''))
+end
+entry(redis, 'error_reply', function(...)
+  local msg = ...
+  if select('#', ...) ~= 1 or type(msg) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  if msg:sub(1, 1) ~= '-' then msg = '-' .. msg end
+  return {err = error_text(msg)}
+end)
+entry(redis, 'status_reply', function(...)
+  local msg = ...
+  if select('#', ...) ~= 1 or type(msg) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {ok = msg}
+end)
+entry(redis, 'sha1hex', function(...)
+  if select('#', ...) ~= 1 then raise('ERR wrong number of arguments') end
+  local s = ...
+  if type(s) == 'number' then s = tostring(s) elseif type(s) ~= 'string' then s = '' end
+  return py.sha1hex(s)
+end)
+entry(redis, 'log', function(...)
+  local n = select('#', ...)
+  if n < 2 then raise('ERR redis.log() requires two arguments or more.') end
+  local level = ...
+  if type(level) ~= 'number' then raise('ERR First argument must be a number (log level).') end
+  if level < 0 or level > 3 then raise('ERR Invalid debug level.') end
+  local parts = {}
+  for j = 2, n do
+    local a = select(j, ...)
+    if type(a) == 'string' or type(a) == 'number' then parts[#parts + 1] = tostring(a) end
+  end
+  py.log(level, table.concat(parts, ' '))
+end)
+entry(redis, 'setresp', function(...)
+  if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
+  local v = tonumber((...))
+  if v ~= 2 and v ~= 3 then raise('ERR RESP version must be 2 or 3.') end
+  py.setresp(v)
+end)
+entry(redis, 'set_repl', function(...)
+  if select('#', ...) ~= 1 then raise('ERR redis.set_repl() requires two arguments.') end
+  local flags = tonumber((...)) or 0
+  if flags ~= 0 and flags ~= 1 and flags ~= 2 and flags ~= 3 then
+    raise('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
+  end
+  py.set_repl(flags)
+end)
+entry(redis, 'acl_check_cmd', function(...)
+  local argv, e, n = command_args(...)
+  if e then raise(e) end
+  if not py.known_command(unpack(argv, 1, n)) then
+    raise('ERR Invalid command passed to redis.acl_check_cmd()')
+  end
+  return true
+end)
+entry(redis, 'replicate_commands', function() return true end)
+entry(redis, 'breakpoint', function() return false end)
+entry(redis, 'debug', function() end)
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION = py.version
+redis.REDIS_VERSION_NUM = py.version_num
+
+local function copy(t)
+  local r = {}
+  for k, v in next, t do r[k] = v end
+  return r
+end
+
+-- math.random / math.randomseed: Redis' rand48, seeded with 0 when the interpreter starts
+local rand_hi, rand_lo = 0, 0  -- the 48-bit state as two 24-bit halves
+local function srand48(seed)
+  seed = seed % 4294967296
+  local x = seed * 65536 + 0x330E
+  rand_lo = x % 16777216
+  rand_hi = (x - rand_lo) / 16777216
+end
+local function lrand48()
+  local A_HI, A_LO = 0x5DE, 0xECE66D
+  local lo = A_LO * rand_lo + 0xB
+  local mid = A_LO * rand_hi + A_HI * rand_lo + (lo - lo % 16777216) / 16777216
+  rand_lo = lo % 16777216
+  rand_hi = mid % 16777216
+  return (rand_hi * 16777216 + rand_lo - (rand_hi * 16777216 + rand_lo) % 131072) / 131072
+end
+local LRAND48_MAX = 2147483647
+local function checkint(fname, n, v)
+  local x = tonumber(v)
+  if x == nil then
+    argerror(n, fname, 'number expected, got ' .. (v == nil and 'no value' or type(v)))
+  end
+  if x >= 0 then return math.floor(x) end
+  return -math.floor(-x)
+end
+local function rmath_random(...)
+  local r = (lrand48() % LRAND48_MAX) / LRAND48_MAX
+  local n = select('#', ...)
+  if n == 0 then return r end
+  if n == 1 then
+    local u = checkint('random', 1, (...))
+    if u < 1 then argerror(1, 'random', 'interval is empty') end
+    return math.floor(r * u) + 1
+  end
+  if n == 2 then
+    local l, u = checkint('random', 1, (...)), checkint('random', 2, (select(2, ...)))
+    if l > u then argerror(2, 'random', 'interval is empty') end
+    return math.floor(r * (u - l + 1)) + l
+  end
+  error('wrong number of arguments', 0)
+end
+srand48(0)
+local rmath = copy(math)
+entry(rmath, 'random', rmath_random)
+entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...))) end)
+
+-- IEEE 754 single (size 4) and double (size 8) as 32-bit words, for struct and cmsgpack; a
+-- double is split in two words so no intermediate value passes 2^53
+local frexp, ldexp, mfloor, huge = math.frexp, math.ldexp, math.floor, math.huge
+local function float_words(x, size)
+  local mbits, ebits, bias = 23, 8, 127
+  if size == 8 then mbits, ebits, bias = 52, 11, 1023 end
+  local sign = 0
+  if x < 0 or (x == 0 and 1 / x < 0) then sign = 1; x = -x end
+  local e, m
+  if x ~= x then e, m = 2 ^ ebits - 1, 2 ^ (mbits - 1)
+  elseif x == huge then e, m = 2 ^ ebits - 1, 0
+  elseif x == 0 then e, m = 0, 0
+  else
+    local fr, ex = frexp(x)  -- x = fr * 2^ex, 0.5 <= fr < 1
+    e = ex + bias - 1
+    if e <= 0 then  -- subnormal
+      m = mfloor(ldexp(fr, mbits + e - 1) + 0.5)
+      e = 0
+    else
+      m = mfloor((fr * 2 - 1) * 2 ^ mbits + 0.5)
+      if m == 2 ^ mbits then m = 0; e = e + 1 end
+      if e >= 2 ^ ebits - 1 then e, m = 2 ^ ebits - 1, 0 end
+    end
+  end
+  if size == 4 then return (sign * 2 ^ ebits + e) * 2 ^ mbits + m, nil end
+  local m_lo = m % 4294967296
+  return (sign * 2 ^ ebits + e) * 2 ^ 20 + (m - m_lo) / 4294967296, m_lo
+end
+local function words_float(hi, lo, size)
+  local mbits, ebits, bias, m = 23, 8, 127, nil
+  if size == 8 then
+    mbits, ebits, bias = 52, 11, 1023
+    local m_hi = hi % 2 ^ 20
+    hi = (hi - m_hi) / 2 ^ 20
+    m = m_hi * 4294967296 + lo
+  else
+    m = hi % 2 ^ 23
+    hi = (hi - m) / 2 ^ 23
+  end
+  local e = hi % 2 ^ ebits
+  local sign = (hi - e) / 2 ^ ebits
+  local x
+  if e == 2 ^ ebits - 1 then x = (m == 0) and huge or (0 / 0)
+  elseif e == 0 then x = ldexp(m, 1 - bias - mbits)
+  else x = ldexp(m + 2 ^ mbits, e - bias - mbits) end
+  if sign == 1 then x = -x end
+  return x
+end
+
+-- the libraries: Lua sources handed in by the engine, each returning its table -------------
+local libs = {}
+local helpers = {entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
+                 float_words = float_words, words_float = words_float}
+for name, src in pairs(py.libs) do
+  local f = assert(loadstring(src, INTERNAL))
+  libs[name] = f(helpers)
+end
+
+for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
+                    'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
+  env[k] = _G[k]
+end
+env.next, env.pairs, env.rawget, env.rawset = s_next, s_pairs, s_rawget, s_rawset
+env.setmetatable, env.loadstring, env.load = s_setmetatable, s_loadstring, s_load
+env.pcall, env.xpcall = s_pcall, s_xpcall
+env.__redis__err__handler = err_handler
+env.string = readonly(copy(string))
+env.table = readonly(copy(table))
+env.math = readonly(rmath)
+env.coroutine = readonly(copy(coroutine))
+env.redis = readonly(redis)
+for name, t in pairs(libs) do env[name] = readonly(t) end
+env._G = G
+if py.functions then  -- the functions' interpreter: Redis 7.0 leaves these out there
+  env.__redis__err__handler = nil
+  redis.breakpoint, redis.debug, redis.replicate_commands = nil, nil, nil
+end
+getmetatable('').__index = env.string
+
+-- function libraries (FUNCTION LOAD): while the library's code runs, scripts see only
+-- load_env: redis.register_function, redis.log and the LOG_*/REDIS_VERSION constants
+local registered = nil  -- the functions registered by the loading library
+local FLAG_ORDER = {'no-writes', 'allow-oom', 'allow-stale', 'no-cluster', 'allow-cross-slot-keys'}
+local FLAG_BIT = {['no-writes'] = 1, ['allow-oom'] = 2, ['allow-stale'] = 4, ['no-cluster'] = 8,
+                  ['allow-cross-slot-keys'] = 16}
+local function valid_name(n) return #n > 0 and not n:find('[^%w_]') end
+local load_redis = {}
+entry(load_redis, 'register_function', function(...)
+  local n = select('#', ...)
+  local name, callback, flags, desc
+  if n == 1 then
+    local t = ...
+    if type(t) ~= 'table' then
+      raise('ERR calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    for k, v in next, t do
+      if type(k) ~= 'string' then raise('ERR unknown argument given to redis.register_function') end
+      if k == 'function_name' then
+        if type(v) ~= 'string' and type(v) ~= 'number' then
+          raise('ERR function_name argument given to redis.register_function must be a string')
+        end
+        name = tostring(v)
+      elseif k == 'description' then
+        if type(v) ~= 'string' and type(v) ~= 'number' then
+          raise('ERR description argument given to redis.register_function must be a string')
+        end
+        desc = tostring(v)
+      elseif k == 'callback' then
+        if type(v) ~= 'function' then
+          raise('ERR callback argument given to redis.register_function must be a function')
+        end
+        callback = v
+      elseif k == 'flags' then
+        if type(v) ~= 'table' then
+          raise('ERR flags argument to redis.register_function must be a table representing function flags')
+        end
+        flags = v
+      else
+        raise('ERR unknown argument given to redis.register_function')
+      end
+    end
+    if name == nil then raise('ERR redis.register_function must get a function name argument') end
+    if callback == nil then raise('ERR redis.register_function must get a callback argument') end
+  elseif n == 2 then
+    name, callback = ...
+    if type(name) ~= 'string' and type(name) ~= 'number' then
+      raise('ERR first argument to redis.register_function must be a string')
+    end
+    name = tostring(name)
+    if type(callback) ~= 'function' then
+      raise('ERR second argument to redis.register_function must be a function')
+    end
+  else
+    raise('ERR wrong number of arguments to redis.register_function')
+  end
+  local bits = 0
+  if flags then
+    local seen = {}
+    for _, f in ipairs(flags) do
+      if type(f) ~= 'string' or FLAG_BIT[f] == nil then raise('ERR unknown flag given') end
+      if not seen[f] then seen[f] = true; bits = bits + FLAG_BIT[f] end
+    end
+  end
+  if not valid_name(name) then
+    raise('ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  for _, r in ipairs(registered) do
+    if r.name == name then raise('ERR Function already exists in the library') end
+  end
+  registered[#registered + 1] = {name = name, callback = callback, flags = bits,
+                                 description = desc}
+end)
+load_redis.log = redis.log
+load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING =
+  0, 1, 2, 3
+load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = py.version, py.version_num
+local load_env = {redis = protected(function(k) return load_redis[k] end)}
+
+local function run_result(ok, ...)
+  return ok, (...)
+end
+-- the engine's handle ---------------------------------------------------------------------
+local handle = {}
+-- run a library's code: the list of {name, callback, flags, description}, or false and the
+-- error table
+function handle.load_library(f)
+  repair()
+  registered = {}
+  visible = load_env
+  local ok, err = xpcall(f, err_handler)
+  visible = env
+  local got = registered
+  registered = nil
+  if not ok then return false, err end
+  return true, got
+end
+function handle.flag_names(bits)
+  local out = {}
+  for _, name in ipairs(FLAG_ORDER) do
+    if bits % (2 * FLAG_BIT[name]) >= FLAG_BIT[name] then out[#out + 1] = name end
+  end
+  return out
+end
+function handle.call_function(f, keys, args)
+  repair()
+  return run_result(xpcall(function() return f(keys, args) end, err_handler))
+end
+function handle.compile(body, chunk)
+  chunk = chunk or '@user_script'
+  if no_bytecode(body) then return nil, chunk:sub(2) .. ': bad binary format' end
+  local f, e = loadstring(body, chunk)
+  if not f then return nil, e end
+  setfenv(f, G)
+  return f, false
+end
+function handle.run(f, keys, argv)
+  repair()
+  env.KEYS, env.ARGV = keys, argv
+  return run_result(xpcall(f, err_handler))
+end
+function handle.array(...)
+  return {...}
+end
+-- Lua -> RESP (luaReplyToRedisReply), for the caller's protocol ``proto``; ``resp`` is the
+-- script's redis.setresp, which decides how booleans go out
+local MAX_DEPTH = 7994  -- Redis stops at its C stack limit: 7995 nested levels
+local sfmt, concat = string.format, table.concat
+local function crlf_free(s) return (s:gsub('[\r\n]', ' ')) end
+local function encode(out, v, proto, resp, depth)
+  local t = type(v)
+  if t == 'string' then
+    out[#out + 1] = '$' .. #v .. '\r\n' .. v .. '\r\n'
+  elseif t == 'number' then
+    if v ~= v or v >= 9223372036854775808 or v < -9223372036854775808 then
+      out[#out + 1] = ':-9223372036854775808\r\n'
+    else
+      out[#out + 1] = sfmt(':%d\r\n', v)
+    end
+  elseif t == 'boolean' then
+    if resp == 2 then
+      out[#out + 1] = v and ':1\r\n' or (proto == 2 and '$-1\r\n' or '_\r\n')
+    elseif proto == 2 then
+      out[#out + 1] = v and ':1\r\n' or ':0\r\n'
+    else
+      out[#out + 1] = v and '#t\r\n' or '#f\r\n'
+    end
+  elseif t == 'table' then
+    if depth > MAX_DEPTH then
+      out[#out + 1] = '-ERR reached lua stack limit\r\n'
+      return
+    end
+    local f = rawget(v, 'err')
+    if type(f) == 'string' then out[#out + 1] = '-' .. crlf_free(f) .. '\r\n'; return end
+    f = rawget(v, 'ok')
+    if type(f) == 'string' then out[#out + 1] = '+' .. crlf_free(f) .. '\r\n'; return end
+    f = rawget(v, 'double')
+    if type(f) == 'number' then
+      local s
+      if f == 1/0 then s = 'inf' elseif f == -1/0 then s = '-inf' else s = sfmt('%.17g', f) end
+      if proto == 2 then out[#out + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n'
+      else out[#out + 1] = ',' .. s .. '\r\n' end
+      return
+    end
+    f = rawget(v, 'big_number')
+    if type(f) == 'string' then
+      local s = crlf_free(f)
+      if proto == 2 then out[#out + 1] = '$' .. #s .. '\r\n' .. s .. '\r\n'
+      else out[#out + 1] = '(' .. s .. '\r\n' end
+      return
+    end
+    f = rawget(v, 'map')
+    if type(f) == 'table' then
+      local at = #out + 1
+      out[at] = ''
+      local n = 0
+      for k, x in next, f do
+        n = n + 1
+        encode(out, k, proto, resp, depth + 1)
+        encode(out, x, proto, resp, depth + 1)
+      end
+      out[at] = proto == 2 and ('*' .. (2 * n) .. '\r\n') or ('%' .. n .. '\r\n')
+      return
+    end
+    f = rawget(v, 'set')
+    if type(f) == 'table' then
+      local at = #out + 1
+      out[at] = ''
+      local n = 0
+      for k in next, f do
+        n = n + 1
+        encode(out, k, proto, resp, depth + 1)
+      end
+      out[at] = (proto == 2 and '*' or '~') .. n .. '\r\n'
+      return
+    end
+    f = rawget(v, 'verbatim_string')
+    if type(f) == 'table' then
+      local fmt, str = rawget(f, 'format'), rawget(f, 'string')
+      if type(fmt) == 'string' and type(str) == 'string' then
+        if proto == 2 then
+          out[#out + 1] = '$' .. #str .. '\r\n' .. str .. '\r\n'
+        else
+          out[#out + 1] = '=' .. (#str + 4) .. '\r\n' .. fmt:sub(1, 3) .. ':' .. str .. '\r\n'
+        end
+        return
+      end
+    end
+    local at = #out + 1
+    out[at] = ''
+    local j = 1
+    while true do
+      local x = rawget(v, j)
+      if x == nil then break end
+      encode(out, x, proto, resp, depth + 1)
+      j = j + 1
+    end
+    out[at] = '*' .. (j - 1) .. '\r\n'
+  else
+    out[#out + 1] = proto == 2 and '$-1\r\n' or '_\r\n'
+  end
+end
+function handle.encode(v, proto, resp)
+  local out = {}
+  encode(out, v, proto, resp, 0)
+  return concat(out)
+end
+-- error tables of a failed script, as luaExtractErrorInformation reads them
+function handle.error_info(e)
+  if type(e) ~= 'table' then return nil, nil, nil, tostring(e) end
+  local msg, source, line = rawget(e, 'err'), rawget(e, 'source'), rawget(e, 'line')
+  if type(msg) ~= 'string' then msg = nil end
+  if type(source) ~= 'string' then source = nil end
+  if line ~= nil then line = tostring(line) end
+  return msg, source, line, nil
+end
+return handle
+"""

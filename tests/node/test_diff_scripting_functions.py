@@ -1,0 +1,100 @@
+"""FUNCTION LOAD/DELETE/FLUSH/LIST/STATS/KILL/HELP, FCALL, FCALL_RO and
+redis.register_function: identical raw replies to redis-server 7.0, RESP2 and RESP3.
+
+Libraries are listed in hash-table order by Redis: lists of several libraries are compared
+sorted."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.node.diff import Case, Pair, check_cases
+
+
+def _load(name: str, body: str, replace: bool = False) -> str:
+    return f'FUNCTION LOAD {"REPLACE " if replace else ""}"#!lua name={name}\n{body}"'
+
+
+LIB = ("redis.register_function('g', function() error('boom') end) "
+       "redis.register_function('h', function(k, a) return redis.call('get', k[1]) end) "
+       "redis.register_function{function_name='ro', callback=function(k, a) "
+       "return redis.call('set', 'x', '1') end, flags={'no-writes'}} "
+       "redis.register_function{function_name='nc', callback=function() return 1 end, "
+       "flags={'no-cluster', 'allow-oom', 'allow-stale', 'allow-cross-slot-keys'}, "
+       "description='d'} "
+       "redis.register_function('w', function(k, a) redis.call('set', k[1], a[1]) "
+       "redis.setresp(3) return {redis.call('hgetall', 'hh'), type(KEYS)} end) "
+       "redis.register_function('glob', function() local t = {} for k in pairs(_G) do "
+       "t[#t+1] = k end table.sort(t) return t end) "
+       "redis.register_function('rk', function() local t = {} for k in pairs(redis) do "
+       "t[#t+1] = k end table.sort(t) return t end)")
+
+LOAD = Case("FUNCTION LOAD and register_function", [
+    "FUNCTION FLUSH",
+    _load("mylib", "redis.register_function('f1', function(keys, args) return 1 end)"),
+    _load("mylib", "redis.register_function('f1', function(keys, args) return 1 end)"),
+    _load("mylib", "redis.register_function('f1', function(keys, args) "
+                   "return {keys[1], args[1], #keys, #args} end)", replace=True),
+    _load("other", "redis.register_function('f1', function() return 2 end)"),
+    _load("l2", "return 1"), _load("l2", "local x = 1"), _load("l2", "redis.call('ping')"),
+    _load("l2", "redis.register_function('g', function() end) "
+                "redis.register_function('g', function() end)"),
+    _load("l2", "redis.register_function('g')"), _load("l2", "redis.register_function()"),
+    _load("l2", "redis.register_function('g', 1)"),
+    _load("q1", "redis.register_function('bad name', function() end)"),
+    _load("q2", "redis.register_function{function_name='g', callback=function() end, "
+                "flags={'bad'}}"),
+    _load("q3", "redis.register_function{function_name='g', callback=function() end, foo=1}"),
+    _load("q4", "redis.register_function{function_name='g'}"),
+    _load("q5", "redis.register_function{callback=function() end}"),
+    _load("q7", "return x"), _load("q8", "x = 1"), _load("q9", "syntax error"),
+    _load("q10", "redis.register_function{function_name='g', callback=function() end, "
+                 "flags='no-writes'}"),
+    _load("q11", "redis.register_function{function_name='g', callback=function() end, "
+                 "flags={1}}"),
+    _load("q12", "redis.register_function{function_name='g', callback=function() end, [1]=2}"),
+    _load("q13", "redis.register_function({}, function() end)"),
+    _load("q14", "redis.register_function('', function() end)"),
+    _load("q15", "redis.register_function('a', function() end, 3)"),
+    _load("q18", "error('at load')"), _load("q19", "local v = string"),
+    _load("q20", "local v = redis.setresp"),
+    'FUNCTION LOAD "#!lua name=bad-name!\nredis.register_function(\'g\', function() end)"',
+    'FUNCTION LOAD "#!lua name=l2 name=l3\nredis.register_function(\'g\', function() end)"',
+    'FUNCTION LOAD "#!lua name=l2 foo=1\nredis.register_function(\'g\', function() end)"',
+    'FUNCTION LOAD "#!lua\nredis.register_function(\'g\', function() end)"',
+    'FUNCTION LOAD "#!pyth name=l2\nredis.register_function(\'g\', function() end)"',
+    'FUNCTION LOAD "return 1"', 'FUNCTION LOAD "#!lua name=x"', "FUNCTION LOAD",
+    "FUNCTION LOAD REPLACE", "FUNCTION LOAD x y z",
+    _load("q16", "redis.log(redis.LOG_WARNING, 'loading') "
+                 "redis.register_function('lf', function() return redis.REDIS_VERSION end)"),
+    "FCALL lf 0", ("FUNCTION LIST", "sorted"), "FUNCTION STATS",
+])
+
+CALL = Case("FCALL and FCALL_RO", [
+    "FUNCTION FLUSH", _load("lib", LIB), "HSET hh a 1",
+    "FCALL g 0", "FCALL h 1 nokey", "FCALL H 1 nokey", "FCALL ro 0", "FCALL_RO ro 0",
+    "FCALL_RO h 1 k", "FCALL_RO w 1 k v", "FCALL nc 0", "FCALL w 1 k v", "GET k",
+    "FCALL glob 0", "FCALL rk 0", "FCALL nosuch 0", "FCALL h -1", "FCALL h 5 a",
+    "FCALL h x", "FCALL", "FCALL h",
+    "EVAL \"return redis.call('fcall','g',0)\" 0",
+    _load("one", "redis.register_function{function_name='only', callback=function() end, "
+                 "flags={'allow-stale', 'no-writes'}, description='the only one'}"),
+    "FUNCTION LIST LIBRARYNAME one", "FUNCTION LIST WITHCODE LIBRARYNAME o*",
+    "FUNCTION DELETE one",
+    ("FUNCTION LIST LIBRARYNAME li*", "type"),
+    "FUNCTION LIST LIBRARYNAME nomatch", "FUNCTION LIST LIBRARYNAME",
+    "FUNCTION LIST WITHCODE WITHCODE", "FUNCTION LIST LIBRARYNAME a LIBRARYNAME b",
+    "FUNCTION LIST foo", "FUNCTION STATS", "FUNCTION STATS x", "FUNCTION KILL",
+    "FUNCTION HELP", "FUNCTION DELETE nolib", "FUNCTION DELETE", "FUNCTION DELETE lib",
+    "FUNCTION DELETE lib", "FCALL g 0", "FUNCTION FLUSH bad", "FUNCTION FLUSH ASYNC",
+    "FUNCTION FLUSH SYNC", "FUNCTION FLUSH", "FUNCTION STATS",
+    "MULTI", "FCALL nosuch 0", "EXEC",
+])
+
+CASES = [LOAD, CALL]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_functions_match_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, CASES, proto)
+    assert not problems, "\n".join(problems)
