@@ -37,6 +37,14 @@ NOPERM_CMD = errors.NOPERM_CMD
 NOPERM_KEY = errors.NOPERM_KEY
 NOPERM_CHANNEL = errors.NOPERM_CHANNEL
 NOPERM_EXEC = acl_replies.NOPERM_EXEC
+# Inside a script (Redis' scriptVerifyACL), by denial reason.
+_SCRIPT_REASONS = {
+    acl.DENIED_CMD: b"ERR The user executing the script can't run this command or subcommand",
+    acl.DENIED_KEY: b"ERR The user executing the script can't access at least one of the keys "
+                    b"mentioned in the command arguments",
+    acl.DENIED_CHANNEL: b"ERR The user executing the script can't publish to the channel "
+                        b"mentioned in the command",
+}
 _EXEC_REASONS = acl_replies.EXEC_REASONS
 NO_ACLFILE = acl_replies.NO_ACLFILE
 SAVE_FAILED = acl_replies.SAVE_FAILED
@@ -142,12 +150,27 @@ class NodeAcl:
             return NOPERM_CMD % info.name
         return NOPERM_KEY if denial.reason == acl.DENIED_KEY else NOPERM_CHANNEL
 
+    def check_script(self, caller: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
+        """scriptVerifyACL: the error text (no ``-``) for a command a script of ``caller``
+        runs, logged with context ``lua``; None to go on."""
+        user = caller.acl_user
+        info = ALL_COMMANDS.get(cmd.full_name.encode())
+        if user is None or user.unrestricted or info is None:
+            return None
+        denial = user.check(info, argv, glob_match)
+        if denial is None:
+            return None
+        obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
+        self.add_log(caller, denial.reason, denial.index, user.name, obj, context="lua")
+        return _SCRIPT_REASONS[denial.reason]
+
     # -- ACL LOG -----------------------------------------------------------------------------
     def add_log(self, c: Client, reason: int, index: int, username: bytes, obj: bytes,
-                in_exec: bool = False) -> None:
+                in_exec: bool = False, context: str | None = None) -> None:
         """addACLLogEntry (protocol/acl_replies.py), with this client's context and info."""
         now_ms = int(time.time() * 1000)
-        context = "multi" if c.multi is not None or in_exec else "toplevel"
+        if context is None:
+            context = "multi" if c.multi is not None or in_exec else "toplevel"
         entry = LogEntry(1, reason, context, obj, username, now_ms, client_info_line(c, now_ms))
         acl_replies.add_log(self.log, int(self.server.config.get("acllog-max-len")), entry)
 

@@ -285,7 +285,9 @@ class ScriptEngine:
             return None, WRONG_ARGS
         if "noscript" in cmd.flags:
             return None, NOT_ALLOWED
-        refused = self._check_write(run, cmd, argv_l)
+        refused = srv.acl.check_script(run.caller, cmd, argv_l)
+        if refused is None:
+            refused = self._check_write(run, cmd, argv_l)
         if refused is None and srv.cluster_route is not None:
             refused = self._check_cluster(run, cmd, argv_l)
         if refused is not None:

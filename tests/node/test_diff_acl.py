@@ -161,6 +161,18 @@ CASES = [
         "AUTH adm pw", "GET a", "ACL SETUSER default +get ~* off", "AUTH default x",
         "ACL SETUSER default on", ("ACL LIST", RULES), "ACL DELUSER adm",
     ]),
+    # scriptVerifyACL: a script's commands are checked against the caller's user
+    Case("inside scripts", [
+        "ACL DELUSER s1", "ACL LOG RESET",
+        "ACL SETUSER s1 on >pw +@all -lpush ~app:* &ch", "AUTH s1 pw",
+        "EVAL \"return redis.call('set','app:1','v')\" 0",
+        "EVAL \"return redis.call('set','other','v')\" 0",
+        "EVAL \"return redis.pcall('get','other')\" 0",
+        "EVAL \"return redis.call('lpush','app:l','v')\" 0",
+        "EVAL \"return redis.call('publish','nope','m')\" 0",
+        "EVAL \"return redis.call('publish','ch','m')\" 0",
+        ("ACL LOG", "acllog"), "AUTH default x", "ACL LOG RESET", "ACL DELUSER s1",
+    ]),
     Case("acl directives", [
         "ACL DELUSER pd1 pd2 x1", ("CONFIG GET acl*", "pairs"),
         "CONFIG SET acl-pubsub-default allchannels", "ACL SETUSER pd1", "ACL SETUSER pd2 ~a reset",
