@@ -19,6 +19,10 @@ Routes:
 ``proxy``       answered by the proxy itself (connection state, PING, COMMAND, KEYSLOT...).
 ``pubsub``      enters or leaves subscriber mode (SUBSCRIBE family).
 ``transaction`` MULTI / EXEC / DISCARD / WATCH / UNWATCH: pins the session to one shard.
+``gather``      multi-key commands that cannot be split (SUNIONSTORE, ZINTER, BITOP, RENAME,
+                LMOVE ...): keys in one slot go as ``single``; keys in several slots are
+                copied next to one of them and the real command runs there
+                (``proxy/routing/crossslot.py``).
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
 ``unsupported`` refused at lookup: the row's ``reason`` says why (server administration a
                 proxy cannot sensibly forward, replies no merge can combine into one
@@ -53,7 +57,7 @@ from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
-    "blocking", "unsupported",
+    "blocking", "gather", "unsupported",
 })
 MERGES = frozenset({
     "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
@@ -78,6 +82,7 @@ _PROXY = Row("proxy")
 _PUBSUB = Row("pubsub")
 _TRANSACTION = Row("transaction")
 _KEYLESS = Row("keyless")
+_GATHER = Row("gather")
 _NODE_ADMIN = _unsupported("administers one server: through the proxy it would reach one "
                            "arbitrary node of the cluster")
 _REPLICATION = _unsupported("replication is set up per node, not through the proxy")
@@ -93,6 +98,12 @@ OVERRIDES: dict[str, Row] = {
     "unlink": Row("split", "sum"),
     "exists": Row("split", "sum"),
     "touch": Row("split", "sum"),
+    # Multi-key commands run across slots on copies next to one key (crossslot.py's SPECS).
+    **dict.fromkeys(("sunionstore", "sinterstore", "sdiffstore", "zunionstore", "zinterstore",
+                     "zdiffstore", "zrangestore", "bitop", "pfmerge", "geosearchstore",
+                     "sunion", "sinter", "sdiff", "sintercard", "zunion", "zinter", "zdiff",
+                     "zintercard", "pfcount", "lcs", "georadius", "georadiusbymember", "sort",
+                     "copy", "rename", "renamenx", "lmove", "rpoplpush", "smove"), _GATHER),
     # Atomic across its keys: cannot be split, so cross-slot gets CROSSSLOT.
     "msetnx": Row("single"),
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report

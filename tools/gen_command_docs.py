@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
+from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
 
@@ -37,10 +38,13 @@ ROUTE_TEXT: dict[str, str] = {
     "transaction": "transaction handling: the session is pinned to one slot's master",
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
                 "its own to its keys' master (keys in several slots: `-CROSSSLOT`)",
+    "gather": "keys in one slot: as `single`; keys in several slots: run by a real node on "
+              "copies next to one key (see [Multi-key commands across slots]"
+              "(#multi-key-commands-across-slots))",
     "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
 }
 
-ROUTE_ORDER = ("single", "split", "keyless", "all_masters", "all_nodes", "blocking",
+ROUTE_ORDER = ("single", "split", "gather", "keyless", "all_masters", "all_nodes", "blocking",
                "transaction", "pubsub", "proxy", "unsupported")
 
 MERGE_TEXT: dict[str, str] = {
@@ -106,10 +110,26 @@ def handling(info: CommandInfo) -> str:
     else:
         text = ROUTE_TEXT[route]
     text = text[0].upper() + text[1:] + "."
-    note = NOTES.get(info.name)
+    note = NOTES.get(info.name) or _gather_note(info)
     if note:
         text = f"{text} {note}"
     return text.replace("|", "\\|")
+
+
+def _gather_note(info: CommandInfo) -> str | None:
+    """Across slots: which of the three kinds of the cross-slot section the command is."""
+    spec = SPECS.get(info.name)
+    if info.route != "gather" or spec is None:
+        return None
+    if spec.moves:
+        return ("Across slots: a move, destination first, then the source under WATCH "
+                "([moves](#moves-across-slots)).")
+    where = "its last key" if spec.anchor == -1 else "its first key"
+    if "write" in info.flags:
+        return (f"Across slots: runs next to {where} (its destination), which is written "
+                "atomically ([details](#multi-key-commands-across-slots)).")
+    return (f"Across slots: runs next to {where}; reads each slot's keys at its own instant "
+            "([details](#multi-key-commands-across-slots)).")
 
 
 def _name(info: CommandInfo) -> str:
@@ -162,6 +182,102 @@ client can only observe by reading concurrently).
 """
 
 
+CROSS_SLOT = """\
+## Multi-key commands across slots
+
+The commands routed `gather` take keys that Redis Cluster requires in one slot. Through the
+proxy their keys may be anywhere: when they span slots the proxy copies the keys that live
+elsewhere next to one key of the command (the *anchor*: the destination of a command that
+writes one, else the first key), lets that key's master run the real command on the copies,
+and returns its reply. Replies and errors (`WRONGTYPE`, syntax and range errors, missing or
+empty keys) are therefore the node's own, byte for byte; `tests/proxy/test_crossslot.py`
+compares them with one standalone redis-server, RESP2 and RESP3, behind a real cluster and
+behind our nodes. Code: `proxy/routing/crossslot.py` (the plan) and `gather.py` (the I/O).
+
+1. **Gather.** Each slot's foreign keys are read on their master in one transaction,
+   `MULTI PTTL k DUMP k … EXEC` (value and TTL from one instant), through the usual
+   redirect/retry path. A move's source is read instead under `WATCH`, on a connection
+   opened for the command.
+2. **Run.** On the anchor's master, one transaction: `MULTI`, `RESTORE` of every gathered
+   value (with its TTL) under a temporary key, the client's command with its foreign keys
+   replaced by the temporaries, `DEL` of the temporaries, `EXEC`.
+3. **Commit** (moves only): see below.
+
+**Temporaries** are named `{T}slotgate-tmp:<process token>:<n>`, `T` being a short hash tag
+of the anchor's slot, so the node runs them with the anchor in one command. They are created
+and deleted by the same `MULTI … EXEC`: no other client can ever read one (a transaction is
+not interleaved), and no failure can leave one behind — a transaction the node did not
+receive whole is never run (the node drops an unfinished `MULTI` when the connection
+closes, which is what a proxy crash does), and replicas and the AOF get it whole. So no
+`PEXPIRE` safety net is needed; they carry the source's own TTL, which `COPY` and `RENAME`
+then keep as one server does. The test checks `KEYS *slotgate-tmp*` is empty after every
+script. The prefix is reserved: a client key of that exact name in the anchor's slot would
+be overwritten and deleted by the command.
+
+**Atomicity.** The anchor's side is one transaction: the destination goes from its old value
+to the command's result with nothing in between, and the sources in the anchor's slot are
+read at that same instant. The sources in other slots are each read at the instant of their
+slot's gather transaction, a little earlier: a write to such a source between its gather
+and the run is not seen by the command (as if that write came just after it). Read-only
+commands (`SINTER`, `ZUNION`, `PFCOUNT`, `LCS` …) change nothing; nothing of the proxy's
+work is observable to other clients for any of these commands.
+
+**A node failing half-way.** A source's master failing during the gather: the reads are
+retried (after the failover, on the new master) until the retry deadline, then the client
+gets the proxy's error and nothing was written. The anchor's master failing during the run:
+before the transaction was sent it is retried the same way; after it was sent the client
+gets `ERR slotgate: connection to <node> lost; write may or may not have been applied`, and
+the destination holds either its old value or the whole result (a replica promoted after a
+failover has either all of the transaction or none of it).
+
+**Cost.** One round trip per foreign slot, then one on the anchor, all sequential, and the
+values travel through the proxy twice (DUMP out, RESTORE in): measured in bench/RESULTS.md.
+
+Not handled (still `-CROSSSLOT` across slots): `MSETNX` (below), `LMPOP`, `ZMPOP`,
+the blocking commands (`BLMOVE`, `BRPOPLPUSH`, `BLPOP` over several keys …), `EVAL`/`FCALL`
+keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `SORT … BY/GET` patterns and `COPY … DB`
+keep the cluster's own refusals (a node refuses them in cluster mode).
+
+## Moves across slots
+
+`RENAME`, `RENAMENX`, `LMOVE`, `RPOPLPUSH` and `SMOVE` change their source too. The anchor
+is the destination. Order of steps:
+
+1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src`, `PTTL`,
+   `DUMP`).
+2. **Run** on the destination's master, in one transaction: the destination's `PTTL` and
+   `DUMP` (its *before* image), the command on the source's copy, the destination's `DUMP`
+   again (*after*), the copy's `PTTL` and `DUMP` (what is left of the source), `DEL` of the
+   copy. The destination now holds the result.
+3. **Commit** the source, only if the command changed it (a `RENAMENX` onto an existing key,
+   an `SMOVE` of a missing member change nothing): `MULTI DEL src [RESTORE src ttl rest]
+   EXEC` on the watching connection.
+
+Between steps 2 and 3 another client can see the moved element in both keys (one round
+trip). Failures and their compensation:
+
+- Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
+  Step 2's connection lost after sending: the destination may hold the copy while the
+  source is unchanged (a duplicate); the client gets the unknown-fate error above.
+- Step 3's `EXEC` answers null (another client wrote the source since step 1): the
+  destination is put back to its *before* image (under `WATCH`, only if it still holds the
+  *after* image), and the command runs again from step 1, 3 times at most; then
+  `ERR slotgate: '<name>' across slots: its source kept changing meanwhile; nothing was
+  changed`. If the destination was changed by someone else meanwhile it is left alone and
+  the client gets `ERR slotgate: move across slots half done …`.
+- Step 3's connection lost (the source's master died): the source is read again on its
+  master, after a failover the promoted replica, until the retry deadline. Still the old
+  value: the commit was lost with the node, so the destination is put back (no duplicate)
+  and the client gets the unreachable error; the new value: the commit survived, the client
+  gets the command's reply. Neither (no master before the deadline): the unknown-fate error.
+
+What is tested: every move's replies and results against one server, including the emptied
+source (`RPOPLPUSH` of the last element, `SMOVE` of the last member) and TTLs
+(`RENAME` keeps it). What is not tested: the failure paths of steps 2 and 3 (no test kills a
+node between steps yet), and concurrent writers racing a move.
+"""
+
+
 def render() -> str:
     rows = _rows()
     out = [HEADER]
@@ -172,6 +288,7 @@ def render() -> str:
     for route in ROUTE_ORDER:
         out.append(f"| `{route}` | {counts.get(route, 0)} | {ROUTE_TEXT[route]} |")
     out.append(f"\n{len(rows)} commands and subcommands in all.\n")
+    out.append(CROSS_SLOT)
     out.append(MSETNX)
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

@@ -82,8 +82,8 @@ def test_msetnx_and_other_multikey_commands_across_slots_get_crossslot(
     with RawClient(slotgate.port) as c:
         crossslot = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
         assert c.call("MSETNX", f"{prefix}a", "1", f"{prefix}b", "2") == crossslot
-        assert c.call("SUNION", f"{prefix}a", f"{prefix}b") == crossslot
-        assert c.call("RENAME", f"{prefix}a", f"{prefix}b") == crossslot
+        assert c.call("LMPOP", "2", f"{prefix}a", f"{prefix}b", "LEFT") == crossslot
+        assert c.call("ZMPOP", "2", f"{prefix}a", f"{prefix}b", "MIN") == crossslot
         # Same slot via hash tag: served.
         assert c.call("MSETNX", f"{{{prefix}}}a", "1", f"{{{prefix}}}b", "2") == b":1\r\n"
         assert c.call("RENAME", f"{{{prefix}}}a", f"{{{prefix}}}c") == b"+OK\r\n"

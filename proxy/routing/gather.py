@@ -1,0 +1,231 @@
+"""Multi-key commands across slots: the I/O of ``crossslot.py``'s three steps.
+
+A request whose keys span slots holds up the session (as a transaction does): it waits for
+the client's earlier replies, then gathers, runs and (moves) commits, and only then is the
+client's next request read, so a pipelined ``GET dst`` sees the result.
+
+Reads (step 1 without WATCH) and step 2 go through the router's redirect/retry loop on the
+client's own connections (``pinned.py``'s, closed with the session). A move's watched reads
+and its commit run on connections opened for the request and closed at its end: a WATCH
+belongs to one connection, and a redirect there ends the request with ``TRYAGAIN``.
+
+Failure handling of a move (the order matters: destination first, then source):
+
+- step 2 fails: nothing was committed at the source; the client gets the error (a lost
+  connection after sending: ``UNKNOWN_FATE_WRITE``, the destination may hold the copy).
+- step 3's EXEC answers null (another client changed the source since step 1): the
+  destination is put back as it was (``compensate``) and the whole command starts again,
+  ``MOVE_ATTEMPTS`` times at most.
+- step 3 loses its connection: the source is read again on its (maybe new) master until the
+  retry deadline. Unchanged: the commit did not happen, the destination is put back, the
+  client gets the error. Holding the command's result: the commit happened, the client gets
+  the command's reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+
+from slotgate.protocol.commands import CommandInfo
+from slotgate.protocol.resp import encode_command
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
+from slotgate.proxy.backend.connections import BackendError, DirectConnection
+from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.routing import crossslot
+from slotgate.proxy.routing.crossslot import Plan, Value
+from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.splitter import array_elements
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import RouteSession
+
+# A move restarted because a source changed meanwhile: at most this many tries in all.
+MOVE_ATTEMPTS = 3
+_REDIRECTS = (b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN", b"-LOADING")
+
+
+class _Retry(Exception):
+    """A source changed between step 1 and step 3; the destination was put back."""
+
+
+def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
+    """The ``gather`` route: keys in one slot are forwarded as ``single`` would; keys in
+    several slots hold up the session while the three steps run."""
+    readonly = "readonly" in info.flags
+    slot = s.slot_of(argv)
+    p = None if slot is not None else crossslot.plan(argv, crossslot.SPECS[info.name])
+    if p is None:
+        s.send_single(argv, s.any_slot if slot is None else slot, readonly, info.name)
+        return None
+    return _run(s, p, readonly, info.name, s.new_slot(info.name))
+
+
+async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
+               reply_slot: Callable[[bytes], None]) -> None:
+    await s.wait_idle()
+    for _ in range(MOVE_ATTEMPTS):
+        try:
+            reply_slot(await _attempt(s, p, readonly))
+            return
+        except _Retry:
+            continue
+    reply_slot(error_frame(errors.MOVE_CONTENDED.format(name=name)))
+
+
+async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
+    watches: dict[bytes, DirectConnection] = {}
+    try:
+        values: dict[bytes, Value] = {}
+        for slot, keys in p.by_slot.items():
+            if any(k in p.written for k in keys):
+                got = await _watched_read(s, slot, keys, watches)
+            else:
+                got = await _read(s, slot, keys)
+            if isinstance(got, bytes):
+                return got
+            values.update(got)
+        layout = crossslot.run_payload(p, values)
+        raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, readonly,
+                              partial(_direct, s))
+        if raw[:1] != b"*" or crossslot.is_null(raw):
+            return raw  # the router's error (unreachable, unknown fate), EXECABORT
+        elems = array_elements(raw)
+        err = crossslot.first_error(elems[: layout.before_at])
+        if err is not None:
+            return err  # a RESTORE refused (a payload this node cannot read)
+        reply = elems[layout.command_at]
+        if not p.written:
+            return reply
+        return await _commit(s, p, values, elems, layout, reply, watches)
+    finally:
+        with trio.CancelScope(shield=True):
+            for conn in watches.values():
+                await conn.aclose()
+
+
+async def _read(s: RouteSession, slot: int, keys: list[bytes]) -> dict[bytes, Value] | bytes:
+    payload, n = crossslot.gather_payload(keys, watch=False)
+    raw = await _on_owner(s, slot, payload, n, True, partial(_direct, s))
+    if raw[:1] != b"*" or crossslot.is_null(raw):
+        return raw
+    return crossslot.read_values(keys, array_elements(raw))
+
+
+def _owner(s: RouteSession, slot: int) -> str | None:
+    return s.router.topology.owners[slot]
+
+
+async def _open(s: RouteSession, node: str) -> DirectConnection:
+    return await DirectConnection.open(node, 2, s.settings.connect_timeout_ms / 1000)
+
+
+def _refused(raw: bytes) -> bytes:
+    """A redirect on a watched connection ends the request: the client may try again."""
+    if raw.startswith(_REDIRECTS):
+        return error_frame(errors.CROSSSLOT_TRYAGAIN)
+    return raw
+
+
+async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
+                        watches: dict[bytes, DirectConnection]) -> dict[bytes, Value] | bytes:
+    node = _owner(s, slot)
+    if node is None:
+        return error_frame(errors.SLOT_NOT_SERVED)
+    payload, n = crossslot.gather_payload(keys, watch=True)
+    try:
+        conn = await _open(s, node)
+    except (OSError, BackendError, trio.TooSlowError):
+        return error_frame(errors.NODE_UNREACHABLE.format(node=node))
+    for k in keys:
+        watches[k] = conn
+    try:
+        frames = [raw for _, raw in await conn.roundtrip(payload, n)]
+    except BackendError:
+        return error_frame(errors.NODE_UNREACHABLE.format(node=node))
+    err = crossslot.first_error(frames)
+    if err is not None:
+        return _refused(err)
+    return crossslot.read_values(keys, frames[1:])
+
+
+async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: list[bytes],
+                  layout: crossslot.RunLayout, reply: bytes,
+                  watches: dict[bytes, DirectConnection]) -> bytes:
+    """Step 3: write back the sources the command changed, under step 1's WATCH."""
+    anchor = p.anchor_key
+    before = crossslot.read_values([anchor], elems[layout.before_at : layout.before_at + 2])
+    after = crossslot.read_values([anchor], [b":0\r\n", elems[layout.after_at]])[anchor]
+    new = crossslot.read_values(p.written, elems[layout.after_at + 1 :])
+    changed = {k: v for k, v in new.items() if v.payload != values[k].payload}
+    if not changed:
+        return reply
+    for key, value in changed.items():
+        conn = watches[key]
+        payload, n = crossslot.commit_payload({key: value})
+        try:
+            frames = await conn.roundtrip(payload, n)
+        except BackendError:
+            return await _resolve(s, p, key, values[key], value, before[anchor], after, reply,
+                                  conn.address)
+        raw = frames[-1][1]
+        if crossslot.is_null(raw):
+            if await _compensate(s, p, before[anchor], after):
+                raise _Retry
+            return error_frame(errors.MOVE_HALF_DONE.format(key=anchor.decode(errors="replace")))
+        if raw[:1] != b"*":
+            return _refused(raw)
+    return reply
+
+
+async def _resolve(s: RouteSession, p: Plan, key: bytes, old: Value, new: Value,
+                   before: Value, after: Value, reply: bytes, node: str) -> bytes:
+    """Step 3 lost its connection: find out whether the source was written, by reading it
+    again on its master (after a failover, the new one) until the retry deadline."""
+    s.router.topology.request_refresh("conn_lost")
+    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
+    slot = key_slot(key)
+    while trio.current_time() < deadline:
+        got = await _read(s, slot, [key])
+        if isinstance(got, dict):
+            now = got[key].payload
+            if now == new.payload:
+                return reply  # the commit happened
+            if now == old.payload:
+                if await _compensate(s, p, before, after):
+                    return error_frame(errors.NODE_UNREACHABLE.format(node=node))
+                break
+        await trio.sleep(0.1)
+    s.metrics.unknown_fate_write()
+    return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=node))
+
+
+async def _compensate(s: RouteSession, p: Plan, before: Value, after: Value) -> bool:
+    """Put the destination back as it was before step 2, if it still holds what step 2 left
+    there (WATCH, compare, then ``MULTI DEL RESTORE EXEC``). False: it changed since."""
+    anchor = p.anchor_key
+    node = _owner(s, p.anchor_slot)
+    if node is None:
+        return False
+    try:
+        conn = await _open(s, node)
+    except (OSError, BackendError, trio.TooSlowError):
+        return False
+    try:
+        frames = await conn.roundtrip(encode_command(b"WATCH", anchor) +
+                                      encode_command(b"DUMP", anchor), 2)
+        now = crossslot.read_values([anchor], [b":0\r\n", frames[1][1]])[anchor]
+        if now.payload != after.payload:
+            return False
+        payload, n = crossslot.restore_payload(anchor, before)
+        frames = await conn.roundtrip(payload, n)
+        return frames[-1][1][:1] == b"*" and not crossslot.is_null(frames[-1][1])
+    except (BackendError, ValueError):
+        return False
+    finally:
+        with trio.CancelScope(shield=True):
+            await conn.aclose()
