@@ -77,18 +77,67 @@ async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
     reply_slot(error_frame(errors.MOVE_CONTENDED.format(name=name)))
 
 
+class _Watches:
+    """A move's watching connections, by source key. They are kept among the client's own
+    connections (``tx.direct``, under a name of their own, so they close with the session)
+    and reused by its next move once clean: after the commit's EXEC, which ends the WATCH.
+    Any other ending closes them."""
+
+    def __init__(self, s: RouteSession) -> None:
+        self.s = s
+        self.by_key: dict[bytes, DirectConnection] = {}
+        self.clean: set[DirectConnection] = set()
+
+    async def open(self, node: str) -> DirectConnection:
+        name = _WATCH_PREFIX + node
+        conn = self.s.tx.direct.pop(name, None)
+        if conn is None or conn.closed:
+            conn = await DirectConnection.open(node, 2, self.s.settings.connect_timeout_ms / 1000)
+        return conn
+
+    async def aclose(self) -> None:
+        for conn in set(self.by_key.values()):
+            if conn in self.clean and not conn.closed:
+                self.s.tx.direct[_WATCH_PREFIX + conn.address] = conn
+            else:
+                await conn.aclose()
+
+
+_WATCH_PREFIX = "watch "
+
+
 async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
-    watches: dict[bytes, DirectConnection] = {}
+    watches = _Watches(s)
     try:
         values: dict[bytes, Value] = {}
-        for slot, keys in p.by_slot.items():
-            if any(k in p.written for k in keys):
-                got = await _watched_read(s, slot, keys, watches)
-            else:
-                got = await _read(s, slot, keys)
-            if isinstance(got, bytes):
-                return got
-            values.update(got)
+        errors_by_slot: dict[int, bytes] = {}
+        # Slots of one node one after another (the client's one connection to it), nodes in
+        # parallel.
+        by_node: dict[str | None, list[int]] = {}
+        for slot in p.by_slot:
+            by_node.setdefault(_owner(s, slot), []).append(slot)
+
+        async def gather_node(slots: list[int]) -> None:
+            for slot in slots:
+                keys = p.by_slot[slot]
+                if any(k in p.written for k in keys):
+                    got = await _watched_read(s, slot, keys, watches)
+                else:
+                    got = await _read(s, slot, keys)
+                if isinstance(got, bytes):
+                    errors_by_slot[slot] = got
+                    return
+                values.update(got)
+
+        if len(by_node) == 1:
+            await gather_node(next(iter(by_node.values())))
+        else:
+            async with trio.open_nursery() as nursery:
+                for slots in by_node.values():
+                    nursery.start_soon(gather_node, slots)
+        for slot in p.by_slot:
+            if slot in errors_by_slot:
+                return errors_by_slot[slot]
         layout = crossslot.run_payload(p, values)
         raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, readonly,
                               partial(_direct, s))
@@ -104,8 +153,7 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
         return await _commit(s, p, values, elems, layout, reply, watches)
     finally:
         with trio.CancelScope(shield=True):
-            for conn in watches.values():
-                await conn.aclose()
+            await watches.aclose()
 
 
 async def _read(s: RouteSession, slot: int, keys: list[bytes]) -> dict[bytes, Value] | bytes:
@@ -132,17 +180,17 @@ def _refused(raw: bytes) -> bytes:
 
 
 async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
-                        watches: dict[bytes, DirectConnection]) -> dict[bytes, Value] | bytes:
+                        watches: _Watches) -> dict[bytes, Value] | bytes:
     node = _owner(s, slot)
     if node is None:
         return error_frame(errors.SLOT_NOT_SERVED)
     payload, n = crossslot.gather_payload(keys, watch=True)
     try:
-        conn = await _open(s, node)
+        conn = await watches.open(node)
     except (OSError, BackendError, trio.TooSlowError):
         return error_frame(errors.NODE_UNREACHABLE.format(node=node))
     for k in keys:
-        watches[k] = conn
+        watches.by_key[k] = conn
     try:
         frames = [raw for _, raw in await conn.roundtrip(payload, n)]
     except BackendError:
@@ -155,7 +203,7 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
 
 async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: list[bytes],
                   layout: crossslot.RunLayout, reply: bytes,
-                  watches: dict[bytes, DirectConnection]) -> bytes:
+                  watches: _Watches) -> bytes:
     """Step 3: write back the sources the command changed, under step 1's WATCH."""
     anchor = p.anchor_key
     before = crossslot.read_values([anchor], elems[layout.before_at : layout.before_at + 2])
@@ -165,13 +213,14 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
     if not changed:
         return reply
     for key, value in changed.items():
-        conn = watches[key]
+        conn = watches.by_key[key]
         payload, n = crossslot.commit_payload({key: value})
         try:
             frames = await conn.roundtrip(payload, n)
         except BackendError:
             return await _resolve(s, p, key, values[key], value, before[anchor], after, reply,
                                   conn.address)
+        watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
         raw = frames[-1][1]
         if crossslot.is_null(raw):
             if await _compensate(s, p, before[anchor], after):
