@@ -40,6 +40,10 @@ MOVE_CONTENDED = (
     "ERR slotgate: '{name}' across slots: its source kept changing meanwhile; nothing was "
     "changed"
 )
+MOVE_UNDONE = (
+    "ERR slotgate: '{name}' across slots not done: the master of its source ({node}) failed "
+    "before the source was updated; nothing was changed"
+)
 MOVE_HALF_DONE = (
     "ERR slotgate: move across slots half done: its source could not be updated and its "
     "destination '{key}' was changed meanwhile"

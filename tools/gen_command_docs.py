@@ -268,13 +268,24 @@ trip). Failures and their compensation:
 - Step 3's connection lost (the source's master died): the source is read again on its
   master, after a failover the promoted replica, until the retry deadline. Still the old
   value: the commit was lost with the node, so the destination is put back (no duplicate)
-  and the client gets the unreachable error; the new value: the commit survived, the client
-  gets the command's reply. Neither (no master before the deadline): the unknown-fate error.
+  and the client gets `ERR slotgate: '<name>' across slots not done: the master of its
+  source (<node>) failed before the source was updated; nothing was changed`; the new value:
+  the commit survived, the client gets the command's reply. Neither (no master before the
+  deadline): the unknown-fate error.
+- The destination's master dying after step 2 and before its replica has the write: Redis
+  replication is asynchronous, so the promoted replica may lack the copy while step 3 has
+  removed it from the source — the element is then lost, as any acknowledged write to that
+  master would be. The proxy does not `WAIT` for the replica between steps 2 and 3.
 
-What is tested: every move's replies and results against one server, including the emptied
-source (`RPOPLPUSH` of the last element, `SMOVE` of the last member) and TTLs
-(`RENAME` keeps it). What is not tested: the failure paths of steps 2 and 3 (no test kills a
-node between steps yet), and concurrent writers racing a move.
+What is proven by tests: every move's replies and results against one server, including the
+emptied source (`RPOPLPUSH` of the last element, `SMOVE` of the last member) and TTLs
+(`RENAME` keeps it) (`tests/proxy/test_crossslot.py`); with a real cluster
+(`tests/proxy/test_crossslot_faults.py`), an `LMOVE` whose source another client writes
+between steps 2 and 3 (the destination is put back, the command runs again, each element
+is found once) and an `LMOVE` whose source master is killed between steps 2 and 3 (after
+the failover both lists are exactly as before, the client got the error above). Not
+proven: the destination's master killed between steps, a connection lost after step 2's
+or step 3's `EXEC` was sent (the unknown-fate paths), the 10,000-random-moves soak.
 """
 
 

@@ -246,7 +246,8 @@ async def _resolve(s: RouteSession, p: Plan, key: bytes, old: Value, new: Value,
                 return reply  # the commit happened
             if now == old.payload:
                 if await _compensate(s, p, before, after):
-                    return error_frame(errors.NODE_UNREACHABLE.format(node=node))
+                    name = p.argv[0].decode(errors="replace").lower()
+                    return error_frame(errors.MOVE_UNDONE.format(name=name, node=node))
                 break
         await trio.sleep(0.1)
     s.metrics.unknown_fate_write()
