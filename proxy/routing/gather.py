@@ -138,22 +138,43 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
         for slot in p.by_slot:
             if slot in errors_by_slot:
                 return errors_by_slot[slot]
-        layout = crossslot.run_payload(p, values)
-        raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, readonly,
-                              partial(_direct, s))
-        if raw[:1] != b"*" or crossslot.is_null(raw):
-            return raw  # the router's error (unreachable, unknown fate), EXECABORT
-        elems = array_elements(raw)
-        err = crossslot.first_error(elems[: layout.before_at])
-        if err is not None:
-            return err  # a RESTORE refused (a payload this node cannot read)
-        reply = elems[layout.command_at]
-        if not p.written:
-            return reply
-        return await _commit(s, p, values, elems, layout, reply, watches)
+        # A move, once its destination may be written, runs to its end even if the client
+        # goes away: stopping between steps 2 and 3 would leave the element in both keys.
+        # Every wait in it is bounded (the router's deadline, ``_roundtrip``'s timeout).
+        with trio.CancelScope(shield=bool(p.written)):
+            reply = await _run_and_commit(s, p, readonly, values, watches)
+        return reply
     finally:
         with trio.CancelScope(shield=True):
             await watches.aclose()
+
+
+async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
+                          values: dict[bytes, Value], watches: _Watches) -> bytes:
+    layout = crossslot.run_payload(p, values)
+    raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, readonly,
+                          partial(_direct, s))
+    if raw[:1] != b"*" or crossslot.is_null(raw):
+        return raw  # the router's error (unreachable, unknown fate), EXECABORT
+    elems = array_elements(raw)
+    err = crossslot.first_error(elems[: layout.before_at])
+    if err is not None:
+        return err  # a RESTORE refused (a payload this node cannot read)
+    reply = elems[layout.command_at]
+    if not p.written:
+        return reply
+    return await _commit(s, p, values, elems, layout, reply, watches)
+
+
+async def _roundtrip(s: RouteSession, conn: DirectConnection, payload: bytes,
+                     n: int) -> list[tuple[int, bytes]]:
+    """A round trip on a connection of the request's own, bounded by ``command_timeout_ms``
+    (a timeout is a lost connection: ``BackendError``)."""
+    try:
+        with trio.fail_after(s.settings.command_timeout_ms / 1000):
+            return await conn.roundtrip(payload, n)
+    except trio.TooSlowError as exc:
+        raise BackendError(f"{conn.address}: no reply in time") from exc
 
 
 async def _read(s: RouteSession, slot: int, keys: list[bytes]) -> dict[bytes, Value] | bytes:
@@ -192,7 +213,7 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
     for k in keys:
         watches.by_key[k] = conn
     try:
-        frames = [raw for _, raw in await conn.roundtrip(payload, n)]
+        frames = [raw for _, raw in await _roundtrip(s, conn, payload, n)]
     except BackendError:
         return error_frame(errors.NODE_UNREACHABLE.format(node=node))
     err = crossslot.first_error(frames)
@@ -216,7 +237,7 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
         conn = watches.by_key[key]
         payload, n = crossslot.commit_payload({key: value})
         try:
-            frames = await conn.roundtrip(payload, n)
+            frames = await _roundtrip(s, conn, payload, n)
         except BackendError:
             return await _resolve(s, p, key, values[key], value, before[anchor], after, reply,
                                   conn.address)
@@ -266,13 +287,13 @@ async def _compensate(s: RouteSession, p: Plan, before: Value, after: Value) -> 
     except (OSError, BackendError, trio.TooSlowError):
         return False
     try:
-        frames = await conn.roundtrip(encode_command(b"WATCH", anchor) +
-                                      encode_command(b"DUMP", anchor), 2)
+        frames = await _roundtrip(s, conn, encode_command(b"WATCH", anchor) +
+                                  encode_command(b"DUMP", anchor), 2)
         now = crossslot.read_values([anchor], [b":0\r\n", frames[1][1]])[anchor]
         if now.payload != after.payload:
             return False
         payload, n = crossslot.restore_payload(anchor, before)
-        frames = await conn.roundtrip(payload, n)
+        frames = await _roundtrip(s, conn, payload, n)
         return frames[-1][1][:1] == b"*" and not crossslot.is_null(frames[-1][1])
     except (BackendError, ValueError):
         return False
