@@ -103,9 +103,8 @@ OVERRIDES: dict[str, Row] = {
                      "zdiffstore", "zrangestore", "bitop", "pfmerge", "geosearchstore",
                      "sunion", "sinter", "sdiff", "sintercard", "zunion", "zinter", "zdiff",
                      "zintercard", "pfcount", "lcs", "georadius", "georadiusbymember", "sort",
-                     "copy", "rename", "renamenx", "lmove", "rpoplpush", "smove"), _GATHER),
-    # Atomic across its keys: cannot be split, so cross-slot gets CROSSSLOT.
-    "msetnx": Row("single"),
+                     "copy", "rename", "renamenx", "lmove", "rpoplpush", "smove", "msetnx"),
+                    _GATHER),
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report
     # as a key: use key_positions(argv, include_not_key=True).
     "spublish": Row("single"),

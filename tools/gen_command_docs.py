@@ -61,9 +61,10 @@ MERGE_TEXT: dict[str, str] = {
 }
 
 NOTES: dict[str, str] = {
-    "msetnx": "Not split across slots: see [MSETNX](#why-msetnx-is-not-split).",
+    "msetnx": "Not split: across slots, the keys outside the first key's slot are written "
+              "back under WATCH, with compensation ([MSETNX](#msetnx-across-slots)).",
     "mset": "Each slot's part is atomic on its node; the whole is not (see [MSETNX]"
-            "(#why-msetnx-is-not-split)).",
+            "(#msetnx-across-slots)).",
     "del": "Parts per slot run independently; the count is their sum.",
     "eval": "Without keys (`EVAL script 0`): to one master.",
     "evalsha": "Without keys: to one master.",
@@ -121,7 +122,7 @@ def _gather_note(info: CommandInfo) -> str | None:
     spec = SPECS.get(info.name)
     if info.route != "gather" or spec is None:
         return None
-    if spec.moves:
+    if spec.writes == "first":
         return ("Across slots: a move, destination first, then the source under WATCH "
                 "([moves](#moves-across-slots)).")
     where = "its last key" if spec.anchor == -1 else "its first key"
@@ -161,24 +162,29 @@ refusal, and `split` commands must have all their keys in one slot.
 """
 
 MSETNX = """\
-## Why MSETNX is not split
+## MSETNX across slots
 
-`MSETNX k1 v1 k2 v2 …` sets all the keys only if none of them exists, atomically: either
-every key is set, or none is. Split by slot, each part would run on its own node with no
-coordination between them. One part could find its keys free and set them while another
-finds a key already present and sets nothing; the client would get a "not set" answer
-although some keys were written, and nothing can undo them: a node cannot take back a
-write that other clients may already have read, and a part that was written cannot be
-rolled back if a later part fails or its node is unreachable. Checking every part first
-(EXISTS) and writing afterwards leaves a gap in which another client can create one of the
-keys. Redis Cluster itself offers no multi-node transaction to close that gap.
+`MSETNX k1 v1 k2 v2 …` sets all the keys only if none of them exists. It is not split by
+slot: each part would decide on its own keys only, and a part could set its keys while
+another finds one present. Across slots it runs as the moves above, with every key
+written: the keys outside the first key's slot are gathered under `WATCH` (step 1), the
+real `MSETNX` runs on the first key's master over copies of them (step 2: the keys in that
+slot are set there, atomically with the check of all the keys), and each other slot's keys
+are then written on their master, one `MULTI … EXEC` per slot under its `WATCH` (step 3).
+An answer of 0 changes nothing anywhere.
 
-So MSETNX is routed `single`: keys in one slot (use a hash tag, `{user1}:a {user1}:b`) run
-atomically on their master; keys in several slots get Redis Cluster's own
-`-CROSSSLOT Keys in request don't hash to the same slot`, as a cluster node would answer.
-MSET and DEL, by contrast, have no all-or-nothing condition: their per-slot parts compose
-into the same result as one server would give (MSET is then not atomic as a whole, which a
-client can only observe by reading concurrently).
+Not atomic as a whole: between step 2 and the last commit another client can read some of
+the keys set and others not yet. If a key is created or changed meanwhile by another
+client, its slot's `EXEC` answers null: every key already written (the first slot's, the
+slots committed before) is deleted again — each only if it still holds the value written,
+under `WATCH` — and the command runs again, so it then answers 0 as one server would after
+that client's write. A master failing during a commit is handled as for the moves.
+`tests/proxy/test_crossslot_faults.py` covers the concurrent creation; the differential test
+covers the replies (set, not set, repeated keys, odd arguments, keys of other types).
+
+`MSET`, by contrast, is split by slot: it has no all-or-nothing condition, and its per-slot
+parts compose into the same result as one server would give (not atomic as a whole, which
+a client can only observe by reading concurrently).
 """
 
 
@@ -233,14 +239,15 @@ failover has either all of the transaction or none of it).
 **Cost.** One round trip per foreign slot, then one on the anchor, all sequential, and the
 values travel through the proxy twice (DUMP out, RESTORE in): measured in bench/RESULTS.md.
 
-Not handled (still `-CROSSSLOT` across slots): `MSETNX` (below), `LMPOP`, `ZMPOP`,
+Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
 the blocking commands (`BLMOVE`, `BRPOPLPUSH`, `BLPOP` over several keys …), `EVAL`/`FCALL`
 keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `SORT … BY/GET` patterns and `COPY … DB`
 keep the cluster's own refusals (a node refuses them in cluster mode).
 
 ## Moves across slots
 
-`RENAME`, `RENAMENX`, `LMOVE`, `RPOPLPUSH` and `SMOVE` change their source too. The anchor
+`RENAME`, `RENAMENX`, `LMOVE`, `RPOPLPUSH` and `SMOVE` change their source too (`MSETNX`:
+[below](#msetnx-across-slots)). The anchor
 is the destination. Order of steps:
 
 1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src`, `PTTL`,

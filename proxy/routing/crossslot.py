@@ -1,19 +1,22 @@
 """Multi-key commands whose keys span slots, run by a real node on copies: the plan (pure).
 
-Redis Cluster refuses SUNIONSTORE, ZINTER, BITOP, RENAME, LMOVE … over keys of several slots
+Redis Cluster refuses SUNIONSTORE, ZINTER, BITOP, RENAME, LMOVE, MSETNX … over keys of several slots
 (``CROSSSLOT``). The proxy sees every shard, so it runs them in three steps
 (``gather.py`` does the I/O):
 
     1. gather   every key outside the *anchor* key's slot is read where it lives:
                 ``MULTI PTTL k DUMP k … EXEC``, one transaction per slot (moves: ``WATCH``
-                first, on a connection of their own, kept until step 3).
+                first, on a connection of their own, kept until step 3; MSETNX: every
+                key is "moved").
     2. run      on the anchor's master, one transaction: ``MULTI``, ``RESTORE`` of each
                 gathered value under a temporary key in the anchor's slot, the client's
                 command with its foreign keys renamed to the temporaries, (moves: ``PTTL`` and
-                ``DUMP`` of what the command left in the temporaries), ``DEL`` of the
-                temporaries, ``EXEC``. The command's element of EXEC's reply is the client's.
-    3. commit   (moves only) each source key the command changed is written back on its own
-                master, ``MULTI … EXEC`` under the ``WATCH`` of step 1.
+                ``DUMP`` of what the command left in the temporaries and of the keys it
+                wrote in the anchor's slot), ``DEL`` of the temporaries, ``EXEC``. The
+                command's element of EXEC's reply is the client's.
+    3. commit   (moves) each foreign key the command changed is written back on its own
+                master, ``MULTI … EXEC`` per slot under the ``WATCH`` of step 1; if one
+                fails, what was written is taken back (``Undo``) and the command runs again.
 
 The anchor is the key the command writes (the destination), else its first key: the result
 then lands directly in its real key. Temporaries are named ``{T}slotgate-tmp:<token>:<n>``
@@ -41,16 +44,17 @@ from slotgate.protocol.slots import SLOT_COUNT, key_slot
 
 class Spec(NamedTuple):
     """How one command runs across slots: ``anchor``, the index in its key list of the key
-    the command runs beside (0 first, -1 last); ``moves``: the command also changes its first
-    key (a source), which must then be written back (step 3)."""
+    the command runs beside (0 first, -1 last); ``writes``: which of its keys besides the
+    anchor the command may change, to be written back in step 3 (``""`` none, ``"first"``
+    the first key, a move's source; ``"all"`` every key, MSETNX)."""
 
     anchor: int
-    moves: bool = False
+    writes: str = ""
 
 
 _FIRST = Spec(0)
 _LAST = Spec(-1)
-_MOVE = Spec(-1, moves=True)
+_MOVE = Spec(-1, "first")
 
 SPECS: dict[str, Spec] = {
     # Destination first, sources read only.
@@ -63,6 +67,8 @@ SPECS: dict[str, Spec] = {
     **dict.fromkeys(("georadius", "georadiusbymember", "sort", "copy"), _LAST),
     # Moves: the source (first key) changes too.
     **dict.fromkeys(("rename", "renamenx", "lmove", "rpoplpush", "smove"), _MOVE),
+    # Every key may be written.
+    "msetnx": Spec(0, "all"),
 }
 
 TEMP_PREFIX = b"slotgate-tmp:"
@@ -103,8 +109,11 @@ class Plan:
     temps: dict[bytes, bytes] = field(default_factory=dict)
     # Foreign keys by their slot (one gather transaction each).
     by_slot: dict[int, list[bytes]] = field(default_factory=dict)
-    # Foreign keys the command changes (moves): written back in step 3.
+    # Foreign keys the command may change (moves, MSETNX): written back in step 3.
     written: list[bytes] = field(default_factory=list)
+    # Keys in the anchor's slot it may change (moves: the destination; MSETNX: its keys
+    # there): read before and after the command, for compensation.
+    local_written: list[bytes] = field(default_factory=list)
 
 
 def plan(argv: list[bytes], spec: Spec) -> Plan | None:
@@ -128,8 +137,15 @@ def plan(argv: list[bytes], spec: Spec) -> Plan | None:
         p.argv[i] = temp
     if not p.temps:
         return None
-    if spec.moves and argv[positions[0]] in p.temps:
-        p.written.append(argv[positions[0]])
+    if spec.writes == "first":
+        if argv[positions[0]] in p.temps:
+            p.written.append(argv[positions[0]])
+        p.local_written.append(p.anchor_key)
+    elif spec.writes == "all":
+        p.written.extend(p.temps)
+        for i in positions:
+            if key_slot(argv[i]) == anchor_slot and argv[i] not in p.local_written:
+                p.local_written.append(argv[i])
     return p
 
 
@@ -185,16 +201,21 @@ def first_error(frames: list[bytes]) -> bytes | None:
 
 # --- step 2: run ------------------------------------------------------------------------------
 class RunLayout(NamedTuple):
-    """Where step 2's answers are among EXEC's elements. Moves also read the anchor (their
-    destination) before the command (``PTTL``, ``DUMP``: what compensation puts back) and
-    after it (``DUMP``: what compensation expects to find), and each written temporary after
-    it (``PTTL``, ``DUMP``: what step 3 writes back)."""
+    """Where step 2's answers are among EXEC's elements. A command that writes keys besides
+    its anchor also reads, in the same transaction, every key of the anchor's slot it may
+    change before the command (``PTTL``, ``DUMP``: what compensation puts back) and after
+    it (``DUMP``: what compensation expects to find), and each written temporary after it
+    (``PTTL``, ``DUMP``: what step 3 writes back)."""
 
     payload: bytes
     n_replies: int
     command_at: int  # the client's command
-    before_at: int  # moves: the anchor's PTTL, DUMP before the command
-    after_at: int  # moves: the anchor's DUMP after it, then the written temporaries' pairs
+    before_at: int  # the local written keys' PTTL, DUMP pairs before the command
+    after_at: int  # their DUMPs after it, then the written temporaries' PTTL, DUMP pairs
+
+
+def _ttl_dump(key: bytes) -> bytes:
+    return encode_command(b"PTTL", key) + encode_command(b"DUMP", key)
 
 
 def run_payload(p: Plan, values: dict[bytes, Value]) -> RunLayout:
@@ -206,25 +227,24 @@ def run_payload(p: Plan, values: dict[bytes, Value]) -> RunLayout:
             parts.append(encode_command(b"RESTORE", temp, b"%d" % v.ttl_ms, v.payload,
                                         b"REPLACE"))
             restored.append(temp)
-    before_at = command_at = len(restored)
-    if p.written:
-        parts.append(encode_command(b"PTTL", p.anchor_key) + encode_command(b"DUMP", p.anchor_key))
-        command_at += 2
+    before_at = len(restored)
+    parts.extend(_ttl_dump(k) for k in p.local_written)
+    command_at = before_at + 2 * len(p.local_written)
     parts.append(encode_command(*p.argv))
-    n = command_at + 1
-    if p.written:
-        parts.append(encode_command(b"DUMP", p.anchor_key))
-        n += 1
-        for key in p.written:
-            temp = p.temps[key]
-            parts.append(encode_command(b"PTTL", temp) + encode_command(b"DUMP", temp))
-            n += 2
-    if restored:
-        parts.append(encode_command(b"DEL", *restored))
-        n += 1
+    parts.extend(encode_command(b"DUMP", k) for k in p.local_written)
+    parts.extend(_ttl_dump(p.temps[k]) for k in p.written)
+    n = command_at + 1 + len(p.local_written) + 2 * len(p.written)
+    # Every temporary, restored or not: the command may have created one (MSETNX).
+    parts.append(encode_command(b"DEL", *p.temps.values()))
+    n += 1
     parts.append(_EXEC)
     # MULTI's +OK, one +QUEUED per queued command, EXEC's array.
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
+
+
+def dumps(frames: list[bytes]) -> list[bytes | None]:
+    """DUMP replies' payloads (None: no such key)."""
+    return [_bulk(f) for f in frames]
 
 
 # --- step 3: commit (moves) -------------------------------------------------------------------
@@ -246,6 +266,16 @@ def commit_payload(changed: dict[bytes, Value]) -> tuple[bytes, int]:
 def restore_payload(key: bytes, before: Value) -> tuple[bytes, int]:
     """Compensation: ``key`` put back as it was (``before``), under a WATCH of it."""
     return commit_payload({key: before})
+
+
+class Undo(NamedTuple):
+    """A write the proxy made that compensation takes back: ``key`` (in ``slot``) goes back
+    to ``before`` if it still holds ``after`` (a DUMP payload, None: absent)."""
+
+    key: bytes
+    slot: int
+    before: Value
+    after: bytes | None
 
 
 def is_null(raw: bytes) -> bool:

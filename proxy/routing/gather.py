@@ -9,12 +9,13 @@ client's own connections (``pinned.py``'s, closed with the session). A move's wa
 and its commit run on connections opened for the request and closed at its end: a WATCH
 belongs to one connection, and a redirect there ends the request with ``TRYAGAIN``.
 
-Failure handling of a move (the order matters: destination first, then source):
+Failure handling of a move (the order matters: destination first, then source; MSETNX:
+the first key's slot, then the other slots one by one):
 
 - step 2 fails: nothing was committed at the source; the client gets the error (a lost
   connection after sending: ``UNKNOWN_FATE_WRITE``, the destination may hold the copy).
-- step 3's EXEC answers null (another client changed the source since step 1): the
-  destination is put back as it was (``compensate``) and the whole command starts again,
+- step 3's EXEC answers null (another client changed the source since step 1): every key
+  already written is put back as it was (``_undo``), and the whole command starts again,
   ``MOVE_ATTEMPTS`` times at most.
 - step 3 loses its connection: the source is read again on its (maybe new) master until the
   retry deadline. Unchanged: the commit did not happen, the destination is put back, the
@@ -37,7 +38,7 @@ from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
 from slotgate.proxy.routing import crossslot
-from slotgate.proxy.routing.crossslot import Plan, Value
+from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
 
@@ -225,48 +226,59 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
 async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: list[bytes],
                   layout: crossslot.RunLayout, reply: bytes,
                   watches: _Watches) -> bytes:
-    """Step 3: write back the sources the command changed, under step 1's WATCH."""
-    anchor = p.anchor_key
-    before = crossslot.read_values([anchor], elems[layout.before_at : layout.before_at + 2])
-    after = crossslot.read_values([anchor], [b":0\r\n", elems[layout.after_at]])[anchor]
-    new = crossslot.read_values(p.written, elems[layout.after_at + 1 :])
+    """Step 3: write back the keys the command changed outside the anchor's slot, slot by
+    slot under step 1's WATCH; on a failure, take back what was written (``undo``)."""
+    local = p.local_written
+    n_local = len(local)
+    before = crossslot.read_values(local, elems[layout.before_at : layout.before_at + 2 * n_local])
+    after = crossslot.dumps(elems[layout.after_at : layout.after_at + n_local])
+    new = crossslot.read_values(p.written, elems[layout.after_at + n_local :])
     changed = {k: v for k, v in new.items() if v.payload != values[k].payload}
     if not changed:
         return reply
-    for key, value in changed.items():
-        conn = watches.by_key[key]
-        payload, n = crossslot.commit_payload({key: value})
+    undo = [Undo(k, p.anchor_slot, before[k], a) for k, a in zip(local, after, strict=True)
+            if before[k].payload != a]
+    by_conn: dict[DirectConnection, list[bytes]] = {}
+    for key in changed:
+        by_conn.setdefault(watches.by_key[key], []).append(key)
+    for conn, keys in by_conn.items():
+        payload, n = crossslot.commit_payload({k: changed[k] for k in keys})
         try:
             frames = await _roundtrip(s, conn, payload, n)
         except BackendError:
-            return await _resolve(s, p, key, values[key], value, before[anchor], after, reply,
-                                  conn.address)
-        watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
-        raw = frames[-1][1]
-        if crossslot.is_null(raw):
-            if await _compensate(s, p, before[anchor], after):
-                raise _Retry
-            return error_frame(errors.MOVE_HALF_DONE.format(key=anchor.decode(errors="replace")))
-        if raw[:1] != b"*":
-            return _refused(raw)
+            failed = await _resolve(s, p, keys, values, changed, undo, conn.address)
+            if failed is not None:
+                return failed
+        else:
+            watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
+            raw = frames[-1][1]
+            if crossslot.is_null(raw):
+                if await _undo(s, undo):
+                    raise _Retry
+                return error_frame(errors.MOVE_HALF_DONE.format(
+                    key=undo[-1].key.decode(errors="replace") if undo else ""))
+            if raw[:1] != b"*":
+                return _refused(raw)
+        undo.extend(Undo(k, key_slot(k), values[k], changed[k].payload) for k in keys)
     return reply
 
 
-async def _resolve(s: RouteSession, p: Plan, key: bytes, old: Value, new: Value,
-                   before: Value, after: Value, reply: bytes, node: str) -> bytes:
-    """Step 3 lost its connection: find out whether the source was written, by reading it
-    again on its master (after a failover, the new one) until the retry deadline."""
+async def _resolve(s: RouteSession, p: Plan, keys: list[bytes], old: dict[bytes, Value],
+                   new: dict[bytes, Value], undo: list[Undo], node: str) -> bytes | None:
+    """A commit lost its connection: find out whether it was applied, by reading its keys
+    again on their master (after a failover, the new one) until the retry deadline. None:
+    it was applied, the command goes on; else the client's error."""
     s.router.topology.request_refresh("conn_lost")
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
-    slot = key_slot(key)
+    slot = key_slot(keys[0])
     while trio.current_time() < deadline:
-        got = await _read(s, slot, [key])
+        got = await _read(s, slot, keys)
         if isinstance(got, dict):
-            now = got[key].payload
-            if now == new.payload:
-                return reply  # the commit happened
-            if now == old.payload:
-                if await _compensate(s, p, before, after):
+            now = [got[k].payload for k in keys]
+            if now == [new[k].payload for k in keys]:
+                return None  # the commit happened
+            if now == [old[k].payload for k in keys]:
+                if await _undo(s, undo):
                     name = p.argv[0].decode(errors="replace").lower()
                     return error_frame(errors.MOVE_UNDONE.format(name=name, node=node))
                 break
@@ -275,11 +287,18 @@ async def _resolve(s: RouteSession, p: Plan, key: bytes, old: Value, new: Value,
     return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=node))
 
 
-async def _compensate(s: RouteSession, p: Plan, before: Value, after: Value) -> bool:
-    """Put the destination back as it was before step 2, if it still holds what step 2 left
-    there (WATCH, compare, then ``MULTI DEL RESTORE EXEC``). False: it changed since."""
-    anchor = p.anchor_key
-    node = _owner(s, p.anchor_slot)
+async def _undo(s: RouteSession, undo: list[Undo]) -> bool:
+    """Take back the writes in ``undo``, last first; False if one could not be."""
+    ok = True
+    for u in reversed(undo):
+        ok = await _compensate(s, u) and ok
+    return ok
+
+
+async def _compensate(s: RouteSession, u: Undo) -> bool:
+    """Put ``u.key`` back as it was, if it still holds what the proxy wrote there (WATCH,
+    compare, then ``MULTI DEL RESTORE EXEC``). False: it changed since, or no master."""
+    node = _owner(s, u.slot)
     if node is None:
         return False
     try:
@@ -287,12 +306,11 @@ async def _compensate(s: RouteSession, p: Plan, before: Value, after: Value) -> 
     except (OSError, BackendError, trio.TooSlowError):
         return False
     try:
-        frames = await _roundtrip(s, conn, encode_command(b"WATCH", anchor) +
-                                  encode_command(b"DUMP", anchor), 2)
-        now = crossslot.read_values([anchor], [b":0\r\n", frames[1][1]])[anchor]
-        if now.payload != after.payload:
+        frames = await _roundtrip(s, conn, encode_command(b"WATCH", u.key) +
+                                  encode_command(b"DUMP", u.key), 2)
+        if crossslot.dumps([frames[1][1]])[0] != u.after:
             return False
-        payload, n = crossslot.restore_payload(anchor, before)
+        payload, n = crossslot.restore_payload(u.key, u.before)
         frames = await _roundtrip(s, conn, payload, n)
         return frames[-1][1][:1] == b"*" and not crossslot.is_null(frames[-1][1])
     except (BackendError, ValueError):

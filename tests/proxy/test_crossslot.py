@@ -95,7 +95,7 @@ COMPUTE: list[list[str]] = [
     ["COPY", "z1", "c2"], ["ZRANGE", "c2", "0", "-1", "WITHSCORES"], ["COPY", "s1", "c1", "BAD"],
 ]
 
-# Moves: the source changes too.
+# Moves: the source changes too; MSETNX, every key.
 MOVES: list[list[str]] = [
     ["RENAME", "str2", "r1"], ["GET", "r1"], ["EXISTS", "str2"], ["RENAME", "m1", "r2"],
     ["RENAMENX", "r1", "str1"], ["RENAMENX", "r1", "r3"], ["GET", "r3"], ["EXISTS", "r1"],
@@ -110,14 +110,23 @@ MOVES: list[list[str]] = [
     ["SMOVE", "s1", "s2", "1"], ["SMEMBERS", "s1"], ["SMEMBERS", "s2"], ["SMOVE", "s1", "s2", "99"],
     ["SMOVE", "hash", "s2", "a"], ["SMOVE", "s1", "hash", "2"], ["SMOVE", "m1", "s2", "1"],
     ["SMOVE", "s3", "m3", "5"], ["SMOVE", "s3", "m3", "6"], ["EXISTS", "s3"], ["SMEMBERS", "m3"],
+    ["MSETNX", "c1", "a", "c2", "b", "c3", "c"], ["MGET", "c1", "c2", "c3"],
+    ["MSETNX", "c1", "x", "d", "y"], ["EXISTS", "d"], ["MSETNX", "d", "y", "c1", "x"],
+    ["MSETNX", "d", "1", "d2", "2", "d", "3"], ["MGET", "d", "d2"],
+    ["MSETNX", "zd", "1", "d2"], ["MSETNX", "hash", "1", "bd", "2"], ["EXISTS", "zd", "bd"],
 ]
 
 
 def _keys(prefix: str) -> dict[str, str]:
-    keys = {name: f"{prefix}{name}" for name in NAMES}
-    slots = {key_slot(k.encode()) for k in keys.values()}
-    assert len(slots) == len(keys), "every key in a slot of its own"
-    return keys
+    return {name: f"{prefix}{name}" for name in NAMES}
+
+
+def _prefix() -> str:
+    """A fresh prefix that puts every key in a slot of its own."""
+    while True:
+        prefix = f"x{uuid.uuid4().hex[:8]}:"
+        if len({key_slot(k.encode()) for k in _keys(prefix).values()}) == len(NAMES):
+            return prefix
 
 
 def _argv(cmd: Sequence[str], keys: dict[str, str]) -> list[str]:
@@ -153,7 +162,7 @@ def test_same_replies_as_one_redis_server(slotgate: ManagedProcess,
                                           redis_standalone: ManagedProcess,
                                           proto: int, script: str) -> None:
     commands = COMPUTE if script == "compute" else MOVES
-    prefix = f"x{uuid.uuid4().hex[:8]}:"
+    prefix = _prefix()
     want = _run(redis_standalone.port, proto, prefix, commands)
     got = _run(slotgate.port, proto, prefix, commands)
     for cmd, w, g in zip(commands, want, got, strict=True):

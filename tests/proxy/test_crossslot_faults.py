@@ -125,6 +125,37 @@ async def test_a_source_written_meanwhile_undoes_the_destination_and_runs_again(
     await c.call("DEL", src, dst)
 
 
+async def test_msetnx_whose_key_appears_meanwhile_sets_none_of_its_keys(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three keys on three masters: the first slot's commit succeeds, then another client
+    creates the last key before its commit: what was written is taken back, the command runs
+    again and answers 0, as one server would have after that client's write."""
+    masters = sorted({master_of(cluster, f"nx:{i}").port: f"nx:{i}" for i in range(40)}.items())
+    a, b, c_key = (key for _, key in masters[:3])
+    c = await connect(proxy)
+    await c.call("DEL", a, b, c_key)
+    real = crossslot.commit_payload
+    calls: list[int] = []
+
+    def racing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        if not calls:
+            master_of(cluster, c_key).client().set(c_key, "other")
+        calls.append(len(changed))
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", racing)
+    assert await c.call("MSETNX", a, "1", b, "2", c_key, "3") == b":0\r\n"
+    # b's commit, c's (refused), the undo of b then of a (built by the same function); the
+    # second run commits nothing.
+    assert calls == [1, 1, 1, 1]
+    assert await c.call("MGET", a, b, c_key) == b"*3\r\n$-1\r\n$-1\r\n$5\r\nother\r\n"
+    assert await c.call("MSETNX", a, "1", b, "2") == b":1\r\n"
+    assert await c.call("MGET", a, b) == b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    assert await c.call("KEYS", "*slotgate-tmp*") == b"*0\r\n"
+    await c.call("DEL", a, b, c_key)
+
+
 async def test_the_sources_master_killed_between_steps_loses_and_duplicates_nothing(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -156,3 +187,4 @@ async def test_the_sources_master_killed_between_steps_loses_and_duplicates_noth
     with pytest.raises(redis.ConnectionError):
         victim.client().ping()
     await c.call("DEL", src, dst)
+
