@@ -93,6 +93,17 @@ def elements(raw: bytes) -> list[bytes]:
     return [f[f.index(b"\r\n") + 2 : -2] for _, f in framer.frames()]
 
 
+async def two_lists(p: Proxy, cluster: list[ManagedProcess],
+                    prefix: str) -> tuple[Client, str, str]:
+    """A client, and a source list e0..e9 and a destination list d0 on two masters."""
+    src, dst = two_keys_on_two_masters(cluster, prefix)
+    c = await connect(p)
+    await c.call("DEL", src, dst)
+    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
+    await c.call("RPUSH", dst, "d0")
+    return c, src, dst
+
+
 async def lists(c: Client, src: str, dst: str) -> tuple[list[bytes], list[bytes]]:
     return (elements(await c.call("LRANGE", src, "0", "-1")),
             elements(await c.call("LRANGE", dst, "0", "-1")))
@@ -101,11 +112,7 @@ async def lists(c: Client, src: str, dst: str) -> tuple[list[bytes], list[bytes]
 async def test_a_source_written_meanwhile_undoes_the_destination_and_runs_again(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    src, dst = two_keys_on_two_masters(cluster, "race")
-    c = await connect(proxy)
-    await c.call("DEL", src, dst)
-    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
-    await c.call("RPUSH", dst, "d0")
+    c, src, dst = await two_lists(proxy, cluster, "race")
     real = crossslot.commit_payload
     writes: list[int] = []
 
@@ -159,12 +166,8 @@ async def test_msetnx_whose_key_appears_meanwhile_sets_none_of_its_keys(
 async def test_the_sources_master_killed_between_steps_loses_and_duplicates_nothing(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    src, dst = two_keys_on_two_masters(cluster, "kill")
-    c = await connect(proxy)
-    await c.call("DEL", src, dst)
+    c, src, dst = await two_lists(proxy, cluster, "kill")
     want_src = [f"e{i}".encode() for i in range(10)]
-    await c.call("RPUSH", src, *want_src)
-    await c.call("RPUSH", dst, "d0")
     victim = master_of(cluster, src)
     # The source is on the replica before the kill (else the kill itself would lose it).
     assert victim.client().wait(1, 5000) == 1
