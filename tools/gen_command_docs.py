@@ -236,8 +236,17 @@ gets `ERR slotgate: connection to <node> lost; write may or may not have been ap
 the destination holds either its old value or the whole result (a replica promoted after a
 failover has either all of the transaction or none of it).
 
-**Cost.** One round trip per foreign slot, then one on the anchor, all sequential, and the
-values travel through the proxy twice (DUMP out, RESTORE in): measured in bench/RESULTS.md.
+**Cost.** One round trip per foreign slot (the slots of one master one after another, the
+masters in parallel), then one on the anchor, and the values travel through the proxy
+twice (DUMP out, RESTORE in), held in its memory while the command runs: measured in
+bench/RESULTS.md. The client's later requests wait meanwhile, as behind a transaction.
+
+**What differs from one server.** What the nodes themselves report shows the work:
+`MONITOR` and the slow log of the anchor's master show the `MULTI`, `RESTORE`, the command
+on temporaries and `DEL`; keyspace notifications there name the temporaries (`restore`,
+`del`, and a `RENAME` across slots notifies `rename_from` for a temporary and `del` at
+the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
+(a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
 
 Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
 the blocking commands (`BLMOVE`, `BRPOPLPUSH`, `BLPOP` over several keys …), `EVAL`/`FCALL`
