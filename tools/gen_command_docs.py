@@ -270,7 +270,13 @@ is the destination. Order of steps:
    EXEC` on the watching connection.
 
 Between steps 2 and 3 another client can see the moved element in both keys (one round
-trip). Failures and their compensation:
+trip). Moves (and `MSETNX`) that share a key run one after the other inside one proxy
+process (a lock per key name, taken in sorted order), so moves through the proxy never race
+each other; `tests/proxy/test_crossslot.py` runs four clients making 600 random `LMOVE`s
+and `RPOPLPUSH`es between 30 lists and finds every element exactly once (without the lock
+the same test gets "half done" errors and duplicates). Writers the lock does not hold
+back — single-key commands, other proxy processes (`workers: N` are separate processes),
+clients of the nodes themselves — are handled by `WATCH` and compensation:
 
 - Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
   Step 2's connection lost after sending: the destination may hold the copy while the

@@ -25,7 +25,8 @@ the first key's slot, then the other slots one by one):
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -69,13 +70,47 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
 async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
                reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
-    for _ in range(MOVE_ATTEMPTS):
-        try:
-            reply_slot(await _attempt(s, p, readonly))
-            return
-        except _Retry:
-            continue
+    async with KEY_LOCKS.hold(p.written + p.local_written):
+        for _ in range(MOVE_ATTEMPTS):
+            try:
+                reply_slot(await _attempt(s, p, readonly))
+                return
+            except _Retry:
+                continue
     reply_slot(error_frame(errors.MOVE_CONTENDED.format(name=name)))
+
+
+class KeyLocks:
+    """Locks on key names, for the writes across slots of this proxy process: two moves (or
+    MSETNX) sharing a key run one after the other, so they never undo each other's steps.
+    Taken in sorted order (no deadlock); an entry lives while someone holds or awaits it.
+    Writers elsewhere (another process, a client of the nodes themselves, single-key
+    commands) are not held back: WATCH and compensation deal with them."""
+
+    def __init__(self) -> None:
+        self._locks: dict[bytes, tuple[trio.Lock, list[int]]] = {}
+
+    @asynccontextmanager
+    async def hold(self, keys: list[bytes]) -> AsyncIterator[None]:
+        held: list[bytes] = []
+        try:
+            for key in sorted(set(keys)):
+                lock, users = self._locks.setdefault(key, (trio.Lock(), [0]))
+                users[0] += 1
+                held.append(key)
+                await lock.acquire()
+            yield
+        finally:
+            for key in held:
+                lock, users = self._locks[key]
+                if lock.locked() and lock.statistics().owner is trio.lowlevel.current_task():
+                    lock.release()
+                users[0] -= 1
+                if users[0] == 0:
+                    del self._locks[key]
+
+
+KEY_LOCKS = KeyLocks()
 
 
 class _Watches:
