@@ -294,20 +294,28 @@ clients of the nodes themselves — are handled by `WATCH` and compensation:
   source (<node>) failed before the source was updated; nothing was changed`; the new value:
   the commit survived, the client gets the command's reply. Neither (no master before the
   deadline): the unknown-fate error.
-- The destination's master dying after step 2 and before its replica has the write: Redis
-  replication is asynchronous, so the promoted replica may lack the copy while step 3 has
-  removed it from the source — the element is then lost, as any acknowledged write to that
-  master would be. The proxy does not `WAIT` for the replica between steps 2 and 3.
+- The destination's master dying after step 2: before step 3 removes anything from a
+  source, the move sends `WAIT 1 500` on step 2's connection when that master has a
+  replica, so the promoted replica has the destination's new value and the element
+  survives in it. If no replica acknowledges within 500 ms (or there is none), the move
+  goes on, and a failover of that master in the next moments can lose the element, as it
+  can lose any write Redis acknowledged.
 
 What is proven by tests: every move's replies and results against one server, including the
-emptied source (`RPOPLPUSH` of the last element, `SMOVE` of the last member) and TTLs
-(`RENAME` keeps it) (`tests/proxy/test_crossslot.py`); with a real cluster
-(`tests/proxy/test_crossslot_faults.py`), an `LMOVE` whose source another client writes
-between steps 2 and 3 (the destination is put back, the command runs again, each element
-is found once) and an `LMOVE` whose source master is killed between steps 2 and 3 (after
-the failover both lists are exactly as before, the client got the error above). Not
-proven: the destination's master killed between steps, a connection lost after step 2's
-or step 3's `EXEC` was sent (the unknown-fate paths), the 10,000-random-moves soak.
+emptied source (`RPOPLPUSH` of the last element, `SMOVE` of the last member), TTLs
+(`RENAME` keeps it) and `MSETNX`'s cases (`tests/proxy/test_crossslot.py`); 600 concurrent
+random moves through the proxy, each element found once at the end (same file); with a
+real cluster of 3 masters and 3 replicas (`tests/proxy/test_crossslot_faults.py`): an
+`LMOVE` whose source another client writes between steps 2 and 3 (the destination is put
+back, the command runs again, each element found once), an `MSETNX` one of whose keys
+another client creates between the commits (what was written is taken back, it answers 0),
+an `LMOVE` whose source master is killed between steps 2 and 3 (after the failover both
+lists are as before and the client got the error above), and an `LMOVE` whose destination
+master is killed between steps 2 and 3 (after the failover the element is in the
+destination, once). That last test also passes without the `WAIT` (the write had reached
+the replica anyway): it does not prove the `WAIT` necessary. Not proven: a connection lost
+after step 2's or step 3's `EXEC` was sent (the unknown-fate paths), a replica lagging when
+the destination's master dies, and the issue's 10,000-random-moves soak with a failover.
 """
 
 

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 # A move restarted because a source changed meanwhile: at most this many tries in all.
 MOVE_ATTEMPTS = 3
+# How long a move waits for a replica to have its destination before committing its source.
+REPLICA_WAIT_MS = 500
 _REDIRECTS = (b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN", b"-LOADING")
 
 
@@ -273,6 +275,8 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
         return reply
     undo = [Undo(k, p.anchor_slot, before[k], a) for k, a in zip(local, after, strict=True)
             if before[k].payload != a]
+    if undo:
+        await _wait_replica(s, p.anchor_slot)
     by_conn: dict[DirectConnection, list[bytes]] = {}
     for key in changed:
         by_conn.setdefault(watches.by_key[key], []).append(key)
@@ -296,6 +300,21 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
                 return _refused(raw)
         undo.extend(Undo(k, key_slot(k), values[k], changed[k].payload) for k in keys)
     return reply
+
+
+async def _wait_replica(s: RouteSession, slot: int) -> None:
+    """Before a source loses what step 2 wrote elsewhere: ``WAIT`` until a replica of the
+    anchor's master has step 2 (at most ``REPLICA_WAIT_MS``), so that this master failing
+    now does not take the only copy with it. No replica, or none in time: the move goes on
+    (as any write acknowledged by one master)."""
+    node = _owner(s, slot)
+    if node is None or not s.router.topology.slot_map.replicas.get(node):
+        return
+    try:
+        conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection
+        await _roundtrip(s, conn, encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS), 1)
+    except (OSError, BackendError, trio.TooSlowError):
+        pass  # the commit's own failure handling follows
 
 
 async def _resolve(s: RouteSession, p: Plan, keys: list[bytes], old: dict[bytes, Value],

@@ -73,7 +73,8 @@ def master_of(cluster: list[ManagedProcess], key: str) -> ManagedProcess:
     for n in cluster:
         if not n.alive():
             continue
-        for lo, hi, master, *_ in n.client().execute_command("CLUSTER", "SLOTS"):
+        for lo, hi, master, *_ in n.client(socket_timeout=5).execute_command("CLUSTER",
+                                                                             "SLOTS"):
             if lo <= slot <= hi:
                 return next(m for m in cluster if m.port == int(master[1]))
     raise AssertionError("no master")
@@ -191,3 +192,47 @@ async def test_the_sources_master_killed_between_steps_loses_and_duplicates_noth
         victim.client().ping()
     await c.call("DEL", src, dst)
 
+
+
+def replicated_masters(cluster: list[ManagedProcess]) -> set[int]:
+    """Ports of the live masters with a replica connected."""
+    out = set()
+    for n in cluster:
+        if n.alive():
+            info = n.client(socket_timeout=5).info("replication")
+            if info.get("role") == "master" and info.get("connected_slaves", 0) > 0:
+                out.add(n.port)
+    return out
+
+
+async def test_the_destinations_master_killed_between_steps_keeps_the_element(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 2 wrote the destination; its master is killed before step 3 removes the element
+    from the source: the move waited for the destination's replica (WAIT), so after the
+    failover the element is in the destination, once, and gone from the source."""
+    with_replica = replicated_masters(cluster)
+    assert with_replica
+    dst = next(k for k in (f"dkill:dst{i}" for i in range(200))
+               if master_of(cluster, k).port in with_replica)
+    src = next(k for k in (f"dkill:src{i}" for i in range(200))
+               if master_of(cluster, k).port != master_of(cluster, dst).port)
+    c = await connect(proxy)
+    await c.call("DEL", src, dst)
+    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
+    await c.call("RPUSH", dst, "d0")
+    victim = master_of(cluster, dst)
+    real = crossslot.commit_payload
+
+    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        victim.kill()
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", killing)
+    assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
+    monkeypatch.undo()
+    got_src, got_dst = await lists(c, src, dst)  # after the failover
+    assert got_src == [f"e{i}".encode() for i in range(1, 10)]
+    assert got_dst == [b"d0", b"e0"]
+    assert master_of(cluster, dst).port != victim.port
+    await c.call("DEL", src, dst)
