@@ -19,11 +19,15 @@ Routes:
 ``proxy``       answered by the proxy itself (connection state, PING, COMMAND, KEYSLOT...).
 ``pubsub``      enters or leaves subscriber mode (SUBSCRIBE family).
 ``transaction`` MULTI / EXEC / DISCARD / WATCH / UNWATCH: pins the session to one shard.
+``gather``      multi-key commands that cannot be split (SUNIONSTORE, ZINTER, BITOP, RENAME,
+                LMOVE ...): keys in one slot go as ``single``; keys in several slots are
+                copied next to one of them and the real command runs there
+                (``proxy/routing/crossslot.py``).
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
 ``cluster``     CLUSTER SLOTS/SHARDS/NODES/INFO/MYID/COUNTKEYSINSLOT/GETKEYSINSLOT, ASKING:
                 the proxies as a cluster with cluster emulation on, else as a keyless or an
                 unsupported row (``proxy/front/cluster_emu.py``).
-``guarded``     changes the nodes' credentials or users (CONFIG SET, ACL SETUSER/DELUSER/LOAD):
+``guarded``     changes the nodes' credentials (CONFIG SET requirepass/masterauth/masteruser):
                 refused unless the proxy allows admin commands, then sent to every node
                 (``proxy/front/guard.py``).
 ``unsupported`` refused at lookup: the row's ``reason`` says why (server administration a
@@ -59,7 +63,7 @@ from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
-    "blocking", "unsupported", "cluster", "guarded",
+    "blocking", "gather", "unsupported", "cluster", "guarded",
 })
 MERGES = frozenset({
     "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
@@ -86,6 +90,7 @@ _TRANSACTION = Row("transaction")
 _KEYLESS = Row("keyless")
 _CLUSTER = Row("cluster")
 _GUARDED = Row("guarded")
+_GATHER = Row("gather")
 _NODE_ADMIN = _unsupported("administers one server: through the proxy it would reach one "
                            "arbitrary node of the cluster")
 _REPLICATION = _unsupported("replication is set up per node, not through the proxy")
@@ -101,8 +106,13 @@ OVERRIDES: dict[str, Row] = {
     "unlink": Row("split", "sum"),
     "exists": Row("split", "sum"),
     "touch": Row("split", "sum"),
-    # Atomic across its keys: cannot be split, so cross-slot gets CROSSSLOT.
-    "msetnx": Row("single"),
+    # Multi-key commands run across slots on copies next to one key (crossslot.py's SPECS).
+    **dict.fromkeys(("sunionstore", "sinterstore", "sdiffstore", "zunionstore", "zinterstore",
+                     "zdiffstore", "zrangestore", "bitop", "pfmerge", "geosearchstore",
+                     "sunion", "sinter", "sdiff", "sintercard", "zunion", "zinter", "zdiff",
+                     "zintercard", "pfcount", "lcs", "georadius", "georadiusbymember", "sort",
+                     "copy", "rename", "renamenx", "lmove", "rpoplpush", "smove", "msetnx"),
+                    _GATHER),
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report
     # as a key: use key_positions(argv, include_not_key=True).
     "spublish": Row("single"),

@@ -46,3 +46,17 @@ NODE_UNREACHABLE = "ERR slotgate: no connection to {node} within the retry deadl
 TOO_MANY_REDIRECTS = "ERR slotgate: too many redirects ({count}) for slot {slot}"
 NOT_IN_MULTI = "ERR slotgate: '{name}' cannot run inside MULTI through the proxy"
 NOT_SUPPORTED = "ERR slotgate: '{name}' is not supported through the proxy"
+# Multi-key commands across slots (proxy/routing/gather.py).
+CROSSSLOT_TRYAGAIN = "TRYAGAIN Multiple keys request during rehashing of slot"
+MOVE_CONTENDED = (
+    "ERR slotgate: '{name}' across slots: its source kept changing meanwhile; nothing was "
+    "changed"
+)
+MOVE_UNDONE = (
+    "ERR slotgate: '{name}' across slots not done: the master of its source ({node}) failed "
+    "before the source was updated; nothing was changed"
+)
+MOVE_HALF_DONE = (
+    "ERR slotgate: move across slots half done: its source could not be updated and its "
+    "destination '{key}' was changed meanwhile"
+)

@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
+from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
 
@@ -37,6 +38,9 @@ ROUTE_TEXT: dict[str, str] = {
     "transaction": "transaction handling: the session is pinned to one slot's master",
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
                 "its own to its keys' master (keys in several slots: `-CROSSSLOT`)",
+    "gather": "keys in one slot: as `single`; keys in several slots: run by a real node on "
+              "copies next to one key (see [Multi-key commands across slots]"
+              "(#multi-key-commands-across-slots))",
     "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
     "cluster": "with `cluster_emulation.enabled`, answered as a cluster of the proxies that own "
                "all 16384 slots (docs/CONFIG.md, Cluster emulation)",
@@ -46,7 +50,7 @@ ROUTE_TEXT: dict[str, str] = {
                "true`, then sent to every master and every replica; every part must succeed",
 }
 
-ROUTE_ORDER = ("single", "split", "keyless", "all_masters", "all_nodes", "blocking",
+ROUTE_ORDER = ("single", "split", "gather", "keyless", "all_masters", "all_nodes", "blocking",
                "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
 
 MERGE_TEXT: dict[str, str] = {
@@ -64,9 +68,10 @@ MERGE_TEXT: dict[str, str] = {
 }
 
 NOTES: dict[str, str] = {
-    "msetnx": "Not split across slots: see [MSETNX](#why-msetnx-is-not-split).",
+    "msetnx": "Not split: across slots, the keys outside the first key's slot are written "
+              "back under WATCH, with compensation ([MSETNX](#msetnx-across-slots)).",
     "mset": "Each slot's part is atomic on its node; the whole is not (see [MSETNX]"
-            "(#why-msetnx-is-not-split)).",
+            "(#msetnx-across-slots)).",
     "del": "Parts per slot run independently; the count is their sum.",
     "eval": "Without keys (`EVAL script 0`): to one master.",
     "evalsha": "Without keys: to one master.",
@@ -156,10 +161,26 @@ def handling(info: CommandInfo) -> str:
     else:
         text = ROUTE_TEXT[route]
     text = text[0].upper() + text[1:] + "."
-    note = NOTES.get(info.name)
+    note = NOTES.get(info.name) or _gather_note(info)
     if note:
         text = f"{text} {note}"
     return text.replace("|", "\\|")
+
+
+def _gather_note(info: CommandInfo) -> str | None:
+    """Across slots: which of the three kinds of the cross-slot section the command is."""
+    spec = SPECS.get(info.name)
+    if info.route != "gather" or spec is None:
+        return None
+    if spec.writes == "first":
+        return ("Across slots: a move, destination first, then the source under WATCH "
+                "([moves](#moves-across-slots)).")
+    where = "its last key" if spec.anchor == -1 else "its first key"
+    if "write" in info.flags:
+        return (f"Across slots: runs next to {where} (its destination), which is written "
+                "atomically ([details](#multi-key-commands-across-slots)).")
+    return (f"Across slots: runs next to {where}; reads each slot's keys at its own instant "
+            "([details](#multi-key-commands-across-slots)).")
 
 
 def _name(info: CommandInfo) -> str:
@@ -258,24 +279,160 @@ transaction`. Redis queues every other command; the proxy refuses some of them a
 """
 
 MSETNX = """\
-## Why MSETNX is not split
+## MSETNX across slots
 
-`MSETNX k1 v1 k2 v2 …` sets all the keys only if none of them exists, atomically: either
-every key is set, or none is. Split by slot, each part would run on its own node with no
-coordination between them. One part could find its keys free and set them while another
-finds a key already present and sets nothing; the client would get a "not set" answer
-although some keys were written, and nothing can undo them: a node cannot take back a
-write that other clients may already have read, and a part that was written cannot be
-rolled back if a later part fails or its node is unreachable. Checking every part first
-(EXISTS) and writing afterwards leaves a gap in which another client can create one of the
-keys. Redis Cluster itself offers no multi-node transaction to close that gap.
+`MSETNX k1 v1 k2 v2 …` sets all the keys only if none of them exists. It is not split by
+slot: each part would decide on its own keys only, and a part could set its keys while
+another finds one present. Across slots it runs as the moves above, with every key
+written: the keys outside the first key's slot are gathered under `WATCH` (step 1), the
+real `MSETNX` runs on the first key's master over copies of them (step 2: the keys in that
+slot are set there, atomically with the check of all the keys), and each other slot's keys
+are then written on their master, one `MULTI … EXEC` per slot under its `WATCH` (step 3).
+An answer of 0 changes nothing anywhere.
 
-So MSETNX is routed `single`: keys in one slot (use a hash tag, `{user1}:a {user1}:b`) run
-atomically on their master; keys in several slots get Redis Cluster's own
-`-CROSSSLOT Keys in request don't hash to the same slot`, as a cluster node would answer.
-MSET and DEL, by contrast, have no all-or-nothing condition: their per-slot parts compose
-into the same result as one server would give (MSET is then not atomic as a whole, which a
-client can only observe by reading concurrently).
+Not atomic as a whole: between step 2 and the last commit another client can read some of
+the keys set and others not yet. If a key is created or changed meanwhile by another
+client, its slot's `EXEC` answers null: every key already written (the first slot's, the
+slots committed before) is deleted again — each only if it still holds the value written,
+under `WATCH` — and the command runs again, so it then answers 0 as one server would after
+that client's write. A master failing during a commit is handled as for the moves.
+`tests/proxy/test_crossslot_faults.py` covers the concurrent creation; the differential test
+covers the replies (set, not set, repeated keys, odd arguments, keys of other types).
+
+`MSET`, by contrast, is split by slot: it has no all-or-nothing condition, and its per-slot
+parts compose into the same result as one server would give (not atomic as a whole, which
+a client can only observe by reading concurrently).
+"""
+
+
+CROSS_SLOT = """\
+## Multi-key commands across slots
+
+The commands routed `gather` take keys that Redis Cluster requires in one slot. Through the
+proxy their keys may be anywhere: when they span slots the proxy copies the keys that live
+elsewhere next to one key of the command (the *anchor*: the destination of a command that
+writes one, else the first key), lets that key's master run the real command on the copies,
+and returns its reply. Replies and errors (`WRONGTYPE`, syntax and range errors, missing or
+empty keys) are therefore the node's own, byte for byte; `tests/proxy/test_crossslot.py`
+compares them with one standalone redis-server, RESP2 and RESP3, behind a real cluster and
+behind our nodes. Code: `proxy/routing/crossslot.py` (the plan) and `gather.py` (the I/O).
+
+1. **Gather.** Each slot's foreign keys are read on their master in one transaction,
+   `MULTI PTTL k DUMP k … EXEC` (value and TTL from one instant), through the usual
+   redirect/retry path. A move's source is read instead under `WATCH`, on a connection
+   opened for the command.
+2. **Run.** On the anchor's master, one transaction: `MULTI`, `RESTORE` of every gathered
+   value (with its TTL) under a temporary key, the client's command with its foreign keys
+   replaced by the temporaries, `DEL` of the temporaries, `EXEC`.
+3. **Commit** (moves only): see below.
+
+**Temporaries** are named `{T}slotgate-tmp:<process token>:<n>`, `T` being a short hash tag
+of the anchor's slot, so the node runs them with the anchor in one command. They are created
+and deleted by the same `MULTI … EXEC`: no other client can ever read one (a transaction is
+not interleaved), and no failure can leave one behind — a transaction the node did not
+receive whole is never run (the node drops an unfinished `MULTI` when the connection
+closes, which is what a proxy crash does), and replicas and the AOF get it whole. So no
+`PEXPIRE` safety net is needed; they carry the source's own TTL, which `COPY` and `RENAME`
+then keep as one server does. The test checks `KEYS *slotgate-tmp*` is empty after every
+script. The prefix is reserved: a client key of that exact name in the anchor's slot would
+be overwritten and deleted by the command.
+
+**Atomicity.** The anchor's side is one transaction: the destination goes from its old value
+to the command's result with nothing in between, and the sources in the anchor's slot are
+read at that same instant. The sources in other slots are each read at the instant of their
+slot's gather transaction, a little earlier: a write to such a source between its gather
+and the run is not seen by the command (as if that write came just after it). Read-only
+commands (`SINTER`, `ZUNION`, `PFCOUNT`, `LCS` …) change nothing; nothing of the proxy's
+work is observable to other clients for any of these commands.
+
+**A node failing half-way.** A source's master failing during the gather: the reads are
+retried (after the failover, on the new master) until the retry deadline, then the client
+gets the proxy's error and nothing was written. The anchor's master failing during the run:
+before the transaction was sent it is retried the same way; after it was sent the client
+gets `ERR slotgate: connection to <node> lost; write may or may not have been applied`, and
+the destination holds either its old value or the whole result (a replica promoted after a
+failover has either all of the transaction or none of it).
+
+**Cost.** One round trip per foreign slot (the slots of one master one after another, the
+masters in parallel), then one on the anchor, and the values travel through the proxy
+twice (DUMP out, RESTORE in), held in its memory while the command runs: measured in
+bench/RESULTS.md. The client's later requests wait meanwhile, as behind a transaction.
+
+**What differs from one server.** What the nodes themselves report shows the work:
+`MONITOR` and the slow log of the anchor's master show the `MULTI`, `RESTORE`, the command
+on temporaries and `DEL`; keyspace notifications there name the temporaries (`restore`,
+`del`, and a `RENAME` across slots notifies `rename_from` for a temporary and `del` at
+the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
+(a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
+
+Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
+the blocking commands (`BLMOVE`, `BRPOPLPUSH`, `BLPOP` over several keys …), `EVAL`/`FCALL`
+keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `SORT … BY/GET` patterns and `COPY … DB`
+keep the cluster's own refusals (a node refuses them in cluster mode).
+
+## Moves across slots
+
+`RENAME`, `RENAMENX`, `LMOVE`, `RPOPLPUSH` and `SMOVE` change their source too (`MSETNX`:
+[below](#msetnx-across-slots)). The anchor
+is the destination. Order of steps:
+
+1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src`, `PTTL`,
+   `DUMP`).
+2. **Run** on the destination's master, in one transaction: the destination's `PTTL` and
+   `DUMP` (its *before* image), the command on the source's copy, the destination's `DUMP`
+   again (*after*), the copy's `PTTL` and `DUMP` (what is left of the source), `DEL` of the
+   copy. The destination now holds the result.
+3. **Commit** the source, only if the command changed it (a `RENAMENX` onto an existing key,
+   an `SMOVE` of a missing member change nothing): `MULTI DEL src [RESTORE src ttl rest]
+   EXEC` on the watching connection.
+
+Between steps 2 and 3 another client can see the moved element in both keys (one round
+trip). Moves (and `MSETNX`) that share a key run one after the other inside one proxy
+process (a lock per key name, taken in sorted order), so moves through the proxy never race
+each other; `tests/proxy/test_crossslot.py` runs four clients making 600 random `LMOVE`s
+and `RPOPLPUSH`es between 30 lists and finds every element exactly once (without the lock
+the same test gets "half done" errors and duplicates). Writers the lock does not hold
+back — single-key commands, other proxy processes (`workers: N` are separate processes),
+clients of the nodes themselves — are handled by `WATCH` and compensation:
+
+- Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
+  Step 2's connection lost after sending: the destination may hold the copy while the
+  source is unchanged (a duplicate); the client gets the unknown-fate error above.
+- Step 3's `EXEC` answers null (another client wrote the source since step 1): the
+  destination is put back to its *before* image (under `WATCH`, only if it still holds the
+  *after* image), and the command runs again from step 1, 3 times at most; then
+  `ERR slotgate: '<name>' across slots: its source kept changing meanwhile; nothing was
+  changed`. If the destination was changed by someone else meanwhile it is left alone and
+  the client gets `ERR slotgate: move across slots half done …`.
+- Step 3's connection lost (the source's master died): the source is read again on its
+  master, after a failover the promoted replica, until the retry deadline. Still the old
+  value: the commit was lost with the node, so the destination is put back (no duplicate)
+  and the client gets `ERR slotgate: '<name>' across slots not done: the master of its
+  source (<node>) failed before the source was updated; nothing was changed`; the new value:
+  the commit survived, the client gets the command's reply. Neither (no master before the
+  deadline): the unknown-fate error.
+- The destination's master dying after step 2: before step 3 removes anything from a
+  source, the move sends `WAIT 1 500` on step 2's connection when that master has a
+  replica, so the promoted replica has the destination's new value and the element
+  survives in it. If no replica acknowledges within 500 ms (or there is none), the move
+  goes on, and a failover of that master in the next moments can lose the element, as it
+  can lose any write Redis acknowledged.
+
+What is proven by tests: every move's replies and results against one server, including the
+emptied source (`RPOPLPUSH` of the last element, `SMOVE` of the last member), TTLs
+(`RENAME` keeps it) and `MSETNX`'s cases (`tests/proxy/test_crossslot.py`); 600 concurrent
+random moves through the proxy, each element found once at the end (same file); with a
+real cluster of 3 masters and 3 replicas (`tests/proxy/test_crossslot_faults.py`): an
+`LMOVE` whose source another client writes between steps 2 and 3 (the destination is put
+back, the command runs again, each element found once), an `MSETNX` one of whose keys
+another client creates between the commits (what was written is taken back, it answers 0),
+an `LMOVE` whose source master is killed between steps 2 and 3 (after the failover both
+lists are as before and the client got the error above), and an `LMOVE` whose destination
+master is killed between steps 2 and 3 (after the failover the element is in the
+destination, once). That last test also passes without the `WAIT` (the write had reached
+the replica anyway): it does not prove the `WAIT` necessary. Not proven: a connection lost
+after step 2's or step 3's `EXEC` was sent (the unknown-fate paths), a replica lagging when
+the destination's master dies, and the issue's 10,000-random-moves soak with a failover.
 """
 
 
@@ -289,6 +446,7 @@ def render() -> str:
     for route in ROUTE_ORDER:
         out.append(f"| `{route}` | {counts.get(route, 0)} | {ROUTE_TEXT[route]} |")
     out.append(f"\n{len(rows)} commands and subcommands in all.\n")
+    out.append(CROSS_SLOT)
     out.append(MSETNX)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)

@@ -3,6 +3,7 @@
     dispatch(argv) ─▶ lookup(argv).route ─▶ ROUTES[route](session, argv, row)
         single / keyless ─▶ one call to one slot's master (session.send_single)
         split / all_*    ─▶ fanout.py          proxy       ─▶ local.py (or one master)
+        gather           ─▶ gather.py (keys in several slots: run on copies next to one key)
         transaction      ─▶ pinned.py          blocking    ─▶ pinned.py
         pubsub           ─▶ pubsub.py          unsupported ─▶ the proxy's error
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
 from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub
-from slotgate.proxy.routing import fanout
+from slotgate.proxy.routing import fanout, gather
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ _BY_NAME: dict[str, Route] = {
     "blocking": blocking,
     "cluster": cluster_emu.route,
     "guarded": guard.route,
+    "gather": gather.route,
 }
 
 

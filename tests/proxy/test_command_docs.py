@@ -28,8 +28,8 @@ def test_every_command_has_a_row_and_msetnx_is_explained() -> None:
     for name, route in rows:
         info = lookup_name(name.lower().replace(" ", "|", 1))
         assert info is not None and info.route == route, name
-    assert "## Why MSETNX is not split" in text
-    assert re.search(r"^\| MSETNX \| `single` \|.*#why-msetnx-is-not-split", text, re.M)
+    assert "## MSETNX across slots" in text
+    assert re.search(r"^\| MSETNX \| `gather` \|.*#msetnx-across-slots", text, re.M)
 
 
 def _argv_for(name: str) -> list[bytes]:

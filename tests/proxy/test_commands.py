@@ -76,14 +76,13 @@ def test_cross_slot_multi_key_commands_match_standalone(
     assert results[0][1][:3] == [b"v0", b"v1", b"v2"]
 
 
-def test_msetnx_and_other_multikey_commands_across_slots_get_crossslot(
+def test_multikey_commands_without_a_cross_slot_form_get_crossslot(
     slotgate: ManagedProcess, prefix: str
 ) -> None:
     with RawClient(slotgate.port) as c:
         crossslot = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
-        assert c.call("MSETNX", f"{prefix}a", "1", f"{prefix}b", "2") == crossslot
-        assert c.call("SUNION", f"{prefix}a", f"{prefix}b") == crossslot
-        assert c.call("RENAME", f"{prefix}a", f"{prefix}b") == crossslot
+        assert c.call("LMPOP", "2", f"{prefix}a", f"{prefix}b", "LEFT") == crossslot
+        assert c.call("ZMPOP", "2", f"{prefix}a", f"{prefix}b", "MIN") == crossslot
         # Same slot via hash tag: served.
         assert c.call("MSETNX", f"{{{prefix}}}a", "1", f"{{{prefix}}}b", "2") == b":1\r\n"
         assert c.call("RENAME", f"{{{prefix}}}a", f"{{{prefix}}}c") == b"+OK\r\n"

@@ -1,0 +1,238 @@
+"""Moves across slots when a step fails: no element lost, none duplicated.
+
+The real ``Proxy`` runs in this test's trio run in front of a real redis-server cluster of
+its own (3 masters, 3 replicas: a master is killed here). The failure is injected between
+step 2 (the destination written) and step 3 (the source's commit) by wrapping the pure
+function that builds the commit (``crossslot.commit_payload``): the wrapper first does what
+the test needs — another client writes the source, or the source's master is killed — and
+then returns the real payload. The test then counts every element of both lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import trio
+
+from slotgate.protocol.resp import ReplyFramer, encode_command
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy.front.server import Proxy
+from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.routing import crossslot
+from tests.conftest import start_cluster
+from tests.support import ManagedProcess
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
+    nodes = start_cluster("real", Path(tmp_path_factory.mktemp("xslot-faults")))
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+@pytest.fixture
+async def proxy(cluster: list[ManagedProcess]) -> AsyncIterator[Proxy]:
+    alive = [n for n in cluster if n.alive()]
+    p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port) for n in alive[:3]]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.run)
+        yield p
+        nursery.cancel_scope.cancel()
+
+
+class Client:
+    """A raw RESP client on a trio stream."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.framer = ReplyFramer()
+
+    async def call(self, *args: bytes | str) -> bytes:
+        await self.stream.send_all(encode_command(*args))
+        with trio.fail_after(30):
+            while (frame := self.framer.next_frame()) is None:
+                data = await self.stream.receive_some(65536)
+                assert data, "proxy closed the connection"
+                self.framer.feed(data)
+        return frame[1]
+
+
+async def connect(p: Proxy) -> Client:
+    host, _, port = p.listen_address.rpartition(":")
+    return Client(await trio.open_tcp_stream(host, int(port)))
+
+
+def master_of(cluster: list[ManagedProcess], key: str) -> ManagedProcess:
+    slot = key_slot(key.encode())
+    for n in cluster:
+        if not n.alive():
+            continue
+        for lo, hi, master, *_ in n.client(socket_timeout=5).execute_command("CLUSTER",
+                                                                             "SLOTS"):
+            if lo <= slot <= hi:
+                return next(m for m in cluster if m.port == int(master[1]))
+    raise AssertionError("no master")
+
+
+def two_keys_on_two_masters(cluster: list[ManagedProcess], prefix: str) -> tuple[str, str]:
+    src = f"{prefix}:src"
+    i = 0
+    while master_of(cluster, f"{prefix}:dst{i}").port == master_of(cluster, src).port:
+        i += 1
+    return src, f"{prefix}:dst{i}"
+
+
+def elements(raw: bytes) -> list[bytes]:
+    framer = ReplyFramer()
+    framer.feed(raw[raw.index(b"\r\n") + 2 :])
+    return [f[f.index(b"\r\n") + 2 : -2] for _, f in framer.frames()]
+
+
+async def two_lists(p: Proxy, cluster: list[ManagedProcess],
+                    prefix: str) -> tuple[Client, str, str]:
+    """A client, and a source list e0..e9 and a destination list d0 on two masters."""
+    src, dst = two_keys_on_two_masters(cluster, prefix)
+    c = await connect(p)
+    await c.call("DEL", src, dst)
+    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
+    await c.call("RPUSH", dst, "d0")
+    return c, src, dst
+
+
+async def lists(c: Client, src: str, dst: str) -> tuple[list[bytes], list[bytes]]:
+    return (elements(await c.call("LRANGE", src, "0", "-1")),
+            elements(await c.call("LRANGE", dst, "0", "-1")))
+
+
+async def test_a_source_written_meanwhile_undoes_the_destination_and_runs_again(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c, src, dst = await two_lists(proxy, cluster, "race")
+    real = crossslot.commit_payload
+    writes: list[int] = []
+
+    def racing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        if not writes:  # another client writes the source between steps 2 and 3, once
+            writes.append(master_of(cluster, src).client().rpush(src, "late"))
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", racing)
+    assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
+    assert writes == [11]
+    got_src, got_dst = await lists(c, src, dst)
+    # The first run's copy in the destination was undone; the second run moved e0 once.
+    assert got_src == [f"e{i}".encode() for i in range(1, 10)] + [b"late"]
+    assert got_dst == [b"d0", b"e0"]
+    assert await c.call("KEYS", "*slotgate-tmp*") == b"*0\r\n"
+    await c.call("DEL", src, dst)
+
+
+async def test_msetnx_whose_key_appears_meanwhile_sets_none_of_its_keys(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three keys on three masters: the first slot's commit succeeds, then another client
+    creates the last key before its commit: what was written is taken back, the command runs
+    again and answers 0, as one server would have after that client's write."""
+    masters = sorted({master_of(cluster, f"nx:{i}").port: f"nx:{i}" for i in range(40)}.items())
+    a, b, c_key = (key for _, key in masters[:3])
+    c = await connect(proxy)
+    await c.call("DEL", a, b, c_key)
+    real = crossslot.commit_payload
+    calls: list[int] = []
+
+    def racing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        if not calls:
+            master_of(cluster, c_key).client().set(c_key, "other")
+        calls.append(len(changed))
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", racing)
+    assert await c.call("MSETNX", a, "1", b, "2", c_key, "3") == b":0\r\n"
+    # b's commit, c's (refused), the undo of b then of a (built by the same function); the
+    # second run commits nothing.
+    assert calls == [1, 1, 1, 1]
+    assert await c.call("MGET", a, b, c_key) == b"*3\r\n$-1\r\n$-1\r\n$5\r\nother\r\n"
+    assert await c.call("MSETNX", a, "1", b, "2") == b":1\r\n"
+    assert await c.call("MGET", a, b) == b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    assert await c.call("KEYS", "*slotgate-tmp*") == b"*0\r\n"
+    await c.call("DEL", a, b, c_key)
+
+
+async def test_the_sources_master_killed_between_steps_loses_and_duplicates_nothing(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c, src, dst = await two_lists(proxy, cluster, "kill")
+    want_src = [f"e{i}".encode() for i in range(10)]
+    victim = master_of(cluster, src)
+    # The source is on the replica before the kill (else the kill itself would lose it).
+    assert victim.client().wait(1, 5000) == 1
+    real = crossslot.commit_payload
+
+    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        victim.kill()
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", killing)
+    reply = await c.call("LMOVE", src, dst, "LEFT", "RIGHT")
+    assert reply.startswith(b"-ERR slotgate: 'lmove' across slots not done: the master of its "
+                            b"source (127.0.0.1:%d) failed" % victim.port), reply
+    monkeypatch.undo()
+    # After the failover: the element is where it was, once.
+    got_src, got_dst = await lists(c, src, dst)
+    assert got_src == want_src
+    assert got_dst == [b"d0"]
+    assert master_of(cluster, src).port != victim.port
+    with pytest.raises(redis.ConnectionError):
+        victim.client().ping()
+    await c.call("DEL", src, dst)
+
+
+
+def replicated_masters(cluster: list[ManagedProcess]) -> set[int]:
+    """Ports of the live masters with a replica connected."""
+    out = set()
+    for n in cluster:
+        if n.alive():
+            info = n.client(socket_timeout=5).info("replication")
+            if info.get("role") == "master" and info.get("connected_slaves", 0) > 0:
+                out.add(n.port)
+    return out
+
+
+async def test_the_destinations_master_killed_between_steps_keeps_the_element(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 2 wrote the destination; its master is killed before step 3 removes the element
+    from the source: the move waited for the destination's replica (WAIT), so after the
+    failover the element is in the destination, once, and gone from the source."""
+    with_replica = replicated_masters(cluster)
+    assert with_replica
+    dst = next(k for k in (f"dkill:dst{i}" for i in range(200))
+               if master_of(cluster, k).port in with_replica)
+    src = next(k for k in (f"dkill:src{i}" for i in range(200))
+               if master_of(cluster, k).port != master_of(cluster, dst).port)
+    c = await connect(proxy)
+    await c.call("DEL", src, dst)
+    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
+    await c.call("RPUSH", dst, "d0")
+    victim = master_of(cluster, dst)
+    real = crossslot.commit_payload
+
+    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        victim.kill()
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", killing)
+    assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
+    monkeypatch.undo()
+    got_src, got_dst = await lists(c, src, dst)  # after the failover
+    assert got_src == [f"e{i}".encode() for i in range(1, 10)]
+    assert got_dst == [b"d0", b"e0"]
+    assert master_of(cluster, dst).port != victim.port
+    await c.call("DEL", src, dst)
