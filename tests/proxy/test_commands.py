@@ -14,7 +14,7 @@ import redis
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy.routing.splitter import array_elements
 from tests.conftest import ClusterBackend
-from tests.proxy.gaps import NO_GETKEYSANDFLAGS, NO_SCRIPTING, node_gap
+from tests.proxy.gaps import NO_GETKEYSANDFLAGS, node_gap
 from tests.support import ManagedProcess, RawClient, redis_cli
 
 
@@ -199,9 +199,7 @@ def test_keyless_fanout_dbsize_keys_info(
 
 
 def test_script_load_reaches_every_master(slotgate: ManagedProcess,
-                                          cluster_backend: ClusterBackend,
-                                          request: pytest.FixtureRequest) -> None:
-    node_gap(request, cluster_backend, NO_SCRIPTING)
+                                          cluster_backend: ClusterBackend) -> None:
     r = slotgate.client()
     masters = [n for n in cluster_backend.nodes
                if n.client().info("replication")["role"] == "master"]
