@@ -144,6 +144,7 @@ MODULES = [
     "slotgate.node.types.zsetops",
     "slotgate.node.types.hyperloglog",
     "slotgate.node.types.geo",
+    "slotgate.node.types.streams",
 ]
 
 
