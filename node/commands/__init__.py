@@ -145,6 +145,9 @@ MODULES = [
     "slotgate.node.types.hyperloglog",
     "slotgate.node.types.geo",
     "slotgate.node.types.streams",
+    "slotgate.node.types.xread",
+    "slotgate.node.types.xgroups",
+    "slotgate.node.types.xinfo",
 ]
 
 

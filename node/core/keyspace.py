@@ -194,6 +194,8 @@ class Database:
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        if self.blocking and key in self.blocking:
+            self.signal_ready(key)  # a blocked XREADGROUP learns its key is gone
         if self.str_enc:
             self.str_enc.pop(key, None)
         if self.expires:
@@ -280,6 +282,9 @@ class Database:
     def clear(self) -> int:
         n = len(self.data)
         self.touch_all_watched()
+        for key in self.blocking:
+            if key in self.data:
+                self.signal_ready(key)
         self.data = {}
         self.expires = {}
         self.str_enc = {}
