@@ -6,6 +6,7 @@ in xgroups.py, XREAD/XREADGROUP in xread.py, XINFO in xinfo.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.node.commands.registry import command
@@ -53,6 +54,13 @@ SETID_MAXDEL = "ERR The ID specified in XSETID is smaller than the provided max_
 register_type(Stream, b"stream", lambda s: b"stream", lambda s: b"", lambda s: s.copy())
 
 get_stream, get_stream_read = typed_lookups(Stream)
+
+
+def rdb_adapters() -> list[tuple[type, str, Callable[..., object], Callable[..., object]]]:
+    """DUMP/RESTORE and snapshots: a stream is its own RDB value model (stream_rdb.py)."""
+    from slotgate.node.types import stream_rdb  # noqa: F401 - registers the codec
+
+    return [(Stream, "stream", lambda s: s, lambda s: s)]
 
 
 # --- ids ------------------------------------------------------------------------------------
