@@ -358,9 +358,8 @@ class Keyspace:
         da.touch_all_watched()
         db_.touch_all_watched()
         for d in (da, db_):
-            for key in d.blocking:
-                if key in d.data:
-                    d.signal_ready(key)
+            for key in d.blocking:  # a key gone by the swap answers a blocked XREADGROUP
+                d.signal_ready(key)
 
     def active_expire_cycle(self, budget: int = 20, max_rounds: int = 16) -> int:
         """Active expiry, like Redis' cursor walk over the expires table: per db, check the

@@ -50,7 +50,7 @@ def test_xreadgroup_one_entry_goes_to_the_first_reader(servers):  # noqa: F811
 
 def test_xreadgroup_group_destroyed_or_key_gone(servers):  # noqa: F811
     steps = [("cmd", 9, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")]
-    for i, action in enumerate(["XGROUP", "DEL", "SET", "FLUSHALL", "RENAME"]):
+    for i, action in enumerate(["XGROUP", "DEL", "SET", "FLUSHALL", "RENAME", "SWAPDB"]):
         steps += [("cmd", 9, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")] if i else []
         steps += [
             ("send", 1, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"),
@@ -65,8 +65,10 @@ def test_xreadgroup_group_destroyed_or_key_gone(servers):  # noqa: F811
             steps.append(("cmd", 9, "SET", "s", "x"))
         elif action == "FLUSHALL":
             steps.append(("cmd", 9, "FLUSHALL"))
-        else:
+        elif action == "RENAME":
             steps.append(("cmd", 9, "RENAME", "s", "t"))
+        else:
+            steps += [("cmd", 9, "SWAPDB", "0", "1"), ("cmd", 9, "SWAPDB", "0", "1")]
         steps += [("read", 1), ("blocked", 1), ("cmd", 9, "DEL", "s", "t"),
                   ("cmd", 9, "XADD", "s", f"{i + 1}-1", "a", "1"), ("read", 2), ("blocked", 0)]
     compare_scenario(servers, steps)
