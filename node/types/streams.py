@@ -341,20 +341,32 @@ def xlen(c: Client, argv: list[bytes]) -> bytes:
     return b":%d\r\n" % (s.length if s is not None else 0)
 
 
-def _xrange(c: Client, argv: list[bytes], rev: bool) -> bytes:
-    start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
-    start, ex = interval_id(start_arg, 0)
+def range_start(arg: bytes) -> StreamID:
+    """The inclusive start of an interval (``(`` excludes: the next id)."""
+    start, ex = interval_id(arg, 0)
     if ex:
         nxt = incr_id(start)
         if nxt is None:
             raise CommandError(BAD_START)
         start = nxt
-    end, ex = interval_id(end_arg, U64)
+    return start
+
+
+def range_end(arg: bytes) -> StreamID:
+    """The inclusive end of an interval (a missing seq is the largest; ``(`` excludes)."""
+    end, ex = interval_id(arg, U64)
     if ex:
         prv = decr_id(end)
         if prv is None:
             raise CommandError(BAD_END)
         end = prv
+    return end
+
+
+def _xrange(c: Client, argv: list[bytes], rev: bool) -> bytes:
+    start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
+    start = range_start(start_arg)
+    end = range_end(end_arg)
     count = -1
     j = 4
     while j < len(argv):

@@ -15,28 +15,24 @@ from slotgate.node.core.keyspace import NOTIFY_STREAM
 from slotgate.node.types.stream import (
     INVALID_READ,
     MIN_ID,
-    U64,
     Group,
     Nack,
     Stream,
     StreamID,
-    decr_id,
-    incr_id,
     ms_now,
 )
 from slotgate.node.types.streams import (
-    BAD_END,
-    BAD_START,
     bulk_id,
     entry_reply,
     get_stream,
-    interval_id,
     parse_id,
     propagate,
+    range_end,
+    range_start,
     strict_id,
 )
 from slotgate.node.types.typeutil import parse_range
-from slotgate.node.types.xread import create_consumer, setid_effect, xclaim_effect
+from slotgate.node.types.xread import claimer, create_consumer, setid_effect, xclaim_effect
 from slotgate.protocol.resp import array_header
 
 if TYPE_CHECKING:
@@ -245,22 +241,6 @@ def xack(c: Client, argv: list[bytes]) -> bytes:
     return b":%d\r\n" % acked
 
 
-def _bounds(start_arg: bytes, end_arg: bytes) -> tuple[StreamID, StreamID]:
-    start, ex = interval_id(start_arg, 0)
-    if ex:
-        nxt = incr_id(start)
-        if nxt is None:
-            raise CommandError(BAD_START)
-        start = nxt
-    end, ex = interval_id(end_arg, U64)
-    if ex:
-        prv = decr_id(end)
-        if prv is None:
-            raise CommandError(BAD_END)
-        end = prv
-    return start, end
-
-
 @command("xpending")
 def xpending(c: Client, argv: list[bytes]) -> bytes:
     n = len(argv)
@@ -278,7 +258,7 @@ def xpending(c: Client, argv: list[bytes]) -> bytes:
                 raise CommandError(SYNTAX)
             si += 2
         count = max(parse_int(argv[si + 2]), 0)
-        start, end = _bounds(argv[si], argv[si + 1])
+        start, end = range_start(argv[si]), range_end(argv[si + 1])
         if si + 3 < n:
             cname = argv[si + 3]
     s, g = _group_read(c, argv[1], argv[2])
@@ -391,12 +371,7 @@ def xclaim(c: Client, argv: list[bytes]) -> bytes:
             continue
         if nack is not None and minidle and now - nack.delivery_ms < minidle:
             continue
-        if cons is None:
-            cons = g.consumers.get(argv[3])
-            if cons is None:
-                cons = create_consumer(c, g, argv[3], key)
-            else:
-                cons.seen_ms = now
+        cons = cons or claimer(c, g, argv[3], key)
         if fresh:
             nack = Nack(cons, delivery)
             g.pel[sid] = nack
@@ -426,12 +401,7 @@ def xclaim(c: Client, argv: list[bytes]) -> bytes:
 def xautoclaim(c: Client, argv: list[bytes]) -> bytes:
     key, gname = argv[1], argv[2]
     minidle = max(parse_int(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM"), 0)
-    start, ex = interval_id(argv[5], 0)
-    if ex:
-        nxt = incr_id(start)
-        if nxt is None:
-            raise CommandError(BAD_START)
-        start = nxt
+    start = range_start(argv[5])
     count = 100
     justid = False
     j = 6
@@ -472,12 +442,7 @@ def xautoclaim(c: Client, argv: list[bytes]) -> bytes:
             continue
         if minidle and now - nack.delivery_ms < minidle:
             continue
-        if cons is None:
-            cons = g.consumers.get(argv[3])
-            if cons is None:
-                cons = create_consumer(c, g, argv[3], key)
-            else:
-                cons.seen_ms = now
+        cons = cons or claimer(c, g, argv[3], key)
         if nack.consumer is not cons:
             del nack.consumer.pel[sid]
         nack.delivery_ms = now

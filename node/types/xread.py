@@ -80,6 +80,20 @@ def create_consumer(c: Client, g: Group, name: bytes, key: bytes) -> Consumer:
     return cons
 
 
+def claimer(c: Client, g: Group, name: bytes, key: bytes, noack: bool = False,
+            effects: list[list[bytes]] | None = None, gname: bytes = b"") -> Consumer:
+    """The consumer ``name`` (seen now), created if new; a new one that reads with NOACK is
+    announced to replicas (its reads leave no XCLAIM that would create it there)."""
+    cons = g.consumers.get(name)
+    if cons is not None:
+        cons.seen_ms = ms_now()
+        return cons
+    cons = create_consumer(c, g, name, key)
+    if noack and effects is not None:
+        effects.append([b"XGROUP", b"CREATECONSUMER", key, gname, name])
+    return cons
+
+
 def read_new(c: Client, s: Stream, key: bytes, gname: bytes | None, g: Group | None,
              cons: Consumer | None, start: StreamID, count: int, noack: bool,
              effects: list[list[bytes]]) -> bytes:
@@ -241,15 +255,7 @@ def _xread(c: Client, argv: list[bytes], group_cmd: bool) -> bytes:
         elif not (s.length and s.edge_id(False, False) > gt):
             continue
         start = incr_id(gt) or MAX_ID
-        cons = None
-        if g is not None:
-            cons = g.consumers.get(cname)
-            if cons is None:
-                cons = create_consumer(c, g, cname, key)
-                if noack:
-                    effects.append([b"XGROUP", b"CREATECONSUMER", key, gname or b"", cname])
-            else:
-                cons.seen_ms = ms_now()
+        cons = None if g is None else claimer(c, g, cname, key, noack, effects, gname or b"")
         if history and cons is not None:
             body = read_history(c, s, cons, start, count)
         else:
@@ -296,15 +302,7 @@ def _block(c: Client, argv: list[bytes], keys: list[bytes], ids: list[StreamID],
         if not s.last_id > gt:
             return None
         effects: list[list[bytes]] = []
-        cons = None
-        if g is not None:
-            cons = g.consumers.get(cname)
-            if cons is None:
-                cons = create_consumer(bc, g, cname, key)
-                if noack:
-                    effects.append([b"XGROUP", b"CREATECONSUMER", key, gname or b"", cname])
-            else:
-                cons.seen_ms = ms_now()
+        cons = None if g is None else claimer(bc, g, cname, key, noack, effects, gname or b"")
         start = incr_id(gt) or MAX_ID
         body = read_new(bc, s, key, gname, g, cons, start, count, noack, effects)
         if effects:
