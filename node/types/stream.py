@@ -71,11 +71,16 @@ def _lp_int_size(n: int) -> int:
     return 10
 
 
+_INT_FIRST = frozenset(b"-0123456789")
+
+
 def lp_size(s: bytes) -> int:
     """Bytes one string element takes in a listpack (encoding, data, back-length)."""
     n = len(s)
-    if n <= 20:  # may be stored as an integer
-        return len(lp_entry(s))
+    if n <= 20:
+        if s and s[0] in _INT_FIRST:  # may be stored as an integer
+            return len(lp_entry(s))
+        return n + 2
     enc = n + (1 if n < 64 else 2 if n < 4096 else 5)
     return enc + (1 if enc <= 127 else 2 if enc < 16383 else 3 if enc < 2097151
                   else 4 if enc < 268435455 else 5)
@@ -253,8 +258,13 @@ class Stream:
                         yield sid, node.items[i]
 
     def get(self, sid: StreamID) -> list[bytes] | None:
-        for _, items in self.range(sid, sid):
-            return items
+        """The fields of the live entry ``sid``, or None."""
+        if not self.nodes:
+            return None
+        node = self.nodes[self._node_index(sid)]
+        i = bisect_left(node.ids, sid)
+        if i < len(node.ids) and node.ids[i] == sid and not node.dead[i]:
+            return node.items[i]
         return None
 
     def edge_id(self, first: bool, tombstones: bool) -> StreamID:
