@@ -127,6 +127,10 @@ class Node:
         return self.ids[-1]
 
 
+def _master(node: Node) -> StreamID:
+    return node.master
+
+
 class Nack:
     """A pending entry: last delivery time (unix ms), delivery count, owner."""
 
@@ -220,14 +224,7 @@ class Stream:
     # -- reading ---------------------------------------------------------------------------
     def _node_index(self, sid: StreamID) -> int:
         """Index of the node that may hold ``sid`` (the last one whose master id <= sid)."""
-        lo, hi = 0, len(self.nodes)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.nodes[mid].master <= sid:
-                lo = mid + 1
-            else:
-                hi = mid
-        return max(lo - 1, 0)
+        return max(bisect_right(self.nodes, sid, key=_master) - 1, 0)
 
     def range(self, start: StreamID, end: StreamID, rev: bool = False,
               tombstones: bool = False) -> Iterator[tuple[StreamID, list[bytes]]]:

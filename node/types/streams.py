@@ -26,7 +26,7 @@ from slotgate.node.types.stream import (
     incr_id,
     ms_now,
 )
-from slotgate.node.types.typeutil import typed_lookups
+from slotgate.node.types.typeutil import bulks, typed_lookups
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -131,12 +131,10 @@ def bulk_id(sid: StreamID) -> bytes:
 
 def entry_reply(sid: StreamID, items: list[bytes] | None, null_array: bytes) -> bytes:
     """``[id, [field, value, ...]]`` (a null fields array for a deleted PEL entry)."""
+    t = b"%d-%d" % sid
     if items is None:
-        return b"*2\r\n" + bulk_id(sid) + null_array
-    parts = [b"*2\r\n", bulk_id(sid), b"*%d\r\n" % len(items)]
-    for x in items:
-        parts.append(b"$%d\r\n%s\r\n" % (len(x), x))
-    return b"".join(parts)
+        return b"*2\r\n$%d\r\n%s\r\n%s" % (len(t), t, null_array)
+    return b"*2\r\n$%d\r\n%s\r\n%s" % (len(t), t, bulks(items))
 
 
 def entries_reply(entries: list[tuple[StreamID, list[bytes]]], null_array: bytes) -> bytes:
