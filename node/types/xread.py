@@ -283,7 +283,9 @@ def _finish(c: Client, effects: list[list[bytes]], dirty_before: int) -> None:
 
 def _block(c: Client, argv: list[bytes], keys: list[bytes], ids: list[StreamID],
            timeout_ms: int, count: int, gname: bytes | None, cname: bytes, noack: bool) -> bytes:
-    wanted = dict(zip(keys, ids, strict=True))
+    wanted: dict[bytes, StreamID] = {}
+    for key, sid in zip(keys, ids, strict=True):
+        wanted.setdefault(key, sid)  # a key given twice waits for its first id, as in Redis
 
     def serve(bc: Client, sdb: Database, key: bytes) -> bytes | None:
         v = sdb.lookup(key)

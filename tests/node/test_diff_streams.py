@@ -27,6 +27,15 @@ ADDS = [f"XADD s {i}-1 f{i % 3} {'v' * (i % 50)}" for i in range(1, 351)]
 BIG = [f"XADD b {i}-0 field {'x' * (i * 37 % 700)} other {i}" for i in range(1, 120)]
 SPREAD = [f"XADD s {i}-{i % 7} f{i % 3} {'v' * (i % 50)}" for i in range(1, 2600, 3)]
 
+MORE_CASES = [
+    Case("ids, duplicates, generic commands", ["XADD s 1-1 a 1", "SET k v", ("SCAN 0 TYPE stream", "scan"), "TYPE s", "OBJECT ENCODING s", "XADD s 2-1 a 2",
+  "XREAD STREAMS s s 0 1-1", "XREAD COUNT 1 STREAMS s s 0 1-1", "EXPIRE s 100", "XADD s 3-1 a 1", "TTL s", "DEBUG DIGEST-VALUE s", "COPY s s2", "XLEN s2",
+  "XGROUP CREATE s g 0", "XREADGROUP GROUP g c STREAMS s s > >", "XPENDING s g", "XREADGROUP GROUP g c STREAMS s s 0 0", "DEL s", "XINFO STREAM s2",
+  "XADD s MAXLEN 0 5-5 a 1", "XLEN s", "XINFO STREAM s", "EXISTS s", "XADD s 6-* a", "XADD s 6-* a 1", "XADD s 6-* a 1", "XADD s 6 a 1", "XADD s 7 a 1",
+  "XRANGE s 6 6", "XRANGE s 6-1 +", "XREVRANGE s + 6-1 COUNT 1", "XRANGE s - + COUNT 1 COUNT 2", "XRANGE s - + COUNT", "XDEL s 6-0 6-1 6-2 7-0", "XLEN s", "XINFO STREAM s",
+  "XADD s 8-0 a 1 b", "XADD s 8-0 a", "XSETID s 5-5", "XSETID s 7-0", "XADD s 7-0 a 1", "XINFO STREAM s"]),
+]
+
 NODE_CASES = [
     Case("approximate trimming", ADDS + [
         "XTRIM s MAXLEN ~ 300", "XLEN s", "XTRIM s MAXLEN ~ 290 LIMIT 50", "XLEN s",
@@ -59,4 +68,10 @@ def test_stream_basics_match_redis(diff_pair: Pair, proto: int) -> None:
 @pytest.mark.parametrize("proto", [2, 3])
 def test_stream_nodes_match_redis(diff_pair: Pair, proto: int) -> None:
     problems = check_cases(diff_pair, NODE_CASES, proto)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_stream_edges_match_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, MORE_CASES, proto)
     assert not problems, "\n".join(problems)

@@ -115,3 +115,13 @@ def test_keyspace_events(servers):  # noqa: F811
             admin.close()
             sub.close()
     assert got["ours"] == got["real"]
+
+
+def test_a_key_given_twice_waits_for_its_first_id(servers):  # noqa: F811
+    compare_scenario(servers, [
+        ("cmd", 9, "XADD", "s", "1-1", "a", "1"),
+        ("send", 1, "XREAD", "BLOCK", "0", "STREAMS", "s", "s", "5-0", "$"), ("blocked", 1),
+        ("cmd", 9, "XADD", "s", "2-1", "b", "2"), ("blocked", 1),
+        ("cmd", 9, "XADD", "s", "6-1", "c", "3"),
+        ("read", 1),
+    ])
