@@ -12,7 +12,7 @@ import hiredis
 
 from slotgate.node.persistence import rdb
 from tests.node.diff import Pair
-from tests.support import RawClient, running, slotgate_node
+from tests.support import RawClient, running, slotgate_node, wait_until
 
 
 def _value(raw: bytes) -> object:
@@ -105,6 +105,27 @@ def test_snapshot_keeps_streams(tmp_path: Path) -> None:
         _build(c)
         before = {k: _full(c, k) for k in KEYS}
         assert c.call("SAVE") == b"+OK\r\n"
+        c.close()
+        node.stop()
+        node.start()
+        c = RawClient(node.port)
+        try:
+            assert {k: _full(c, k) for k in KEYS} == before
+        finally:
+            c.close()
+
+
+def test_aof_rewrite_keeps_streams(tmp_path: Path) -> None:
+    node = slotgate_node(tmp_path, extra=["--appendonly", "yes"])
+    with running(node):
+        c = RawClient(node.port)
+        _build(c)
+        assert c.call("BGREWRITEAOF").startswith(b"+")
+        wait_until(lambda: b"aof_rewrite_in_progress:0" in c.call("INFO", "persistence")
+                   and b"aof_last_bgrewrite_status:ok" in c.call("INFO", "persistence"),
+                   what="AOF rewrite done")
+        c.call("XADD", "small", "9-9", "after", "rewrite")
+        before = {k: _full(c, k) for k in KEYS}
         c.close()
         node.stop()
         node.start()
