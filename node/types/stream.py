@@ -17,7 +17,7 @@ own PEL view of the same ``Nack`` objects).
 from __future__ import annotations
 
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 
 from slotgate.node.persistence.rdb_blobs import lp_entry
@@ -142,13 +142,50 @@ class Nack:
         self.consumer = consumer
 
 
+class Pel(dict):  # type: ignore[type-arg]
+    """A pending entries list: id -> Nack, with ``ids`` kept in id order (Redis' rax), so
+    range reads (XPENDING, XAUTOCLAIM, history reads) never sort the whole list."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[StreamID] = []
+
+    def __setitem__(self, sid: StreamID, nack: Nack) -> None:
+        if sid not in self:
+            ids = self.ids
+            if not ids or sid > ids[-1]:
+                ids.append(sid)
+            else:
+                insort(ids, sid)
+        super().__setitem__(sid, nack)
+
+    def __delitem__(self, sid: StreamID) -> None:
+        super().__delitem__(sid)
+        ids = self.ids
+        del ids[bisect_left(ids, sid)]
+
+    def discard(self, sid: StreamID) -> Nack | None:
+        """Remove ``sid`` if pending; its Nack or None."""
+        nack = self.get(sid)
+        if nack is not None:
+            del self[sid]
+        return nack
+
+    def from_id(self, start: StreamID) -> list[StreamID]:
+        """The pending ids >= ``start``, in order (a copy: safe to change the list meanwhile)."""
+        ids = self.ids
+        return ids[bisect_left(ids, start):]
+
+
 class Consumer:
     __slots__ = ("name", "seen_ms", "pel")
 
     def __init__(self, name: bytes, seen_ms: int) -> None:
         self.name = name
         self.seen_ms = seen_ms
-        self.pel: dict[StreamID, Nack] = {}
+        self.pel = Pel()
 
 
 class Group:
@@ -157,11 +194,8 @@ class Group:
     def __init__(self, last_id: StreamID, entries_read: int) -> None:
         self.last_id = last_id
         self.entries_read = entries_read
-        self.pel: dict[StreamID, Nack] = {}
+        self.pel = Pel()
         self.consumers: dict[bytes, Consumer] = {}
-
-    def sorted_pel(self) -> list[StreamID]:
-        return sorted(self.pel)
 
     def consumer(self, name: bytes, create: bool = True, refresh: bool = True) -> Consumer | None:
         """streamLookupConsumer (+ create): refreshes seen-time unless told not to."""
@@ -176,8 +210,8 @@ class Group:
         return cons
 
     def delete_consumer(self, cons: Consumer) -> None:
-        for sid in cons.pel:
-            self.pel.pop(sid, None)
+        for sid in cons.pel.ids:
+            self.pel.discard(sid)
         del self.consumers[cons.name]
 
 
@@ -394,5 +428,4 @@ class Stream:
                     nn = Nack(nc, nack.delivery_ms, nack.count)
                     nc.pel[sid] = nn
                     ng.pel[sid] = nn
-            ng.pel = dict(sorted(ng.pel.items()))
         return n

@@ -94,7 +94,7 @@ def encode(s: Stream, limits: object = None) -> bytes:
         out.append(_string(name))
         out += [rdb._len_bytes(g.last_id[0]), rdb._len_bytes(g.last_id[1]),
                 rdb._len_bytes(g.entries_read & U64)]
-        pel = sorted(g.pel)
+        pel = g.pel.ids
         out.append(rdb._len_bytes(len(pel)))
         for sid in pel:
             nack = g.pel[sid]
@@ -102,7 +102,7 @@ def encode(s: Stream, limits: object = None) -> bytes:
         out.append(rdb._len_bytes(len(g.consumers)))
         for cname, cons in sorted(g.consumers.items()):
             out += [_string(cname), _ms(cons.seen_ms), rdb._len_bytes(len(cons.pel))]
-            out += [_key(sid) for sid in sorted(cons.pel)]
+            out += [_key(sid) for sid in cons.pel.ids]
     return b"".join(out)
 
 

@@ -231,7 +231,7 @@ def xack(c: Client, argv: list[bytes]) -> bytes:
     ids = [strict_id(a) for a in argv[3:]]
     acked = 0
     for sid in ids:
-        nack = g.pel.pop(sid, None)
+        nack = g.pel.discard(sid)
         if nack is not None:
             del nack.consumer.pel[sid]
             acked += 1
@@ -267,7 +267,7 @@ def xpending(c: Client, argv: list[bytes]) -> bytes:
     if n == 3:
         if not g.pel:
             return b"*4\r\n:0\r\n" + c.null_bulk * 2 + c.null_array
-        ids = sorted(g.pel)
+        ids = g.pel.ids
         owners = [(name, len(cons.pel)) for name, cons in sorted(g.consumers.items()) if cons.pel]
         parts = [b"*4\r\n:%d\r\n" % len(ids), bulk_id(ids[0]), bulk_id(ids[-1]),
                  b"*%d\r\n" % len(owners)]
@@ -283,11 +283,9 @@ def xpending(c: Client, argv: list[bytes]) -> bytes:
         pel = cons.pel
     now = ms_now()
     out = []
-    for sid in sorted(pel):
+    for sid in pel.from_id(start):
         if not count or sid > end:
             break
-        if sid < start:
-            continue
         nack = pel[sid]
         if minidle and now - nack.delivery_ms < minidle:
             continue
@@ -421,7 +419,7 @@ def xautoclaim(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(no_key_or_group(key, gname))
     attempts = count * 10
     now = ms_now()
-    ids = [sid for sid in sorted(g.pel) if sid >= start]
+    ids = g.pel.from_id(start)
     pos = 0
     cons = None
     out: list[bytes] = []

@@ -101,17 +101,13 @@ def _full(c: Client, s: Stream, count: int) -> bytes:
     pairs.append((b"entries", b"*%d\r\n" % len(entries) + b"".join(entries)))
     groups = []
     for name, g in sorted(s.groups.items()):
-        pel = sorted(g.pel)
-        if count:
-            pel = pel[:count]
+        pel = g.pel.ids[:count] if count else g.pel.ids
         pend = b"".join(b"*4\r\n%s%s:%d\r\n:%d\r\n" % (
             bulk_id(sid), _bulk(g.pel[sid].consumer.name), g.pel[sid].delivery_ms,
             g.pel[sid].count) for sid in pel)
         conss = []
         for cname, cons in sorted(g.consumers.items()):
-            cpel = sorted(cons.pel)
-            if count:
-                cpel = cpel[:count]
+            cpel = cons.pel.ids[:count] if count else cons.pel.ids
             cpend = b"".join(b"*3\r\n%s:%d\r\n:%d\r\n" % (
                 bulk_id(sid), cons.pel[sid].delivery_ms, cons.pel[sid].count) for sid in cpel)
             conss.append(_map(c, [(b"name", _bulk(cname)), (b"seen-time", _int(cons.seen_ms)),

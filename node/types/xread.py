@@ -137,11 +137,8 @@ def read_history(c: Client, s: Stream, cons: Consumer, start: StreamID, count: i
     ``start``; a deleted entry comes back with a null field list."""
     out: list[bytes] = []
     now = ms_now()
-    for sid in sorted(cons.pel):
-        if sid < start:
-            continue
-        if count and len(out) >= count:
-            break
+    ids = cons.pel.from_id(start)
+    for sid in ids[:count] if count else ids:
         items = s.get(sid)
         out.append(entry_reply(sid, items, c.null_array))
         if items is not None:

@@ -80,7 +80,7 @@ def test_effects_match_what_redis_propagates(tmp_path: Path) -> None:
         _drive(ours.port)
         _drive(real.port)
         wait_until(lambda: _aof_commands(ours.cwd) == _aof_commands(real.cwd),
-                   timeout_s=3, what=lambda: "AOF difference:\n" + "\n".join(
+                   timeout_s=10, what=lambda: "AOF difference:\n" + "\n".join(
                        f"{o!r}\n{r!r}" for o, r in zip(_aof_commands(ours.cwd),
                                                      _aof_commands(real.cwd), strict=False)
                        if o != r))
