@@ -78,6 +78,7 @@ def node_listpack(node: Node) -> bytes:
 # LZF in pure Python runs at 1-7 MB/s: streams whose listpacks add up to more than this are
 # written uncompressed (still loadable everywhere, no longer byte-identical with Redis' DUMP)
 LZF_MAX_STREAM_BYTES = 256 * 1024
+LZF = {"on": True}  # rdbcompression, kept current by the server's apply_config
 
 
 def _string(b: bytes, lzf: bool = False) -> bytes:
@@ -94,7 +95,7 @@ def _ms(n: int) -> bytes:
 
 
 def encode(s: Stream, limits: object = None) -> bytes:
-    lzf = sum(node.nbytes() for node in s.nodes) <= LZF_MAX_STREAM_BYTES
+    lzf = LZF["on"] and sum(node.nbytes() for node in s.nodes) <= LZF_MAX_STREAM_BYTES
     out = [bytes((T_STREAM_LISTPACKS_2,)), rdb._len_bytes(len(s.nodes))]
     for node in s.nodes:
         out.append(_string(_key(node.master)))
