@@ -6,13 +6,14 @@ streams across a restart; damaged payloads are refused, never crash the node."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import hiredis
 
 from slotgate.node.persistence import rdb
 from tests.node.diff import Pair
-from tests.support import RawClient, running, slotgate_node, wait_until
+from tests.support import ManagedProcess, RawClient, running, slotgate_node, wait_until
 
 
 def _value(raw: bytes) -> object:
@@ -107,13 +108,13 @@ def test_damaged_payloads_are_refused(diff_pair: Pair) -> None:
         ours.close()
 
 
-def test_snapshot_keeps_streams(tmp_path: Path) -> None:
-    node = slotgate_node(tmp_path)
+def _survives_restart(node: ManagedProcess, persist: Callable[[RawClient], None]) -> None:
+    """Build the streams, ``persist`` them, restart: every stream reads back the same."""
     with running(node):
         c = RawClient(node.port)
         _build(c)
+        persist(c)
         before = {k: _full(c, k) for k in KEYS}
-        assert c.call("SAVE") == b"+OK\r\n"
         c.close()
         node.stop()
         node.start()
@@ -122,24 +123,19 @@ def test_snapshot_keeps_streams(tmp_path: Path) -> None:
             assert {k: _full(c, k) for k in KEYS} == before
         finally:
             c.close()
+
+
+def test_snapshot_keeps_streams(tmp_path: Path) -> None:
+    _survives_restart(slotgate_node(tmp_path), lambda c: c.call("SAVE"))
+
+
+def _rewrite(c: RawClient) -> None:
+    assert c.call("BGREWRITEAOF").startswith(b"+")
+    wait_until(lambda: b"aof_rewrite_in_progress:0" in c.call("INFO", "persistence")
+               and b"aof_last_bgrewrite_status:ok" in c.call("INFO", "persistence"),
+               what="AOF rewrite done")
+    c.call("XADD", "small", "9-9", "after", "rewrite")
 
 
 def test_aof_rewrite_keeps_streams(tmp_path: Path) -> None:
-    node = slotgate_node(tmp_path, extra=["--appendonly", "yes"])
-    with running(node):
-        c = RawClient(node.port)
-        _build(c)
-        assert c.call("BGREWRITEAOF").startswith(b"+")
-        wait_until(lambda: b"aof_rewrite_in_progress:0" in c.call("INFO", "persistence")
-                   and b"aof_last_bgrewrite_status:ok" in c.call("INFO", "persistence"),
-                   what="AOF rewrite done")
-        c.call("XADD", "small", "9-9", "after", "rewrite")
-        before = {k: _full(c, k) for k in KEYS}
-        c.close()
-        node.stop()
-        node.start()
-        c = RawClient(node.port)
-        try:
-            assert {k: _full(c, k) for k in KEYS} == before
-        finally:
-            c.close()
+    _survives_restart(slotgate_node(tmp_path, extra=["--appendonly", "yes"]), _rewrite)
