@@ -15,6 +15,7 @@ from slotgate.node.core.keyspace import NOTIFY_STREAM
 from slotgate.node.types.stream import (
     INVALID_READ,
     MIN_ID,
+    Consumer,
     Group,
     Nack,
     Stream,
@@ -301,6 +302,24 @@ def _claim_int(arg: bytes, what: str) -> int:
     return parse_int(arg, f"ERR Invalid {what} argument for XCLAIM")
 
 
+def _hand_over(c: Client, key: bytes, gname: bytes, g: Group, sid: StreamID, nack: Nack,
+               cons: Consumer, delivery_ms: int, retry: int, justid: bool, items: list[bytes],
+               effects: list[list[bytes]]) -> bytes:
+    """XCLAIM/XAUTOCLAIM: ``cons`` now owns ``sid`` (delivered at ``delivery_ms``; the count
+    set to ``retry`` if given, else one more unless JUSTID); the entry's reply."""
+    if nack.consumer is not cons:
+        del nack.consumer.pel[sid]
+    nack.delivery_ms = delivery_ms
+    if retry >= 0:
+        nack.count = retry
+    elif not justid:
+        nack.count += 1
+    nack.consumer = cons
+    cons.pel[sid] = nack
+    effects.append(xclaim_effect(key, gname, g, sid, nack))
+    return bulk_id(sid) if justid else entry_reply(sid, items, c.null_array)
+
+
 @command("xclaim")
 def xclaim(c: Client, argv: list[bytes]) -> bytes:
     key, gname = argv[1], argv[2]
@@ -374,17 +393,8 @@ def xclaim(c: Client, argv: list[bytes]) -> bytes:
             nack = Nack(cons, delivery)
             g.pel[sid] = nack
         assert nack is not None
-        if not fresh and nack.consumer is not cons:
-            del nack.consumer.pel[sid]
-        nack.delivery_ms = delivery
-        if retry >= 0:
-            nack.count = retry
-        elif not justid:
-            nack.count += 1
-        nack.consumer = cons
-        cons.pel[sid] = nack
-        out.append(bulk_id(sid) if justid else entry_reply(sid, items, c.null_array))
-        effects.append(xclaim_effect(key, gname, g, sid, nack))
+        out.append(_hand_over(c, key, gname, g, sid, nack, cons, delivery, retry, justid, items,
+                              effects))
         moved_last = False
     if moved_last:
         effects.append(setid_effect(key, gname, g))
@@ -441,16 +451,9 @@ def xautoclaim(c: Client, argv: list[bytes]) -> bytes:
         if minidle and now - nack.delivery_ms < minidle:
             continue
         cons = cons or claimer(c, g, argv[3], key)
-        if nack.consumer is not cons:
-            del nack.consumer.pel[sid]
-        nack.delivery_ms = now
-        if not justid:
-            nack.count += 1
-        nack.consumer = cons
-        cons.pel[sid] = nack
-        out.append(bulk_id(sid) if justid else entry_reply(sid, items, c.null_array))
+        out.append(_hand_over(c, key, gname, g, sid, nack, cons, now, -1, justid, items,
+                              effects))
         count -= 1
-        effects.append(xclaim_effect(key, gname, g, sid, nack))
     cursor = ids[pos] if pos < len(ids) else MIN_ID
     if effects:
         c.ks.dirty += len(effects)
