@@ -20,7 +20,9 @@ Optional tests (not in the default set), each its own redis-benchmark run with a
 prefilled identically on every server after each FLUSHALL: ``pfadd`` (``PFADD hll:bench
 e:__rand_int__``, ``-r 1000000``), ``pfcount3`` (``PFCOUNT`` of three HLLs of 10,000 elements
 each), ``geosearch`` (``GEOSEARCH ... FROMLONLAT 2.35 48.85 BYRADIUS 50 km ASC COUNT 10`` on 500
-points, seed 11), e.g. ``--split --tests pfadd,pfcount3,geosearch``.
+points, seed 11), ``xadd`` (``XADD stream:bench * f v:__rand_int__``), ``xreadgroup10``
+(``XREADGROUP GROUP g c COUNT 10 STREAMS stream:read 0``: the first 10 of the 100 entries
+pending for consumer c, of a 1,000-entry stream), e.g. ``--split --tests pfadd,pfcount3,geosearch``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ COMMANDS = {
     "pfcount3": ["PFCOUNT", "hll:1", "hll:2", "hll:3"],
     "geosearch": ["GEOSEARCH", "geo:bench", "FROMLONLAT", "2.35", "48.85", "BYRADIUS", "50", "km",
                   "ASC", "COUNT", "10"],
+    "xadd": ["XADD", "stream:bench", "*", "f", "v:__rand_int__"],
+    "xreadgroup10": ["XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "stream:read", "0"],
 }
 SERVER_CPU = "0"
 BENCH_CPU = "1"
@@ -75,6 +79,10 @@ def prefill(client) -> None:
     rng = random.Random(11)
     for i in range(500):
         pipe.geoadd("geo:bench", (rng.uniform(1.5, 3.2), rng.uniform(48.3, 49.4), f"p{i}"))
+    for i in range(1, 1001):
+        pipe.xadd("stream:read", {"f": f"v{i}", "n": str(i)}, id=f"{i}-0")
+    pipe.xgroup_create("stream:read", "g", id="0")
+    pipe.xreadgroup("g", "c", {"stream:read": ">"}, count=100)
     pipe.execute()
 
 

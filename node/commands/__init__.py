@@ -145,6 +145,10 @@ MODULES = [
     "slotgate.node.types.zsetops",
     "slotgate.node.types.hyperloglog",
     "slotgate.node.types.geo",
+    "slotgate.node.types.streams",
+    "slotgate.node.types.xread",
+    "slotgate.node.types.xgroups",
+    "slotgate.node.types.xinfo",
 ]
 
 

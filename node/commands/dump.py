@@ -55,7 +55,7 @@ def register_adapter(cls: type, kind: str, to_rdb: Callable[[Any], rdb.Value],
 
 # Type modules that provide ``rdb_adapters() -> list[(cls, kind, to_rdb, from_rdb)]``.
 _TYPE_MODULES = ("slotgate.node.types.lists", "slotgate.node.types.hashes", "slotgate.node.types.sets",
-                 "slotgate.node.types.zsets")
+                 "slotgate.node.types.zsets", "slotgate.node.types.streams")
 _wired = False
 
 

@@ -7,7 +7,7 @@ import hashlib
 import struct
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_ARRAY, OK
@@ -347,6 +347,9 @@ def object_digest(db: K.Database, key: bytes, v: object, start: bytes = bytes(20
         d = _mix(d, v)
     elif info.name == b"list":
         for item in cast(Iterable[bytes], v):
+            d = _mix(d, item)
+    elif info.name == b"stream":  # entries mixed in order, like a list
+        for item in cast(Any, v).digest_items():
             d = _mix(d, item)
     else:
         d = _xor(d, info.digest(v))  # sets, zsets, hashes: an xor of per-element digests

@@ -315,8 +315,6 @@ def serve_ready_keys(srv: Server) -> None:
                 st = bc.blocked
                 if st is None or st.db is not db:
                     continue
-                if db.lookup(key) is None:
-                    break
                 bc.propagate_as = None
                 dirty_before = ks.dirty
                 reply = st.serve(bc, db, key)

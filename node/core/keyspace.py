@@ -194,6 +194,8 @@ class Database:
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        if self.blocking and key in self.blocking:
+            self.signal_ready(key)  # a blocked XREADGROUP learns its key is gone
         if self.str_enc:
             self.str_enc.pop(key, None)
         if self.expires:
@@ -280,6 +282,9 @@ class Database:
     def clear(self) -> int:
         n = len(self.data)
         self.touch_all_watched()
+        for key in self.blocking:
+            if key in self.data:
+                self.signal_ready(key)
         self.data = {}
         self.expires = {}
         self.str_enc = {}
@@ -353,9 +358,8 @@ class Keyspace:
         da.touch_all_watched()
         db_.touch_all_watched()
         for d in (da, db_):
-            for key in d.blocking:
-                if key in d.data:
-                    d.signal_ready(key)
+            for key in d.blocking:  # a key gone by the swap answers a blocked XREADGROUP
+                d.signal_ready(key)
 
     def active_expire_cycle(self, budget: int = 20, max_rounds: int = 16) -> int:
         """Active expiry, like Redis' cursor walk over the expires table: per db, check the

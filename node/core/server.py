@@ -38,7 +38,7 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import Config
 from slotgate.node.core.keyspace import Keyspace
-from slotgate.node.types import hashes
+from slotgate.node.types import hashes, stream_rdb
 from slotgate.protocol.errors import MAX_CLIENTS
 from slotgate.protocol.resp import ProtocolError, RequestReader, error
 from slotgate.protocol.sdsrepr import sds_repr
@@ -155,6 +155,7 @@ class Server:
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
         self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
                                                    int(cfg.get("hash-max-listpack-value")))
+        stream_rdb.LZF["on"] = bool(cfg.get("rdbcompression"))
         for hook in self.config_hooks:
             hook()
 

@@ -349,6 +349,15 @@ _ENCODERS: dict[str, Callable[..., bytes]] = {
 }
 
 
+def register_codec(kind: str, encoder: Callable[..., bytes],
+                   decoders: dict[int, Callable[[_Reader], object]]) -> None:
+    """A type whose RDB form lives with the type (streams): its encoder (the value model is
+    its own class) and its decoders by RDB type byte."""
+    _ENCODERS[kind] = encoder
+    for code, fn in decoders.items():
+        _DECODERS[code] = (kind, fn)  # type: ignore[assignment]
+
+
 def encode_object(kind: str, value: Value, limits: EncodingLimits = DEFAULT_LIMITS) -> bytes:
     """The RDB type byte and object body (``rdbSaveObjectType`` + ``rdbSaveObject``)."""
     return _ENCODERS[kind](value, limits)

@@ -128,7 +128,46 @@ HLL_CMDS = [
          KEYS),
 ]
 
+# Streams: explicit ids only (a generated id is the clock's), groups and consumers from small
+# pools; never BLOCK. XPENDING and XINFO replies carry clock readings: the "times" normalizer.
+XIDS = st.sampled_from(["0", "0-1", "1", "1-1", "1-*", "2-0", "3-5", "5", "5-*", "9-9", "-", "+",
+                        "$", ">", "x", "(1-1", "18446744073709551615-18446744073709551615"])
+XFIELDS = st.lists(st.sampled_from(["a", "b", "1", "x" * 30]), min_size=1, max_size=4).map(
+    lambda fs: [w for f in fs for w in (f, f)])
+XGROUP_NAMES = st.sampled_from(["g1", "g2"])
+XCONSUMERS = st.sampled_from(["c1", "c2", "c3"])
+XTRIM_OPTS = st.sampled_from([[], ["MAXLEN", "2"], ["MAXLEN", "~", "1"], ["MINID", "3"],
+                              ["MINID", "~", "5", "LIMIT", "10"], ["MAXLEN", "=", "0"],
+                              ["NOMKSTREAM"], ["LIMIT", "1"]])
+STREAM_CMDS = [
+    _cmd(_lit("XADD"), KEYS, XTRIM_OPTS, XIDS, XFIELDS),
+    _cmd(st.sampled_from(["XRANGE", "XREVRANGE"]), KEYS, XIDS, XIDS,
+         _opt(["COUNT", "2"], ["COUNT", "0"])),
+    _cmd(_lit("XLEN"), KEYS),
+    _cmd(_lit("XDEL"), KEYS, st.lists(XIDS, min_size=1, max_size=3)),
+    _cmd(_lit("XTRIM"), KEYS, XTRIM_OPTS),
+    _cmd(_lit("XSETID"), KEYS, XIDS, _opt(["ENTRIESADDED", "9"], ["MAXDELETEDID", "1-1"])),
+    _cmd(_lit("XREAD"), _opt(["COUNT", "1"]), _lit("STREAMS"), KEYS, XIDS),
+    _cmd(_lit("XGROUP"), _lit("CREATE"), KEYS, XGROUP_NAMES, XIDS,
+         _opt(["MKSTREAM"], ["ENTRIESREAD", "2"])),
+    _cmd(_lit("XGROUP"), _lit("SETID"), KEYS, XGROUP_NAMES, XIDS),
+    _cmd(_lit("XGROUP"), st.sampled_from(["CREATECONSUMER", "DELCONSUMER"]), KEYS,
+         XGROUP_NAMES, XCONSUMERS),
+    _cmd(_lit("XGROUP"), _lit("DESTROY"), KEYS, XGROUP_NAMES),
+    _cmd(_lit("XREADGROUP"), _lit("GROUP"), XGROUP_NAMES, XCONSUMERS,
+         _opt(["COUNT", "1"], ["NOACK"]), _lit("STREAMS"), KEYS, XIDS),
+    _cmd(_lit("XACK"), KEYS, XGROUP_NAMES, st.lists(XIDS, min_size=1, max_size=2)),
+    _cmd(_lit("XPENDING"), KEYS, XGROUP_NAMES, _opt(["-", "+", "5"], ["-", "+", "5", "c1"])),
+    _cmd(_lit("XCLAIM"), KEYS, XGROUP_NAMES, XCONSUMERS, _lit("0"), XIDS,
+         _opt(["JUSTID"], ["FORCE"], ["RETRYCOUNT", "3"], ["LASTID", "9-9"])),
+    _cmd(_lit("XAUTOCLAIM"), KEYS, XGROUP_NAMES, XCONSUMERS, _lit("0"), XIDS,
+         _opt(["COUNT", "1"], ["JUSTID"])),
+    _cmd(_lit("XINFO"), st.sampled_from(["STREAM", "GROUPS"]), KEYS),
+    _cmd(_lit("XINFO"), _lit("CONSUMERS"), KEYS, XGROUP_NAMES),
+]
+
 FAMILIES: dict[str, list[st.SearchStrategy[list[str]]]] = {
+    "streams": STREAM_CMDS,
     "strings": STRING_CMDS,
     "keys": KEY_CMDS,
     "bitmaps": BITMAP_CMDS,

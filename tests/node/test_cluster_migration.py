@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slotgate.protocol.slots import key_slot
+from tests.node.diff import norm_stream_times
 from tests.support import (
     ManagedProcess,
     RawClient,
@@ -190,3 +191,52 @@ def test_blocked_client_redirected_like_real(real_pair: list[ManagedProcess],
     assert got == want
     assert got[0] == b"-MOVED %d 127.0.0.1:<A>\r\n" % SLOT
     assert got[1].startswith(b"-CLUSTERDOWN ")
+
+
+def stream_blocked_scenario(nodes: list[ManagedProcess]) -> list[bytes]:
+    """A stream with a group and a pending entry MIGRATEs away while readers block on its
+    slot: the XREADGROUP reader learns its key left, the XREAD reader is redirected when the
+    slot is reassigned; the stream arrives whole; then a reader blocked while its node loses
+    the slot to nobody."""
+    a, b = nodes
+    ida = a.client().execute_command("CLUSTER", "MYID")
+    idb = b.client().execute_command("CLUSTER", "MYID")
+    cb, ca = RawClient(b.port), RawClient(a.port)
+    cb.call("XADD", "{t}s", "1-1", "f", "v")
+    cb.call("XGROUP", "CREATE", "{t}s", "g", "0")
+    cb.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", "{t}s", ">")
+    reader = RawClient(b.port)
+    reader.send("XREAD", "BLOCK", "0", "STREAMS", "{t}q", "$")
+    group_reader = RawClient(b.port)
+    group_reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "{t}s", ">")
+    wait_blocked(b.port, 2)
+    replies = [ca.call("CLUSTER", "SETSLOT", SLOT, "IMPORTING", idb),
+               cb.call("CLUSTER", "SETSLOT", SLOT, "MIGRATING", ida),
+               cb.call("MIGRATE", "127.0.0.1", a.port, "{t}s", 0, 5000),
+               group_reader.call("PING"),
+               cb.call("CLUSTER", "SETSLOT", SLOT, "NODE", ida),
+               ca.call("CLUSTER", "SETSLOT", SLOT, "NODE", ida),
+               reader.call("PING"),
+               norm_stream_times(ca.call("XINFO", "STREAM", "{t}s", "FULL"))]
+    for conn in (reader, group_reader, cb):
+        conn.close()
+    ca.call("DEL", "{t}s")
+    ca.close()
+    blocked = RawClient(a.port)
+    blocked.send("XREAD", "BLOCK", "0", "STREAMS", "{t}s", "0")
+    wait_blocked(a.port, 1)
+    a.client().execute_command("CLUSTER", "DELSLOTS", SLOT)
+    replies.append(blocked.call("PING"))
+    blocked.close()
+    return [_norm(r, a.port, b.port, 1, ida, idb) for r in replies]
+
+
+def test_blocked_stream_readers_redirected_like_real(real_pair: list[ManagedProcess],
+                                                     our_pair: list[ManagedProcess]) -> None:
+    want = stream_blocked_scenario(real_pair)
+    got = stream_blocked_scenario(our_pair)
+    assert got == want
+    assert got[3] == b"-UNBLOCKED the stream key no longer exists\r\n"
+    assert got[6] == b"-MOVED %d 127.0.0.1:<A>\r\n" % SLOT
+    assert b"pel-count', 1" in got[7]
+    assert got[8].startswith(b"-CLUSTERDOWN ")

@@ -33,3 +33,11 @@ def test_random_core_sequences(diff_pair: Pair, proto: int, cmds: list[list[str]
 def test_random_mixed_types(diff_pair: Pair, proto: int, cmds: list[list[str]]) -> None:
     problems = run_argvs(diff_pair, _encode(cmds), proto)
     assert not problems, "\n".join(problems)
+
+
+@_SETTINGS
+@given(proto=st.sampled_from([2, 3]),
+       cmds=st.lists(command("streams", "keys"), min_size=40, max_size=100))
+def test_random_stream_sequences(diff_pair: Pair, proto: int, cmds: list[list[str]]) -> None:
+    problems = run_argvs(diff_pair, _encode(cmds), proto)
+    assert not problems, "\n".join(problems)
