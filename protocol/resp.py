@@ -866,10 +866,15 @@ _DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 # Beyond these decimal exponents a long double is 0 or overflows (LDBL_MAX ~ 1.19e4932).
 _LD_MIN_EXP10 = -4970
 _LD_MAX_EXP10 = 4932
+# Binary range: values at or above 2**16384 overflow; the subnormal grid is 2**-16445.
+_LD_MAX_EXP2 = 16383
+_LD_OVERFLOW = Fraction(2) ** (_LD_MAX_EXP2 + 1)
+_LD_SUBNORMAL_SCALE_EXP2 = 16445
 
 
 def to_long_double(v: float | int | str | bytes | Fraction) -> Fraction:
-    """``v`` rounded (half to even) to the nearest long double (64-bit significand), exact.
+    """``v`` rounded (half to even) to the nearest long double (64-bit significand; below
+    2**-16382 the subnormal grid of 2**-16445), exact.
 
     Text must be plain decimal (``b"10.5"``, ``"-1e3"``, no spaces): anything else raises
     ValueError, a magnitude beyond long double range OverflowError, and values below it give 0.
@@ -894,10 +899,56 @@ def to_long_double(v: float | int | str | bytes | Fraction) -> Fraction:
     exp = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** exp > a:
         exp -= 1
-    # a in [2**exp, 2**(exp+1)): keep LONG_DOUBLE_MANT_BITS bits.
-    scale = Fraction(2) ** (LONG_DOUBLE_MANT_BITS - 1 - exp)
-    m = round(a * scale)  # round() on a Fraction is half-to-even
-    return sign * Fraction(m) / scale
+    # a in [2**exp, 2**(exp+1)): keep LONG_DOUBLE_MANT_BITS bits (fewer when subnormal).
+    scale = Fraction(2) ** min(LONG_DOUBLE_MANT_BITS - 1 - exp, _LD_SUBNORMAL_SCALE_EXP2)
+    m = round(a * scale)  # round() on a Fraction is half to even
+    out = Fraction(m) / scale
+    if out >= _LD_OVERFLOW:
+        raise OverflowError("long double overflow")
+    return sign * out
+
+
+_HEX_TEXT = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?\d+))?")
+
+
+def parse_long_double(text: str) -> Fraction | float:
+    """Redis' string2ld (strtold, then its checks): decimal or hexadecimal text (``0x1.8p3``)
+    or inf/infinity, nothing around it. Returns the long double (an exact Fraction), or a
+    float infinity. Raises ValueError for anything else, for nan, and where strtold reports a
+    range error: a magnitude beyond long double range, or a non-zero value that rounds to 0."""
+    body = text[1:] if text[:1] in "+-" else text
+    if body.lower() in ("inf", "infinity"):
+        return -math.inf if text[:1] == "-" else math.inf
+    m = _HEX_TEXT.fullmatch(text)
+    if m is None:
+        try:
+            v = to_long_double(text)
+        except OverflowError:
+            raise ValueError("long double overflow") from None
+        if v == 0 and Decimal(text) != 0:
+            raise ValueError("long double underflow")
+        return v
+    sign, whole, frac, power = m.groups()
+    frac = frac or ""
+    if not whole and not frac:
+        raise ValueError("no digits")
+    mant = int(whole + frac or "0", 16)
+    exp2 = int(power or "0") - 4 * len(frac)
+    if mant == 0:
+        return Fraction(0)
+    top = mant.bit_length() + exp2  # the value is below 2**top
+    if top > _LD_MAX_EXP2 + 1:
+        raise ValueError("long double overflow")
+    if top < -_LD_SUBNORMAL_SCALE_EXP2 - 1:
+        raise ValueError("long double underflow")
+    exact = Fraction(mant) * Fraction(2) ** exp2
+    try:
+        v = to_long_double(-exact if sign == "-" else exact)
+    except OverflowError:
+        raise ValueError("long double overflow") from None
+    if v == 0:
+        raise ValueError("long double underflow")
+    return v
 
 
 def format_long_double(x: float | int | str | bytes | Fraction) -> bytes:

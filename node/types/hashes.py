@@ -10,7 +10,6 @@ HSCAN (everything in one call, cursor 0) and OBJECT ENCODING match Redis exactly
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from fractions import Fraction
@@ -33,7 +32,7 @@ from slotgate.node.types.typeutil import (
     typed_lookups,
     xor_digest,
 )
-from slotgate.protocol.resp import format_long_double, to_long_double
+from slotgate.protocol.resp import format_long_double, parse_long_double
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -272,17 +271,12 @@ def hincrby(c: Client, argv: list[bytes]) -> bytes:
 
 def _long_double(raw: bytes, err: str) -> Fraction | float:
     """string2ld: the exact long double (a Fraction), or +-inf; CommandError(err) otherwise."""
-    if not raw or raw[:1].isspace() or raw[-1:].isspace() or b"_" in raw or len(raw) > 5000:
+    if not raw or len(raw) > 5000:
         raise CommandError(err)
     try:
-        x = float(raw)
+        return parse_long_double(raw.decode("latin-1"))
     except ValueError:
         raise CommandError(err) from None
-    if math.isnan(x):
-        raise CommandError(err)
-    if math.isinf(x):
-        return x
-    return to_long_double(raw)
 
 
 @command("hincrbyfloat")
@@ -296,7 +290,10 @@ def hincrbyfloat(c: Client, argv: list[bytes]) -> bytes:
     cur = _long_double(old, HASH_NOT_FLOAT) if old is not None else Fraction(0)
     if isinstance(cur, float):
         raise CommandError(WOULD_BE_NAN_OR_INF)
-    text = format_long_double(cur + incr)
+    try:
+        text = format_long_double(cur + incr)
+    except OverflowError:
+        raise CommandError(WOULD_BE_NAN_OR_INF) from None
     _store_number(c, h, key, field, text, b"hincrbyfloat")
     c.propagate_as = [[b"HSET", key, field, text]]
     return _bulk(text)

@@ -7,7 +7,6 @@ propagated as absolute (``SET .. PXAT``, ``PEXPIREAT``), INCRBYFLOAT as ``SET ..
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -33,8 +32,8 @@ from slotgate.protocol.resp import (
     bulk,
     format_long_double,
     integer,
-    to_long_double,
 )
+from slotgate.protocol.resp import parse_long_double as resp_parse_long_double
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -461,22 +460,12 @@ def decrby(c: Client, argv: list[bytes]) -> bytes:
 def parse_long_double(raw: bytes, err: str = NOT_FLOAT) -> Fraction | float:
     """string2ld (strtold): decimal or hex text, inf/infinity; no surrounding spaces, no nan.
     Returns the exact value as a long double (Fraction), or a float infinity."""
-    if not raw or raw[:1].isspace() or raw[-1:].isspace() or len(raw) > 5000 or b"_" in raw:
+    if not raw or len(raw) > 5000:
         raise CommandError(err)
-    text = raw.decode("latin-1")
-    body = text.lstrip("+-")
     try:
-        if body[:2].lower() == "0x":
-            x = float.fromhex(text)
-            return x if math.isinf(x) else to_long_double(Fraction(x))
-        x = float(text)
-    except (ValueError, OverflowError):
+        return resp_parse_long_double(raw.decode("latin-1"))
+    except ValueError:
         raise CommandError(err) from None
-    if math.isnan(x):
-        raise CommandError(err)
-    if math.isinf(x) and body.lower() in ("inf", "infinity"):
-        return x
-    return to_long_double(text)
 
 
 @command("incrbyfloat")
@@ -490,8 +479,10 @@ def incrbyfloat(c: Client, argv: list[bytes]) -> bytes:
     inc = parse_long_double(argv[2])
     if isinstance(cur, float) or isinstance(inc, float):
         raise CommandError("ERR increment would produce NaN or Infinity")
-    total = cur + inc
-    new = format_long_double(total)
+    try:
+        new = format_long_double(cur + inc)
+    except OverflowError:
+        raise CommandError("ERR increment would produce NaN or Infinity") from None
     db.set(key, new, keep_ttl=True)
     db.mark_encoding(key, b"embstr" if len(new) <= 44 else b"raw")
     c.ks.dirty += 1
