@@ -118,7 +118,7 @@ def config_get(c: Client, argv: list[bytes]) -> bytes:
 @command("config|set")
 def config_set(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) % 2:
-        raise CommandError(errors.wrong_args("config|set"))
+        raise CommandError(SYNTAX)
     cfg = c.server.config
     pairs: list[tuple[str, str]] = []
     seen: set[str] = set()

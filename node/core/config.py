@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slotgate.node.core.config_table import EXTRA_ROWS, MULTI_ARG_KINDS, SET_REFUSED, SPECIAL_KINDS
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol.acl_lines import check_user_line
 from slotgate.protocol.resp import split_args
@@ -175,6 +176,8 @@ _TABLE = [
     _d("cluster-preferred-endpoint-type", "enum", "ip", choices=("ip", "hostname", "unknown-endpoint")),
     _d("cluster-link-sendbuf-limit", "memory", 0, 0, _LL),
 ]
+_DEFINED_HERE = {d.name for d in _TABLE}
+_TABLE += [Directive(*row) for row in EXTRA_ROWS if row[0] not in _DEFINED_HERE]
 
 _ALIASES = {
     "slaveof": "replicaof", "slave-read-only": "replica-read-only",
@@ -222,6 +225,11 @@ def parse_value(d: Directive, args: Sequence[str]) -> Any:
     """Validate and convert ``args`` (already split) for directive ``d``."""
     text = " ".join(args)
     kind = d.kind
+    if kind in SPECIAL_KINDS:
+        try:
+            return SPECIAL_KINDS[kind](text)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if kind == "bool":
         low = text.lower()
         if low not in ("yes", "no"):
@@ -329,7 +337,7 @@ class Config:
         d = DIRECTIVES[key]
         if key == "replicaof" and len(args) == 2:  # "replicaof <host> <port>"
             args = [" ".join(args)]
-        if d.kind not in ("save", "bind", "oblimit") and len(args) != 1:
+        if d.kind not in MULTI_ARG_KINDS and len(args) != 1:
             raise ConfigError("wrong number of arguments")
         self.values[key] = parse_value(d, args)
 
@@ -366,6 +374,11 @@ class Config:
             self.values[key] = parse_value(d, args) if args else ""
         else:
             self.values[key] = parse_value(d, [value])
+        refused = SET_REFUSED.get((key, self.values[key]))
+        if refused is not None:
+            raise ConfigError(refused)
+        if key == "hz":  # kept within 1..500, as Redis does
+            self.values[key] = max(1, min(500, self.values[key]))
 
     def rewrite_lines(self) -> list[str]:
         """Non-default settings as redis.conf lines (for CONFIG REWRITE)."""
