@@ -145,6 +145,7 @@ MODULES = [
     "slotgate.node.types.zsetops",
     "slotgate.node.types.hyperloglog",
     "slotgate.node.types.geo",
+    "slotgate.node.commands.module", "slotgate.node.commands.lolwut",
 ]
 
 
