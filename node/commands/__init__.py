@@ -146,6 +146,7 @@ MODULES = [
     "slotgate.node.types.hyperloglog",
     "slotgate.node.types.geo",
     "slotgate.node.commands.module", "slotgate.node.commands.lolwut",
+    "slotgate.node.commands.latency_cmds",
 ]
 
 
