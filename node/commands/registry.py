@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from slotgate.node.core.latency import SMALL_US
+from slotgate.node.core.latency import SMALL_BUCKETS
 from slotgate.protocol import commands as pc
 
 if TYPE_CHECKING:
@@ -79,9 +79,9 @@ class Command:
         self.usec = 0
         self.failed_calls = 0
         self.rejected_calls = 0
-        # latency-tracking: calls by duration in µs (node/core/latency.py)
+        # latency-tracking: calls by duration (node/core/latency.py)
         self.fast = "fast" in flags
-        self.lat_small = [0] * SMALL_US
+        self.lat_small = [0] * SMALL_BUCKETS
         self.lat_big: dict[int, int] = {}
 
 

@@ -31,7 +31,7 @@ from slotgate.node.core.client import (
     Client,
 )
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.latency import SMALL_US, record_long
+from slotgate.node.core.latency import record_long, record_ns
 from slotgate.protocol.commands import unknown_command_error
 from slotgate.protocol.slots import key_slot
 
@@ -123,13 +123,14 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 srv.count_error(reply)
             t0_ns = t_ns
             t_ns = clock_ns()
-            if track:
-                if (us := (t_ns - t0_ns) // 1000) < SMALL_US:
-                    cmd.lat_small[us] += 1
-                else:
-                    record_long(cmd.lat_big, us)
-            if t_ns - t0_ns >= slow_ns:
-                srv.command_took(c, cmd, argv, (t_ns - t0_ns) // 1000)
+            took_ns = t_ns - t0_ns
+            if track:  # latency-tracking: the command's histogram (node/core/latency.py)
+                try:
+                    cmd.lat_small[took_ns >> 10] += 1
+                except IndexError:
+                    record_long(cmd.lat_big, took_ns)
+            if took_ns >= slow_ns:
+                srv.command_took(c, cmd, argv, took_ns // 1000)
         if reply is BLOCKED:
             if run_cmd is not None:
                 _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
@@ -298,10 +299,7 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     cmd.usec += us
     srv.stat_numcommands += 1
     if srv.latency_tracking:
-        if us < SMALL_US:
-            cmd.lat_small[us] += 1
-        else:
-            record_long(cmd.lat_big, us)
+        record_ns(cmd, us * 1000)
     if us >= srv.timing_threshold_us:
         srv.command_took(c, cmd, argv, us)
     if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):

@@ -10,10 +10,16 @@ to 1 s): a duration counts in the HDR bucket its nanoseconds fall in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slotgate.node.commands.registry import Command
 
 TS_LEN = 160
 GRAPH_COLS = 80
-SMALL_US = 64  # durations below this many microseconds are counted in a list, the rest in a dict
+# A command's durations: the fast path counts one below 64 * 1024 ns in ``lat_small[ns >> 10]``
+# (one index, no division), a longer one by its HDR bucket in ``lat_big`` (record_long).
+SMALL_BUCKETS = 64
 _MAX_NS = 1_000_000_000
 
 
@@ -219,19 +225,27 @@ def hdr_top(ns: int) -> int:
     return (((ns >> shift) + 1) << shift) - 1
 
 
-def record_long(big: dict[int, int], us: int) -> None:
-    """Count a duration of ``SMALL_US`` µs or more in its HDR bucket (floor in ns): at most
-    a few thousand buckets up to the 1 s the histogram holds (longer ones count there)."""
-    key = hdr_floor(min(us * 1000, _MAX_NS))
+def record_long(big: dict[int, int], ns: int) -> None:
+    """Count a duration in its HDR bucket (floor in ns) after truncating it to whole µs, as
+    Redis: at most a few thousand buckets up to the 1 s the histogram holds."""
+    key = hdr_floor(min(max(ns // 1000 * 1000, 1), _MAX_NS))
     big[key] = big.get(key, 0) + 1
 
 
+def record_ns(cmd: Command, ns: int) -> None:
+    try:
+        cmd.lat_small[ns >> 10] += 1
+    except IndexError:
+        record_long(cmd.lat_big, ns)
+
+
 def fold_counts(small: list[int], big: dict[int, int]) -> dict[int, int]:
-    """A command's counts as HDR buckets: bucket floor (ns) -> calls, ascending."""
+    """A command's counts as HDR buckets: bucket floor (ns) -> calls, ascending. A count of
+    ``small[b]`` (b * 1024 ns and up) is taken at its middle, truncated to whole µs."""
     out = dict(big)
-    for us, n in enumerate(small):
+    for b, n in enumerate(small):
         if n:
-            key = hdr_floor(max(us * 1000, 1))
+            key = hdr_floor(max((b * 1024 + 512) // 1000 * 1000, 1))
             out[key] = out.get(key, 0) + n
     return dict(sorted(out.items()))
 
