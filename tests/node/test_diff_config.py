@@ -107,3 +107,21 @@ def test_no_effect_directives_documented() -> None:
     doc = (Path(__file__).parents[2] / "docs" / "COMPATIBILITY.md").read_text()
     missing = [name for name in NO_EFFECT if f"`{name}`" not in doc]
     assert missing == []
+
+
+def test_logfile_opened_in_dir(tmp_path: Path) -> None:
+    """``logfile`` names a file in ``dir`` whichever comes first; CONFIG GET dir is absolute."""
+    import sys
+
+    from tests.support import ManagedProcess, free_port
+
+    port = free_port()
+    work = tmp_path / "x"
+    argv = [sys.executable, "-m", "slotgate.node", "--logfile", "log.txt", "--port", str(port),
+            "--bind", "127.0.0.1", "--save", "", "--dir", str(work)]
+    proc = ManagedProcess(argv, port, tmp_path, "stdout.log").start()
+    try:
+        assert (work / "log.txt").exists() and not (tmp_path / "log.txt").exists()
+        assert proc.client().config_get("dir")["dir"] == str(work)
+    finally:
+        proc.stop()
