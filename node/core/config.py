@@ -66,7 +66,7 @@ _TABLE = [
     _d("masterauth", "string", ""),
     _d("masteruser", "string", ""),
     _d("unixsocket", "string", "", mutable=False),
-    _d("unixsocketperm", "int", 0, 0, 0o777, mutable=False),
+    _d("unixsocketperm", "octal", 0, 0, 0o777, mutable=False),
     _d("tls-port", "int", 0, 0, 65535),
     # general
     _d("daemonize", "bool", False, mutable=False),
@@ -108,7 +108,7 @@ _TABLE = [
         "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
         "allkeys-lfu", "allkeys-random", "noeviction")),
     _d("maxmemory-samples", "int", 5, 1, 64),
-    _d("maxmemory-clients", "memory", 0, 0, _LL),
+    _d("maxmemory-clients", "mempct", 0, 0, _LL),  # < 0: -percent of maxmemory
     _d("hash-max-listpack-entries", "int", 512, 0, _LL),
     _d("hash-max-listpack-value", "memory", 64, 0, _LL),
     _d("list-max-listpack-size", "int", -2, -2**31, 2**31 - 1),
@@ -237,6 +237,23 @@ def parse_value(d: Directive, args: Sequence[str]) -> Any:
         return low == "yes"
     if kind == "int":
         return _check_range(d, _parse_int(text))
+    if kind == "mempct":  # a memory value, or a percentage of maxmemory kept as -percent
+        if re.fullmatch(r"\d+%", text):
+            if int(text[:-1]) > 100:
+                raise ConfigError("percentage argument must be less or equal to 100")
+            return -int(text[:-1])
+        try:
+            return parse_value(Directive(d.name, "memory", 0, d.lo, d.hi), args)
+        except ConfigError as e:
+            if str(e) != "argument must be a memory value":
+                raise
+            raise ConfigError("argument must be a memory or percent value") from None
+    if kind == "octal":
+        if not re.fullmatch(r"[0-7]+", text):
+            raise ConfigError("argument couldn't be parsed as an octal number")
+        if int(text, 8) > d.hi:
+            raise ConfigError(f"argument must be between {d.lo:o} and {d.hi:o} inclusive")
+        return int(text, 8)
     if kind == "memory":
         if text.startswith("-"):  # memtoull: a memory value is never negative
             raise ConfigError("argument must be a memory value")
@@ -289,6 +306,10 @@ def format_value(d: Directive, value: Any) -> str:
         return "yes" if value else "no"
     if d.kind == "oblimit":
         return _normalize_oblimit(str(value))
+    if d.kind == "octal":
+        return f"{value:o}"
+    if d.kind == "mempct" and value < 0:
+        return f"{-value}%"
     return str(value)
 
 

@@ -83,6 +83,13 @@ CASES = [
         "CONFIG SET active-defrag-ignore-bytes 1kb hz 5 active-defrag-cycle-min 100",
         ("CONFIG GET active-defrag-*", "pairs"), "CONFIG GET hz",
         ("CONFIG GET tls-*", "pairs"), ("CONFIG GET *cpulist", "pairs"),
+        "CONFIG SET maxmemory-clients 5%", "CONFIG GET maxmemory-clients",
+        "CONFIG SET maxmemory-clients 101%", "CONFIG SET maxmemory-clients -5%",
+        "CONFIG SET maxmemory-clients 1.5%", "CONFIG SET maxmemory-clients x%",
+        "CONFIG SET maxmemory-clients 0%", "CONFIG GET maxmemory-clients",
+        "CONFIG SET maxmemory-clients 1gb", "CONFIG GET maxmemory-clients",
+        "CONFIG SET maxmemory-clients 0", "CONFIG SET unixsocketperm 700",
+        "CONFIG GET unixsocketperm",
     ]),
 ]
 
@@ -125,3 +132,21 @@ def test_logfile_opened_in_dir(tmp_path: Path) -> None:
         assert proc.client().config_get("dir")["dir"] == str(work)
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("unixsocketperm 7777", "argument must be between 0 and 777 inclusive"),
+    ("unixsocketperm 779", "argument couldn't be parsed as an octal number"),
+    ("maxmemory-clients 101%", "percentage argument must be less or equal to 100"),
+])
+def test_start_up_errors_as_redis(line: str, reason: str) -> None:
+    name, value = line.split()
+    with pytest.raises(C.ConfigError) as e:
+        C.load([f"--{name}", value])
+    assert str(e.value).strip().splitlines()[-1] == reason
+
+
+def test_stock_redis_conf_values() -> None:
+    cfg = C.load(["--unixsocketperm", "700", "--maxmemory-clients", "5%"])
+    got = dict(cfg.config_get(b"*"))
+    assert got["unixsocketperm"] == "700" and got["maxmemory-clients"] == "5%"
