@@ -119,3 +119,26 @@ def test_slowlog_entry_has_client_address_and_name(pair: tuple[RawClient, RawCli
         entry = reply[0]
         assert entry[3] == [b"SET", b"k", b"v"] and entry[5] == b"lat-test"
         assert re.fullmatch(rb"127\.0\.0\.1:\d+", entry[4])
+
+
+def test_latency_replies_in_resp3(pair: tuple[RawClient, RawClient]) -> None:
+    """RESP3: HISTOGRAM answers maps, GRAPH and DOCTOR verbatim text, LATEST arrays."""
+    ours, real = pair
+    for c in pair:
+        c.call("HELLO", "3")
+    try:
+        for args in (("CONFIG", "SET", "latency-monitor-threshold", "5"), ("LATENCY", "RESET"),
+                     ("DEBUG", "SLEEP", "0.02"), ("SET", "a", "b")):
+            _both(pair, *args)
+        for args in (("LATENCY", "HISTOGRAM", "set"), ("LATENCY", "GRAPH", "command"),
+                     ("LATENCY", "DOCTOR"), ("LATENCY", "LATEST"),
+                     ("LATENCY", "HISTORY", "command")):
+            a, b = ours.call(*args), real.call(*args)
+            if args[1] == "HISTOGRAM":  # how many levels depends on the durations
+                a, b = (x.split(b"histogram_usec\r\n")[0] + x.split(b"histogram_usec\r\n")[1][:1]
+                        for x in (a, b))
+            assert re.sub(rb"\d+", b"N", a) == re.sub(rb"\d+", b"N", b), args
+    finally:
+        for c in pair:
+            c.call("HELLO", "2")
+        _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
