@@ -17,6 +17,7 @@ from typing import Any
 from slotgate.node.core.config_table import EXTRA_ROWS, MULTI_ARG_KINDS, SET_REFUSED, SPECIAL_KINDS
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol.acl_lines import check_user_line
+from slotgate.protocol.commands import command_list
 from slotgate.protocol.resp import split_args
 from slotgate.protocol.sdsrepr import sds_repr
 
@@ -340,6 +341,8 @@ class Config:
         self._saw_save = False
         self.config_file: str | None = None
         self.acl_users: list[list[bytes]] = []  # ``user`` lines: name, rules (node/commands/acl.py)
+        # ``rename-command old new`` lines, in order (new b"": the command is removed)
+        self.renamed_commands: list[tuple[bytes, bytes]] = []
 
     def __getattr__(self, attr: str) -> Any:
         try:
@@ -425,6 +428,19 @@ def fatal_message(line_no: int, line: str, reason: str) -> str:
     )
 
 
+def _check_rename(done: list[tuple[bytes, bytes]], old: bytes, new: bytes) -> None:
+    """Redis' checks of a ``rename-command`` line against the command table so far."""
+    names = {n.lower() for n in command_list()}
+    for a, b in done:
+        names.discard(a)
+        if b:
+            names.add(b)
+    if old.lower() not in names:
+        raise ConfigError("No such command in rename-command")
+    if new and new.lower() in names - {old.lower()}:
+        raise ConfigError("Target command name already exists")
+
+
 def load(argv: Sequence[str]) -> Config:
     """Build a Config from ``slotgate-node [config-file] [--directive value ...]``.
 
@@ -473,6 +489,10 @@ def load(argv: Sequence[str]) -> Config:
                         words_b[1:], [u[0] for u in cfg.acl_users]))
                 except ValueError as e:
                     raise ConfigError(str(e)) from None
+                continue
+            if name.lower() == "rename-command" and len(vals) == 2:
+                _check_rename(cfg.renamed_commands, words_b[1], words_b[2])
+                cfg.renamed_commands.append((words_b[1].lower(), words_b[2].lower()))
                 continue
             if name.lower() == "include":
                 raise ConfigError("include is not supported")

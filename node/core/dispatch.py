@@ -198,6 +198,9 @@ _PUSHING = frozenset({b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscrib
 
 def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     srv = c.server
+    if cmd is None and argv[0].lower() in srv.renamed_away:
+        return _rejected(c, False, b"-" + unknown_command_error(argv, removed=True) + b"\r\n",
+                         formatted=True)
     real, rejected = resolve(cmd, argv)
     if rejected is not None:
         return _rejected(c, argv[0].lower() == b"exec", rejected, formatted=True)

@@ -144,6 +144,14 @@ class Server:
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
         for mod in subsystems:
             mod.install(self)
+        self.renamed_away: set[bytes] = set()  # names rename-command took away
+        for old, new in config.renamed_commands:  # rename-command lines
+            self.renamed_away.add(old)
+            self.renamed_away.discard(new)
+            renamed = self.table.pop(old, None)
+            self.table.pop(old.upper(), None)
+            if renamed is not None and new:
+                self.table[new] = self.table[new.upper()] = renamed
         self.apply_config()
 
     # -- configuration-derived state -------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from slotgate.node.core import config as C
 from slotgate.node.core.config_table import NO_EFFECT
 from tests.node.diff import Case, Pair, check_cases
-from tests.support import node_and_redis
+from tests.support import RawClient, node_and_redis
 
 # Values that differ by nature between two processes started side by side: each listens on
 # its own port and works in its own directory.
@@ -150,3 +150,29 @@ def test_stock_redis_conf_values() -> None:
     cfg = C.load(["--unixsocketperm", "700", "--maxmemory-clients", "5%"])
     got = dict(cfg.config_get(b"*"))
     assert got["unixsocketperm"] == "700" and got["maxmemory-clients"] == "5%"
+
+
+def test_rename_command(tmp_path: Path) -> None:
+    extra = ["--rename-command", "config", "cfg", "--rename-command", "flushall", ""]
+    with node_and_redis(tmp_path, extra) as procs:
+        replies = []
+        for side in ("ours", "real"):
+            with RawClient(procs[side].port) as c:
+                replies.append([c.call(*args) for args in (
+                    ("CFG", "GET", "maxclients"), ("cfg", "get", "maxclients"),
+                    ("CONFIG", "GET", "maxclients"), ("FLUSHALL",), ("SET", "a", "1"),
+                    ("GET", "a"))])
+        assert replies[0] == replies[1]
+        assert replies[0][0].startswith(b"*2") and replies[0][2].startswith(b"-ERR unknown")
+
+
+@pytest.mark.parametrize("words, reason", [
+    (["nosuch", "x"], "No such command in rename-command"),
+    (["get", "set"], "Target command name already exists"),
+    (["get", "a", "--rename-command", "get", "b"], "No such command in rename-command"),
+])
+def test_rename_command_errors(words: list[str], reason: str) -> None:
+    with pytest.raises(C.ConfigError) as e:
+        C.load(["--rename-command", *words])
+    assert str(e.value).strip().splitlines()[-1] == reason
+    assert C.load(["--rename-command", "get", "GET"]).renamed_commands == [(b"get", b"get")]
