@@ -142,3 +142,19 @@ def test_latency_replies_in_resp3(pair: tuple[RawClient, RawClient]) -> None:
         for c in pair:
             c.call("HELLO", "2")
         _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
+
+
+def test_fast_command_event(pair: tuple[RawClient, RawClient]) -> None:
+    """A command flagged fast (EXISTS over many keys) is a ``fast-command`` event, with the
+    doctor's scheduler advice."""
+    _both(pair, "LATENCY", "RESET")
+    _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "1")
+    try:
+        _both(pair, "EXISTS", *[f"k{i}" for i in range(300_000)])
+        latest = _both(pair, "LATENCY", "LATEST")
+        assert _shape(latest[0]) == _shape(latest[1]) == [[b"fast-command", "int", "int", "int"]]
+        doctor = _both(pair, "LATENCY", "DOCTOR")
+        assert _shape(doctor[0]) == _shape(doctor[1])
+    finally:
+        _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
+        _both(pair, "LATENCY", "RESET")
