@@ -77,15 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(str(e), file=sys.stderr)
         return 1
-    _setup_logging(str(cfg.get("loglevel")), str(cfg.get("logfile")))
-    log = logging.getLogger("node")
     workdir = str(cfg.get("dir"))
     try:
         os.makedirs(workdir, exist_ok=True)
         os.chdir(workdir)
     except OSError as e:
-        log.error("Can't chdir to '%s': %s", workdir, e.strerror)
+        print(f"Can't chdir to '{workdir}': {e.strerror}", file=sys.stderr)
         return 1
+    cfg.values["dir"] = os.getcwd()  # CONFIG GET dir shows the working directory, as Redis
+    # the log file is opened in ``dir``, wherever the two directives stand (Redis opens it
+    # relative to the working directory that ``dir`` set)
+    _setup_logging(str(cfg.get("loglevel")), str(cfg.get("logfile")))
+    log = logging.getLogger("node")
     # Imported here: --version and a config error answer without loading the node.
     from slotgate.node.core.server import Server
 

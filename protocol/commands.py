@@ -493,9 +493,10 @@ def _c_arg(raw: bytes, limit: int) -> bytes:
     return raw.split(b"\0", 1)[0][:limit]
 
 
-def unknown_command_error(argv: Sequence[bytes]) -> bytes:
-    """Redis' text for a command ``lookup`` returned None for (without the leading ``-``)."""
-    container = COMMANDS.get(argv[0].lower()) if argv else None
+def unknown_command_error(argv: Sequence[bytes], removed: bool = False) -> bytes:
+    """Redis' text for a command ``lookup`` returned None for (without the leading ``-``);
+    ``removed``: the name is not in the server's table at all (``rename-command``)."""
+    container = COMMANDS.get(argv[0].lower()) if argv and not removed else None
     if container is not None and container.subcommands and len(argv) > 1:
         text = b"ERR unknown subcommand '%s'. Try %s HELP." % (
             _c_arg(argv[1], 128), _c_arg(argv[0], 1 << 30).upper())

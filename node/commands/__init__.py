@@ -149,6 +149,8 @@ MODULES = [
     "slotgate.node.types.xread",
     "slotgate.node.types.xgroups",
     "slotgate.node.types.xinfo",
+    "slotgate.node.commands.module", "slotgate.node.commands.lolwut",
+    "slotgate.node.commands.latency_cmds",
 ]
 
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from slotgate.node.commands.registry import command
 from slotgate.node.core.config import REDIS_VERSION
+from slotgate.node.core.config_table import format_percentile, parse_percentiles
+from slotgate.node.core.latency import fold_counts, percentile_us
 from slotgate.protocol.resp import verbatim
 
 if TYPE_CHECKING:
@@ -219,7 +221,19 @@ def _commandstats(s: Server) -> Fields:
 
 
 def _latencystats(s: Server) -> Fields:
-    return []
+    """latency_percentiles_usec_<command>: the latency-tracking-info-percentiles of each
+    command's histogram (none while latency-tracking is off)."""
+    if not s.latency_tracking:
+        return []
+    pcts = parse_percentiles(str(s.config.get("latency-tracking-info-percentiles")))
+    out: Fields = []
+    for cmd in {id(x): x for x in s.table.values()}.values():
+        for sub in [cmd, *(cmd.subcommands or {}).values()]:
+            buckets = fold_counts(sub.lat_small, sub.lat_big)
+            if buckets:
+                out.append((f"latency_percentiles_usec_{sub.full_name}", ",".join(
+                    f"p{format_percentile(p)}={percentile_us(buckets, p):.3f}" for p in pcts)))
+    return out
 
 
 SECTIONS: dict[str, Callable[[Server], Fields]] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from slotgate.node.core.latency import SMALL_BUCKETS
 from slotgate.protocol import commands as pc
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Command:
         "name", "full_name", "handler", "arity", "flags", "write", "no_auth", "no_multi",
         "denyoom", "blocking", "pubsub_ok", "skip_monitor", "movablekeys", "has_keys",
         "subcommands", "container", "calls", "usec", "failed_calls", "rejected_calls",
-        "special",
+        "special", "fast", "lat_small", "lat_big",
     )
 
     def __init__(self, full_name: str, handler: Handler | None, arity: int, flags: frozenset[str],
@@ -78,6 +79,10 @@ class Command:
         self.usec = 0
         self.failed_calls = 0
         self.rejected_calls = 0
+        # latency-tracking: calls by duration (node/core/latency.py)
+        self.fast = "fast" in flags
+        self.lat_small = [0] * SMALL_BUCKETS
+        self.lat_big: dict[int, int] = {}
 
 
 _READS_STATS = frozenset({"info"})

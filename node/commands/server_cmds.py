@@ -1,4 +1,4 @@
-"""Server/admin commands: CONFIG COMMAND DEBUG SLOWLOG MONITOR SHUTDOWN LATENCY TIME DBSIZE
+"""Server/admin commands: CONFIG COMMAND DEBUG SLOWLOG MONITOR SHUTDOWN TIME DBSIZE
 FLUSHDB FLUSHALL SWAPDB LASTSAVE."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from slotgate.node.commands.registry import command
-from slotgate.node.commands.replies import EMPTY_ARRAY, OK
+from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core import errors
 from slotgate.node.core import keyspace as K
@@ -18,7 +18,7 @@ from slotgate.node.core.config import ConfigError, canonical
 from slotgate.node.core.errors import SYNTAX, CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import commands as pc
-from slotgate.protocol.resp import array_header, bulk, integer, map_header, simple, verbatim
+from slotgate.protocol.resp import array_header, bulk, integer, map_header, simple
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -118,7 +118,7 @@ def config_get(c: Client, argv: list[bytes]) -> bytes:
 @command("config|set")
 def config_set(c: Client, argv: list[bytes]) -> bytes:
     if len(argv) % 2:
-        raise CommandError(errors.wrong_args("config|set"))
+        raise CommandError(SYNTAX)
     cfg = c.server.config
     pairs: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -166,6 +166,8 @@ def config_resetstat(c: Client, argv: list[bytes]) -> bytes:
     c.ks.keyspace_misses = 0
     for cmd in _all_commands(c):
         cmd.calls = cmd.usec = cmd.failed_calls = cmd.rejected_calls = 0
+        cmd.lat_small = [0] * len(cmd.lat_small)
+        cmd.lat_big = {}
     return OK
 
 
@@ -479,7 +481,7 @@ def debug(c: Client, argv: list[bytes]) -> bytes:
     return fn(c, argv)
 
 
-# -- SLOWLOG / MONITOR / LATENCY / SHUTDOWN -------------------------------------------------------
+# -- SLOWLOG / MONITOR / SHUTDOWN -------------------------------------------------------------
 @command("slowlog|get")
 def slowlog_get(c: Client, argv: list[bytes]) -> bytes:
     count = 10
@@ -535,49 +537,6 @@ def monitor(c: Client, argv: list[bytes]) -> bytes:
         return OK
     c.server.add_monitor(c)
     return OK
-
-
-@command("latency|latest")
-def latency_latest(c: Client, argv: list[bytes]) -> bytes:
-    return EMPTY_ARRAY
-
-
-@command("latency|history")
-def latency_history(c: Client, argv: list[bytes]) -> bytes:
-    return EMPTY_ARRAY
-
-
-@command("latency|reset")
-def latency_reset(c: Client, argv: list[bytes]) -> bytes:
-    return integer(0)
-
-
-@command("latency|doctor")
-def latency_doctor(c: Client, argv: list[bytes]) -> bytes:
-    text = (
-        "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis "
-        "instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in "
-        "order to enable it. If we weren't in a deep space mission I'd suggest to take a look "
-        "at https://redis.io/topics/latency-monitor.\n"
-    )
-    return verbatim(text, "txt", c.resp)
-
-
-@command("latency|help")
-def latency_help(c: Client, argv: list[bytes]) -> bytes:
-    return _help([
-        "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "DOCTOR", "    Return a human readable latency analysis report.",
-        "GRAPH <event>", "    Return an ASCII latency graph for the <event> class.",
-        "HISTORY <event>", "    Return time-latency samples for the <event> class.",
-        "LATEST", "    Return the latest latency samples for all events.",
-        "RESET [<event> ...]", "    Reset latency data of one or more <event> classes.",
-        "    (default: reset all data for all event classes)",
-        "HISTOGRAM [COMMAND ...]",
-        "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
-        "    If no commands are specified then all histograms are replied.",
-        "HELP", "    Prints this help.",
-    ])
 
 
 @command("shutdown")

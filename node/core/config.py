@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slotgate.node.core.config_table import EXTRA_ROWS, MULTI_ARG_KINDS, SET_REFUSED, SPECIAL_KINDS
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol.acl_lines import check_user_line
+from slotgate.protocol.commands import command_list
 from slotgate.protocol.resp import split_args
 from slotgate.protocol.sdsrepr import sds_repr
 
@@ -65,7 +67,7 @@ _TABLE = [
     _d("masterauth", "string", ""),
     _d("masteruser", "string", ""),
     _d("unixsocket", "string", "", mutable=False),
-    _d("unixsocketperm", "int", 0, 0, 0o777, mutable=False),
+    _d("unixsocketperm", "octal", 0, 0, 0o777, mutable=False),
     _d("tls-port", "int", 0, 0, 65535),
     # general
     _d("daemonize", "bool", False, mutable=False),
@@ -107,7 +109,7 @@ _TABLE = [
         "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
         "allkeys-lfu", "allkeys-random", "noeviction")),
     _d("maxmemory-samples", "int", 5, 1, 64),
-    _d("maxmemory-clients", "memory", 0, 0, _LL),
+    _d("maxmemory-clients", "mempct", 0, 0, _LL),  # < 0: -percent of maxmemory
     _d("hash-max-listpack-entries", "int", 512, 0, _LL),
     _d("hash-max-listpack-value", "memory", 64, 0, _LL),
     _d("list-max-listpack-size", "int", -2, -2**31, 2**31 - 1),
@@ -175,6 +177,8 @@ _TABLE = [
     _d("cluster-preferred-endpoint-type", "enum", "ip", choices=("ip", "hostname", "unknown-endpoint")),
     _d("cluster-link-sendbuf-limit", "memory", 0, 0, _LL),
 ]
+_DEFINED_HERE = {d.name for d in _TABLE}
+_TABLE += [Directive(*row) for row in EXTRA_ROWS if row[0] not in _DEFINED_HERE]
 
 _ALIASES = {
     "slaveof": "replicaof", "slave-read-only": "replica-read-only",
@@ -222,6 +226,11 @@ def parse_value(d: Directive, args: Sequence[str]) -> Any:
     """Validate and convert ``args`` (already split) for directive ``d``."""
     text = " ".join(args)
     kind = d.kind
+    if kind in SPECIAL_KINDS:
+        try:
+            return SPECIAL_KINDS[kind](text)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if kind == "bool":
         low = text.lower()
         if low not in ("yes", "no"):
@@ -229,6 +238,23 @@ def parse_value(d: Directive, args: Sequence[str]) -> Any:
         return low == "yes"
     if kind == "int":
         return _check_range(d, _parse_int(text))
+    if kind == "mempct":  # a memory value, or a percentage of maxmemory kept as -percent
+        if re.fullmatch(r"\d+%", text):
+            if int(text[:-1]) > 100:
+                raise ConfigError("percentage argument must be less or equal to 100")
+            return -int(text[:-1])
+        try:
+            return parse_value(Directive(d.name, "memory", 0, d.lo, d.hi), args)
+        except ConfigError as e:
+            if str(e) != "argument must be a memory value":
+                raise
+            raise ConfigError("argument must be a memory or percent value") from None
+    if kind == "octal":
+        if not re.fullmatch(r"[0-7]+", text):
+            raise ConfigError("argument couldn't be parsed as an octal number")
+        if int(text, 8) > d.hi:
+            raise ConfigError(f"argument must be between {d.lo:o} and {d.hi:o} inclusive")
+        return int(text, 8)
     if kind == "memory":
         if text.startswith("-"):  # memtoull: a memory value is never negative
             raise ConfigError("argument must be a memory value")
@@ -281,6 +307,10 @@ def format_value(d: Directive, value: Any) -> str:
         return "yes" if value else "no"
     if d.kind == "oblimit":
         return _normalize_oblimit(str(value))
+    if d.kind == "octal":
+        return f"{value:o}"
+    if d.kind == "mempct" and value < 0:
+        return f"{-value}%"
     return str(value)
 
 
@@ -311,6 +341,8 @@ class Config:
         self._saw_save = False
         self.config_file: str | None = None
         self.acl_users: list[list[bytes]] = []  # ``user`` lines: name, rules (node/commands/acl.py)
+        # ``rename-command old new`` lines, in order (new b"": the command is removed)
+        self.renamed_commands: list[tuple[bytes, bytes]] = []
 
     def __getattr__(self, attr: str) -> Any:
         try:
@@ -329,7 +361,7 @@ class Config:
         d = DIRECTIVES[key]
         if key == "replicaof" and len(args) == 2:  # "replicaof <host> <port>"
             args = [" ".join(args)]
-        if d.kind not in ("save", "bind", "oblimit") and len(args) != 1:
+        if d.kind not in MULTI_ARG_KINDS and len(args) != 1:
             raise ConfigError("wrong number of arguments")
         self.values[key] = parse_value(d, args)
 
@@ -366,6 +398,11 @@ class Config:
             self.values[key] = parse_value(d, args) if args else ""
         else:
             self.values[key] = parse_value(d, [value])
+        refused = SET_REFUSED.get((key, self.values[key]))
+        if refused is not None:
+            raise ConfigError(refused)
+        if key == "hz":  # kept within 1..500, as Redis does
+            self.values[key] = max(1, min(500, self.values[key]))
 
     def rewrite_lines(self) -> list[str]:
         """Non-default settings as redis.conf lines (for CONFIG REWRITE)."""
@@ -389,6 +426,19 @@ def fatal_message(line_no: int, line: str, reason: str) -> str:
         f"Reading the configuration file, at line {line_no}\n"
         f">>> '{line}'\n{reason}\n"
     )
+
+
+def _check_rename(done: list[tuple[bytes, bytes]], old: bytes, new: bytes) -> None:
+    """Redis' checks of a ``rename-command`` line against the command table so far."""
+    names = {n.lower() for n in command_list()}
+    for a, b in done:
+        names.discard(a)
+        if b:
+            names.add(b)
+    if old.lower() not in names:
+        raise ConfigError("No such command in rename-command")
+    if new and new.lower() in names - {old.lower()}:
+        raise ConfigError("Target command name already exists")
 
 
 def load(argv: Sequence[str]) -> Config:
@@ -439,6 +489,10 @@ def load(argv: Sequence[str]) -> Config:
                         words_b[1:], [u[0] for u in cfg.acl_users]))
                 except ValueError as e:
                     raise ConfigError(str(e)) from None
+                continue
+            if name.lower() == "rename-command" and len(vals) == 2:
+                _check_rename(cfg.renamed_commands, words_b[1], words_b[2])
+                cfg.renamed_commands.append((words_b[1].lower(), words_b[2].lower()))
                 continue
             if name.lower() == "include":
                 raise ConfigError("include is not supported")

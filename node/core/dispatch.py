@@ -31,6 +31,7 @@ from slotgate.node.core.client import (
     Client,
 )
 from slotgate.node.core.errors import CommandError
+from slotgate.node.core.latency import record_long, record_ns
 from slotgate.protocol.commands import unknown_command_error
 from slotgate.protocol.slots import key_slot
 
@@ -61,7 +62,8 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
     keypos = srv.cluster_keypos
     clock_ns = _clock_ns
     # slowlog-log-slower-than in ns (changed only by CONFIG SET: re-read after slow paths)
-    slow_ns = srv.slowlog_threshold_us * 1000
+    slow_ns = srv.timing_threshold_us * 1000
+    track = srv.latency_tracking
     # The clock read after one fast-path command is the start of the next: one read per
     # command. ``t_ns`` is re-read after anything that may take time outside a fast-path
     # handler (the slow path, blocked-client wake-ups).
@@ -91,14 +93,16 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
                 run_cmd = None
             reply = process_command(c, cmd, argv)
-            slow_ns = srv.slowlog_threshold_us * 1000
+            slow_ns = srv.timing_threshold_us * 1000
+            track = srv.latency_tracking
             t_ns = clock_ns()
         elif ks.propagate_hooks:
             if run_cmd is not None:
                 _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
                 run_cmd = None
             reply = call(c, cmd, argv)  # replicas / AOF: call() propagates the write
-            slow_ns = srv.slowlog_threshold_us * 1000
+            slow_ns = srv.timing_threshold_us * 1000
+            track = srv.latency_tracking
             t_ns = clock_ns()
         else:
             if cmd is not run_cmd:
@@ -119,8 +123,14 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
                 srv.count_error(reply)
             t0_ns = t_ns
             t_ns = clock_ns()
-            if t_ns - t0_ns >= slow_ns:
-                srv.slowlog_add(c, argv, (t_ns - t0_ns) // 1000)
+            took_ns = t_ns - t0_ns
+            if track:  # latency-tracking: the command's histogram (node/core/latency.py)
+                try:
+                    cmd.lat_small[took_ns >> 10] += 1
+                except IndexError:
+                    record_long(cmd.lat_big, took_ns)
+            if took_ns >= slow_ns:
+                srv.command_took(c, cmd, argv, took_ns // 1000)
         if reply is BLOCKED:
             if run_cmd is not None:
                 _fold(srv, run_cmd, i + 1 - run_i0, t_ns - run_t0)
@@ -188,6 +198,9 @@ _PUSHING = frozenset({b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscrib
 
 def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     srv = c.server
+    if cmd is None and argv[0].lower() in srv.renamed_away:
+        return _rejected(c, False, b"-" + unknown_command_error(argv, removed=True) + b"\r\n",
+                         formatted=True)
     real, rejected = resolve(cmd, argv)
     if rejected is not None:
         return _rejected(c, argv[0].lower() == b"exec", rejected, formatted=True)
@@ -288,8 +301,10 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     cmd.calls += 1
     cmd.usec += us
     srv.stat_numcommands += 1
-    if us >= srv.slowlog_threshold_us:
-        srv.slowlog_add(c, argv, us)
+    if srv.latency_tracking:
+        record_ns(cmd, us * 1000)
+    if us >= srv.timing_threshold_us:
+        srv.command_took(c, cmd, argv, us)
     if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
         if c.in_exec and not c.exec_multi_propagated:
             c.exec_multi_propagated = True

@@ -38,6 +38,7 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import Config
 from slotgate.node.core.keyspace import Keyspace
+from slotgate.node.core.latency import LatencyMonitor
 from slotgate.node.types import hashes, stream_rdb
 from slotgate.protocol.errors import MAX_CLIENTS
 from slotgate.protocol.resp import ProtocolError, RequestReader, error
@@ -109,6 +110,12 @@ class Server:
         self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()
         self.slowlog_next_id = 0
         self.slowlog_threshold_us = SLOWLOG_OFF_US
+        self.latency = LatencyMonitor()
+        self.latency_threshold_ms = 0  # latency-monitor-threshold; 0: no events
+        self.latency_tracking = True  # latency-tracking: per-command histograms
+        # the smaller of the slowlog and latency-monitor thresholds: a command at least this
+        # long goes to command_took()
+        self.timing_threshold_us = SLOWLOG_OFF_US
         self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
         # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their methods --------
         self.monitors: tuple[Client, ...] = ()  # MONITOR clients
@@ -143,6 +150,14 @@ class Server:
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
         for mod in subsystems:
             mod.install(self)
+        self.renamed_away: set[bytes] = set()  # names rename-command took away
+        for old, new in config.renamed_commands:  # rename-command lines
+            self.renamed_away.add(old)
+            self.renamed_away.discard(new)
+            renamed = self.table.pop(old, None)
+            self.table.pop(old.upper(), None)
+            if renamed is not None and new:
+                self.table[new] = self.table[new.upper()] = renamed
         self.apply_config()
 
     # -- configuration-derived state -------------------------------------------------------
@@ -152,6 +167,10 @@ class Server:
         thr_us = int(cfg.get("slowlog-log-slower-than"))
         # Redis logs a command whose duration in whole microseconds is >= the setting
         self.slowlog_threshold_us = SLOWLOG_OFF_US if thr_us < 0 else thr_us
+        self.latency_threshold_ms = int(cfg.get("latency-monitor-threshold"))
+        self.latency_tracking = bool(cfg.get("latency-tracking"))
+        self.timing_threshold_us = min(self.slowlog_threshold_us, self.latency_threshold_ms * 1000
+                                       if self.latency_threshold_ms else SLOWLOG_OFF_US)
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
         self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
                                                    int(cfg.get("hash-max-listpack-value")))
@@ -218,7 +237,18 @@ class Server:
     def block_deadline(self, timeout_s: float) -> float | None:
         return None if timeout_s <= 0 else trio.current_time() + timeout_s
 
-    # -- slowlog / monitor ---------------------------------------------------------------
+    # -- slowlog / latency monitor / monitor ----------------------------------------------
+    def command_took(self, c: Client, cmd: Command, argv: list[bytes], duration_us: int) -> None:
+        """A command ran at least ``timing_threshold_us``: the slowlog and the latency
+        monitor's ``command`` / ``fast-command`` events take it if it reaches theirs."""
+        if duration_us >= self.slowlog_threshold_us:
+            self.slowlog_add(c, argv, duration_us)
+        self.latency_sample("fast-command" if cmd.fast else "command", duration_us // 1000)
+
+    def latency_sample(self, event: str, ms: int) -> None:
+        if self.latency_threshold_ms and ms >= self.latency_threshold_ms:
+            self.latency.add(event, ms, int(time.time()))
+
     def slowlog_add(self, c: Client, argv: list[bytes], duration_us: int) -> None:
         max_len = int(self.config.get("slowlog-max-len"))
         argv = redacted(argv)
@@ -544,7 +574,9 @@ class Server:
         while True:
             hz = max(1, min(500, int(self.config.get("hz"))))
             await trio.sleep(1.0 / hz)
+            t0_ns = time.perf_counter_ns()
             self.ks.active_expire_cycle()
+            self.latency_sample("expire-cycle", (time.perf_counter_ns() - t0_ns) // 1_000_000)
             now = time.monotonic()
             t0, n0 = self._ops_sample
             if now - t0 >= 1.0:
