@@ -202,6 +202,8 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
             return redirect
     for check in srv.command_checks:
         refused = check(c, cmd, argv)
+        if refused is BLOCKED:  # held (CLIENT PAUSE): run again when the pause ends
+            return refused
         if refused is not None:
             cmd.rejected_calls += 1
             return _rejected(c, cmd.full_name == "exec", refused)
@@ -211,7 +213,11 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
         c.multi.append((cmd, argv))
         return QUEUED
     mode_before = c.reply_mode
-    reply = call(c, cmd, argv)
+    if c.tracking is None:
+        reply = call(c, cmd, argv)
+    else:  # CLIENT TRACKING: its reads remembered, its own invalidations after the reply
+        srv.tracking.begin(c)
+        reply = srv.tracking.end(c, cmd, call(c, cmd, argv))
     if c.asking and cmd.full_name != "asking" and c.multi is None:
         c.set_asking(False)
     if mode_before != REPLY_ON or c.reply_mode != REPLY_ON:
@@ -275,6 +281,8 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         reply = _internal_error(cmd, argv, e)
         srv.count_error(reply)
     us = (_clock_ns() - t0) // 1000
+    if c.tracking is not None:
+        srv.tracking.remember(c, cmd, argv)
     cmd.calls += 1
     cmd.usec += us
     srv.stat_numcommands += 1
