@@ -49,7 +49,7 @@ _LONG_MAX = 2**63 - 1
 
 
 def install(srv: Server) -> None:
-    srv.tracking = Tracking(srv)
+    srv.tracker = Tracking(srv)
     srv.pause = Pause(srv)
     srv.client_close_hooks.append(_on_close)
 
@@ -57,7 +57,7 @@ def install(srv: Server) -> None:
 def _on_close(c: Client) -> None:
     """A closed (or RESET) client leaves tracking; a held one leaves the pause queue."""
     srv = c.server
-    srv.tracking.disable(c)
+    srv.tracker.disable(c)
     if c.blocked is not None and c.blocked.postponed:
         srv.pause.drop(c)
 
@@ -99,7 +99,7 @@ def client_tracking(c: Client, argv: list[bytes]) -> bytes:
             raise CommandError(errors.SYNTAX)
         j += 1
     mode = argv[2].lower()
-    tracking = c.server.tracking
+    tracking = c.server.tracker
     if mode == b"off":
         tracking.disable(c)
         return OK
@@ -160,7 +160,7 @@ def client_getredir(c: Client, argv: list[bytes]) -> bytes:
 @command("client|trackinginfo")
 def client_trackinginfo(c: Client, argv: list[bytes]) -> bytes:
     st = c.tracking
-    flags = c.server.tracking.trackinginfo_flags(c)
+    flags = c.server.tracker.trackinginfo_flags(c)
     prefixes = sorted(st.prefixes) if st is not None else []
     return (
         map_header(3, c.resp)

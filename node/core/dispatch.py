@@ -216,8 +216,8 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     if c.tracking is None:
         reply = call(c, cmd, argv)
     else:  # CLIENT TRACKING: its reads remembered, its own invalidations after the reply
-        srv.tracking.begin(c)
-        reply = srv.tracking.end(c, cmd, call(c, cmd, argv))
+        srv.tracker.begin(c)
+        reply = srv.tracker.end(c, cmd, call(c, cmd, argv))
     if c.asking and cmd.full_name != "asking" and c.multi is None:
         c.set_asking(False)
     if mode_before != REPLY_ON or c.reply_mode != REPLY_ON:
@@ -282,7 +282,7 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         srv.count_error(reply)
     us = (_clock_ns() - t0) // 1000
     if c.tracking is not None:
-        srv.tracking.remember(c, cmd, argv)
+        srv.tracker.remember(c, cmd, argv)
     cmd.calls += 1
     cmd.usec += us
     srv.stat_numcommands += 1

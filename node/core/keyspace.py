@@ -112,7 +112,7 @@ class Database:
     """One numbered database: ``data`` (key -> value) and ``expires`` (key -> unix ms)."""
 
     __slots__ = ("ks", "index", "data", "expires", "watched", "blocking", "slots", "str_enc",
-                 "tracking")
+                 "invalidator")
 
     def __init__(self, ks: Keyspace, index: int, slot_index: bool) -> None:
         self.ks = ks
@@ -130,7 +130,7 @@ class Database:
         # OBJECT ENCODING / DEBUG OBJECT; dropped whenever the key is set or removed.
         self.str_enc: dict[bytes, bytes] = {}
         # client-side caching (node/core/tracking.py): None while nothing is tracked
-        self.tracking: Tracking | None = None
+        self.invalidator: Tracking | None = None
 
     # -- reads ---------------------------------------------------------------------------
     def lookup(self, key: bytes) -> Any:
@@ -182,8 +182,8 @@ class Database:
         data[key] = value
         if self.watched:
             self.touch_watched(key)
-        if self.tracking is not None:
-            self.tracking.key_changed(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key)
         if self.blocking and key in self.blocking:
             self.signal_ready(key)
 
@@ -197,8 +197,8 @@ class Database:
         self._remove(key)
         if self.watched:
             self.touch_watched(key)
-        if self.tracking is not None:
-            self.tracking.key_changed(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key)
         return True
 
     def _remove(self, key: bytes) -> None:
@@ -234,8 +234,8 @@ class Database:
         """signalModifiedKey: a value was changed in place (breaks WATCH, invalidates)."""
         if self.watched:
             self.touch_watched(key)
-        if self.tracking is not None:
-            self.tracking.key_changed(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key)
 
     def set_expire(self, key: bytes, when_ms: int) -> None:
         self.expires[key] = when_ms
@@ -251,8 +251,8 @@ class Database:
         self.notify(NOTIFY_EXPIRED, b"expired", key)
         if self.watched:
             self.touch_watched(key)
-        if self.tracking is not None:
-            self.tracking.key_changed(key, expired=True)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key, expired=True)
         ks.propagate(self.index, [b"DEL", key])
 
     def signal_ready(self, key: bytes) -> None:
@@ -293,8 +293,8 @@ class Database:
     def clear(self) -> int:
         """FLUSHDB: empty this database."""
         n = self._clear()
-        if self.tracking is not None:
-            self.tracking.flushed(everything=False)
+        if self.invalidator is not None:
+            self.invalidator.flushed(everything=False)
         return n
 
     def _clear(self) -> int:
@@ -361,7 +361,7 @@ class Keyspace:
 
     def flushall(self) -> int:
         n = sum(db._clear() for db in self.dbs)
-        tracking = self.dbs[0].tracking
+        tracking = self.dbs[0].invalidator
         if tracking is not None:
             tracking.flushed(everything=True)
         return n

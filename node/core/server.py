@@ -71,7 +71,7 @@ class Server:
     # set_cluster_routing, which recompute the flag.
     SLOW_INPUTS = ("monitors", "command_checks", "cluster_route", "cluster_keypos")
     acl: NodeAcl  # users, ACL LOG, the ACL file (set by node/commands/acl.py's install)
-    tracking: Tracking  # client-side caching (set by node/commands/clients.py's install)
+    tracker: Tracking  # client-side caching (set by node/commands/clients.py's install)
     pause: Pause  # CLIENT PAUSE (set by node/commands/clients.py's install)
 
     def __init__(self, config: Config) -> None:

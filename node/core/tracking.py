@@ -11,7 +11,7 @@ Two kinds of tracking clients (``ClientTracking`` on ``Client.tracking``; None: 
   prefix is collected and sent, per prefix, once the current batch of commands is over (as
   Redis sends them in beforeSleep).
 
-The keyspace tells us of a change through ``Database.tracking`` (node/core/keyspace.py): it is
+The keyspace tells us of a change through ``Database.invalidator`` (node/core/keyspace.py): it is
 None while nothing is tracked, so a node without tracking clients pays one ``is None`` check
 per write. Messages go to the tracking client as a RESP3 push, or to its REDIRECT client: a
 RESP3 push too, or for a RESP2 client in Pub/Sub mode a message on ``__redis__:invalidate``.
@@ -121,7 +121,7 @@ class Tracking:
         """Point every database at us while anything is tracked (else None: no cost)."""
         active = self if (self.clients or self.table or self.prefixes) else None
         for db in self.server.ks.dbs:
-            db.tracking = active
+            db.invalidator = active
 
     # -- remembering reads ----------------------------------------------------------------
     def remember(self, c: Client, cmd: Command, argv: list[bytes]) -> None:
