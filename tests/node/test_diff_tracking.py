@@ -186,6 +186,21 @@ CHANGES = {
     "flushall": ["w FLUSHALL"],
     "multi": ["w MULTI", "w SET k 1", "w INCR n", "w EXEC"],
     "own write": ["t SET k mine"],
+    "swapdb": ["w SWAPDB 0 1"],
+    "move": ["w MOVE k 1"],
+    "copy": ["w COPY k2 k REPLACE"],
+    "getdel": ["w GETDEL k"],
+    "getex": ["w GETEX k PX 100000"],
+    "persist": ["w EXPIRE k 100", "w PERSIST k"],
+    "setrange": ["w SETRANGE k 1 zz"],
+    "lpop": ["w LPOP l"],
+    "linsert": ["w LINSERT l BEFORE a b"],
+    "sort store": ["w SORT l ALPHA STORE k"],
+    "incrbyfloat": ["w INCRBYFLOAT n 1.5"],
+    "own flush": ["t FLUSHALL"],
+    "own multi": ["t MULTI", "t SET k 1", "t GET n", "t EXEC"],
+    "unlink": ["w UNLINK k n"],
+    "select other db": ["w SELECT 1", "w SET k other"],
 }
 SETUP = ["w SET k v0", "w SET n 1", "w RPUSH l a", "w SET k2 x"]
 

@@ -159,3 +159,29 @@ def test_client_list_fields(node_port: int) -> None:
         assert b" flags=x " in other and b" multi-mem=9 " in other  # SET k 12345 queued
         assert b" argv-mem=0 " in other and b" redir=-1 " in other
         a.call("DISCARD")
+
+
+def test_pause_holds_no_replication_link(node_port: int, tmp_path: Path) -> None:
+    """A replica paused for writes still applies its master's stream; a paused master's
+    replica link keeps acknowledging (its REPLCONF ACKs are not held)."""
+    replica = slotgate_node(tmp_path)
+    with running(replica):
+        m, r = redis.Redis(port=node_port), redis.Redis(port=replica.port)
+        try:
+            m.flushall()
+            r.execute_command("REPLICAOF", "127.0.0.1", node_port)
+            wait_until(lambda: r.info("replication").get("master_link_status") == "up",
+                       what="replica link up")
+            r.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+            m.set("during", "pause")
+            wait_until(lambda: r.get("during") == b"pause", what="applied while paused")
+            m.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+            time.sleep(2.5)
+            lags = [v["lag"] for k, v in m.info("replication").items() if k.startswith("slave")]
+            assert lags and max(lags) <= 1
+        finally:
+            m.execute_command("CLIENT", "UNPAUSE")
+            r.execute_command("CLIENT", "UNPAUSE")
+            r.execute_command("REPLICAOF", "NO", "ONE")
+            m.close()
+            r.close()
