@@ -15,7 +15,7 @@ from slotgate.node.core.config import REDIS_VERSION
 from slotgate.node.core.errors import CommandError
 from slotgate.protocol.errors import AUTH_NOT_CONFIGURED, CLIENT_NAME_CHARS, NOAUTH_HELLO
 from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
-from slotgate.protocol.resp import array_header, bulk, integer, verbatim
+from slotgate.protocol.resp import bulk, integer, verbatim
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -225,21 +225,3 @@ def client_unblock(c: Client, argv: list[bytes]) -> bytes:
     reply = b"-" + errors.UNBLOCKED.encode() + b"\r\n" if error else target.blocked.timeout_reply
     target.unblock(reply)
     return integer(1)
-
-
-@command("client|help")
-def client_help(c: Client, argv: list[bytes]) -> bytes:
-    lines = [
-        b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        b"ID", b"    Return the ID of the current connection.",
-        b"GETNAME", b"    Return the name of the current connection.",
-        b"KILL <ip:port>", b"    Kill connection made from <ip:port>.",
-        b"LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID id [id ...]]",
-        b"    Return information about client connections.",
-        b"REPLY (ON|OFF|SKIP)", b"    Control the replies sent to the current connection.",
-        b"SETNAME <name>", b"    Assign the name <name> to the current connection.",
-        b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
-        b"    Unblock the specified blocked client.",
-        b"HELP", b"    Print this help.",
-    ]
-    return array_header(len(lines)) + b"".join(b"+" + ln + b"\r\n" for ln in lines)

@@ -106,6 +106,7 @@ CASES = [
         "CLIENT KILL type pubsub",
         "CLIENT KILL id 999999",
         "CLIENT KILL user default type pubsub",
+        "CLIENT HELP",
     ]),
 ]
 
