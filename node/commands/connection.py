@@ -220,8 +220,8 @@ def client_unblock(c: Client, argv: list[bytes]) -> bytes:
     elif len(argv) > 4:
         raise CommandError(errors.SYNTAX)
     target = c.server.clients.get(target_id)
-    if target is None or target.blocked is None:
-        return integer(0)
+    if target is None or target.blocked is None or target.blocked.postponed:
+        return integer(0)  # a client held by CLIENT PAUSE stays held (Redis 7.0 crashes)
     reply = b"-" + errors.UNBLOCKED.encode() + b"\r\n" if error else target.blocked.timeout_reply
     target.unblock(reply)
     return integer(1)

@@ -306,3 +306,40 @@ def test_pause_keeps_expired_keys_until_it_ends(diff_pair: Pair) -> None:
             admin.call("CLIENT", "UNPAUSE")
             assert reader.call("GET", "k") == b"$-1\r\n"
             assert reader.call("DBSIZE") == b":0\r\n"
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_kill_filters_kill(diff_pair: Pair, proto: int) -> None:
+    steps = ["a PING", "b SUBSCRIBE ch", "c PING", "d PING",
+             "k CLIENT KILL ID {a}", "a PING",
+             "k CLIENT KILL TYPE pubsub", "b READ",
+             "k CLIENT KILL ID {c} USER nobody", "k CLIENT KILL ID {c} TYPE master",
+             "k CLIENT KILL ID {c} TYPE normal SKIPME no", "c PING",
+             "k CLIENT KILL USER default SKIPME yes", "d PING", "k PING",
+             "k CLIENT KILL ID {k} SKIPME no"]
+    check_scenario(diff_pair, steps, proto)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_pause_and_config(diff_pair: Pair, proto: int) -> None:
+    steps = ["a CONFIG GET tracking-table-max-keys",
+             "a CONFIG SET tracking-table-max-keys 5", "a CONFIG GET tracking-table-max-keys",
+             "a CONFIG SET tracking-table-max-keys 1000000",
+             "h PING", "m MULTI", "a CLIENT PAUSE 100000 WRITE", "h SET k 1", "h READ",
+             "m GET k", "m SET k 2", "a CLIENT UNPAUSE", "h READ", "m READ",
+             "m EXEC"]
+    check_scenario(diff_pair, steps, proto)
+
+
+def test_unblock_leaves_a_held_client_held(diff_pair: Pair) -> None:
+    """Ours only: redis-server 7.0.15 crashes on CLIENT UNBLOCK of a client held by a pause;
+    the node answers 0 and keeps it held, as later Redis versions do."""
+    with RawClient(diff_pair.ours_port) as a, RawClient(diff_pair.ours_port) as h:
+        hid = h.call("CLIENT", "ID")[1:-2]
+        a.call("CLIENT", "PAUSE", "100000", "WRITE")
+        h.send("SET", "k", "1")
+        time.sleep(0.1)
+        assert a.call("CLIENT", "UNBLOCK", hid) == b":0\r\n"
+        assert h.nothing_pending(0.2)
+        a.call("CLIENT", "UNPAUSE")
+        assert h.read(timeout_s=5) == b"+OK\r\n"
