@@ -173,12 +173,7 @@ def client_trackinginfo(c: Client, argv: list[bytes]) -> bytes:
 # -- pausing -------------------------------------------------------------------------------------
 @command("client|pause")
 def client_pause(c: Client, argv: list[bytes]) -> bytes:
-    try:
-        timeout_ms = int(argv[2])
-    except ValueError:
-        raise CommandError(TIMEOUT_NOT_INT) from None
-    if not -2**63 <= timeout_ms <= _LONG_MAX or not argv[2].strip() == argv[2]:
-        raise CommandError(TIMEOUT_NOT_INT)
+    timeout_ms = parse_int(argv[2], TIMEOUT_NOT_INT)
     if timeout_ms < 0:
         raise CommandError(TIMEOUT_NEGATIVE)
     kind = PAUSE_ALL

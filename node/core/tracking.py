@@ -316,14 +316,12 @@ class Tracking:
         flags = [b"on"]
         if st.bcast:
             flags.append(b"bcast")
-        if st.optin:
-            flags.append(b"optin")
-            if st.caching:
-                flags.append(b"caching-yes")
-        if st.optout:
-            flags.append(b"optout")
-            if st.caching:
-                flags.append(b"caching-no")
+        for mode_on, mode, caching in ((st.optin, b"optin", b"caching-yes"),
+                                       (st.optout, b"optout", b"caching-no")):
+            if mode_on:
+                flags.append(mode)
+                if st.caching:
+                    flags.append(caching)
         if st.noloop:
             flags.append(b"noloop")
         if st.broken_redirect:
