@@ -51,7 +51,7 @@ class Pause:
         srv = self.server
         if self.kind == PAUSE_OFF:
             self.kind, self.end_ms = kind, end_ms
-            srv.add_command_check(self.check, first=True)
+            srv.add_command_check(self.check)  # after READONLY and the like, as in Redis
             srv.ks.expire_paused = True
         else:
             self.kind = max(self.kind, kind)
