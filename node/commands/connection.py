@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from slotgate.node.commands.clients import CLIENT_TYPES, client_type, memory_fields, redir
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK, PONG
 from slotgate.node.commands.util import parse_int
@@ -14,7 +15,7 @@ from slotgate.node.core.config import REDIS_VERSION
 from slotgate.node.core.errors import CommandError
 from slotgate.protocol.errors import AUTH_NOT_CONFIGURED, CLIENT_NAME_CHARS, NOAUTH_HELLO
 from slotgate.protocol.hello import AUTH, HelloError, hello_reply, parse_hello, valid_client_name
-from slotgate.protocol.resp import array_header, bulk, integer, verbatim
+from slotgate.protocol.resp import bulk, integer, verbatim
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -137,7 +138,8 @@ def client_getname(c: Client, argv: list[bytes]) -> bytes:
     return bulk(c.name) if c.name else c.null_bulk
 
 
-def client_info_line(c: Client, now_ms: int | None = None) -> str:
+def client_info_line(c: Client, now_ms: int | None = None, caller: Client | None = None,
+                     argv: list[bytes] | None = None) -> str:
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     multi = -1 if c.multi is None else len(c.multi)
     subs = c.pubsub
@@ -149,23 +151,9 @@ def client_info_line(c: Client, now_ms: int | None = None) -> str:
         f"name={c.name.decode('utf-8', 'replace')} age={(now - c.created_ms) // 1000} "
         f"idle={(now - c.last_interaction_ms) // 1000} flags={c.flags_text()} db={c.db.index} "
         f"sub={sub} psub={psub} ssub={ssub} "
-        f"multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 "
-        f"omem=0 tot-mem=0 events=r cmd={cmd} user={c.user.decode('utf-8', 'replace')} "
-        f"redir=-1 resp={c.resp}"
+        f"multi={multi} {memory_fields(c, caller, argv)} events=r cmd={cmd} "
+        f"user={c.user.decode('utf-8', 'replace')} redir={redir(c)} resp={c.resp}"
     )
-
-
-_CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
-
-
-def _client_type(c: Client) -> bytes:
-    if c.is_replica:
-        return b"replica"
-    if c.is_master:
-        return b"master"
-    if c.subscriptions:
-        return b"pubsub"
-    return b"normal"
 
 
 @command("client|list")
@@ -175,11 +163,10 @@ def client_list(c: Client, argv: list[bytes]) -> bytes:
     while i < len(argv):
         opt = argv[i].lower()
         if opt == b"type" and i + 1 < len(argv):
-            t = argv[i + 1].lower()
-            if t not in _CLIENT_TYPES:
+            t = CLIENT_TYPES.get(argv[i + 1].lower())
+            if t is None:
                 raise CommandError(f"ERR Unknown client type '{errors._shown(argv[i + 1], 128)}'")
-            t = b"replica" if t == b"slave" else t
-            clients = [x for x in clients if _client_type(x) == t]
+            clients = [x for x in clients if client_type(x) == t]
             i += 2
         elif opt == b"id" and i + 1 < len(argv):
             ids = set()
@@ -195,76 +182,13 @@ def client_list(c: Client, argv: list[bytes]) -> bytes:
             break
         else:
             raise CommandError(errors.SYNTAX)
-    text = "".join(client_info_line(x) + "\n" for x in clients)
+    text = "".join(client_info_line(x, None, c, argv) + "\n" for x in clients)
     return verbatim(text, "txt", c.resp)
 
 
 @command("client|info")
 def client_info(c: Client, argv: list[bytes]) -> bytes:
-    return verbatim(client_info_line(c) + "\n", "txt", c.resp)
-
-
-@command("client|kill")
-def client_kill(c: Client, argv: list[bytes]) -> bytes:
-    srv = c.server
-    if len(argv) == 3:  # old form: CLIENT KILL addr:port
-        for other in list(srv.clients.values()):
-            if other.addr.encode() == argv[2]:
-                srv.kill_client(other)
-                return OK
-        raise CommandError("ERR No such client")
-    if len(argv) % 2:
-        raise CommandError(errors.SYNTAX)
-    filters: list[tuple[bytes, bytes]] = []
-    skipme = True
-    for i in range(2, len(argv), 2):
-        opt, val = argv[i].lower(), argv[i + 1]
-        if opt == b"id":
-            try:
-                n = parse_int(val)
-            except CommandError:
-                raise CommandError("ERR client-id should be greater than 0") from None
-            if n <= 0:
-                raise CommandError("ERR client-id should be greater than 0")
-        elif opt == b"type":
-            if val.lower() not in _CLIENT_TYPES:
-                raise CommandError(f"ERR Unknown client type '{errors._shown(val, 128)}'")
-        elif opt == b"skipme":
-            if val.lower() not in (b"yes", b"no"):
-                raise CommandError(errors.SYNTAX)
-            skipme = val.lower() == b"yes"
-            continue
-        elif opt == b"maxage":
-            parse_int(val)
-        elif opt not in (b"addr", b"laddr", b"user"):
-            raise CommandError(errors.SYNTAX)
-        filters.append((opt, val))
-    killed = 0
-    now = int(time.time() * 1000)
-    for other in list(srv.clients.values()):
-        if skipme and other is c:
-            continue
-        if all(_kill_filter(other, opt, val, now) for opt, val in filters):
-            srv.kill_client(other)
-            killed += 1
-    return integer(killed)
-
-
-def _kill_filter(c: Client, opt: bytes, val: bytes, now_ms: int) -> bool:
-    if opt == b"id":
-        return c.id == int(val)
-    if opt == b"addr":
-        return c.addr.encode() == val
-    if opt == b"laddr":
-        return c.laddr.encode() == val
-    if opt == b"user":
-        return c.user == val
-    if opt == b"type":
-        t = val.lower()
-        return _client_type(c) == (b"replica" if t == b"slave" else t)
-    if opt == b"maxage":
-        return (now_ms - c.created_ms) // 1000 >= int(val)
-    return False
+    return verbatim(client_info_line(c, None, c, argv) + "\n", "txt", c.resp)
 
 
 @command("client|reply")
@@ -296,38 +220,8 @@ def client_unblock(c: Client, argv: list[bytes]) -> bytes:
     elif len(argv) > 4:
         raise CommandError(errors.SYNTAX)
     target = c.server.clients.get(target_id)
-    if target is None or target.blocked is None:
-        return integer(0)
+    if target is None or target.blocked is None or target.blocked.postponed:
+        return integer(0)  # a client held by CLIENT PAUSE stays held (Redis 7.0 crashes)
     reply = b"-" + errors.UNBLOCKED.encode() + b"\r\n" if error else target.blocked.timeout_reply
     target.unblock(reply)
     return integer(1)
-
-
-@command("client|getredir")
-def client_getredir(c: Client, argv: list[bytes]) -> bytes:
-    return integer(-1)
-
-
-@command("client|no-evict")
-def client_no_evict(c: Client, argv: list[bytes]) -> bytes:
-    if argv[2].lower() not in (b"on", b"off"):
-        raise CommandError(errors.SYNTAX)
-    return OK
-
-
-@command("client|help")
-def client_help(c: Client, argv: list[bytes]) -> bytes:
-    lines = [
-        b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        b"ID", b"    Return the ID of the current connection.",
-        b"GETNAME", b"    Return the name of the current connection.",
-        b"KILL <ip:port>", b"    Kill connection made from <ip:port>.",
-        b"LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID id [id ...]]",
-        b"    Return information about client connections.",
-        b"REPLY (ON|OFF|SKIP)", b"    Control the replies sent to the current connection.",
-        b"SETNAME <name>", b"    Assign the name <name> to the current connection.",
-        b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
-        b"    Unblock the specified blocked client.",
-        b"HELP", b"    Print this help.",
-    ]
-    return array_header(len(lines)) + b"".join(b"+" + ln + b"\r\n" for ln in lines)

@@ -65,7 +65,7 @@ def _clients(s: Server) -> Fields:
         ("connected_clients", len(s.clients)), ("cluster_connections", 0),
         ("maxclients", s.config.get("maxclients")), ("client_recent_max_input_buffer", 0),
         ("client_recent_max_output_buffer", 0), ("blocked_clients", s.blocked_clients),
-        ("tracking_clients", 0), ("clients_in_timeout_table", s.blocked_clients),
+        ("tracking_clients", s.tracker.clients), ("clients_in_timeout_table", s.blocked_clients),
     ]
 
 
@@ -153,7 +153,8 @@ def _stats(s: Server) -> Fields:
         ("slave_expires_tracked_keys", 0), ("active_defrag_hits", 0), ("active_defrag_misses", 0),
         ("active_defrag_key_hits", 0), ("active_defrag_key_misses", 0),
         ("total_active_defrag_time", 0), ("current_active_defrag_time", 0),
-        ("tracking_total_keys", 0), ("tracking_total_items", 0), ("tracking_total_prefixes", 0),
+        ("tracking_total_keys", len(s.tracker.table)), ("tracking_total_items", s.tracker.items),
+        ("tracking_total_prefixes", len(s.tracker.prefixes)),
         ("unexpected_error_replies", 0), ("total_error_replies", s.total_error_replies),
         ("dump_payload_sanitizations", 0), ("total_reads_processed", s.stat_numcommands),
         ("total_writes_processed", s.stat_numcommands), ("io_threaded_reads_processed", 0),

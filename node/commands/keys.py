@@ -76,12 +76,13 @@ def _rename(c: Client, argv: list[bytes], nx: bool) -> bytes:
     if src == dst:
         return ZERO if nx else OK
     when = db.get_expire(src)
-    if db.lookup(dst) is not None:
-        if nx:
-            return ZERO
-        db.delete(dst)
+    dst_exists = db.lookup(dst) is not None
+    if dst_exists and nx:
+        return ZERO
     enc = db.str_enc.get(src)
-    db.delete(src)
+    db.delete(src)  # the source's change is signalled first, as in Redis
+    if dst_exists:
+        db.delete(dst)
     db.set(dst, v)
     if enc is not None:
         db.mark_encoding(dst, enc)

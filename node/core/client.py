@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from slotgate.node.commands.pubsub import ClientSubs
     from slotgate.node.commands.registry import Command
     from slotgate.node.core.server import Server
+    from slotgate.node.core.tracking import ClientTracking
     from slotgate.protocol.acl import User
 
 
@@ -49,7 +50,7 @@ ServeFn = Callable[["Client", Database, bytes], "bytes | None"]
 class BlockState:
     """Why a client is parked: the keys, the deadline, and how to serve it when a key is ready."""
 
-    __slots__ = ("db", "keys", "deadline_s", "serve", "timeout_reply", "argv")
+    __slots__ = ("db", "keys", "deadline_s", "serve", "timeout_reply", "argv", "postponed")
 
     def __init__(
         self, db: Database, keys: list[bytes], deadline_s: float | None, serve: ServeFn,
@@ -61,6 +62,7 @@ class BlockState:
         self.serve = serve
         self.timeout_reply = timeout_reply
         self.argv = argv
+        self.postponed = False  # CLIENT PAUSE: the command runs again when the pause ends
 
 
 class Client:
@@ -68,7 +70,8 @@ class Client:
 
     # The inputs of the fast-path flag ``slow``: read them freely, change them only with
     # their setters (``set_<name>``), which recompute the flag.
-    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking", "acl_user")
+    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking", "acl_user",
+                   "tracking")
 
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server
@@ -93,6 +96,8 @@ class Client:
         # the ACL user (None: an internal client, which may run anything); any user but one
         # allowed every command, key and channel takes the slow path (node/commands/acl.py)
         self.acl_user: User | None = server.acl.default
+        # CLIENT TRACKING on (node/core/tracking.py): its reads are remembered, off the fast path
+        self.tracking: ClientTracking | None = None
         # ------------------------------------------------------------------------------------
         self.user = b"default"
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
@@ -102,6 +107,7 @@ class Client:
         self.blocked: BlockState | None = None
         self.monitor = False  # in the server's ``monitors`` (Server.add_monitor)
         self.readonly = False  # cluster READONLY
+        self.no_evict = False  # CLIENT NO-EVICT
         self.close_after_reply = False
         self.killed = False
         self.last_cmd = "NULL"
@@ -113,6 +119,7 @@ class Client:
         self.wake: Callable[[], None] = _noop
         # -- the connection, as node/core/server.py serves it -----------------------------------
         self.fd = 8  # the socket's descriptor, for CLIENT LIST (8 for internal clients)
+        self.query_buffered: Callable[[], int] = _zero  # bytes of requests not yet complete
         self.cancel_scope: trio.CancelScope | None = None  # ends the client's task (a kill)
         self.running = False  # its requests are being run (the output is not to be sent yet)
         self.flush_scheduled = False  # a flush task for its output is started
@@ -148,6 +155,7 @@ class Client:
             or self.subscriptions > 0
             or self.asking
             or (self.acl_user is not None and not self.acl_user.unrestricted)
+            or self.tracking is not None
             or self.server.slow
         )
 
@@ -183,6 +191,10 @@ class Client:
         self.acl_user = user
         if user is not None:
             self.user = user.name
+        self._refresh_slow()
+
+    def set_tracking(self, tracking: ClientTracking | None) -> None:
+        self.tracking = tracking
         self._refresh_slow()
 
     # -- blocking ------------------------------------------------------------------------
@@ -239,21 +251,39 @@ class Client:
         self.dirty_cas = False
 
     def flags_text(self) -> str:
+        """CLIENT LIST flags, in Redis' order."""
         f = ""
+        if self.monitor:
+            f += "O"
+        elif self.is_replica:
+            f += "S"
+        if self.is_master:
+            f += "M"
+        if self.subscriptions:
+            f += "P"
         if self.multi is not None:
             f += "x"
         if self.blocked is not None:
             f += "b"
+        trk = self.tracking
+        if trk is not None:
+            f += "t"
+            if trk.broken_redirect:
+                f += "R"
+            if trk.bcast:
+                f += "B"
         if self.dirty_cas:
             f += "d"
-        if self.subscriptions:
-            f += "P"
-        if self.monitor:
-            f += "O"
         if self.readonly:
             f += "r"
+        if self.no_evict:
+            f += "e"
         return f or "N"
 
 
 def _noop() -> None:
     return None
+
+
+def _zero() -> int:
+    return 0

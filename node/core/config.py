@@ -79,6 +79,7 @@ _TABLE = [
     _d("databases", "int", 16, 1, 2**31 - 1, mutable=False),
     _d("always-show-logo", "bool", False, mutable=False),
     _d("set-proc-title", "bool", True, mutable=False),
+    _d("tracking-table-max-keys", "int", 1000000, 0, 2**63 - 1),
     _d("hz", "int", 10, 0, 2**31 - 1),
     _d("dynamic-hz", "bool", True),
     _d("enable-debug-command", "enum", "no", choices=("no", "yes", "local"), mutable=False),

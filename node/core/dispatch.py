@@ -228,6 +228,8 @@ def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
             return redirect
     for check in srv.command_checks:
         refused = check(c, cmd, argv)
+        if refused is BLOCKED:  # held (CLIENT PAUSE): run again when the pause ends
+            return refused
         if refused is not None:
             cmd.rejected_calls += 1
             return _rejected(c, cmd.full_name == "exec", refused)
@@ -236,7 +238,11 @@ def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     if c.multi is not None and cmd.full_name not in _MULTI_PASSTHROUGH:
         c.multi.append((cmd, argv))
         return QUEUED
-    reply = call(c, cmd, argv)
+    if c.tracking is None:
+        reply = call(c, cmd, argv)
+    else:  # CLIENT TRACKING: its reads remembered, its own invalidations after the reply
+        srv.tracker.begin(c)
+        reply = srv.tracker.end(c, cmd, call(c, cmd, argv))
     if c.asking and cmd.full_name != "asking" and c.multi is None:
         c.set_asking(False)
     return reply
@@ -298,6 +304,8 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         reply = _internal_error(cmd, argv, e)
         srv.count_error(reply)
     us = (_clock_ns() - t0) // 1000
+    if c.tracking is not None:
+        srv.tracker.remember(c, cmd, argv)
     cmd.calls += 1
     cmd.usec += us
     srv.stat_numcommands += 1

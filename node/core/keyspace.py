@@ -28,6 +28,7 @@ from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
+    from slotgate.node.core.tracking import Tracking
 
 # --- value types -----------------------------------------------------------------------------
 
@@ -110,7 +111,8 @@ def now_ms() -> int:
 class Database:
     """One numbered database: ``data`` (key -> value) and ``expires`` (key -> unix ms)."""
 
-    __slots__ = ("ks", "index", "data", "expires", "watched", "blocking", "slots", "str_enc")
+    __slots__ = ("ks", "index", "data", "expires", "watched", "blocking", "slots", "str_enc",
+                 "invalidator")
 
     def __init__(self, ks: Keyspace, index: int, slot_index: bool) -> None:
         self.ks = ks
@@ -127,6 +129,8 @@ class Database:
         # SETBIT, BITOP, BITFIELD) or "embstr" for a number INCRBYFLOAT wrote. Only for
         # OBJECT ENCODING / DEBUG OBJECT; dropped whenever the key is set or removed.
         self.str_enc: dict[bytes, bytes] = {}
+        # client-side caching (node/core/tracking.py): None while nothing is tracked
+        self.invalidator: Tracking | None = None
 
     # -- reads ---------------------------------------------------------------------------
     def lookup(self, key: bytes) -> Any:
@@ -137,7 +141,8 @@ class Database:
         if self.expires:
             when = self.expires.get(key)
             if when is not None and when <= now_ms() and self.ks.expire_enabled:
-                self.expire_now(key)
+                if not self.ks.expire_paused:  # CLIENT PAUSE: expired, but kept until the end
+                    self.expire_now(key)
                 return None
         return v
 
@@ -177,6 +182,8 @@ class Database:
         data[key] = value
         if self.watched:
             self.touch_watched(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key)
         if self.blocking and key in self.blocking:
             self.signal_ready(key)
 
@@ -190,6 +197,8 @@ class Database:
         self._remove(key)
         if self.watched:
             self.touch_watched(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key)
         return True
 
     def _remove(self, key: bytes) -> None:
@@ -224,9 +233,11 @@ class Database:
         return TYPES[type(value)].encoding(value)
 
     def modified(self, key: bytes) -> None:
-        """signalModifiedKey: a value was changed in place (breaks WATCH)."""
+        """signalModifiedKey: a value was changed in place (breaks WATCH, invalidates)."""
         if self.watched:
             self.touch_watched(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key)
 
     def set_expire(self, key: bytes, when_ms: int) -> None:
         self.expires[key] = when_ms
@@ -242,6 +253,8 @@ class Database:
         self.notify(NOTIFY_EXPIRED, b"expired", key)
         if self.watched:
             self.touch_watched(key)
+        if self.invalidator is not None:
+            self.invalidator.key_changed(key, expired=True)
         ks.propagate(self.index, [b"DEL", key])
 
     def signal_ready(self, key: bytes) -> None:
@@ -280,6 +293,13 @@ class Database:
         return len(self.data)
 
     def clear(self) -> int:
+        """FLUSHDB: empty this database."""
+        n = self._clear()
+        if self.invalidator is not None:
+            self.invalidator.flushed(everything=False)
+        return n
+
+    def _clear(self) -> int:
         n = len(self.data)
         self.touch_all_watched()
         for key in self.blocking:
@@ -331,6 +351,7 @@ class Keyspace:
         self.keyspace_misses = 0
         self.expire_enabled = True  # DEBUG SET-ACTIVE-EXPIRE / replicas (master expires)
         self.active_expire_enabled = True
+        self.expire_paused = False  # CLIENT PAUSE: expired keys stay until it ends
         # (db index, key) queued by signal_ready, served after the current command
         self.ready: dict[tuple[int, bytes], None] = {}
         self.notify_flags = 0
@@ -344,7 +365,11 @@ class Keyspace:
             hook(db_index, argv)
 
     def flushall(self) -> int:
-        return sum(db.clear() for db in self.dbs)
+        n = sum(db._clear() for db in self.dbs)
+        tracking = self.dbs[0].invalidator
+        if tracking is not None:
+            tracking.flushed(everything=True)
+        return n
 
     def swap(self, a: int, b: int) -> None:
         """SWAPDB: contents swap; clients, WATCH and blocking registries stay with the index."""
@@ -365,7 +390,7 @@ class Keyspace:
         """Active expiry, like Redis' cursor walk over the expires table: per db, check the
         next ``budget`` keys of a snapshot of its expiring keys and delete the expired ones;
         keep going while more than a quarter of a batch was expired. Returns keys removed."""
-        if not (self.active_expire_enabled and self.expire_enabled):
+        if not (self.active_expire_enabled and self.expire_enabled) or self.expire_paused:
             return 0
         removed = 0
         now = now_ms()

@@ -47,6 +47,8 @@ from slotgate.protocol.sdsrepr import sds_repr
 if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
     from slotgate.node.cluster.node import ClusterNode
     from slotgate.node.commands.acl import NodeAcl
+    from slotgate.node.core.pause import Pause
+    from slotgate.node.core.tracking import Tracking
     from slotgate.node.persistence.manager import Persistence
     from slotgate.node.replication.master import Replication
     from slotgate.node.scripting.engine import ScriptEngine
@@ -59,9 +61,10 @@ SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
 # INFO sections and background tasks.
-SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.persistence.manager",
-              "slotgate.node.replication.master", "slotgate.node.cluster",
-              "slotgate.node.scripting.commands", "slotgate.node.scripting.functions")
+SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.commands.clients",
+              "slotgate.node.persistence.manager", "slotgate.node.replication.master",
+              "slotgate.node.cluster", "slotgate.node.scripting.commands",
+              "slotgate.node.scripting.functions")
 
 CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 
@@ -74,6 +77,8 @@ class Server:
     # set_cluster_routing, which recompute the flag.
     SLOW_INPUTS = ("monitors", "command_checks", "cluster_route", "cluster_keypos")
     acl: NodeAcl  # users, ACL LOG, the ACL file (set by node/commands/acl.py's install)
+    tracker: Tracking  # client-side caching (set by node/commands/clients.py's install)
+    pause: Pause  # CLIENT PAUSE (set by node/commands/clients.py's install)
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -388,6 +393,7 @@ class Server:
                     scope.cancel()
 
         c.wake = wake
+        c.query_buffered = reader.buffered_bytes
         poller = self.poller
         assert poller is not None
         buffered = reader.buffered_bytes

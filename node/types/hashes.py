@@ -177,7 +177,7 @@ def _hset(c: Client, argv: list[bytes]) -> int:
 @command("hset")
 def hset(c: Client, argv: list[bytes]) -> bytes:
     db = c.db
-    if len(argv) == 4 and not (db.expires or db.watched):
+    if len(argv) == 4 and not (db.expires or db.watched or db.invalidator):
         # The hot path, what _hset comes down to for one field of an existing hash when the
         # db has no TTL to check and no WATCH to touch (the limits as of the last CONFIG SET).
         key = argv[1]

@@ -84,7 +84,7 @@ def _pusher(left: bool) -> Handler:
     def push(c: Client, argv: list[bytes]) -> bytes:
         db = c.db
         key = argv[1]
-        if not (db.expires or db.watched or db.blocking):
+        if not (db.expires or db.watched or db.blocking or db.invalidator):
             v = db.data.get(key)
             if type(v) is RList:
                 if len(argv) != 3:

@@ -407,7 +407,8 @@ def incr(c: Client, argv: list[bytes]) -> bytes:
     global _last_value, _last_n
     db = c.db
     key = argv[1]
-    if not (db.expires or db.str_enc or db.watched or db.blocking):
+    if not (db.expires or db.str_enc or db.watched or db.blocking
+            or db.invalidator):
         # The hot path, what _incr(c, key, 1) comes down to when the db has no TTL, encoding
         # mark, WATCH or blocked client to update, for an existing key holding 1-18 digits
         # without a leading zero (canonical, and +1 cannot overflow).

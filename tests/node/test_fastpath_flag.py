@@ -24,6 +24,7 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import REPLY_OFF, REPLY_ON, Client
 from slotgate.node.core.config import load
 from slotgate.node.core.server import Server
+from slotgate.node.core.tracking import ClientTracking
 from slotgate.protocol.acl import User, default_user
 from slotgate.protocol.resp import encode_command
 from tests.support import RawClient, node_and_redis
@@ -41,6 +42,8 @@ CLIENT_INPUTS: dict[str, tuple[object, object]] = {
     "asking": (False, True),
     # the default user may run anything; a user with any restriction takes the slow path
     "acl_user": (default_user(), User(b"restricted")),
+    # CLIENT TRACKING: the reads of a tracking client are remembered off the fast path
+    "tracking": (None, ClientTracking()),
 }
 
 
