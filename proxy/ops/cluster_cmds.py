@@ -177,8 +177,9 @@ def add_node(new: Address, existing: Address, auth: Credentials, as_replica: boo
                 say(f">>> Configure node as replica of {master.addr}.")
                 c.check("CLUSTER", "REPLICATE", master.id)
         with NodeClient(existing, auth=auth) as e:
-            _wait(lambda: any(ln.id == my_id for ln in cluster_nodes(e)), timeout_s,
-                  "the cluster did not learn the new node")
+            role = "slave" if master is not None else "master"
+            _wait(lambda: any(ln.id == my_id and role in ln.flags for ln in cluster_nodes(e)),
+                  timeout_s, f"the cluster did not learn the new node as a {role}")
         with NodeClient(new, auth=auth) as c:  # it serves (and can import) once it knows the slots
             _wait(lambda: parse_info(c.text("CLUSTER", "INFO")).get("cluster_state") == "ok",
                   timeout_s, "the new node did not reach cluster_state:ok")
