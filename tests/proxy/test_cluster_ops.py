@@ -298,3 +298,28 @@ def test_check_prints_the_operator_checklist(nodes: list[ManagedProcess]) -> Non
     assert f"{addr(masters[2])}: persistence is off" not in text
     assert f"{addr(big)}: big key biglist: list, 300 items" in text
     assert f"{addr(masters[0])} cannot reach" in text and "handshake" in text
+
+
+@pytest.mark.parametrize("nodes", ["bundled", "real"], indirect=True)
+@pytest.mark.parametrize("user", [None, "default"])
+def test_reshard_on_nodes_that_require_a_password(nodes: list[ManagedProcess],
+                                                  user: str | None) -> None:
+    """MIGRATE logs in to the target (AUTH, or AUTH2 with --user) with the nodes' password."""
+    masters = nodes[:3]
+    load(masters)
+    src, dst = node_id(masters[0]), node_id(masters[1])
+    for m in masters:
+        m.client().config_set("requirepass", "s3cret")
+    login = ["--password", "s3cret", *(["--user", user] if user else [])]
+    try:
+        out = cli("reshard", addr(masters[0]), "--from", src, "--to", dst, "--slots", "40",
+                  "--yes", *login)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "40/40 slots" in out.stderr
+        assert "NOAUTH" in cli("reshard", addr(masters[0]), "--from", src, "--to", dst,
+                               "--slots", "1", "--yes").stderr
+        assert cli("check", addr(masters[0]), *login).returncode == 0
+    finally:
+        for m in masters:
+            m.client(password="s3cret").config_set("requirepass", "")
+    assert_every_key_on_its_owner(masters)

@@ -79,3 +79,22 @@ def test_progress_lines_without_a_terminal() -> None:
     lines = out.getvalue().splitlines()
     assert lines == ["reshard: 5/10 slots, 15 keys moved, 2.0 slots/s, ETA 2s",
                      "reshard: 10/10 slots, 30 keys moved, 2.0 slots/s, ETA 0s"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_rewrites_one_line_on_a_terminal() -> None:
+    now = [0.0]
+    out = _Terminal()
+    p = Progress("rebalance", 3, out, every_slots=100, clock=lambda: now[0])
+    for _ in range(3):
+        now[0] += 1.0
+        p.advance(1)
+    p.done()
+    text = out.getvalue()
+    assert text.count("\r") == 3 and text.endswith("rebalance: 3/3 slots, 3 keys moved, "
+                                                    "1.0 slots/s, ETA 0s\n")
+    assert "\n" not in text[:-1]
