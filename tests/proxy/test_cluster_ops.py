@@ -249,7 +249,41 @@ def test_half_moved_slot_is_finished(nodes: list[ManagedProcess]) -> None:
     assert_every_key_on_its_owner(masters)
 
 
-@pytest.mark.parametrize("nodes", ["bundled"], indirect=True)
+@pytest.mark.parametrize("nodes", ["bundled", "real"], indirect=True)
+def test_fix_covers_uncovered_slots(nodes: list[ManagedProcess]) -> None:
+    """Slots no master owns go to the master holding their keys, else to the one with the
+    fewest slots (as redis-cli's fix gives them)."""
+    masters = nodes[:3]
+    load(masters)
+    before = owners(masters[0])
+    holder, other = node_id(masters[0]), node_id(masters[1])  # slots 0-5460, 5461-10922
+    with_keys = next(key_slot(f"key:{i}".encode()) for i in range(KEYS)
+                     if before[key_slot(f"key:{i}".encode())] == holder)
+    probe = masters[1].client()
+    # four empty slots of the second master: it has the fewest slots when the keyed slot
+    # (lower, so given first) is placed
+    empty = [s for s in range(5461, 5600)
+             if probe.execute_command("CLUSTER", "COUNTKEYSINSLOT", s) == 0][:4]
+    for m in masters:
+        m.client().execute_command("CLUSTER", "DELSLOTS", with_keys, *empty)
+    wait_until(lambda: "only 16379 of 16384" in cli("check", addr(masters[0])).stdout, 10,
+               "check seeing five uncovered slots")
+    out = cli("fix", addr(masters[0]))
+    assert out.returncode == 0 and "5 uncovered slots assigned" in out.stdout, out
+    wait_until(lambda: cli("check", addr(masters[0])).returncode == 0, 20, "a clean check")
+    now = owners(masters[0])
+    assert now[with_keys] == holder  # where its keys are, not the master with fewest slots
+    counts = {node_id(m): list(before.values()).count(node_id(m)) for m in masters}
+    counts[other] -= len(empty)
+    expected = []
+    for _ in empty:  # each to the master with the fewest slots then (ties: lowest id)
+        expected.append(min(counts, key=lambda i: (counts[i], i)))
+        counts[expected[-1]] += 1
+    assert [now[s] for s in empty] == expected
+    assert_every_key_on_its_owner(masters)
+
+
+@pytest.mark.parametrize("nodes", ["bundled", "real"], indirect=True)
 def test_rebalance_add_node_failover_call_del_node(nodes: list[ManagedProcess]) -> None:
     masters, spare, extra = nodes[:3], nodes[3], nodes[4]
     load(masters)
