@@ -241,7 +241,7 @@ def run_moves(view: ClusterView, moves: Sequence[Move], opts: MoveOptions,
     """Carry out ``moves`` in order, at most ``opts.rate_slots_per_s`` slots a second."""
     for i, mv in enumerate(moves):
         if opts.rate_slots_per_s > 0:
-            due = progress.started + i / opts.rate_slots_per_s
+            due = progress.started + (i + 1) / opts.rate_slots_per_s  # never ahead of it
             wait_s = due - progress.clock()
             if wait_s > 0:
                 time.sleep(wait_s)

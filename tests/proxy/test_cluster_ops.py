@@ -29,7 +29,7 @@ from tests.support import (
 
 CLI = [sys.executable, "-m", "slotgate.proxy.ops.cli", "cluster"]
 KEYS = 1000
-PROGRESS = re.compile(r"^reshard: (\d+)/(\d+) slots, (\d+) keys moved, [\d.]+ slots/s, ETA ")
+PROGRESS = re.compile(r"^reshard: (\d+)/(\d+) slots, (\d+) keys moved, ([\d.]+) slots/s, ETA ")
 
 
 def cli(*args: str, timeout_s: float = 180.0) -> subprocess.CompletedProcess[str]:
@@ -172,13 +172,14 @@ def reshard_killed_at_half(nodes: list[ManagedProcess], workdir: Path, slots: in
                 [*CLI, "reshard", addr(masters[0]), "--from", src, "--to", dst, "--slots",
                  str(slots), "--yes", *extra],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            seen = []
+            seen, rates = [], []
             assert proc.stderr is not None
             try:
                 for line in proc.stderr:
                     found = PROGRESS.match(line)
                     if found:
                         seen.append(int(found[1]))
+                        rates.append(float(found[4]))
                         if int(found[1]) >= slots // 2:
                             proc.send_signal(signal.SIGKILL)
                             break
@@ -188,6 +189,8 @@ def reshard_killed_at_half(nodes: list[ManagedProcess], workdir: Path, slots: in
                 proc.wait(10)
                 proc.stderr.close()
             assert proc.returncode == -signal.SIGKILL and len(seen) >= 2, seen
+            if "--rate" in extra:  # throttled: never ahead of the rate asked for
+                assert max(rates) <= float(extra[extra.index("--rate") + 1]) * 1.05, rates
             moved = sum(1 for o in owners(masters[0]).values() if o == dst) - before
             assert slots // 2 - 10 <= moved < slots
             # the re-run finishes what the killed one left open, then moves the rest asked for
