@@ -32,9 +32,9 @@ KEYS = 1000
 PROGRESS = re.compile(r"^reshard: (\d+)/(\d+) slots, (\d+) keys moved, ([\d.]+) slots/s, ETA ")
 
 
-def cli(*args: str, timeout_s: float = 180.0) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout_s: float = 180.0, answer: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout_s,
-                          stdin=subprocess.DEVNULL)
+                          input=answer)
 
 
 def addr(n: ManagedProcess) -> str:
@@ -291,8 +291,12 @@ def test_rebalance_add_node_failover_call_del_node(nodes: list[ManagedProcess]) 
     masters, spare, extra = nodes[:3], nodes[3], nodes[4]
     load(masters)
     a, c = node_id(masters[0]), node_id(masters[2])
+    asked = cli("reshard", addr(masters[0]), "--from", a, "--to", c, "--slots", "150",
+                answer="no\n")  # without --yes: the plan, then a typed "yes" or nothing moves
+    assert asked.returncode == 1 and "Moving 150 slots" in asked.stdout
+    assert "type 'yes'" in asked.stdout and "Aborting" in asked.stdout
     assert cli("reshard", addr(masters[0]), "--from", a, "--to", c, "--slots", "150",
-               "--yes").returncode == 0
+               answer="yes\n").returncode == 0
     sim = cli("rebalance", addr(masters[0]), "--simulate")
     assert sim.returncode == 0 and "dry run" in sim.stdout
     out = cli("rebalance", addr(masters[0]), "--threshold", "1", "--progress-every", "25")
