@@ -5,6 +5,8 @@
     slotgate cluster create HOST:PORT ... [--cluster-replicas N]
     slotgate cluster check HOST:PORT
     slotgate cluster info HOST:PORT
+    slotgate cluster reshard | rebalance | fix | add-node | del-node | failover | call ...
+        (cluster_args.py: arguments; cluster_cmds.py: the commands)
 
 ``up`` is the embedded default: it starts bundled nodes (``python -m slotgate.node``) on loopback, each
 in ``DATA_DIR/node-<port>``, forms the cluster (or rejoins the one already in DATA_DIR), starts
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from slotgate.proxy.ops import checklist
 from slotgate.proxy.ops.admin import (
     AdminError,
     Credentials,
@@ -34,6 +37,9 @@ from slotgate.proxy.ops.admin import (
     create_cluster,
     parse_info,
 )
+from slotgate.proxy.ops.cluster_args import ACTIONS as CLUSTER_ACTIONS
+from slotgate.proxy.ops.cluster_args import add_actions
+from slotgate.proxy.ops.cluster_args import run as run_cluster_action
 from slotgate.proxy.ops.settings import parse_address
 
 CLUSTER_BUS_PORT_OFFSET = 10000
@@ -90,8 +96,15 @@ def arg_parser() -> argparse.ArgumentParser:
     cr.add_argument("--cluster-replicas", type=_non_negative, default=0)
     ck = clsub.add_parser("check", help="check slot coverage and agreement")
     ck.add_argument("node", type=_address)
+    ck.add_argument("--bigkey-bytes", type=_positive, default=checklist.BIGKEY_BYTES,
+                    help="a string longer than this is a big key")
+    ck.add_argument("--bigkey-items", type=_positive, default=checklist.BIGKEY_ITEMS,
+                    help="a list/hash/set/zset/stream with more items is a big key")
+    ck.add_argument("--bigkey-sample", type=_non_negative, default=checklist.BIGKEY_SAMPLE,
+                    help="keys sampled per master for big keys (SCAN)")
     inf = clsub.add_parser("info", help="masters, their slots and keys")
     inf.add_argument("node", type=_address)
+    add_actions(clsub)
     for action in (cr, ck, inf):
         action.add_argument("--user", help="ACL user to log in to the nodes as (AUTH user pass)")
         action.add_argument("--password", default=os.environ.get(NODE_PASSWORD_ENV),
@@ -234,6 +247,8 @@ def up(ns: argparse.Namespace) -> int:
 def cluster(ns: argparse.Namespace) -> int:
     try:
         auth = _auth(ns)
+        if ns.action in CLUSTER_ACTIONS:
+            return run_cluster_action(ns, auth)
         if ns.action == "create":
             create_cluster(ns.nodes, replicas=ns.cluster_replicas, auth=auth)
             print("[OK] cluster formed")
@@ -245,7 +260,11 @@ def cluster(ns: argparse.Namespace) -> int:
             if not problems:
                 print("[OK] All nodes agree about slots configuration.")
                 print("[OK] All 16384 slots covered.")
-            return 1 if problems else 0
+            facts = checklist.gather(ns.node, auth, ns.bigkey_sample, ns.bigkey_bytes,
+                                     ns.bigkey_items)
+            for finding in checklist.judge(facts):
+                print(f"[WARNING] {finding}")
+            return 1 if problems else 0  # warnings alone leave the exit status 0
         with NodeClient(ns.node, auth=auth) as c:
             for ln in cluster_nodes(c):
                 if "master" in ln.flags and ln.slots:

@@ -1,0 +1,281 @@
+"""Moving slots between masters: the executor half of ``slotgate cluster reshard``,
+``rebalance`` and ``fix`` (the plans come from ``reshard_plan.py``).
+
+One slot moves as redis-cli --cluster moves it:
+  1. ``CLUSTER SETSLOT <slot> IMPORTING <source-id>`` on the target,
+  2. ``CLUSTER SETSLOT <slot> MIGRATING <target-id>`` on the source,
+  3. ``CLUSTER GETKEYSINSLOT <slot> <pipeline>`` + ``MIGRATE host port "" 0 <timeout> KEYS ...``
+     until the source has no key left in the slot (clients meanwhile get ASK redirects),
+  4. ``CLUSTER SETSLOT <slot> NODE <target-id>`` on the target, then the source, then every
+     other master.
+
+Killed between 1 and 4, a slot stays open (MIGRATING on the source, IMPORTING on the target).
+``finish_open_slots`` (run first by reshard, rebalance and fix) finds such slots in every
+master's CLUSTER NODES and carries them to their target, so a re-run completes the work.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import hiredis
+
+from slotgate.proxy.ops.admin import (
+    Address,
+    AdminError,
+    Credentials,
+    NodeClient,
+    NodeLine,
+    cluster_nodes,
+)
+from slotgate.proxy.ops.reshard_plan import Move, parse_slot_tokens
+
+OPEN_SLOT = re.compile(r"^\[(\d+)-([<>])-([0-9a-f]+)\]$")
+BUSYKEY = "BUSYKEY"
+
+
+def node_address(line: NodeLine, fallback_host: str) -> Address:
+    host, _, port = line.addr.rpartition(":")
+    return (host or fallback_host, int(port))
+
+
+@dataclass
+class ClusterView:
+    """The cluster as one node sees it, with a connection per node opened on demand."""
+
+    entry: Address
+    auth: Credentials = None
+    lines: list[NodeLine] = field(default_factory=list)
+    _clients: dict[str, NodeClient] = field(default_factory=dict)
+
+    def load(self) -> ClusterView:
+        with NodeClient(self.entry, auth=self.auth) as c:
+            self.lines = cluster_nodes(c)
+        return self
+
+    def masters(self) -> list[NodeLine]:
+        return [ln for ln in self.lines if "master" in ln.flags and "fail" not in ln.flags
+                and "noaddr" not in ln.flags]
+
+    def replicas(self) -> list[NodeLine]:
+        return [ln for ln in self.lines if "slave" in ln.flags]
+
+    def by_id(self, node_id: str) -> NodeLine:
+        found = [ln for ln in self.lines if ln.id.startswith(node_id)] if node_id else []
+        if len(found) != 1:
+            raise AdminError(f"no single node with id {node_id!r} in the cluster")
+        return found[0]
+
+    def by_address(self, addr: Address) -> NodeLine:
+        for ln in self.lines:
+            if node_address(ln, self.entry[0]) == addr:
+                return ln
+        raise AdminError(f"{addr[0]}:{addr[1]} is not a node of this cluster")
+
+    def slots_by_master(self) -> dict[str, list[int]]:
+        return {m.id: parse_slot_tokens(m.slots) for m in self.masters()}
+
+    def client(self, line: NodeLine) -> NodeClient:
+        c = self._clients.get(line.id)
+        if c is None:
+            c = self._clients[line.id] = NodeClient(node_address(line, self.entry[0]),
+                                                    timeout_s=30.0, auth=self.auth)
+        return c
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
+        self._clients.clear()
+
+
+class Progress:
+    """Slots and keys moved, rate and ETA on stderr: one carriage-return line rewritten on a
+    terminal, a line every ``every_slots`` slots otherwise (logs, pipes, tests)."""
+
+    def __init__(self, what: str, total_slots: int, stream: TextIO | None = None,
+                 every_slots: int = 50, clock: Callable[[], float] = time.monotonic) -> None:
+        self.what = what
+        self.total = total_slots
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self.every = every_slots
+        self.clock = clock
+        self.started = clock()
+        self.slots = 0
+        self.keys = 0
+
+    def line(self) -> str:
+        elapsed_s = max(self.clock() - self.started, 1e-6)
+        rate = self.slots / elapsed_s
+        eta = f"{(self.total - self.slots) / rate:.0f}s" if rate > 0 else "?"
+        return (f"{self.what}: {self.slots}/{self.total} slots, {self.keys} keys moved, "
+                f"{rate:.1f} slots/s, ETA {eta}")
+
+    def advance(self, keys: int) -> None:
+        self.slots += 1
+        self.keys += keys
+        if self.tty:
+            self.stream.write("\r" + self.line())
+        elif self.slots % self.every == 0 or self.slots == self.total:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@dataclass(frozen=True)
+class MoveOptions:
+    pipeline: int = 10
+    timeout_ms: int = 60000
+    replace: bool = False
+    rate_slots_per_s: float = 0.0  # 0: as fast as the nodes go
+
+
+def _migrate_keys(view: ClusterView, src: NodeLine, dst: NodeLine, slot: int,
+                  opts: MoveOptions) -> int:
+    sc = view.client(src)
+    host, port = node_address(dst, view.entry[0])
+    auth_words: list[str] = []
+    if view.auth is not None:
+        user, password = view.auth
+        auth_words = ["AUTH2", user, password] if user is not None else ["AUTH", password]
+    moved = 0
+    while True:
+        keys = sc.check("CLUSTER", "GETKEYSINSLOT", slot, opts.pipeline)
+        assert isinstance(keys, list)
+        if not keys:
+            return moved
+        replace = ["REPLACE"] if opts.replace else []
+        reply = sc.call("MIGRATE", host, port, "", 0, opts.timeout_ms, *replace, *auth_words,
+                        "KEYS", *keys)
+        if isinstance(reply, hiredis.ReplyError) and str(reply).startswith(BUSYKEY):
+            # the target already holds a copy (a move cut short): the source's copy wins
+            reply = sc.call("MIGRATE", host, port, "", 0, opts.timeout_ms, "REPLACE",
+                            *auth_words, "KEYS", *keys)
+        if isinstance(reply, hiredis.ReplyError):
+            raise AdminError(f"MIGRATE of slot {slot} from {src.addr} to {dst.addr}: {reply}")
+        moved += len(keys)
+
+
+def move_slot(view: ClusterView, move: Move, opts: MoveOptions) -> int:
+    """Carry one slot from ``move.source`` to ``move.target``; returns the keys moved."""
+    src, dst = view.by_id(move.source), view.by_id(move.target)
+    view.client(dst).check("CLUSTER", "SETSLOT", move.slot, "IMPORTING", src.id)
+    view.client(src).check("CLUSTER", "SETSLOT", move.slot, "MIGRATING", dst.id)
+    keys = _migrate_keys(view, src, dst, move.slot, opts)
+    _assign_everywhere(view, move.slot, dst, first=(dst, src))
+    return keys
+
+
+def _assign_everywhere(view: ClusterView, slot: int, owner: NodeLine,
+                       first: Sequence[NodeLine]) -> None:
+    order = list(first) + [m for m in view.masters() if m not in first]
+    for m in order:
+        reply = view.client(m).call("CLUSTER", "SETSLOT", slot, "NODE", owner.id)
+        if isinstance(reply, hiredis.ReplyError) and m in first:
+            raise AdminError(f"{m.addr}: CLUSTER SETSLOT {slot} NODE: {reply}")
+        # another master refusing (e.g. it still has a stale view) learns it by gossip
+
+
+def open_slots(view: ClusterView) -> dict[int, dict[str, set[str]]]:
+    """Open slots seen by every master: slot -> {"migrating": {node ids}, "importing": {...},
+    "targets": {ids the slot is migrating to / importing on}}."""
+    out: dict[int, dict[str, set[str]]] = {}
+    for m in view.masters():
+        for ln in cluster_nodes(view.client(m)):
+            if "myself" not in ln.flags:
+                continue
+            for tok in ln.slots:
+                found = OPEN_SLOT.match(tok)
+                if not found:
+                    continue
+                slot, arrow, peer = int(found[1]), found[2], found[3]
+                entry = out.setdefault(slot, {"migrating": set(), "importing": set(),
+                                              "targets": set()})
+                if arrow == ">":
+                    entry["migrating"].add(m.id)
+                    entry["targets"].add(peer)
+                else:
+                    entry["importing"].add(m.id)
+                    entry["targets"].add(m.id)
+    return out
+
+
+def finish_open_slots(view: ClusterView, opts: MoveOptions, say: Callable[[str], None]) -> int:
+    """Carry every slot left MIGRATING/IMPORTING to its target; returns how many."""
+    opened = open_slots(view)
+    owners = {s: m.id for m in view.masters() for s in parse_slot_tokens(m.slots)}
+    for slot, entry in sorted(opened.items()):
+        targets = sorted(entry["targets"])
+        if len(targets) != 1:
+            raise AdminError(f"slot {slot} is open towards several nodes ({targets}); "
+                             "fix it by hand with CLUSTER SETSLOT")
+        dst = view.by_id(targets[0])
+        sources = set(entry["migrating"])
+        if slot in owners:
+            sources.add(owners[slot])
+        sources.discard(dst.id)
+        say(f">>> Finishing open slot {slot}: to {dst.addr} from "
+            f"{', '.join(view.by_id(s).addr for s in sorted(sources)) or 'nobody'}")
+        view.client(dst).call("CLUSTER", "SETSLOT", slot, "IMPORTING",
+                              next(iter(sorted(sources)), dst.id))
+        for s in sorted(sources):
+            src = view.by_id(s)
+            view.client(src).call("CLUSTER", "SETSLOT", slot, "MIGRATING", dst.id)
+            _migrate_keys(view, src, dst, slot, MoveOptions(opts.pipeline, opts.timeout_ms,
+                                                            replace=True))
+        _assign_everywhere(view, slot, dst, first=[dst])
+    return len(opened)
+
+
+def run_moves(view: ClusterView, moves: Sequence[Move], opts: MoveOptions,
+              progress: Progress) -> None:
+    """Carry out ``moves`` in order, at most ``opts.rate_slots_per_s`` slots a second."""
+    for i, mv in enumerate(moves):
+        if opts.rate_slots_per_s > 0:
+            due = progress.started + (i + 1) / opts.rate_slots_per_s  # never ahead of it
+            wait_s = due - progress.clock()
+            if wait_s > 0:
+                time.sleep(wait_s)
+        progress.advance(move_slot(view, mv, opts))
+    progress.done()
+
+
+def cover_uncovered_slots(view: ClusterView, opts: MoveOptions, say: Callable[[str], None]) -> int:
+    """Give every slot no master owns to a master, as redis-cli's fix does: the master that
+    holds the most keys of it (the others' keys are migrated to it), else the master with the
+    fewest slots. Returns how many slots were covered."""
+    owned = {s for slots in view.slots_by_master().values() for s in slots}
+    uncovered = [s for s in range(16384) if s not in owned]
+    masters = view.masters()
+    if not masters:
+        raise AdminError("no reachable master to give the uncovered slots to")
+    counts = {m.id: len(parse_slot_tokens(m.slots)) for m in masters}
+    for slot in uncovered:
+        holding = {m.id: int(view.client(m).check("CLUSTER", "COUNTKEYSINSLOT", slot))  # type: ignore[call-overload]
+                   for m in masters}
+        with_keys = [i for i, n in holding.items() if n > 0]
+        owner_id = (max(with_keys, key=lambda i: holding[i]) if with_keys
+                    else min(counts, key=lambda i: (counts[i], i)))
+        owner = view.by_id(owner_id)
+        view.client(owner).check("CLUSTER", "ADDSLOTS", slot)
+        counts[owner_id] += 1
+        for other in with_keys:
+            if other != owner_id:
+                src = view.by_id(other)
+                view.client(owner).call("CLUSTER", "SETSLOT", slot, "IMPORTING", src.id)
+                view.client(src).call("CLUSTER", "SETSLOT", slot, "MIGRATING", owner.id)
+                _migrate_keys(view, src, owner, slot, MoveOptions(opts.pipeline,
+                                                                  opts.timeout_ms, replace=True))
+        _assign_everywhere(view, slot, owner, first=[owner])
+    if uncovered:
+        say(f">>> Covered {len(uncovered)} slots")
+    return len(uncovered)
