@@ -8,7 +8,8 @@ called by FCALL with ``(keys, args)`` under the same checks and effects replicat
 their errors naming the function (``script: <name>, on @user_function:N.``).
 
 FUNCTION LOAD/DELETE/FLUSH are write commands: the dispatcher propagates them as they are.
-FUNCTION DUMP/RESTORE speak Redis' RDB payload (rdb.py's ``dump_functions``/``iter_functions``).
+FUNCTION DUMP/RESTORE speak Redis' RDB payload (rdb.py's ``dump_functions``/``iter_functions``);
+snapshots carry ``codes()`` and load them back with ``restore(codes, b"flush")``.
 """
 
 from __future__ import annotations
@@ -174,6 +175,10 @@ class Functions:
         if not lib.functions:
             raise CommandError(NO_FUNCTIONS)
         return lib
+
+    def codes(self) -> list[bytes]:
+        """Every library's code, for snapshots (which load them back with ``restore``)."""
+        return [lib.code for lib in self.libraries.values()]
 
     def dump(self) -> bytes:
         """FUNCTION DUMP: every library's code in an RDB-format payload."""
