@@ -20,13 +20,16 @@ Optional tests (not in the default set), each its own redis-benchmark run with a
 prefilled identically on every server after each FLUSHALL: ``pfadd`` (``PFADD hll:bench
 e:__rand_int__``, ``-r 1000000``), ``pfcount3`` (``PFCOUNT`` of three HLLs of 10,000 elements
 each), ``geosearch`` (``GEOSEARCH ... FROMLONLAT 2.35 48.85 BYRADIUS 50 km ASC COUNT 10`` on 500
-points, seed 11), e.g. ``--split --tests pfadd,pfcount3,geosearch``.
+points, seed 11), ``evalsha3`` / ``fcall3`` (a 3-command script: INCR, SET, GET of two keys,
+through EVALSHA of the loaded script and FCALL of the same body as a function), e.g. ``--split
+--tests pfadd,pfcount3,geosearch``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import os
 import random
@@ -55,6 +58,12 @@ COMMANDS = {
     "geosearch": ["GEOSEARCH", "geo:bench", "FROMLONLAT", "2.35", "48.85", "BYRADIUS", "50", "km",
                   "ASC", "COUNT", "10"],
 }
+SCRIPT3 = ("redis.call('incr', KEYS[1]) redis.call('set', KEYS[2], ARGV[1]) "
+           "return redis.call('get', KEYS[2])")
+LIB3 = f"#!lua name=bench\nredis.register_function('bench3', function(KEYS, ARGV) {SCRIPT3} end)"
+COMMANDS["evalsha3"] = ["EVALSHA", hashlib.sha1(SCRIPT3.encode()).hexdigest(), "2", "ev:n",
+                        "ev:__rand_int__", "v"]
+COMMANDS["fcall3"] = ["FCALL", "bench3", "2", "ev:n", "ev:__rand_int__", "v"]
 SERVER_CPU = "0"
 BENCH_CPU = "1"
 
@@ -75,6 +84,8 @@ def prefill(client) -> None:
     rng = random.Random(11)
     for i in range(500):
         pipe.geoadd("geo:bench", (rng.uniform(1.5, 3.2), rng.uniform(48.3, 49.4), f"p{i}"))
+    pipe.script_load(SCRIPT3)
+    pipe.function_load(LIB3, replace=True)
     pipe.execute()
 
 
