@@ -205,27 +205,29 @@ local function all_strings(...)
   return n > 0
 end
 entry(redis, 'call', function(...)
-  local v, err
+  local v, err, st  -- st: a status reply's text, made a {ok=} table here (cheaper than Python)
   if all_strings(...) then
-    v, err = py_call(...)
+    v, err, st = py_call(...)
   else
     local argv, e, n = command_args(...)
     if e then raise(e) end
-    v, err = py_call(unpack(argv, 1, n))
+    v, err, st = py_call(unpack(argv, 1, n))
   end
   if err then raise(err) end
+  if st then return {ok = st} end
   return v
 end)
 entry(redis, 'pcall', function(...)
-  local v, err
+  local v, err, st  -- st: a status reply's text, made a {ok=} table here (cheaper than Python)
   if all_strings(...) then
-    v, err = py_call(...)
+    v, err, st = py_call(...)
   else
     local argv, e, n = command_args(...)
     if e then return {err = e} end
-    v, err = py_call(unpack(argv, 1, n))
+    v, err, st = py_call(unpack(argv, 1, n))
   end
   if err then return {err = err} end
+  if st then return {ok = st} end
   return v
 end)
 local function error_text(msg)
