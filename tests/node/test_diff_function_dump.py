@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slotgate.node.persistence import rdb
-from tests.node.diff import Pair, compare
+from tests.node.diff import Pair, run_argvs
 from tests.support import RawClient, node_and_redis
 
 
@@ -60,6 +60,9 @@ PAYLOADS = {
 }
 POLICIES: list[list[bytes]] = [[], [b"APPEND"], [b"replace"], [b"FLUSH"]]
 LIST = [b"FUNCTION", b"LIST", b"WITHCODE"]
+# one library per listing (Redis lists several in hash-table order), then the counts
+LISTINGS = [[*LIST, b"LIBRARYNAME", name] for name in (b"lib1", b"lib2", b"pg", b"x")] + [
+    [b"FUNCTION", b"STATS"]]
 
 
 @pytest.fixture(scope="module")
@@ -68,33 +71,19 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         yield Pair(procs["ours"].port, procs["real"].port)
 
 
-def _both(pair: Pair, proto: int, steps: list[list[bytes]]) -> list[str]:
-    """Replies compared raw; FUNCTION LIST sorted (Redis lists libraries in hash order)."""
-    ours, real = pair.connect(proto)
-    problems = []
-    try:
-        for argv in steps:
-            diff = compare(ours, real, argv, "sorted" if argv == LIST else None)
-            if diff is not None:
-                problems.append(f"{argv[:2]} {argv[3:]}: {diff}")
-    finally:
-        ours.close()
-        real.close()
-    return problems
-
-
 @pytest.mark.parametrize("proto", [2, 3])
 def test_restore_policies_and_errors_match_redis(pair: Pair, proto: int) -> None:
     steps: list[list[bytes]] = []
     for policy in POLICIES:
         for payload in PAYLOADS.values():
             steps += [[b"FUNCTION", b"FLUSH"], [b"FUNCTION", b"LOAD", L1],
-                      [b"FUNCTION", b"RESTORE", payload, *policy], LIST, [b"FCALL", b"f1", b"0"]]
+                      [b"FUNCTION", b"RESTORE", payload, *policy], *LISTINGS,
+                      [b"FCALL", b"f1", b"0"]]
     steps += [[b"FUNCTION", b"RESTORE", PAYLOADS["one"], b"bad"],
               [b"FUNCTION", b"RESTORE", PAYLOADS["one"], b"FLUSH", b"x"],
               [b"FUNCTION", b"RESTORE"], [b"FUNCTION", b"DUMP", b"x"],
               [b"FUNCTION", b"RESTORE", PAYLOADS["pre-GA"], b"FLUSH"], [b"FCALL", b"pgf", b"0"]]
-    problems = _both(pair, proto, steps)
+    problems = run_argvs(pair, steps, proto)
     assert not problems, "\n".join(problems)
 
 
@@ -104,7 +93,7 @@ def test_dump_bytes_match_redis(pair: Pair, proto: int) -> None:
              [b"FUNCTION", b"DUMP"], [b"FUNCTION", b"LOAD", b"REPLACE", L1B],
              [b"FUNCTION", b"DUMP"], [b"FUNCTION", b"FLUSH"], [b"FUNCTION", b"LOAD", BIG],
              [b"FUNCTION", b"DUMP"]]
-    problems = _both(pair, proto, steps)
+    problems = run_argvs(pair, steps, proto)
     assert not problems, "\n".join(problems)
 
 
