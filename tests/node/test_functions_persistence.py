@@ -41,11 +41,14 @@ def test_restart_from_the_snapshot_keeps_the_libraries(tmp_path: Path) -> None:
         assert c.execute_command("FCALL", "setget", "1", "k", "v") == b"v"
 
 
-def test_restart_after_an_aof_rewrite_keeps_the_libraries(tmp_path: Path) -> None:
+def test_restart_from_the_aof_before_and_after_a_rewrite_keeps_the_libraries(tmp_path: Path) -> None:
     node = slotgate_node(tmp_path, extra=["--appendonly", "yes", "--appendfsync", "always"])
     with running(node):
+        before = _load_libs(node.client())
+        node.kill()  # replayed from the AOF's FUNCTION LOAD commands
+        node.start()
         c = node.client()
-        before = _load_libs(c)
+        assert c.execute_command(*LIST) == before
         c.bgrewriteaof()
         wait_until(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0
                    and c.info("persistence")["aof_rewrites"] >= 1, what="AOF rewrite done")
