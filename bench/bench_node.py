@@ -22,13 +22,16 @@ e:__rand_int__``, ``-r 1000000``), ``pfcount3`` (``PFCOUNT`` of three HLLs of 10
 each), ``geosearch`` (``GEOSEARCH ... FROMLONLAT 2.35 48.85 BYRADIUS 50 km ASC COUNT 10`` on 500
 points, seed 11), ``xadd`` (``XADD stream:bench * f v:__rand_int__``), ``xreadgroup10``
 (``XREADGROUP GROUP g c COUNT 10 STREAMS stream:read 0``: the first 10 of the 100 entries
-pending for consumer c, of a 1,000-entry stream), e.g. ``--split --tests pfadd,pfcount3,geosearch``.
+pending for consumer c, of a 1,000-entry stream), ``evalsha3`` / ``fcall3`` (a 3-command script:
+INCR, SET, GET of two keys, through EVALSHA of the loaded script and FCALL of the same body as a
+function), e.g. ``--split --tests pfadd,pfcount3,geosearch``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import os
 import random
@@ -59,6 +62,12 @@ COMMANDS = {
     "xadd": ["XADD", "stream:bench", "*", "f", "v:__rand_int__"],
     "xreadgroup10": ["XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "stream:read", "0"],
 }
+SCRIPT3 = ("redis.call('incr', KEYS[1]) redis.call('set', KEYS[2], ARGV[1]) "
+           "return redis.call('get', KEYS[2])")
+LIB3 = f"#!lua name=bench\nredis.register_function('bench3', function(KEYS, ARGV) {SCRIPT3} end)"
+COMMANDS["evalsha3"] = ["EVALSHA", hashlib.sha1(SCRIPT3.encode()).hexdigest(), "2", "ev:n",
+                        "ev:__rand_int__", "v"]
+COMMANDS["fcall3"] = ["FCALL", "bench3", "2", "ev:n", "ev:__rand_int__", "v"]
 SERVER_CPU = "0"
 BENCH_CPU = "1"
 
@@ -83,6 +92,8 @@ def prefill(client) -> None:
         pipe.xadd("stream:read", {"f": f"v{i}", "n": str(i)}, id=f"{i}-0")
     pipe.xgroup_create("stream:read", "g", id="0")
     pipe.xreadgroup("g", "c", {"stream:read": ">"}, count=100)
+    pipe.script_load(SCRIPT3)
+    pipe.function_load(LIB3, replace=True)
     pipe.execute()
 
 

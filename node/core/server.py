@@ -61,10 +61,11 @@ SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
 # INFO sections and background tasks.
+# Scripting comes before persistence: the snapshot or AOF loaded at start holds libraries.
 SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.commands.clients",
+              "slotgate.node.scripting.commands", "slotgate.node.scripting.functions",
               "slotgate.node.persistence.manager", "slotgate.node.replication.master",
-              "slotgate.node.cluster", "slotgate.node.scripting.commands",
-              "slotgate.node.scripting.functions")
+              "slotgate.node.cluster")
 
 CommandCheck = Callable[[Client, Command, list[bytes]], "bytes | None"]
 

@@ -264,6 +264,7 @@ class Persistence:
             t0 = time.monotonic()
             try:
                 res = snapshot.load_file(self.ks, path)
+                self.load_functions(res.functions)
             except snapshot.SnapshotError as exc:
                 raise PersistenceError(f"Short read or bad snapshot file {path}: {exc}") from None
             self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
@@ -278,6 +279,7 @@ class Persistence:
             if snapshot.is_snapshot(head):
                 try:
                     res = snapshot.load_file(self.ks, path)
+                    self.load_functions(res.functions)
                 except snapshot.SnapshotError as exc:
                     raise PersistenceError(f"Bad AOF base file {aof.base}: {exc}") from None
                 self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
@@ -392,7 +394,7 @@ class Persistence:
         base = f"{aof.prefix}.{aof.base_seq}.base.rdb"
         self.aof_child_base = base
         self._aof_for_child = aof
-        pid = snapshot.fork_write(self.ks, aof.path(base))
+        pid = snapshot.fork_write(self.ks, aof.path(base), functions=self.function_codes())
         self.aof_child = Child(pid, aof.path(base), self.ks.dirty)
         log.info("Background append only file rewriting started by pid %d", pid)
 
@@ -434,9 +436,24 @@ class Persistence:
         return (aof.current_size - base) * 100 // base >= pct
 
     # -- snapshots -----------------------------------------------------------------------
+    def function_codes(self) -> list[bytes]:
+        """The function libraries a snapshot carries."""
+        fns = self.server.functions
+        return fns.codes() if fns is not None else []
+
+    def load_functions(self, codes: list[bytes]) -> None:
+        """Make a loaded snapshot's libraries the node's (SnapshotError if one fails)."""
+        fns = self.server.functions
+        if fns is None or (not codes and not fns.libraries):
+            return
+        try:
+            fns.restore(codes, b"flush")
+        except CommandError as exc:
+            raise snapshot.SnapshotError(f"bad function library: {exc}") from None
+
     def save(self) -> None:
         """SAVE: a synchronous snapshot (OSError on failure)."""
-        snapshot.write_file(self.ks, self.rdb_path())
+        snapshot.write_file(self.ks, self.rdb_path(), functions=self.function_codes())
         self.ks.dirty = 0
         self.server.last_save_time = int(time.time())
         self.rdb_saves += 1
@@ -445,7 +462,7 @@ class Persistence:
 
     def bgsave(self) -> None:
         self.last_bgsave_try = time.monotonic()
-        pid = snapshot.fork_write(self.ks, self.rdb_path())
+        pid = snapshot.fork_write(self.ks, self.rdb_path(), functions=self.function_codes())
         self.rdb_child = Child(pid, self.rdb_path(), self.ks.dirty)
         log.info("Background saving started by pid %d", pid)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
@@ -512,3 +512,52 @@ def load(payload: bytes, *, verify: bool = True) -> tuple[str, Value]:
         raise RdbError(ERR_BAD_FORMAT)
     kind, decode = entry
     return kind, decode(r)
+
+
+# --- function libraries (FUNCTION DUMP / RESTORE, snapshots) ------------------------------
+OP_FUNCTION2 = 0xF5  # RDB_OPCODE_FUNCTION2: the library's code as one string
+OP_FUNCTION_PRE_GA = 0xF6  # 7.0 release candidates: name, engine, description, code
+ERR_NOT_FUNCTION = "ERR given type is not a function"
+ERR_LIBRARY_PAYLOAD = "ERR Failed loading library payload"
+_PRE_GA_FIELDS = ("ERR Failed loading library name", "ERR Failed loading engine name")
+
+
+def function_record(code: bytes) -> bytes:
+    """One library as ``rdbSaveFunctions`` writes it (uncompressed)."""
+    return bytes((OP_FUNCTION2,)) + _string_bytes(code)
+
+
+def dump_functions(codes: Iterable[bytes]) -> bytes:
+    """The FUNCTION DUMP payload of libraries with these codes, in this order."""
+    body = b"".join(function_record(code) for code in codes) + RDB_VERSION.to_bytes(2, "little")
+    return body + crc64(body).to_bytes(8, "little")
+
+
+def _field(r: _Reader, err: str) -> bytes:
+    try:
+        return r.string()
+    except RdbError:
+        raise RdbError(err) from None
+
+
+def iter_functions(payload: bytes) -> Iterator[bytes]:
+    """The library codes of a FUNCTION RESTORE payload, read as ``functionRestoreCommand``
+    does (footer first, then records until 10 bytes remain); RdbError with Redis' text."""
+    check_footer(payload)
+    r = _Reader(bytes(payload))
+    while len(payload) - r.pos > 10:
+        op = r.byte()
+        if op == OP_FUNCTION_PRE_GA:  # rewritten into a GA library: "#!<engine> name=<name>"
+            name, engine = (_field(r, err) for err in _PRE_GA_FIELDS)
+            try:
+                has_desc = r.plain_length()
+            except RdbError:
+                raise RdbError("ERR Failed loading library description indicator") from None
+            if has_desc:
+                _field(r, "ERR Failed loading library description")
+            blob = _field(r, "ERR Failed loading library blob")
+            yield b"#!%s name=%s\n%s" % (engine, name, blob)
+            continue
+        if op != OP_FUNCTION2:
+            raise RdbError(ERR_NOT_FUNCTION)
+        yield _field(r, ERR_LIBRARY_PAYLOAD)

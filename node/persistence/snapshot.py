@@ -9,6 +9,7 @@ Layout (integers little-endian)::
     magic   b"SGSNAP01"
     records op(1) ...
       0xFA  AUX       u16 name_len, u32 value_len, name, value
+      0xF5  FUNCTION  u32 code_len, code (one function library, as FUNCTION LOAD takes it)
       0xFE  SELECTDB  u32 db_index
       0x01  KEY       i64 expire_unix_ms (-1: none), u32 key_len, u32 obj_len, key, obj
                       obj = b"\\x00" + raw string bytes, or rdb.encode_object() of the value
@@ -29,7 +30,7 @@ import logging
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from slotgate.node.commands import dump
@@ -40,6 +41,7 @@ log = logging.getLogger("node.snapshot")
 
 MAGIC = b"SGSNAP01"
 OP_AUX, OP_SELECTDB, OP_KEY, OP_EOF = 0xFA, 0xFE, 0x01, 0xFF
+OP_FUNCTION = 0xF5  # the RDB opcode of a function library
 RAW_STRING = 0x00  # first byte of an obj holding a plain string (rdb type bytes are 1..18)
 CHUNK_BYTES = 1 << 20  # output is produced in chunks of about this size
 
@@ -77,14 +79,19 @@ def _obj_value(obj: bytes) -> Any:
     return builder(value)
 
 
-def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None) -> Iterator[bytes]:
-    """The snapshot of ``ks`` as byte chunks (the last one ends with the CRC footer)."""
+def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None,
+                functions: Sequence[bytes] = ()) -> Iterator[bytes]:
+    """The snapshot of ``ks`` and the function libraries' ``functions`` codes as byte chunks
+    (the last one ends with the CRC footer)."""
     crc = 0
     parts: list[bytes] = [MAGIC]
     size = len(MAGIC)
     for name, value in (aux or {}).items():
         nb = name.encode()
         parts.append(bytes((OP_AUX,)) + _AUX_HDR.pack(len(nb), len(value)) + nb + value)
+    for code in functions:
+        parts.append(bytes((OP_FUNCTION,)) + struct.pack("<I", len(code)) + code)
+        size += len(code) + 5
     pack = _KEY_HDR.pack
     op_key = bytes((OP_KEY,))
     for db in ks.dbs:
@@ -110,14 +117,14 @@ def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None) -> Iterator[b
 
 
 def write_file(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
-               fsync: bool = True) -> int:
+               fsync: bool = True, functions: Sequence[bytes] = ()) -> int:
     """Write a snapshot of ``ks`` to ``path`` atomically (temp file, fsync, rename).
     Returns the size in bytes; raises OSError (the temp file is removed)."""
     tmp = f"{path}.tmp-{os.getpid()}"
     size = 0
     try:
         with open(tmp, "wb") as f:
-            for chunk in iter_chunks(ks, aux):
+            for chunk in iter_chunks(ks, aux, functions):
                 f.write(chunk)
                 size += len(chunk)
             f.flush()
@@ -134,7 +141,8 @@ def write_file(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
 
 
 def fork_write(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
-               before_write: Callable[[], None] | None = None) -> int:
+               before_write: Callable[[], None] | None = None,
+               functions: Sequence[bytes] = ()) -> int:
     """Fork a child that writes ``ks`` (as of now) to ``path``; returns the child's pid.
 
     The child never returns: it exits 0 after the rename, 1 on any error. Raises OSError when
@@ -146,7 +154,7 @@ def fork_write(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
     try:
         if before_write is not None:
             before_write()
-        write_file(ks, path, aux)
+        write_file(ks, path, aux, functions=functions)
         code = 0
     except BaseException as exc:  # noqa: BLE001 - report and exit, never return into the server
         try:
@@ -172,14 +180,16 @@ def child_status(pid: int) -> int | None:
 
 
 class LoadResult:
-    """What ``load_bytes`` found: counts and the AUX fields."""
+    """What ``load_bytes`` found: counts, the AUX fields and the function libraries' codes
+    (for the caller to load)."""
 
-    __slots__ = ("keys_loaded", "keys_expired", "aux")
+    __slots__ = ("keys_loaded", "keys_expired", "aux", "functions")
 
     def __init__(self) -> None:
         self.keys_loaded = 0
         self.keys_expired = 0
         self.aux: dict[str, bytes] = {}
+        self.functions: list[bytes] = []
 
 
 def verify(data: bytes | memoryview) -> None:
@@ -238,6 +248,13 @@ def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True) -> LoadR
                 pos += nlen
                 res.aux[name] = bytes(mv[pos : pos + vlen])
                 pos += vlen
+            elif op == OP_FUNCTION:
+                (clen,) = struct.unpack_from("<I", data, pos)
+                pos += 4
+                if pos + clen > end:
+                    raise SnapshotError("snapshot truncated inside a function library")
+                res.functions.append(bytes(mv[pos : pos + clen]))
+                pos += clen
             elif op == OP_EOF:
                 return res
             else:

@@ -288,7 +288,9 @@ class Replication:
         aux = {"repl-stream-db": str(stream_db).encode(), "repl-id": self.replid.encode(),
                "repl-offset": str(backlog.master_repl_offset).encode()}
         try:
-            r.child = snapshot.fork_write(self.server.ks, r.snap_path, aux)
+            fns = self.server.functions
+            r.child = snapshot.fork_write(self.server.ks, r.snap_path, aux,
+                                          functions=fns.codes() if fns is not None else ())
         except OSError as exc:
             self._forget(r)
             raise CommandError(f"ERR fork failed: {exc}") from None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
 from slotgate.node.replication.apply import Applier, command_len, encode
 from slotgate.protocol.resp import ProtocolError, RequestReader
@@ -216,6 +217,12 @@ class MasterLink:
         ks.flushall()
         res = snapshot.load_bytes(ks, bytes(data), drop_expired=False)
         del data
+        fns = self.server.functions
+        if fns is not None:  # the master's libraries replace ours, as its keys do
+            try:
+                fns.restore(res.functions, b"flush")
+            except CommandError as exc:
+                log.warning("MASTER <-> REPLICA sync: a function library failed to load: %s", exc)
         repl = self.repl
         repl._drop_replicas()  # their history is not ours any more
         repl.replid, repl.replid2, repl.second_repl_offset = replid, "0" * 40, -1

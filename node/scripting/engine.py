@@ -101,6 +101,7 @@ class Run:
     resp: int = 2
     repl: int = REPL_ALL
     wrote: bool = False
+    acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
 
 
 class ScriptEngine:
@@ -182,6 +183,8 @@ class ScriptEngine:
         slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
+        user = c.acl_user  # a script cannot change ACL rules: decided once per run
+        run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
         sc.db = c.db
         if sc.resp != 2:
@@ -268,8 +271,9 @@ class ScriptEngine:
         return [h for h in hooks if h != feed]
 
     # -- the redis.* callbacks -------------------------------------------------------------
-    def call(self, *argv: bytes) -> tuple[Any, bytes | None]:
-        """redis.call / redis.pcall: (value, None) or (None, error text)."""
+    def call(self, *argv: bytes) -> tuple[Any, ...]:
+        """redis.call / redis.pcall: (value, None), (None, error text) or, for a status
+        reply, (None, None, its text)."""
         run = self.run
         if run is None:
             return None, b"ERR redis.call/pcall can only be called inside a script invocation"
@@ -285,7 +289,7 @@ class ScriptEngine:
             return None, WRONG_ARGS
         if "noscript" in cmd.flags:
             return None, NOT_ALLOWED
-        refused = srv.acl.check_script(run.caller, cmd, argv_l)
+        refused = srv.acl.check_script(run.caller, cmd, argv_l) if run.acl_checked else None
         if refused is None:
             refused = self._check_write(run, cmd, argv_l)
         if refused is None and srv.cluster_route is not None:
@@ -302,6 +306,8 @@ class ScriptEngine:
             dispatch.serve_ready_keys(srv)
         if reply[:1] == b"-":
             return None, error_text(reply[: reply.index(b"\r\n")])
+        if reply[:1] == b"+":  # the Lua side builds its {ok=} table
+            return None, None, reply[1:-2]
         return self.to_lua.convert(reply), None
 
     def _check_write(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:

@@ -8,12 +8,13 @@ called by FCALL with ``(keys, args)`` under the same checks and effects replicat
 their errors naming the function (``script: <name>, on @user_function:N.``).
 
 FUNCTION LOAD/DELETE/FLUSH are write commands: the dispatcher propagates them as they are.
-Not built: FUNCTION DUMP/RESTORE, functions in snapshots (the AOF replays FUNCTION LOAD).
+FUNCTION DUMP/RESTORE speak Redis' RDB payload (rdb.py's ``dump_functions``/``iter_functions``);
+snapshots carry ``codes()`` and load them back with ``restore(codes, b"flush")``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
+from slotgate.node.persistence import rdb
 from slotgate.node.scripting.commands import (
     KEYS_GT_ARGS,
     KEYS_NEGATIVE,
@@ -47,6 +49,8 @@ NO_ENGINE = "ERR Engine '%s' not found"
 BAD_LIBRARY_NAME = ("ERR Library names can only contain letters, numbers, or underscores(_) and "
                     "must be at least one character long")
 LIBRARY_EXISTS = "ERR Library '%s' already exists"
+JOIN_LIBRARY_EXISTS = "ERR Library %s already exists"  # FUNCTION RESTORE APPEND
+BAD_RESTORE_POLICY = "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE."
 FUNCTION_EXISTS = "ERR Function %s already exists"
 NO_FUNCTIONS = "ERR No functions registered"
 COMPILE_ERROR = "ERR Error compiling function: %s"
@@ -137,6 +141,20 @@ class Functions:
         old = self.libraries.get(name)
         if old is not None and not replace:
             raise CommandError(LIBRARY_EXISTS % name)
+        lib = self._compile(name, code)
+        for fname in lib.functions:
+            other = self.functions.get(fname.lower())
+            if other is not None and (old is None or fname not in old.functions):
+                raise CommandError(FUNCTION_EXISTS % fname)
+        if old is not None:
+            self._drop(old)
+        self.libraries[name] = lib
+        for fname, f in lib.functions.items():
+            self.functions[fname.lower()] = f
+        return name
+
+    def _compile(self, name: str, code: bytes) -> Library:
+        """Compile and run a library's code once: its registered functions."""
         body = code[code.index(b"\n"):]
         handle = self.engine.handle
         fn, err = handle.compile(body, b"@user_function")
@@ -156,16 +174,50 @@ class Functions:
                                             list(handle.flag_names(bits).values()))
         if not lib.functions:
             raise CommandError(NO_FUNCTIONS)
-        for fname in lib.functions:
-            other = self.functions.get(fname.lower())
-            if other is not None and (old is None or fname not in old.functions):
-                raise CommandError(FUNCTION_EXISTS % fname)
-        if old is not None:
-            self._drop(old)
-        self.libraries[name] = lib
-        for fname, f in lib.functions.items():
-            self.functions[fname.lower()] = f
-        return name
+        return lib
+
+    def codes(self) -> list[bytes]:
+        """Every library's code, for snapshots (which load them back with ``restore``)."""
+        return [lib.code for lib in self.libraries.values()]
+
+    def dump(self) -> bytes:
+        """FUNCTION DUMP: every library's code in an RDB-format payload."""
+        return rdb.dump_functions(lib.code for lib in self.libraries.values())
+
+    def restore(self, codes: Iterable[bytes], policy: bytes) -> None:
+        """FUNCTION RESTORE: load ``codes`` into a context of their own, then swap it in
+        (FLUSH) or join it to the current libraries (APPEND; REPLACE drops colliding
+        libraries first), as ``functionRestoreCommand``; nothing changes on an error."""
+        staged: dict[str, Library] = {}
+        staged_fns: dict[str, Function] = {}
+        try:
+            for code in codes:
+                name = _library_name(code)
+                if name in staged:
+                    raise CommandError(LIBRARY_EXISTS % name)
+                lib = self._compile(name, code)
+                for fname, f in lib.functions.items():
+                    if fname.lower() in staged_fns:
+                        raise CommandError(FUNCTION_EXISTS % fname)
+                    staged_fns[fname.lower()] = f
+                staged[name] = lib
+        except rdb.RdbError as exc:
+            raise CommandError(str(exc)) from None
+        if policy == b"flush":
+            self.libraries, self.functions = staged, staged_fns
+            return
+        if policy == b"append":
+            for name in staged:
+                if name in self.libraries:
+                    raise CommandError(JOIN_LIBRARY_EXISTS % name)
+        kept = {name: lib for name, lib in self.libraries.items() if name not in staged}
+        kept_fns = {fname.lower(): f for lib in kept.values() for fname, f in lib.functions.items()}
+        for fname, f in staged_fns.items():
+            if fname in kept_fns:
+                raise CommandError(FUNCTION_EXISTS % f.name)
+        kept.update(staged)
+        kept_fns.update(staged_fns)
+        self.libraries, self.functions = kept, kept_fns
 
     def _drop(self, lib: Library) -> None:
         del self.libraries[lib.name]
@@ -323,6 +375,28 @@ def function_stats(c: Client, argv: list[bytes]) -> bytes:
 @command("function|kill")
 def function_kill(c: Client, argv: list[bytes]) -> bytes:
     raise CommandError(NOTBUSY)
+
+
+@command("function|dump")
+def function_dump(c: Client, argv: list[bytes]) -> bytes:
+    return bulk(functions(c).dump())
+
+
+@command("function|restore")
+def function_restore(c: Client, argv: list[bytes]) -> bytes:
+    policy = argv[3].lower() if len(argv) > 3 else b"append"
+    if len(argv) > 4:
+        raise CommandError("ERR unknown subcommand or wrong number of arguments for "
+                           f"'{argv[1].decode('utf-8', 'replace')}'. Try FUNCTION HELP.")
+    if policy not in (b"flush", b"append", b"replace"):
+        raise CommandError(BAD_RESTORE_POLICY)
+    try:
+        rdb.check_footer(argv[2])
+    except rdb.RdbError as exc:
+        raise CommandError(str(exc)) from None
+    functions(c).restore(rdb.iter_functions(argv[2]), policy)
+    c.ks.dirty += 1
+    return OK
 
 
 @command("function|help")

@@ -196,18 +196,38 @@ local function command_args(...)
   return argv, nil, n
 end
 local py_call = py.call
+-- the common case, only strings, goes to Python as it is (no argument table)
+local function all_strings(...)
+  local n = select('#', ...)
+  for j = 1, n do
+    if type((select(j, ...))) ~= 'string' then return false end
+  end
+  return n > 0
+end
 entry(redis, 'call', function(...)
-  local argv, e, n = command_args(...)
-  if e then raise(e) end
-  local v, err = py_call(unpack(argv, 1, n))
+  local v, err, st  -- st: a status reply's text, made a {ok=} table here (cheaper than Python)
+  if all_strings(...) then
+    v, err, st = py_call(...)
+  else
+    local argv, e, n = command_args(...)
+    if e then raise(e) end
+    v, err, st = py_call(unpack(argv, 1, n))
+  end
   if err then raise(err) end
+  if st then return {ok = st} end
   return v
 end)
 entry(redis, 'pcall', function(...)
-  local argv, e, n = command_args(...)
-  if e then return {err = e} end
-  local v, err = py_call(unpack(argv, 1, n))
+  local v, err, st  -- st: a status reply's text, made a {ok=} table here (cheaper than Python)
+  if all_strings(...) then
+    v, err, st = py_call(...)
+  else
+    local argv, e, n = command_args(...)
+    if e then return {err = e} end
+    v, err, st = py_call(unpack(argv, 1, n))
+  end
   if err then return {err = err} end
+  if st then return {ok = st} end
   return v
 end)
 local function error_text(msg)
