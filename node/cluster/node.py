@@ -276,7 +276,9 @@ class ClusterNode:
                 self.redirect_blocked_clients()
 
     def _hook_pubsub(self) -> None:
-        pubsub.hub(self.server).publish_hooks.append(self.engine.publish)
+        h = pubsub.hub(self.server)
+        h.publish_hooks.append(self.engine.publish)
+        self.state.on_slot_left = h.unsubscribe_shard_slot
 
     # -- INFO ----------------------------------------------------------------------------------
     def info_fields(self, server: Any) -> list[tuple[str, object]]:

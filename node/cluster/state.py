@@ -156,6 +156,9 @@ class ClusterState:
         # slot ownership, open slots, the cluster state or a role changes; ``on_change`` runs
         # at each move (the router drops its "served here" table).
         self.on_change: Callable[[], None] = _noop
+        # ``on_slot_left(slot)``: a slot served by my shard (my own or my master's) was unbound
+        # (clusterDelSlot): its shard channels are dropped (node.py sends the sunsubscribes)
+        self.on_slot_left: Callable[[int], None] = _noop_slot
         self._generation = 0
 
     @property
@@ -237,6 +240,9 @@ class ClusterState:
         n = self.slots[slot]
         if n is None:
             return False
+        me = self.myself
+        if n is me or me in n.replicas:
+            self.on_slot_left(slot)
         bus.bitmap_clear(n.slots, slot)
         n.numslots -= 1
         n._ranges = None
@@ -324,6 +330,10 @@ class ClusterState:
             else:
                 lines.append(self.describe(n))
         return "".join(line + "\n" for line in lines)
+
+
+def _noop_slot(slot: int) -> None:
+    pass
 
 
 def _noop() -> None:
