@@ -31,6 +31,7 @@ from slotgate.node.cluster.state import (
     TODO_UPDATE_STATE,
     ClusterState,
     Node,
+    add_replica,
     random_name,
 )
 
@@ -334,7 +335,7 @@ class Engine(Messenger):
             if master is not None and sender.slaveof is not master:
                 if sender.slaveof is not None and sender in sender.slaveof.replicas:
                     sender.slaveof.replicas.remove(sender)
-                master.replicas.append(sender)
+                add_replica(master, sender)
                 sender.slaveof = master
                 st.changed(TODO_SAVE)
         # slots

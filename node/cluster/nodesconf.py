@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 
 from slotgate.node.cluster import bus
-from slotgate.node.cluster.state import FLAG_BY_WORD, ClusterState, Node
+from slotgate.node.cluster.state import FLAG_BY_WORD, ClusterState, Node, add_replica
 
 log = logging.getLogger("node.cluster")
 
@@ -154,8 +154,7 @@ def load(text: str, path: str, clock_ms: Callable[[], int]) -> ClusterState:
         if argv[3] != "-":
             master = get(argv[3].encode())
             n.slaveof = master
-            if n not in master.replicas:
-                master.replicas.append(n)
+            add_replica(master, n)
         if int(argv[4]):
             n.ping_sent = now
         if int(argv[5]):

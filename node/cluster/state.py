@@ -286,8 +286,7 @@ class ClusterState:
         if n.slaveof is not master:
             if n.slaveof is not None and n in n.slaveof.replicas:
                 n.slaveof.replicas.remove(n)
-            if n not in master.replicas:
-                master.replicas.append(n)
+            add_replica(master, n)
             n.slaveof = master
         self.changed(TODO_SAVE | TODO_UPDATE_STATE)
 
@@ -330,6 +329,18 @@ class ClusterState:
             else:
                 lines.append(self.describe(n))
         return "".join(line + "\n" for line in lines)
+
+
+def add_replica(master: Node, n: Node) -> None:
+    """clusterNodeAddSlave: ``master.replicas`` stays sorted by node name, so every node lists
+    a shard's replicas (CLUSTER SLOTS, SHARDS) in the same order."""
+    if n not in master.replicas:
+        master.replicas.append(n)
+        master.replicas.sort(key=_by_name)
+
+
+def _by_name(n: Node) -> bytes:
+    return n.name
 
 
 def _noop_slot(slot: int) -> None:
