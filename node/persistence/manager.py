@@ -263,12 +263,22 @@ class Persistence:
         if os.path.exists(path):
             t0 = time.monotonic()
             try:
-                res = snapshot.load_file(self.ks, path)
+                res = snapshot.load_file(self.ks, path, drop_expired=self._i_am_master())
             except snapshot.SnapshotError as exc:
                 raise PersistenceError(f"Short read or bad snapshot file {path}: {exc}") from None
             self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
             self.ks.dirty = 0
             log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
+
+    def _i_am_master(self) -> bool:
+        """iAmMaster at start-up: no ``replicaof`` and, in cluster mode, not a replica in
+        nodes.conf. A replica keeps the expired keys it loads; its master's DELs decide."""
+        if self.cfg.get("replicaof"):
+            return False
+        if self.server.cluster_enabled:
+            from slotgate.node.cluster.nodesconf import myself_is_replica
+            return not myself_is_replica(str(self.cfg.get("cluster-config-file")))
+        return True
 
     def _load_aof(self, aof: Aof) -> None:
         if aof.base is not None:
