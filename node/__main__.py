@@ -77,15 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(str(e), file=sys.stderr)
         return 1
-    _setup_logging(str(cfg.get("loglevel")), str(cfg.get("logfile")))
     log = logging.getLogger("node")
     workdir = str(cfg.get("dir"))
     try:
         os.makedirs(workdir, exist_ok=True)
         os.chdir(workdir)
     except OSError as e:
+        _setup_logging(str(cfg.get("loglevel")), "")
         log.error("Can't chdir to '%s': %s", workdir, e.strerror)
         return 1
+    # As Redis, the log file is opened in ``dir`` (applied while the config is read).
+    _setup_logging(str(cfg.get("loglevel")), str(cfg.get("logfile")))
     # Imported here: --version and a config error answer without loading the node.
     from slotgate.node.core.server import Server
 

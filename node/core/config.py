@@ -281,6 +281,8 @@ def format_value(d: Directive, value: Any) -> str:
         return "yes" if value else "no"
     if d.kind == "oblimit":
         return _normalize_oblimit(str(value))
+    if d.kind == "dir":  # the process works in ``dir``: Redis shows the absolute path
+        return os.getcwd()
     return str(value)
 
 
