@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.node.test_cluster_convergence import _as_dict, _text
 from tests.node.test_cluster_migration import _norm, _two_masters
 from tests.support import (
     ManagedProcess,
@@ -116,3 +117,53 @@ def test_replica_restart_keeps_expired_keys(shard: tuple[str, list[ManagedProces
     got.append(("replica dbsize after DEL", b"%d" % r.client().dbsize()))
     assert got[0] == ("replica dbsize loaded", b"3"), got
     _compare(kind, "restart", got)
+
+
+def _shard_health(viewer: ManagedProcess, node_id: bytes) -> str:
+    for shard in viewer.client(socket_timeout=5).execute_command("CLUSTER", "SHARDS"):
+        for n in _as_dict(shard)["nodes"]:  # type: ignore[attr-defined]
+            d = _as_dict(n)
+            if _text(d["id"]) == node_id.decode():
+                return str(_text(d["health"]))
+    return "absent"
+
+
+def _in_slots(viewer: ManagedProcess, node_id: bytes) -> bool:
+    with RawClient(viewer.port, timeout_s=5) as c:
+        return node_id in c.call("CLUSTER", "SLOTS")
+
+
+def test_loading_replica_hidden(shard: tuple[str, list[ManagedProcess]]) -> None:
+    kind, (a, b, r) = shard
+    idr = r.client().execute_command("CLUSTER", "MYID")
+    b.client().mset({f"{{t}}k:{i}": i for i in range(3000)})
+    wait_until(lambda: r.client().dbsize() == 3000, 20, "the keys replicated")
+    wait_until(lambda: _shard_health(a, idr) == "online" and _in_slots(a, idr), 20,
+               "a to list r")
+    r.client().execute_command("SAVE")
+    r.stop()
+    # Redis serves clients every loading-process-events-interval-bytes while it loads (not
+    # its cluster bus: the others see no PONG and fail the node until the load ends)
+    r.argv += ["--key-load-delay", "2000", "--loading-process-events-interval-bytes", "1024"]
+    r.start()
+    seen: list[tuple[str, bytes]] = []
+    with RawClient(r.port) as c:
+        seen.append(("loading readonly", c.call("READONLY")))
+        seen.append(("loading get", c.call("GET", "{t}k:1")))
+        seen.append(("loading cluster info", c.call("CLUSTER", "INFO")))
+        seen.append(("loading get foreign", c.call("GET", "bar")))
+        seen.append(("loading ssubscribe", c.call("SSUBSCRIBE", "bar").replace(
+            str(a.port).encode(), b"<A>")))
+    # while r loads, the others leave it out of SLOTS and SHARDS shows it failed
+    wait_until(lambda: not _in_slots(a, idr), 10, "a to leave r out of SLOTS",
+               ignore=(redis.RedisError,))
+    seen.append(("health while loading", _shard_health(a, idr).encode()))
+    with RawClient(r.port) as c:
+        seen.append(("still loading", c.call("GET", "{t}k:1")))
+    wait_until(lambda: _shard_health(a, idr) == "online" and _in_slots(a, idr), 40,
+               "r back in the topology", ignore=(redis.RedisError,))
+    # routing comes first (the cluster state is not ok yet), then the loading check
+    assert seen[1][1] == b"-CLUSTERDOWN The cluster is down\r\n", seen
+    assert seen[2][1] == b"-LOADING Redis is loading the dataset in memory\r\n", seen
+    assert seen[5] == ("health while loading", b"fail"), seen
+    _compare(kind, "loading", seen)
