@@ -60,6 +60,10 @@ class ServerSettings:
         return int(self.cfg.get("cluster-node-timeout"))
 
     @property
+    def link_sendbuf_limit_bytes(self) -> int:
+        return int(self.cfg.get("cluster-link-sendbuf-limit"))
+
+    @property
     def port(self) -> int:
         return int(self.cfg.get("cluster-announce-port")) or self.server.port
 

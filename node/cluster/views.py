@@ -139,7 +139,7 @@ def links_reply(cn: ClusterNode, proto: int) -> bytes:
         for link in (n.link, n.inbound_link):
             if link is None:
                 continue
-            used = sum(len(b) for b in link.out)
+            used = link.buffered_bytes
             entries.append(b"".join([
                 map_header(6, proto),
                 bulk(b"direction"), bulk(b"from" if link.inbound else b"to"),
