@@ -48,6 +48,17 @@ def add_replica(nodes: list[ManagedProcess]) -> None:
     wait_until(lambda: all(b"slave " + idb in line for n in (a, b) for line in
                            n.client().execute_command("CLUSTER", "NODES").splitlines()
                            if line.startswith(idr)), 20, "a and b to know r as b's replica")
+    wait_until(lambda: _link_from(b, idr) and _link_from(r, idb), 20,
+               "r and b linked both ways", ignore=(redis.RedisError,))
+
+
+def _link_from(n: ManagedProcess, peer_id: bytes) -> bool:
+    """``n`` has an inbound bus link known to come from ``peer_id`` (CLUSTER LINKS)."""
+    for link in n.client(socket_timeout=5).execute_command("CLUSTER", "LINKS"):
+        d = _as_dict(link)
+        if _text(d["direction"]) == "from" and _text(d["node"]) == peer_id.decode():
+            return True
+    return False
 
 
 @pytest.fixture(params=KINDS)

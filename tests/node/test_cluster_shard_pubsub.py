@@ -9,15 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from slotgate.protocol.slots import key_slot
 from tests.node.test_cluster_migration import _norm, _two_masters
+from tests.node.test_cluster_replica import shard  # noqa: F401 - the fixture
 from tests.support import (
     ManagedProcess,
     RawClient,
     redis_server,
-    start_all,
     start_nodes,
     wait_until,
 )
@@ -121,21 +120,9 @@ def test_shard_pubsub_moved_and_sunsubscribe(pair: list[ManagedProcess],
 
 
 def failover_scenario(nodes: list[ManagedProcess]) -> list[tuple[str, bytes]]:
-    """b gets a replica r; shard subscribers on both; r takes over by CLUSTER FAILOVER: the
+    """b has a replica r; shard subscribers on both; r takes over by CLUSTER FAILOVER: the
     demoted b sends its subscribers ``sunsubscribe``, as does each node that loses the slot."""
-    a, b, r = nodes
-    idb = b.client().execute_command("CLUSTER", "MYID")
-    r.client().execute_command("CLUSTER", "MEET", "127.0.0.1", a.port)
-    wait_until(lambda: len(r.client().execute_command("CLUSTER", "NODES").splitlines()) == 3
-               and b"noaddr" not in r.client().execute_command("CLUSTER", "NODES"), 20,
-               "r to know the others")
-    r.client().execute_command("CLUSTER", "REPLICATE", idb)
-    wait_until(lambda: r.client().info("replication").get("master_link_status") == "up", 20,
-               "r to sync", ignore=(redis.RedisError,))
-    idr = r.client().execute_command("CLUSTER", "MYID")
-    wait_until(lambda: all(b"slave " + idb in line for n in (a, b) for line in
-                           n.client().execute_command("CLUSTER", "NODES").splitlines()
-                           if line.startswith(idr)), 20, "a and b to know r as b's replica")
+    _a, b, r = nodes
     out: list[tuple[str, bytes]] = []
     on_b, on_r = RawClient(b.port), RawClient(r.port)
     out.append(("b ssubscribe", on_b.call("SSUBSCRIBE", "{t}a")))
@@ -150,24 +137,9 @@ def failover_scenario(nodes: list[ManagedProcess]) -> list[tuple[str, bytes]]:
     return out
 
 
-@pytest.fixture(params=KINDS)
-def trio_nodes(request: pytest.FixtureRequest,
-               tmp_path: Path) -> Iterator[tuple[str, list[ManagedProcess]]]:
-    kind = request.param
-    if kind == "ours":
-        nodes = start_nodes(tmp_path, 3)
-    else:
-        nodes = start_all([redis_server(tmp_path, cluster=True) for _ in range(3)])
-    try:
-        _two_masters(nodes[:2])
-        yield kind, nodes
-    finally:
-        for n in nodes:
-            n.stop()
-
-
-def test_failover_demotion_sunsubscribes(trio_nodes: tuple[str, list[ManagedProcess]]) -> None:
-    kind, nodes = trio_nodes
+def test_failover_demotion_sunsubscribes(
+        shard: tuple[str, list[ManagedProcess]]) -> None:  # noqa: F811
+    kind, nodes = shard
     got = _RESULTS["failover-" + kind] = failover_scenario(nodes)
     d = dict(got)
     assert d["b sunsubscribe"] == b"*3\r\n$12\r\nsunsubscribe\r\n$4\r\n{t}a\r\n:0\r\n"
