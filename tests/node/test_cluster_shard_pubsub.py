@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from slotgate.protocol.slots import key_slot
-from tests.node.test_cluster_migration import _norm, _two_masters
+from tests.node.test_cluster_migration import _norm, two_masters
 from tests.node.test_cluster_replica import shard  # noqa: F401 - the fixture
 from tests.support import (
     ManagedProcess,
     RawClient,
-    redis_server,
-    start_nodes,
     wait_until,
 )
 
@@ -29,19 +27,8 @@ KINDS = ("real", "ours")  # real first: ours is compared with its replies
 
 @pytest.fixture(params=KINDS)
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[ManagedProcess]]:
-    if request.param == "ours":
-        nodes = start_nodes(tmp_path, 2)
-    else:
-        nodes = [redis_server(tmp_path, cluster=True), redis_server(tmp_path, cluster=True)]
-    try:
-        for n in nodes:
-            if not n.alive():
-                n.start()
-        _two_masters(nodes)
+    with two_masters(request.param, tmp_path) as nodes:
         yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
 
 
 def shard_scenario(nodes: list[ManagedProcess]) -> list[tuple[str, bytes]]:
