@@ -31,12 +31,14 @@ from slotgate.node.cluster.state import (
     TODO_UPDATE_STATE,
     ClusterState,
     Node,
+    add_replica,
     random_name,
 )
 
 log = logging.getLogger("node.cluster")
 
 CRON_INTERVAL_MS = 100
+LINK_BASE_BYTES = 1024 + 128  # a link's receive buffer and its own record, as Redis counts
 BLACKLIST_TTL_S = 60
 
 
@@ -59,6 +61,8 @@ class Settings(Protocol):
     def require_full_coverage(self) -> bool: ...
     @property
     def allow_replica_migration(self) -> bool: ...
+    @property
+    def link_sendbuf_limit_bytes(self) -> int: ...  # 0: no limit
 
 
 @dataclass
@@ -74,13 +78,14 @@ class FixedSettings:
     hostname: str = ""
     require_full_coverage: bool = True
     allow_replica_migration: bool = True
+    link_sendbuf_limit_bytes: int = 0
 
 
 class Link:
     """One bus connection: outgoing queue + socket facts (filled in by the transport)."""
 
     __slots__ = ("node", "inbound", "ctime", "out", "wake", "closed", "local_ip", "peer_ip",
-                 "send_bytes")
+                 "send_bytes", "inflight_bytes")
 
     def __init__(self, node: Node | None, inbound: bool, now_ms: int) -> None:
         self.node = node
@@ -91,7 +96,13 @@ class Link:
         self.closed = False
         self.local_ip = ""
         self.peer_ip = ""
-        self.send_bytes = 0
+        self.send_bytes = 0  # queued in ``out``
+        self.inflight_bytes = 0  # taken by the transport's writer, not yet through the socket
+
+    @property
+    def buffered_bytes(self) -> int:
+        """The link's send buffer: what Redis' link sndbuf would hold."""
+        return self.send_bytes + self.inflight_bytes
 
     def send(self, data: bytes) -> None:
         if self.closed:
@@ -155,6 +166,26 @@ class Engine(Messenger):
             if n.inbound_link is link:
                 n.inbound_link = None
         self.hooks.close(link)
+
+    def _free_links_over_limit(self, node: Node, limit: int) -> None:
+        """clusterNodeCronFreeLinkOnBufferLimitReached: a link whose send buffer passed
+        cluster-link-sendbuf-limit is freed (the outbound one is reconnected by the cron)."""
+        for link in (node.link, node.inbound_link):
+            if link is not None and link.buffered_bytes > limit:
+                log.warning("Freeing cluster link(%s node %s, used memory: %d) due to exceeding "
+                            "send buffer memory limit.", "from" if link.inbound else "to",
+                            node.name.decode(), link.buffered_bytes)
+                self.free_link(link)
+                self.links_limit_exceeded += 1
+
+    def links_memory(self) -> int:
+        """INFO's mem_cluster_links: each link's fixed part and its send buffer."""
+        total = 0
+        for n in self.st.nodes.values():
+            for link in (n.link, n.inbound_link):
+                if link is not None:
+                    total += LINK_BASE_BYTES + link.buffered_bytes
+        return total
 
     def on_link_closed(self, link: Link) -> None:
         """The transport lost the connection (or failed to connect)."""
@@ -334,7 +365,7 @@ class Engine(Messenger):
             if master is not None and sender.slaveof is not master:
                 if sender.slaveof is not None and sender in sender.slaveof.replicas:
                     sender.slaveof.replicas.remove(sender)
-                master.replicas.append(sender)
+                add_replica(master, sender)
                 sender.slaveof = master
                 st.changed(TODO_SAVE)
         # slots
@@ -526,7 +557,10 @@ class Engine(Messenger):
         now = self.clock_ms()
         handshake_timeout = max(timeout, 1000)
         st.stats_pfail_nodes = 0
+        limit = cfg.link_sendbuf_limit_bytes
         for node in list(st.nodes.values()):
+            if limit:
+                self._free_links_over_limit(node, limit)
             if node.flags & (bus.F_MYSELF | bus.F_NOADDR):
                 continue
             if node.flags & bus.F_PFAIL:

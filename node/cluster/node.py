@@ -60,6 +60,10 @@ class ServerSettings:
         return int(self.cfg.get("cluster-node-timeout"))
 
     @property
+    def link_sendbuf_limit_bytes(self) -> int:
+        return int(self.cfg.get("cluster-link-sendbuf-limit"))
+
+    @property
     def port(self) -> int:
         return int(self.cfg.get("cluster-announce-port")) or self.server.port
 
@@ -276,7 +280,9 @@ class ClusterNode:
                 self.redirect_blocked_clients()
 
     def _hook_pubsub(self) -> None:
-        pubsub.hub(self.server).publish_hooks.append(self.engine.publish)
+        h = pubsub.hub(self.server)
+        h.publish_hooks.append(self.engine.publish)
+        self.state.on_slot_left = h.unsubscribe_shard_slot
 
     # -- INFO ----------------------------------------------------------------------------------
     def info_fields(self, server: Any) -> list[tuple[str, object]]:

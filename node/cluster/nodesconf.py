@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 
 from slotgate.node.cluster import bus
-from slotgate.node.cluster.state import FLAG_BY_WORD, ClusterState, Node
+from slotgate.node.cluster.state import FLAG_BY_WORD, ClusterState, Node, add_replica
 
 log = logging.getLogger("node.cluster")
 
@@ -96,6 +96,21 @@ class ConfigFile:
         return text if text.strip() else None
 
 
+def myself_is_replica(path: str) -> bool:
+    """Whether the config file at ``path`` records this node as a replica: read before the
+    data is loaded, which keeps expired keys on a replica (iAmMaster, rdbLoad)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        words = line.split()
+        if len(words) > 2 and "myself" in words[2].split(","):
+            return "slave" in words[2].split(",")
+    return False
+
+
 def load(text: str, path: str, clock_ms: Callable[[], int]) -> ClusterState:
     """Build the state from nodes.conf ``text`` with clusterLoadConfig's rules."""
     now = clock_ms()
@@ -154,8 +169,7 @@ def load(text: str, path: str, clock_ms: Callable[[], int]) -> ClusterState:
         if argv[3] != "-":
             master = get(argv[3].encode())
             n.slaveof = master
-            if n not in master.replicas:
-                master.replicas.append(n)
+            add_replica(master, n)
         if int(argv[4]):
             n.ping_sent = now
         if int(argv[5]):

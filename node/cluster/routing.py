@@ -51,10 +51,12 @@ _SHARD_PUBSUB = frozenset({"spublish", "ssubscribe", "sunsubscribe"})
 
 def _key_fn(full_name: str) -> KeyFn | None:
     info = pc.lookup_name(full_name)
-    if info is None or not (info.has_keys or info.movable):
+    if info is None:
         return None
-    if full_name in _SHARD_PUBSUB:
+    if full_name in _SHARD_PUBSUB:  # their channels are "not_key" key specs: routed all the same
         return info._keys_all
+    if not (info.has_keys or info.movable):
+        return None
     return info._keys
 
 

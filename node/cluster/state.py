@@ -156,6 +156,9 @@ class ClusterState:
         # slot ownership, open slots, the cluster state or a role changes; ``on_change`` runs
         # at each move (the router drops its "served here" table).
         self.on_change: Callable[[], None] = _noop
+        # ``on_slot_left(slot)``: a slot served by my shard (my own or my master's) was unbound
+        # (clusterDelSlot): its shard channels are dropped (node.py sends the sunsubscribes)
+        self.on_slot_left: Callable[[int], None] = _noop_slot
         self._generation = 0
 
     @property
@@ -237,6 +240,9 @@ class ClusterState:
         n = self.slots[slot]
         if n is None:
             return False
+        me = self.myself
+        if n is me or me in n.replicas:
+            self.on_slot_left(slot)
         bus.bitmap_clear(n.slots, slot)
         n.numslots -= 1
         n._ranges = None
@@ -280,8 +286,7 @@ class ClusterState:
         if n.slaveof is not master:
             if n.slaveof is not None and n in n.slaveof.replicas:
                 n.slaveof.replicas.remove(n)
-            if n not in master.replicas:
-                master.replicas.append(n)
+            add_replica(master, n)
             n.slaveof = master
         self.changed(TODO_SAVE | TODO_UPDATE_STATE)
 
@@ -324,6 +329,22 @@ class ClusterState:
             else:
                 lines.append(self.describe(n))
         return "".join(line + "\n" for line in lines)
+
+
+def add_replica(master: Node, n: Node) -> None:
+    """clusterNodeAddSlave: ``master.replicas`` stays sorted by node name, so every node lists
+    a shard's replicas (CLUSTER SLOTS, SHARDS) in the same order."""
+    if n not in master.replicas:
+        master.replicas.append(n)
+        master.replicas.sort(key=_by_name)
+
+
+def _by_name(n: Node) -> bytes:
+    return n.name
+
+
+def _noop_slot(slot: int) -> None:
+    pass
 
 
 def _noop() -> None:

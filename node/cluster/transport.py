@@ -154,8 +154,10 @@ class Transport:
             while link.out:
                 data = b"".join(link.out)
                 link.out.clear()
+                link.send_bytes = 0
+                link.inflight_bytes = len(data)
                 await stream.send_all(data)
-                link.send_bytes = sum(len(b) for b in link.out)
+                link.inflight_bytes = 0
             event = trio.Event()
             link.wake = event.set
             if link.out:

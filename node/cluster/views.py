@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from slotgate.node.cluster import bus
-from slotgate.node.cluster.state import Node
+from slotgate.node.cluster.state import SLOT_COUNT, Node
 from slotgate.protocol.resp import array_header, bulk, integer, map_header
 
 if TYPE_CHECKING:
@@ -61,22 +61,32 @@ def _node_entry(cn: ClusterNode, n: Node, proto: int) -> bytes:
             + map_header(len(extra) // 2, proto) + b"".join(extra))
 
 
-def _replica_available(n: Node) -> bool:
-    return not n.failed and n.repl_offset != 0
+def _replica_available(cn: ClusterNode, n: Node) -> bool:
+    """isReplicaAvailable: not failed, and a known offset (myself: my own)."""
+    if n.failed:
+        return False
+    offset = cn.hooks.repl_offset() if n is cn.state.myself else n.repl_offset
+    return offset != 0
 
 
 def slots_reply(cn: ClusterNode, proto: int) -> bytes:
+    """clusterReplyMultiBulkSlots: slots 0..16383 in order, one entry per run of one owner."""
     st = cn.state
     entries: list[bytes] = []
-    for n in st.nodes.values():
-        if not n.is_master or not n.numslots:
-            continue
-        replicas = [r for r in n.replicas if _replica_available(r)]
-        for start, end in bus.bitmap_ranges(n.slots):
+    owners = st.slots
+    start = 0
+    while start < SLOT_COUNT:
+        n = owners[start]
+        end = start
+        while end + 1 < SLOT_COUNT and owners[end + 1] is n:
+            end += 1
+        if n is not None:
+            replicas = [r for r in n.replicas if _replica_available(cn, r)]
             parts = [array_header(3 + len(replicas)), integer(start), integer(end),
                      _node_entry(cn, n, proto)]
             parts += [_node_entry(cn, r, proto) for r in replicas]
             entries.append(b"".join(parts))
+        start = end + 1
     return array_header(len(entries)) + b"".join(entries)
 
 
@@ -129,7 +139,7 @@ def links_reply(cn: ClusterNode, proto: int) -> bytes:
         for link in (n.link, n.inbound_link):
             if link is None:
                 continue
-            used = sum(len(b) for b in link.out)
+            used = link.buffered_bytes
             entries.append(b"".join([
                 map_header(6, proto),
                 bulk(b"direction"), bulk(b"from" if link.inbound else b"to"),

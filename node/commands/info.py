@@ -106,7 +106,7 @@ def _memory(s: Server) -> Fields:
         ("mem_fragmentation_ratio", "1.00"), ("mem_fragmentation_bytes", 0),
         ("mem_not_counted_for_evict", 0), ("mem_replication_backlog", 0),
         ("mem_total_replication_buffers", 0), ("mem_clients_slaves", 0),
-        ("mem_clients_normal", 0), ("mem_cluster_links", 0), ("mem_aof_buffer", 0),
+        ("mem_clients_normal", 0), ("mem_cluster_links", s.cluster.engine.links_memory() if s.cluster else 0), ("mem_aof_buffer", 0),
         ("mem_allocator", "libc"), ("active_defrag_running", 0), ("lazyfree_pending_objects", 0),
         ("lazyfreed_objects", 0),
     ]

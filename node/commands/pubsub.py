@@ -35,6 +35,7 @@ from slotgate.node.core.errors import CommandError, _shown
 from slotgate.node.core.glob import Glob, compile_glob
 from slotgate.node.core.keyspace import NOTIFY_KEYEVENT, NOTIFY_KEYSPACE
 from slotgate.protocol.resp import array_header, bulk, integer
+from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
 
@@ -180,6 +181,20 @@ class Hub:
             st.buf = None
             self.drop_client(rc)
             rc.server.kill_client(rc)
+
+    def unsubscribe_shard_slot(self, slot: int) -> None:
+        """The slot left this node's shard (removeChannelsInSlot): each of its shard channels
+        is dropped, in channel name order, and every subscriber is pushed ``sunsubscribe``."""
+        for ch in sorted(ch for ch in self.shard if key_slot(ch) == slot):
+            for rc in list(self.shard.pop(ch)):
+                st = rc.pubsub
+                if st is None or rc.killed:
+                    continue
+                st.shard.pop(ch, None)
+                self._push(rc, _confirm(rc, b"sunsubscribe", ch, len(st.shard)))
+                _set_counts(rc, st)
+                if not rc.subscriptions:
+                    rc.pubsub = None
 
     def keyspace_event(self, flag: int, event: bytes, key: bytes, db_index: int) -> None:
         """notifyKeyspaceEvent: ``__keyspace@<db>__:<key>`` and ``__keyevent@<db>__:<event>``."""

@@ -40,6 +40,10 @@ class Directive:
     alias_of: str | None = None
 
 
+_HIDDEN = frozenset({"key-load-delay", "rdb-key-save-delay",
+                     "loading-process-events-interval-bytes"})
+
+
 def _d(name: str, kind: str, default: Any, lo: int = 0, hi: int = 2**63 - 1,
        choices: tuple[str, ...] = (), mutable: bool = True) -> Directive:
     return Directive(name, kind, default, lo, hi, choices, mutable)
@@ -148,6 +152,10 @@ _TABLE = [
     _d("repl-diskless-sync-delay", "int", 5, 0, 2**31 - 1),
     _d("repl-diskless-load", "enum", "disabled", choices=("disabled", "on-empty-db", "swapdb")),
     _d("repl-disable-tcp-nodelay", "bool", False),
+    # loading and saving, slowed for tests (microseconds per key; Redis' hidden configs)
+    _d("key-load-delay", "int", 0, -2**31, 2**31 - 1),
+    _d("rdb-key-save-delay", "int", 0, -2**31, 2**31 - 1),
+    _d("loading-process-events-interval-bytes", "int", 2 * 1024 * 1024, 1024, 2**31 - 1),
     _d("replica-read-only", "bool", True),
     _d("replica-serve-stale-data", "bool", True),
     _d("replica-priority", "int", 100, 0, 2**31 - 1),
@@ -312,6 +320,8 @@ def format_value(d: Directive, value: Any) -> str:
         return f"{value:o}"
     if d.kind == "mempct" and value < 0:
         return f"{-value}%"
+    if d.kind == "dir":  # the process works in ``dir``: Redis shows the absolute path
+        return os.getcwd()
     return str(value)
 
 
@@ -379,6 +389,8 @@ class Config:
             return [] if key is None else [(name, format_value(DIRECTIVES[key], self.values[key]))]
         out = []
         for d in _TABLE:
+            if d.name in _HIDDEN:  # Redis' HIDDEN_CONFIG: answered by exact name only
+                continue
             if glob_match(pat, d.name.encode(), nocase=True):
                 out.append((d.name, format_value(d, self.values[d.name])))
         for alias, target in _ALIASES.items():

@@ -154,6 +154,9 @@ class Server:
         self.last_save_time = int(time.time())
         self.config_hooks: list[Callable[[], None]] = []  # after start and after CONFIG SET
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
+        # awaited by run() once clients are accepted, before the cron and background tasks
+        # (a slowed start-up load: node/persistence/loading.py)
+        self.loaders: list[Callable[[], Awaitable[None]]] = []
         for mod in subsystems:
             mod.install(self)
         self.renamed_away: set[bytes] = set()  # names rename-command took away
@@ -612,6 +615,8 @@ class Server:
                 nursery.start_soon(self.poller.run)
                 for lsock in listeners:
                     nursery.start_soon(accept_loop, lsock, self._handle, nursery)
+                for loader in self.loaders:
+                    await loader()
                 nursery.start_soon(self._cron)
                 for task in self.background_tasks:
                     nursery.start_soon(task)

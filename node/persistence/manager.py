@@ -36,6 +36,7 @@ from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
+from slotgate.node.persistence.loading import Loader
 from slotgate.node.replication.apply import Applier, command_len, encode, select_cmd
 from slotgate.protocol.resp import ProtocolError, RequestReader, simple
 
@@ -212,6 +213,7 @@ class Persistence:
         self.last_bgsave_time_s = -1
         self.keys_loaded = 0
         self.keys_expired = 0
+        self.loader: Loader | None = None  # a start-up load in progress or done (loading.py)
         self.aof: Aof | None = None
         self.aof_rewrites = 0
         self.aof_rewrite_failures = 0
@@ -260,16 +262,31 @@ class Persistence:
             self.server.add_propagate_hook(self.feed)
             return
         path = self.rdb_path()
+        if os.path.exists(path) and int(self.cfg.get("key-load-delay")):
+            # slowed loading: served while clients are answered -LOADING (loading.py)
+            self.loader = Loader(self, self.server, path, self._i_am_master())
+            self.server.loaders.append(self.loader.run)
+            return
         if os.path.exists(path):
             t0 = time.monotonic()
             try:
-                res = snapshot.load_file(self.ks, path)
+                res = snapshot.load_file(self.ks, path, drop_expired=self._i_am_master())
                 self.load_functions(res.functions)
             except snapshot.SnapshotError as exc:
                 raise PersistenceError(f"Short read or bad snapshot file {path}: {exc}") from None
             self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
             self.ks.dirty = 0
             log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
+
+    def _i_am_master(self) -> bool:
+        """iAmMaster at start-up: no ``replicaof`` and, in cluster mode, not a replica in
+        nodes.conf. A replica keeps the expired keys it loads; its master's DELs decide."""
+        if self.cfg.get("replicaof"):
+            return False
+        if self.server.cluster_enabled:
+            from slotgate.node.cluster.nodesconf import myself_is_replica
+            return not myself_is_replica(str(self.cfg.get("cluster-config-file")))
+        return True
 
     def _load_aof(self, aof: Aof) -> None:
         if aof.base is not None:
@@ -554,7 +571,8 @@ class Persistence:
         now = time.monotonic()
         rdb, aofc = self.rdb_child, self.aof_child
         rows: list[tuple[str, Any]] = [
-            ("loading", 0), ("async_loading", 0), ("current_cow_peak", 0),
+            ("loading", int(self.loader is not None and self.loader.loading)),
+            ("async_loading", 0), ("current_cow_peak", 0),
             ("current_cow_size", 0), ("current_cow_size_age", 0), ("current_fork_perc", "0.00"),
             ("current_save_keys_processed", 0), ("current_save_keys_total", 0),
             ("rdb_changes_since_last_save", self.ks.dirty),
@@ -584,6 +602,8 @@ class Persistence:
                 ("aof_pending_rewrite", 0), ("aof_buffer_length", 0),
                 ("aof_pending_bio_fsync", 0), ("aof_delayed_fsync", 0),
             ]
+        if self.loader is not None:
+            rows += self.loader.info_rows()
         return rows
 
 

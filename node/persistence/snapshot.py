@@ -201,13 +201,16 @@ def verify(data: bytes | memoryview) -> None:
         raise SnapshotError("snapshot checksum mismatch")
 
 
-def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True) -> LoadResult:
+def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True,
+               on_key: Callable[[int, LoadResult], None] | None = None,
+               res: LoadResult | None = None) -> LoadResult:
     """Verify ``data`` and load it into ``ks`` (which the caller has emptied).
 
     A master drops keys already expired (``drop_expired``); a replica keeps them and waits
-    for its master's DEL, as Redis does."""
+    for its master's DEL, as Redis does. ``on_key(offset, res)`` runs after each key (the
+    loading progress and ``key-load-delay``)."""
     verify(data)
-    res = LoadResult()
+    res = res if res is not None else LoadResult()
     mv = memoryview(data)
     end = len(data) - 4
     pos = len(MAGIC)
@@ -235,6 +238,8 @@ def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True) -> LoadR
                 if expire >= 0:
                     db.set_expire(key, expire)
                 res.keys_loaded += 1
+                if on_key is not None:
+                    on_key(pos, res)
             elif op == OP_SELECTDB:
                 (idx,) = struct.unpack_from("<I", data, pos)
                 pos += 4

@@ -5,6 +5,7 @@ with identical replies (ports and ids replaced by placeholders)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from tests.support import (
     RawClient,
     free_port,
     redis_server,
+    start_all,
     start_nodes,
     wait_blocked,
     wait_cluster_ok,
@@ -43,28 +45,31 @@ def _two_masters(nodes: list[ManagedProcess]) -> None:
     wait_until(agree, 20, "the two masters to agree", interval_s=0.1)
 
 
-@pytest.fixture
-def real_pair(tmp_path: Path) -> Iterator[list[ManagedProcess]]:
-    nodes = [redis_server(tmp_path, cluster=True), redis_server(tmp_path, cluster=True)]
+@contextmanager
+def two_masters(kind: str, workdir: Path) -> Iterator[list[ManagedProcess]]:
+    """Two masters of ``kind`` ("ours" or "real") sharing the slots; stopped at the end."""
+    if kind == "ours":
+        nodes = start_nodes(workdir, 2)
+    else:
+        nodes = start_all([redis_server(workdir, cluster=True) for _ in range(2)])
     try:
-        for n in nodes:
-            n.start()
         _two_masters(nodes)
         yield nodes
     finally:
         for n in nodes:
             n.stop()
+
+
+@pytest.fixture
+def real_pair(tmp_path: Path) -> Iterator[list[ManagedProcess]]:
+    with two_masters("real", tmp_path) as nodes:
+        yield nodes
 
 
 @pytest.fixture
 def our_pair(tmp_path: Path) -> Iterator[list[ManagedProcess]]:
-    nodes = start_nodes(tmp_path, 2)
-    try:
-        _two_masters(nodes)
+    with two_masters("ours", tmp_path) as nodes:
         yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
 
 
 def scenario(nodes: list[ManagedProcess]) -> list[tuple[str, bytes]]:
