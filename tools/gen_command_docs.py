@@ -67,18 +67,31 @@ MERGE_TEXT: dict[str, str] = {
     "any": "the first non-null reply",
 }
 
+# Scripts and functions: routed by their declared keys, like any single-slot command.
+_KEYLESS_SCRIPT = ("Without keys{}: to the master that answers this client's keyless "
+                   "commands (always the same one); the script may touch only keys of that "
+                   "master's slots, else the node's `-ERR Script attempted to access a non "
+                   "local key in a cluster node …`.")
+_CACHED_ON_ONE = " The script is cached on that one master only."
+_NOSCRIPT = " `-NOSCRIPT` passes through unchanged."
+
 NOTES: dict[str, str] = {
     "msetnx": "Not split: across slots, the keys outside the first key's slot are written "
               "back under WATCH, with compensation ([MSETNX](#msetnx-across-slots)).",
     "mset": "Each slot's part is atomic on its node; the whole is not (see [MSETNX]"
             "(#msetnx-across-slots)).",
     "del": "Parts per slot run independently; the count is their sum.",
-    "eval": "Without keys (`EVAL script 0`): to one master.",
-    "evalsha": "Without keys: to one master.",
-    "eval_ro": "Without keys: to one master.",
-    "evalsha_ro": "Without keys: to one master.",
-    "fcall": "Without keys: to one master.",
-    "fcall_ro": "Without keys: to one master.",
+    "eval": _KEYLESS_SCRIPT.format(" (`EVAL script 0`)") + _CACHED_ON_ONE,
+    "evalsha": _KEYLESS_SCRIPT.format("") + _NOSCRIPT,
+    "eval_ro": _KEYLESS_SCRIPT.format("") + _CACHED_ON_ONE,
+    "evalsha_ro": _KEYLESS_SCRIPT.format("") + _NOSCRIPT,
+    "fcall": _KEYLESS_SCRIPT.format(""),
+    "fcall_ro": _KEYLESS_SCRIPT.format(""),
+    "script|load": "Replicas do not get it: a replica promoted later answers `-NOSCRIPT` "
+                   "for it until it is loaded again.",
+    "function|load": "Replicas get the library from their master. No rollback: a master that "
+                     "refuses (`-ERR Library 'x' already exists` where only some masters have "
+                     "it) leaves the others with what they loaded, and the error is the reply.",
     "spublish": "Routed by the slot of its shard channel.",
     "publish": "Always to the pub/sub home node (master of slot 0), where the proxy's "
                "subscribers are, so the count is that of one server.",
