@@ -179,6 +179,32 @@ def test_busy_master_requests_wait_and_kill(busy: Setup) -> None:
     assert _dead_connection_events(busy.metrics_port) == dead_before
 
 
+def test_silent_busy_node_is_not_declared_dead(busy: Setup) -> None:
+    """A script started on the node itself with a busy threshold above the command timeout:
+    the node answers nobody for a while, a GET waits on the shared connection longer than
+    the command timeout, and the probe on a connection of its own (answered ``-BUSY`` once the
+    threshold passes) keeps the connection alive."""
+    node = busy.nodes[0]
+    key = busy.keys[node.port]
+    RawClient(busy.proxy.port).call("SET", key, "quiet")
+    admin = RawClient(node.port)
+    assert admin.call("CONFIG", "SET", "busy-reply-threshold", "1600") == b"+OK\r\n"
+    dead_before = _dead_connection_events(busy.metrics_port)
+    runner = RawClient(node.port)
+    try:
+        runner.send("EVAL", LOOP, "0")
+        time.sleep(0.1)
+        waiter = RawClient(busy.proxy.port)
+        waiter.send("GET", key)
+        wait_until(lambda: _busy(node.port), timeout_s=10)
+        assert RawClient(busy.proxy.port, timeout_s=10).call("SCRIPT", "KILL") == b"+OK\r\n"
+        assert runner.read(timeout_s=10).startswith(b"-ERR ")
+        assert waiter.read(timeout_s=10) == b"$5\r\nquiet\r\n"
+        assert _dead_connection_events(busy.metrics_port) == dead_before
+    finally:
+        RawClient(node.port).call("CONFIG", "SET", "busy-reply-threshold", "100")
+
+
 def test_writing_script_is_unkillable(busy: Setup) -> None:
     """Last in the module: it ends the busy master with SHUTDOWN NOSAVE."""
     node = busy.nodes[1]
