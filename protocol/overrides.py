@@ -195,6 +195,20 @@ OVERRIDES: dict[str, Row] = {
     "swapdb": _unsupported("a cluster has database 0 only"),
 }
 
+# Commands that may keep a node busy for long (first word of the request, lower case; every
+# command flagged ``blocking`` too): the backend command timeout never declares a node
+# connection dead while the oldest request on it is one of these (proxy/backend/connections.py).
+MAY_RUN_LONG = frozenset({
+    "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "function", "script",
+    "migrate", "debug", "keys", "scan", "save", "flushall", "flushdb",
+})
+
+
+def may_run_long(name: str, flags: Iterable[str]) -> bool:
+    """Whether the command ``name`` (lower case, no subcommand) may keep a node busy long."""
+    return name in MAY_RUN_LONG or "blocking" in flags
+
+
 # Default for subcommands of these containers that have no row of their own.
 CONTAINER_DEFAULTS: dict[str, Row] = {
     "command": _PROXY,

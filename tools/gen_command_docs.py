@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
+from slotgate.protocol.overrides import MAY_RUN_LONG  # noqa: E402
 from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
@@ -76,6 +77,12 @@ _CACHED_ON_ONE = " The script is cached on that one master only."
 _NOSCRIPT = " `-NOSCRIPT` passes through unchanged."
 
 NOTES: dict[str, str] = {
+    "script|kill": "Each master gets it on a connection of its own (not behind the running "
+                   "script): `+OK` if a master killed its script, else a master's "
+                   "`-UNKILLABLE`, else `-NOTBUSY`.",
+    "function|kill": "Each master gets it on a connection of its own (not behind the running "
+                     "function): `+OK` if a master killed its function, else a master's "
+                     "`-UNKILLABLE`, else `-NOTBUSY`.",
     "msetnx": "Not split: across slots, the keys outside the first key's slot are written "
               "back under WATCH, with compensation ([MSETNX](#msetnx-across-slots)).",
     "mset": "Each slot's part is atomic on its node; the whole is not (see [MSETNX]"
@@ -217,8 +224,8 @@ How the slotgate proxy handles every command of Redis {REDIS_VERSION}'s command 
 
 Common to all routes: an unknown command gets Redis' unknown-command error and a wrong
 argument count Redis' arity error, both without a round trip; `MOVED` and `ASK` are followed
-by the proxy and never reach the client, `TRYAGAIN`/`CLUSTERDOWN`/`LOADING` are retried until
-the request's deadline (docs/PROXY.md). Inside `MULTI`: see
+by the proxy and never reach the client, `TRYAGAIN`/`CLUSTERDOWN`/`LOADING`/`BUSY` are retried
+until the request's deadline (docs/PROXY.md). Inside `MULTI`: see
 [Inside MULTI](#inside-multi).
 
 With a password or users configured (config section `auth`, docs/CONFIG.md), every command
@@ -449,6 +456,26 @@ the destination's master dies, and the issue's 10,000-random-moves soak with a f
 """
 
 
+def _slow_commands() -> str:
+    names = ", ".join(f"`{n.upper()}`" for n in sorted(MAY_RUN_LONG))
+    return f"""\
+## Slow commands
+
+A node connection is declared dead when its oldest request has had no reply for
+`backend.command_timeout` (docs/CONFIG.md), except when that request may run long: every
+command flagged `blocking` and {names} (all subcommands of a container; the list is
+`MAY_RUN_LONG` in `protocol/overrides.py`). A stalled connection whose oldest request is
+something else is still not dead while its node answers a `PING` on a connection of its own
+(a script running on another connection keeps the node silent until its busy threshold).
+
+A node running a script or function answers `-BUSY` to other connections: the proxy retries
+such requests, as it does `TRYAGAIN`, until the request's retry deadline (`retry.deadline`);
+the node is not marked down. `SCRIPT KILL` and `FUNCTION KILL` reach every master on a
+connection of their own; the client of the killed script gets the node's own error.
+
+"""
+
+
 def render() -> str:
     rows = _rows()
     out = [HEADER]
@@ -463,6 +490,7 @@ def render() -> str:
     out.append(MSETNX)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
+    out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")
     out.append("|---|---|---|---|")

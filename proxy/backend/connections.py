@@ -20,10 +20,14 @@ is woken with a reason (EOF, an error, a request that needs awaiting) when it mu
 
 A connection is created idle and connects on its first ``send`` (requests queue meanwhile).
 When it fails (connect error, EOF, reset, or the oldest request waiting longer than
-``command_timeout_ms``) every pending request gets ``on_failure(exc, sent)``, where ``sent``
+``command_timeout_ms`` while the node answers nobody) every pending request gets ``on_failure(exc, sent)``, where ``sent``
 says whether its bytes may have reached the server; then the connection stays down for a
 backoff and the next ``send`` reconnects. While down, ``send`` fails requests immediately with
-``sent=False``. RESP3 connections start with ``HELLO 3``.
+``sent=False``. RESP3 connections start with ``HELLO 3``. A stalled connection is not dead
+when its oldest request may run long (``protocol/overrides.py``'s ``may_run_long``: scripts,
+MIGRATE, KEYS ...) or when the node still answers a probe on a connection of its own (a
+script running on another connection keeps the node silent until its busy threshold, then it
+answers ``-BUSY``).
 
 ``DirectConnection`` is the other kind: one exclusive request/reply socket for a session's
 blocking command or transaction.
@@ -43,6 +47,8 @@ from slotgate.eventcore import sockets
 from slotgate.eventcore.backoff import backoff_ms
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, run_poller
 from slotgate.eventcore.writer import Flusher, Writer
+from slotgate.protocol.commands import ALL_COMMANDS
+from slotgate.protocol.overrides import may_run_long
 from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.proxy.backend.auth import BackendAuthError, login
 from slotgate.proxy.ops.metrics import ProxyMetrics
@@ -52,6 +58,52 @@ log = logging.getLogger("slotgate.backend")
 
 RECV_BUFFER_BYTES = 256 * 1024
 HELLO3 = encode_command(b"HELLO", b"3")
+PING = encode_command(b"PING")
+# First words (lower case) of the requests that may keep a node busy long.
+_LONG_NAMES = frozenset(
+    name for name, info in ((n.decode(), i) for n, i in ALL_COMMANDS.items())
+    if "|" not in name and may_run_long(name, info.flags)
+)
+
+
+def request_name(payload: bytes) -> str:
+    """The lower-case first word of a packed request (``*N\\r\\n$L\\r\\nNAME...``), else ""."""
+    start = payload.find(b"\r\n$")
+    if start < 0:
+        return ""
+    head = payload.find(b"\r\n", start + 3)
+    if head < 0:
+        return ""
+    length = payload[start + 3:head]
+    if not length.isdigit():
+        return ""
+    return payload[head + 2:head + 2 + int(length)].decode("latin-1").lower()
+
+
+def runs_long(pending: object) -> bool:
+    """Whether the request ``pending`` answers (a router call) may keep its node busy long."""
+    payload = getattr(pending, "payload", None)
+    return isinstance(payload, bytes) and request_name(payload) in _LONG_NAMES
+
+
+async def node_answers(address: str, settings: ProxySettings, metrics: ProxyMetrics) -> bool:
+    """Whether ``address`` answers a PING (any reply, ``-BUSY`` included) on a connection of its
+    own within the command timeout: a stalled shared connection to it is slow, not gone."""
+    with trio.move_on_after(settings.command_timeout_ms / 1000):
+        try:
+            stream = await connect(address, settings, metrics)
+        except BackendAuthError:
+            return True  # it answered the login
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError):
+            return False
+        try:
+            await stream.send_all(PING)
+            return bool(await stream.receive_some(64))
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        finally:
+            await trio.aclose_forcefully(stream)
+    return False
 
 
 class Pending(Protocol):
@@ -218,7 +270,8 @@ class BackendConnection:
 
     async def _watchdog(self, scope: trio.CancelScope) -> None:
         """Declare the connection dead when requests wait and no reply arrived for
-        ``command_timeout_ms`` (checked every quarter of it; no clock reads on the hot path)."""
+        ``command_timeout_ms`` (checked every quarter of it; no clock reads on the hot path),
+        unless the oldest request may run long or the node answers a probe."""
         timeout_ms = self._pool.settings.command_timeout_ms
         tick_s = timeout_ms / 4000
         seen = self._batches
@@ -231,7 +284,14 @@ class BackendConnection:
                 stalled_ticks = 0
                 continue
             stalled_ticks += 1
-            if stalled_ticks >= 4:
+            if stalled_ticks < 4:
+                continue
+            s = self._pool.settings
+            long_head = bool(self._pending) and runs_long(self._pending[0])
+            if long_head or await node_answers(self.address, s, self._pool.metrics):
+                stalled_ticks = 0
+                continue
+            if self._batches == seen:
                 raise _Timeout(f"{self.address} did not answer within {timeout_ms} ms")
 
     def _fail(self, exc: Exception) -> None:

@@ -123,7 +123,7 @@ class ProxyMetrics:
 
 PREFIX = "slotgate_"
 OTHER = "other"
-LABEL_KINDS = ("moved", "ask", "tryagain", "clusterdown", "loading", "lost")
+LABEL_KINDS = ("moved", "ask", "tryagain", "clusterdown", "loading", "lost", "busy")
 COMMAND_RESULTS = ("ok", "error")
 UPSTREAM_EVENTS = ("connected", "connect_failed", "lost", "timeout")
 REFRESH_REASONS = ("startup", "periodic", "moved", "conn_lost", "retry", "reload")

@@ -16,7 +16,7 @@ import hiredis
 
 from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo
 from slotgate.proxy import errors
-from slotgate.proxy.routing import splitter
+from slotgate.proxy.routing import control, splitter
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call, Gather
 
@@ -321,6 +321,7 @@ _SPECIAL = {
     "scan": scan,
     "info": info,
     "any": randomkey,
+    "one_ok": control.kill,  # SCRIPT KILL, FUNCTION KILL: on control connections
 }
 # Every merge name an all-masters / all-nodes row may carry.
 FAN_MERGES = frozenset(splitter.ALL_MERGES) | frozenset(_SPECIAL)

@@ -7,6 +7,7 @@ The thin loop that acts on these decisions lives in ``router.py``.
     reply -TRYAGAIN ...       -> RETRY after a short backoff (slot being migrated)
     reply -CLUSTERDOWN ...    -> RETRY with backoff and refreshes until the request's deadline
     reply -LOADING ...        -> RETRY (a restarted node loading its data)
+    reply -BUSY ...           -> RETRY (a script or function runs on the node: not a dead link)
     any other reply           -> FORWARD to the client untouched
     connection lost, request never written            -> RETRY (nothing happened)
     connection lost, written, read-only command       -> RETRY (safe to repeat)
@@ -44,7 +45,9 @@ class Decision:
 FORWARD = Decision(Action.FORWARD)
 
 # First bytes of the error frames that mean "not here / not now"; everything else is forwarded.
-_RETRY_PREFIXES = {b"-TRYAGAIN": "TRYAGAIN", b"-CLUSTERDOWN": "CLUSTERDOWN", b"-LOADING": "LOADING"}
+# ``-BUSY `` with its space: ``-BUSYKEY``/``-BUSYGROUP`` are ordinary errors.
+_RETRY_PREFIXES = {b"-TRYAGAIN": "TRYAGAIN", b"-CLUSTERDOWN": "CLUSTERDOWN", b"-LOADING": "LOADING",
+                   b"-BUSY ": "BUSY"}
 
 
 def error_frame(text: str) -> bytes:
