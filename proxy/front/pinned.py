@@ -135,7 +135,7 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
         # partial.
         refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
-    if s.slot_of(argv) is None:
+    if s.slot_of(argv) is None and not shardtx.queues_split(s, argv, info):
         refuse(s, info.name, error_frame(errors.CROSSSLOT))
         return
     assert s.tx.queued is not None

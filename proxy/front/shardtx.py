@@ -27,12 +27,19 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from slotgate.protocol.commands import key_positions
+from slotgate.protocol.commands import CommandInfo, key_positions, lookup
 from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.splitter import (
+    Part,
+    merge_all_ok,
+    merge_in_order,
+    merge_sum,
+    split_by_slot,
+)
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession
@@ -48,9 +55,54 @@ def enabled(s: RouteSession) -> bool:
     return s.settings.cross_slot_transactions == PER_SHARD
 
 
+def queues_split(s: RouteSession, argv: list[bytes], info: CommandInfo) -> bool:
+    """MGET, MSET, DEL, UNLINK, EXISTS, TOUCH over several slots may be queued: at EXEC each
+    slot's part runs in that slot's group and the parts' replies merge as outside MULTI."""
+    return info.route == "split" and enabled(s) and not (len(argv) - info.first_key) % info.step
+
+
+Merge = Callable[[list[bytes]], bytes]
+
+
+def _expand(queued: list[list[bytes]]
+            ) -> tuple[list[list[bytes]], list[tuple[int, Merge | None]]]:
+    """The commands to run (a split command over several slots: one per slot) and, per queued
+    command, how many runs it became and how their replies merge (None: it runs as it is)."""
+    runs: list[list[bytes]] = []
+    shapes: list[tuple[int, Merge | None]] = []
+    for argv in queued:
+        info = lookup(argv)
+        if info is None or info.route != "split" or len(
+                {key_slot(k) for k in argv[info.first_key::info.step]}) < 2:
+            runs.append(argv)
+            shapes.append((1, None))
+            continue
+        parts = split_by_slot(argv, info.first_key, info.step)
+        runs.extend(p.argv for p in parts)
+        merge: Merge = merge_sum if info.merge == "sum" else merge_all_ok
+        if info.merge == "mget":
+            merge = partial(_merge_mget, parts, len(argv[info.first_key::info.step]))
+        shapes.append((len(parts), merge))
+    return runs, shapes
+
+
+def _merge_mget(parts: list[Part], total: int, replies: list[bytes]) -> bytes:
+    return merge_in_order(parts, replies, total)
+
+
+def _merged(replies: list[bytes], shapes: list[tuple[int, Merge | None]]) -> list[bytes]:
+    """Each queued command's reply: its runs' replies merged."""
+    out: list[bytes] = []
+    at = 0
+    for n, merge in shapes:
+        out.append(replies[at] if merge is None else merge(replies[at:at + n]))
+        at += n
+    return out
+
+
 def groups(s: RouteSession, queued: list[list[bytes]]) -> dict[int, list[int]]:
-    """Indexes of the queued commands by slot, slots in order of first appearance; keyless
-    commands in the first group."""
+    """Indexes of the commands by slot, slots in order of first appearance; keyless commands
+    in the first group."""
     by_slot: dict[int, list[int]] = {}
     keyless: list[int] = []
     for i, argv in enumerate(queued):
@@ -158,6 +210,8 @@ async def _run_group(s: RouteSession, node: str | None, slot: int,
 async def exec_(s: RouteSession, queued: list[list[bytes]],
                 reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
+    client_n = len(queued)
+    queued, shapes = _expand(queued)
     by_slot = groups(s, queued)
     owners = s.router.topology.owners
     pending_checks = [n for n in s.tx.shard_watch if n not in {owners[k] for k in by_slot}]
@@ -178,4 +232,7 @@ async def exec_(s: RouteSession, queued: list[list[bytes]],
                 s.tx.shard_watch.pop(node, None)
     finally:
         await release(s)
-    reply_slot(b"*%d\r\n" % len(queued) + b"".join(r or b"" for r in replies))
+    done = [r or b"" for r in replies]
+    if len(queued) != client_n:
+        done = _merged(done, shapes)
+    reply_slot(b"*%d\r\n" % client_n + b"".join(done))

@@ -63,7 +63,8 @@ def _pipeline(r: redis.Redis, a: str, b: str, c: str) -> list[object]:
     pipe = r.pipeline()  # transaction=True: MULTI … EXEC
     pipe.set(a, "1").incr(a).rpush(b, "x", "y").incr(b).get(c).set(c, "v")
     pipe.lrange(b, 0, -1).ping().sadd(c + "s", "m").hset(a + "h", "f", "v")
-    pipe.hgetall(a + "h").exists(a).lpush(a, "z").mget(c).delete(a).echo("e")
+    pipe.mset({a: "m", c: "n"}).mget(c, b, a, "nokey").exists(a, b, c, "nokey")
+    pipe.hgetall(a + "h").exists(a, b).lpush(a, "z").mget(c).delete(a, b, c + "s", a + "h", "nokey").echo("e").touch(a, c)
     out = pipe.execute(raise_on_error=False)
     return [("error", str(x)) if isinstance(x, Exception) else x for x in out]
 
