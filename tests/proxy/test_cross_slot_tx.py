@@ -100,6 +100,22 @@ def test_raw_exec_reply_as_one_redis_server(proxies: dict[str, ManagedProcess],
     assert replies["proxy"] == replies["one"]
 
 
+def _watched_exec(r: redis.Redis, other: redis.Redis, watched: list[str], changed: str | None,
+                  writes: dict[str, str]) -> list[object] | None:
+    """WATCH ``watched``; ``other`` sets ``changed``; MULTI, the writes, EXEC (None: nil)."""
+    with r.pipeline() as pipe:
+        pipe.watch(*watched)
+        if changed is not None:
+            other.set(changed, "changed")
+        pipe.multi()
+        for key, value in writes.items():
+            pipe.set(key, value)
+        try:
+            return pipe.execute()
+        except redis.WatchError:
+            return None
+
+
 def test_watch_on_two_masters(proxies: dict[str, ManagedProcess]) -> None:
     a, b, _ = _keys()
     port = proxies["per_shard"].port
@@ -107,39 +123,17 @@ def test_watch_on_two_masters(proxies: dict[str, ManagedProcess]) -> None:
         r.mset({a: "0"})
         r.set(b, "0")
         # Unchanged: both shards commit.
-        with r.pipeline() as pipe:
-            pipe.watch(a, b)
-            pipe.multi()
-            pipe.set(a, "1").set(b, "1")
-            assert pipe.execute() == [True, True]
+        assert _watched_exec(r, other, [a, b], None, {a: "1", b: "1"}) == [True, True]
         assert r.mget(a) == [b"1"] and r.get(b) == b"1"
         # A watched key of the first shard to run changed: EXEC nil, nothing changed.
-        with r.pipeline() as pipe:
-            pipe.watch(a, b)
-            other.set(a, "changed")
-            pipe.multi()
-            pipe.set(a, "2").set(b, "2")
-            with pytest.raises(redis.WatchError):
-                pipe.execute()
+        assert _watched_exec(r, other, [a, b], a, {a: "2", b: "2"}) is None
         assert r.get(a) == b"changed" and r.get(b) == b"1"
         # A watched key of the second shard changed: EXEC nil; the first shard had already
         # committed (documented: no rollback across shards).
-        with r.pipeline() as pipe:
-            pipe.watch(a, b)
-            other.set(b, "changed")
-            pipe.multi()
-            pipe.set(a, "3").set(b, "3")
-            with pytest.raises(redis.WatchError):
-                pipe.execute()
+        assert _watched_exec(r, other, [a, b], b, {a: "3", b: "3"}) is None
         assert r.get(a) == b"3" and r.get(b) == b"changed"
         # A watched master with no command in the transaction is still checked.
-        with r.pipeline() as pipe:
-            pipe.watch(a, b)
-            other.set(b, "again")
-            pipe.multi()
-            pipe.set(a, "4")
-            with pytest.raises(redis.WatchError):
-                pipe.execute()
+        assert _watched_exec(r, other, [a, b], b, {a: "4"}) is None
         assert r.get(a) == b"3"
         r.delete(a, b)
 
