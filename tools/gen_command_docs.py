@@ -301,7 +301,8 @@ before it. A group refused whole (`EXECABORT`, or the lost-connection error) end
 that error, the same caveat applying to the groups before it. `MOVED`/`ASK` are followed as
 for a one-slot transaction: an unwatched group is sent again whole (nothing of it ran); a
 group on a watched master follows nothing. `DISCARD`, `UNWATCH`, `RESET` and the end of
-`EXEC` unwatch every master.
+`EXEC` unwatch every master. A watched master whose connection was lost meanwhile (or
+replaced after `HELLO` changed the protocol) counts as a changed watch: `EXEC` answers nil.
 """
 
 MSETNX = """\
