@@ -46,6 +46,11 @@ NODE_UNREACHABLE = "ERR slotgate: no connection to {node} within the retry deadl
 TOO_MANY_REDIRECTS = "ERR slotgate: too many redirects ({count}) for slot {slot}"
 NOT_IN_MULTI = "ERR slotgate: '{name}' cannot run inside MULTI through the proxy"
 NOT_SUPPORTED = "ERR slotgate: '{name}' is not supported through the proxy"
+# EXEC of a transaction whose commands (or watched keys) are in several slots, refused.
+CROSSSLOT_TX = (
+    "CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys "
+    "span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)"
+)
 # Multi-key commands across slots (proxy/routing/gather.py).
 CROSSSLOT_TRYAGAIN = "TRYAGAIN Multiple keys request during rehashing of slot"
 MOVE_CONTENDED = (

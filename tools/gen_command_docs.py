@@ -294,8 +294,35 @@ transaction`. Redis queues every other command; the proxy refuses some of them a
 | `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ..., CLIENT PAUSE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
-| a command whose own keys span slots | `-CROSSSLOT Keys in request don't hash to the same slot` | a transaction runs on one master |
-| commands whose keys are in different slots | the same `-CROSSSLOT`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
+| a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |
+| with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
+
+### Transactions across slots
+
+With `cross_slot_transactions: per_shard` (docs/CONFIG.md; code in `proxy/front/shardtx.py`)
+commands of any slot are queued, and a `split` command over several slots becomes one
+command per slot. At `EXEC` the proxy groups the commands by slot (Redis Cluster runs a
+`MULTI … EXEC` only over keys of one slot), in the order each slot first appears; a command
+without keys joins the first group (no keys at all: one group on the client's usual master).
+Each group is one `MULTI … EXEC` on the client's own connection to the slot's master; the
+groups run one after the other, never in parallel: first an empty `MULTI EXEC` on every
+master holding watched keys but no command (it only checks the watch), then the first group
+of every watched master, then the others in order. `EXEC` answers every command's reply in
+the client's order; an error inside a group (`WRONGTYPE` …) stays in its place as Redis puts
+it; a split command's parts merge as outside MULTI. `WATCH` watches each key on its own
+master.
+
+What is atomic: each group, i.e. the commands of one slot. What is not: the transaction as a
+whole. Another client may see one slot's commands done and another's not yet; a watched key
+that changed makes `EXEC` answer nil and the groups not yet run are not sent, but a group that
+already committed stays committed (no rollback); watched keys are checked when their master's
+first group runs, so the watch of a master checked later does not cover the groups that ran
+before it. A group refused whole (`EXECABORT`, or the lost-connection error) ends `EXEC` with
+that error, the same caveat applying to the groups before it. `MOVED`/`ASK` are followed as
+for a one-slot transaction: an unwatched group is sent again whole (nothing of it ran); a
+group on a watched master follows nothing. `DISCARD`, `UNWATCH`, `RESET` and the end of
+`EXEC` unwatch every master. A watched master whose connection was lost meanwhile (or
+replaced after `HELLO` changed the protocol) counts as a changed watch: `EXEC` answers nil.
 """
 
 MSETNX = """\

@@ -35,6 +35,7 @@ from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
+from slotgate.proxy.front import shardtx
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import AwaitedCall, Connect
 
@@ -60,9 +61,11 @@ class Transaction:
     refused while queuing, so EXEC aborts (Redis' ``CLIENT_DIRTY_EXEC``); ``watch``: the
     connection WATCH pinned to the watched keys' master; ``direct``: connections by node for
     blocking commands and unwatched transactions; ``node_ids``: the node's own client id of
-    each (for CLIENT UNBLOCK); ``blocked``: (node, that id) while a blocking command waits."""
+    each (for CLIENT UNBLOCK); ``blocked``: (node, that id) while a blocking command waits;
+    ``shard_watch``: with ``cross_slot_transactions: per_shard``, the ``direct`` connection
+    of each master holding watched keys (shardtx.py)."""
 
-    __slots__ = ("queued", "doomed", "watch", "direct", "node_ids", "blocked")
+    __slots__ = ("queued", "doomed", "watch", "direct", "node_ids", "blocked", "shard_watch")
 
     def __init__(self) -> None:
         self.queued: list[list[bytes]] | None = None
@@ -71,6 +74,7 @@ class Transaction:
         self.direct: dict[str, DirectConnection] = {}
         self.node_ids: dict[str, tuple[DirectConnection, int]] = {}
         self.blocked: tuple[str, int] | None = None
+        self.shard_watch: dict[str, DirectConnection] = {}
 
     async def aclose(self) -> None:
         """The client is gone: close its connections."""
@@ -79,6 +83,7 @@ class Transaction:
             conns.append(self.watch)
         self.direct.clear()
         self.node_ids.clear()
+        self.shard_watch.clear()
         self.watch = None
         for conn in conns:
             await conn.aclose()
@@ -92,6 +97,7 @@ def reset(s: RouteSession) -> None:
     if tx.watch is not None:
         watch, tx.watch = tx.watch, None
         s.router.nursery.start_soon(watch.aclose)
+    shardtx.drop(s)
 
 
 def refuse(s: RouteSession, name: str, raw: bytes, rejected: bool = False) -> None:
@@ -129,7 +135,7 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
         # partial.
         refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
-    if s.slot_of(argv) is None:
+    if s.slot_of(argv) is None and not shardtx.queues_split(s, argv, info):
         refuse(s, info.name, error_frame(errors.CROSSSLOT))
         return
     assert s.tx.queued is not None
@@ -169,7 +175,7 @@ def discard(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     s.reply("discard", OK)
     if tx.watch is not None:
         return _release_watch(s, unwatch=False)
-    return None
+    return shardtx.release(s) if tx.shard_watch else None
 
 
 def _transaction_slot(commands: list[list[bytes]]) -> int | None:
@@ -187,9 +193,12 @@ def _transaction_slot(commands: list[list[bytes]]) -> int | None:
 
 async def _exec(s: RouteSession, queued: list[list[bytes]],
                 reply_slot: Callable[[bytes], None]) -> None:
+    if shardtx.enabled(s):
+        await shardtx.exec_(s, queued, reply_slot)
+        return
     slot = _transaction_slot(queued)
     if slot is None:
-        reply_slot(error_frame(errors.CROSSSLOT))
+        reply_slot(error_frame(errors.CROSSSLOT_TX))
         await _release_watch(s, unwatch=True)
         return
     await s.wait_idle()
@@ -202,7 +211,7 @@ async def _exec(s: RouteSession, queued: list[list[bytes]],
         # the client as EXECABORT; elsewhere the watched keys would not be watched).
         owner = s.router.topology.owners[slot] if slot >= 0 else conn.address
         if owner != conn.address:
-            reply_slot(error_frame(errors.CROSSSLOT))
+            reply_slot(error_frame(errors.CROSSSLOT_TX))
             await _release_watch(s, unwatch=True)
             return
         try:
@@ -264,6 +273,8 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     reply_slot: Callable[[bytes], None] = s.new_slot("exec")
     if doomed:
         reply_slot(error_frame(errors.EXECABORT))
+        if tx.shard_watch:
+            return shardtx.release(s)
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
     if s.checked:
         # As Redis' EXEC: the queued commands checked again (auth.py imports this module).
@@ -309,6 +320,8 @@ def watch(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     if s.tx.queued is not None:
         s.reply("watch", error_frame(errors.WATCH_IN_MULTI))
         return None
+    if shardtx.enabled(s):
+        return shardtx.watch(s, argv)
     slot = s.slot_of(argv)
     if slot is None:
         s.reply("watch", error_frame(errors.CROSSSLOT))
@@ -318,11 +331,12 @@ def watch(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
 
 async def _unwatch(s: RouteSession, reply_slot: Callable[[bytes], None]) -> None:
     await _release_watch(s, unwatch=True)
+    await shardtx.release(s)
     reply_slot(OK)
 
 
 def unwatch(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
-    if s.tx.watch is None:
+    if s.tx.watch is None and not s.tx.shard_watch:
         s.reply("unwatch", OK)
         return None
     return _unwatch(s, s.new_slot("unwatch"))

@@ -316,6 +316,11 @@ SCHEMA: tuple[Key, ...] = (
         "masterauth/masteruser, ACL SETUSER/DELUSER/LOAD); false: refused with -NOPERM. A "
         "requirepass set through the proxy becomes its backend.password until the next reload.",
         show=_show_bool),
+    Key("cross_slot_transactions", choice("refuse", "per_shard"), ("cross_slot_transactions",),
+        True, "A MULTI whose commands touch several slots. refuse: EXEC answers -CROSSSLOT "
+        "naming this setting (Redis Cluster's rule); per_shard: one MULTI/EXEC per slot, "
+        "watched shards first, replies in the client's order; atomic per slot only (docs/"
+        "COMMANDS.md, Transactions across slots)."),
     Key("cluster_emulation.enabled", boolean, ("cluster_emulation",), True,
         "Answer CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a cluster whose nodes are the proxies "
         "(all 16384 slots), so cluster-aware clients work through the proxy.", show=_show_bool),

@@ -71,6 +71,8 @@ class ProxySettings:
     backend_password_before: str | None = None
     # Commands that change the nodes' credentials or users pass through (else refused).
     admin_commands: bool = False
+    # A MULTI whose commands touch several slots: "refuse" or "per_shard" (front/shardtx.py).
+    cross_slot_transactions: str = "refuse"
 
     # Cluster emulation: CLUSTER SLOTS/SHARDS/NODES/... answered as a cluster of the proxies.
     cluster_emulation: bool = False

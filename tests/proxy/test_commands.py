@@ -253,7 +253,9 @@ def test_transactions_pin_to_one_slot(slotgate: ManagedProcess, prefix: str) -> 
         replies = c.pipeline([[b"MULTI"], [b"SET", f"{prefix}x".encode(), b"1"],
                               [b"SET", f"{prefix}y".encode(), b"1"], [b"EXEC"]])
         assert replies == [b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n",
-                           b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"]
+                           b"-CROSSSLOT Keys in request don't hash to the same slot (slotgate: "
+                           b"this transaction's keys span slots; set cross_slot_transactions: "
+                           b"per_shard to run one MULTI/EXEC per slot)\r\n"]
         assert c.call("EXEC") == b"-ERR EXEC without MULTI\r\n"
         replies = c.pipeline([[b"MULTI"], [b"NOPE"], [b"EXEC"]])
         assert replies[2] == b"-EXECABORT Transaction discarded because of previous errors.\r\n"
