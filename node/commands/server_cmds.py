@@ -274,21 +274,22 @@ def command_list(c: Client, argv: list[bytes]) -> bytes:
     return array_header(len(names)) + b"".join(bulk(n) for n in names)
 
 
-@command("command|getkeys")
-def command_getkeys(c: Client, argv: list[bytes]) -> bytes:
+def _found_keys(find: Callable[[list[bytes]], list[Any]], argv: list[bytes]) -> list[Any]:
     try:
-        positions = pc.getkeys_command(argv[2:])
+        return find(argv[2:])
     except pc.GetKeysError as e:
         raise CommandError(str(e)) from None
+
+
+@command("command|getkeys")
+def command_getkeys(c: Client, argv: list[bytes]) -> bytes:
+    positions = _found_keys(pc.getkeys_command, argv)
     return array_header(len(positions)) + b"".join(bulk(argv[2 + p]) for p in positions)
 
 
 @command("command|getkeysandflags")
 def command_getkeysandflags(c: Client, argv: list[bytes]) -> bytes:
-    try:
-        found = pc.getkeysandflags_command(argv[2:])
-    except pc.GetKeysError as e:
-        raise CommandError(str(e)) from None
+    found = _found_keys(pc.getkeysandflags_command, argv)
     parts = [array_header(len(found))]
     for pos, flags in found:
         parts.append(array_header(2) + bulk(argv[2 + pos]) + set_header(len(flags), c.resp))
