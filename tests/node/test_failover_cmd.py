@@ -117,6 +117,10 @@ def _scenario(start: Starter, kind: str) -> list[tuple[str, bytes]]:
             out.append(("read while held", mc.call("GET", "k1")))
             out.append(("FAILOVER again", mc.call("FAILOVER")))
             out.append(("REPLICAOF while failing over", mc.call("REPLICAOF", "NO", "ONE")))
+            with RawClient(m.port) as syncer:
+                out.append(("PSYNC while failing over", syncer.call("PSYNC", "?", "-1")))
+            out.append(("CLIENT UNPAUSE", mc.call("CLIENT", "UNPAUSE")))
+            assert writer.nothing_pending(0.2), "CLIENT UNPAUSE released the failover's hold"
             out.append(("ABORT", mc.call("FAILOVER", "ABORT")))
             out.append(("held write after ABORT", writer.read(5)))
         out.append(("state after abort", _state(m).encode()))
