@@ -13,7 +13,8 @@ types; this module loads it once and offers:
   order, movable keys included (key-specs first, Redis' per-command fallbacks when a spec is
   incomplete or cannot be read). No arity check: with too few arguments the positions that
   exist are returned. ``getkeys_command(argv)`` is the checked form that raises
-  ``GetKeysError`` with the exact text ``COMMAND GETKEYS`` answers.
+  ``GetKeysError`` with the exact text ``COMMAND GETKEYS`` answers; ``getkeysandflags_command``
+  adds each key's flags as ``COMMAND GETKEYSANDFLAGS`` prints them.
 - ``arity_ok``, ``arity_error``, ``unknown_command_error``: Redis' exact checks and texts.
 - ``command_info_reply``, ``command_docs_reply``, ``command_count``, ``command_list``: the
   bytes of ``COMMAND [INFO]``, ``COMMAND DOCS``, ``COMMAND COUNT``, ``COMMAND LIST`` in RESP2/3.
@@ -513,9 +514,89 @@ def unknown_command_error(argv: Sequence[bytes], removed: bool = False) -> bytes
 
 def getkeys_command(argv: Sequence[bytes]) -> list[int]:
     """``COMMAND GETKEYS <argv>``: key positions, or GetKeysError with Redis' exact text."""
-    getkeys = ALL_COMMANDS[b"command|getkeys"]
-    if not arity_ok(getkeys, len(argv) + 2):
-        raise GetKeysError(arity_error(getkeys))
+    info = _checked_lookup(argv, b"command|getkeys")
+    positions = info._keys(argv)
+    if not positions and "no_mandatory_keys" not in info.flags:
+        raise GetKeysError("ERR Invalid arguments specified for command")
+    return positions
+
+
+# Key-spec flags in the order COMMAND GETKEYSANDFLAGS / COMMAND INFO print them.
+KEY_FLAG_ORDER: tuple[tuple[str, str], ...] = (
+    ("ro", "RO"), ("rw", "RW"), ("ow", "OW"), ("rm", "RM"), ("access", "access"),
+    ("update", "update"), ("insert", "insert"), ("delete", "delete"), ("not_key", "not_key"),
+    ("incomplete", "incomplete"), ("variable_flags", "variable_flags"),
+)
+_RO_ACCESS = ("RO", "access")
+_OW_UPDATE = ("OW", "update")
+_RW_ACCESS_UPDATE = ("RW", "access", "update")
+
+KeyFlags = tuple[str, ...]
+
+
+def _shown_flags(flags: frozenset[str]) -> KeyFlags:
+    return tuple(shown for name, shown in KEY_FLAG_ORDER if name in flags)
+
+
+def _set_flags(argv: Sequence[bytes]) -> list[KeyFlags]:
+    """Redis' setGetKeys: RW access update with a GET option, else OW update."""
+    has_get = any(a.lower() == b"get" for a in argv[3:])
+    return [_RW_ACCESS_UPDATE if has_get else _OW_UPDATE]
+
+
+def _bitfield_flags(argv: Sequence[bytes]) -> list[KeyFlags]:
+    """Redis' bitfieldGetKeys: read-only unless a SET / INCRBY (or a syntax error) shows up."""
+    i, argc = 2, len(argv)
+    while i < argc:
+        arg, remaining = argv[i].lower(), argc - i - 1
+        if arg == b"get" and remaining >= 2:
+            i += 2
+        elif arg == b"overflow" and remaining >= 1:
+            i += 1
+        else:
+            return [_RW_ACCESS_UPDATE]
+        i += 1
+    return [_RO_ACCESS]
+
+
+# Flags the native key finders give (Redis' genericGetKeys gives none).
+_NATIVE_FLAGS: dict[str, Callable[[Sequence[bytes]], list[KeyFlags]]] = {
+    "set": _set_flags,
+    "bitfield": _bitfield_flags,
+    "sort": lambda argv: [_RO_ACCESS, _OW_UPDATE],
+    "sort_ro": lambda argv: [_RO_ACCESS],
+    "migrate": lambda argv: [("RW", "access", "delete")] * len(argv),
+}
+
+
+def _keys_and_flags(info: CommandInfo, argv: Sequence[bytes]) -> list[tuple[int, KeyFlags]]:
+    """Redis' getKeysFromCommandWithSpecs: the key-specs when they all apply and none has
+    variable flags, else the command's native finder."""
+    usable = [s for s in info.key_specs if not s.not_key]
+    if usable and not any("variable_flags" in s.flags for s in info.key_specs):
+        argc = len(argv)
+        out: list[tuple[int, KeyFlags]] = []
+        for spec in usable:
+            found = _compile_spec(spec)(argv, argc)
+            if found is None:
+                break
+            shown = _shown_flags(spec.flags)
+            out.extend((p, shown) for p in found)
+        else:
+            return out
+    finder = _NATIVE.get(info.name)
+    if finder is None:
+        return []
+    positions = finder(argv)
+    flags_fn = _NATIVE_FLAGS.get(info.name)
+    flags = flags_fn(argv) if flags_fn is not None else [()] * len(positions)
+    return list(zip(positions, flags, strict=False))
+
+
+def _checked_lookup(argv: Sequence[bytes], container: bytes) -> CommandInfo:
+    """The checks COMMAND GETKEYS / GETKEYSANDFLAGS make before finding keys."""
+    if not arity_ok(ALL_COMMANDS[container], len(argv) + 2):
+        raise GetKeysError(arity_error(ALL_COMMANDS[container]))
     info = lookup(argv)
     if info is None:
         raise GetKeysError("ERR Invalid command specified")
@@ -523,10 +604,17 @@ def getkeys_command(argv: Sequence[bytes]) -> list[int]:
         raise GetKeysError("ERR The command has no key arguments")
     if not arity_ok(info, len(argv)):
         raise GetKeysError("ERR Invalid number of arguments specified for command")
-    positions = info._keys(argv)
-    if not positions and "no_mandatory_keys" not in info.flags:
+    return info
+
+
+def getkeysandflags_command(argv: Sequence[bytes]) -> list[tuple[int, KeyFlags]]:
+    """``COMMAND GETKEYSANDFLAGS <argv>``: (position, flags as Redis prints them) per key, or
+    GetKeysError with Redis' exact text."""
+    info = _checked_lookup(argv, b"command|getkeysandflags")
+    found = _keys_and_flags(info, argv)
+    if not found and "no_mandatory_keys" not in info.flags:
         raise GetKeysError("ERR Invalid arguments specified for command")
-    return positions
+    return found
 
 
 # --------------------------------------------------------------------------- COMMAND replies

@@ -18,7 +18,7 @@ from slotgate.node.core.config import ConfigError, canonical
 from slotgate.node.core.errors import SYNTAX, CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import commands as pc
-from slotgate.protocol.resp import array_header, bulk, integer, map_header, simple
+from slotgate.protocol.resp import array_header, bulk, integer, map_header, set_header, simple
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -274,13 +274,27 @@ def command_list(c: Client, argv: list[bytes]) -> bytes:
     return array_header(len(names)) + b"".join(bulk(n) for n in names)
 
 
-@command("command|getkeys")
-def command_getkeys(c: Client, argv: list[bytes]) -> bytes:
+def _found_keys(find: Callable[[list[bytes]], list[Any]], argv: list[bytes]) -> list[Any]:
     try:
-        positions = pc.getkeys_command(argv[2:])
+        return find(argv[2:])
     except pc.GetKeysError as e:
         raise CommandError(str(e)) from None
+
+
+@command("command|getkeys")
+def command_getkeys(c: Client, argv: list[bytes]) -> bytes:
+    positions = _found_keys(pc.getkeys_command, argv)
     return array_header(len(positions)) + b"".join(bulk(argv[2 + p]) for p in positions)
+
+
+@command("command|getkeysandflags")
+def command_getkeysandflags(c: Client, argv: list[bytes]) -> bytes:
+    found = _found_keys(pc.getkeysandflags_command, argv)
+    parts = [array_header(len(found))]
+    for pos, flags in found:
+        parts.append(array_header(2) + bulk(argv[2 + pos]) + set_header(len(flags), c.resp))
+        parts.extend(simple(f) for f in flags)
+    return b"".join(parts)
 
 
 @command("command|help")

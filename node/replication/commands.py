@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
+from slotgate.node.replication import failover
 from slotgate.node.replication.master import (
     ERR_CLUSTER,
     ERR_NOT_INT,
@@ -51,6 +52,8 @@ def _replicaof(c: Client, argv: list[bytes]) -> bytes:
     repl = get(c.server)
     if c.server.cluster_enabled:
         raise CommandError(ERR_CLUSTER)
+    if failover.get(repl).state != failover.NO_FAILOVER:
+        raise CommandError(failover.ERR_REPLICAOF)
     if argv[1].lower() == b"no" and argv[2].lower() == b"one":
         if repl.role == "slave":
             repl.stop_replication()
@@ -108,6 +111,7 @@ def psync_cmd(c: Client, argv: list[bytes]) -> bytes:
     repl = get(c.server)
     if c.is_replica:
         return b""
+    failover.get(repl).accept_psync(argv)
     try:
         offset = int(argv[2])
     except ValueError:
@@ -120,6 +124,7 @@ def sync_cmd(c: Client, argv: list[bytes]) -> bytes:
     repl = get(c.server)
     if c.is_replica:
         return b""
+    failover.get(repl).accept_psync(argv)
     return repl.psync(c, "?", -1, send_fullresync=False)
 
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from slotgate.node.commands.registry import Command
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
+    from slotgate.node.replication.failover import Failover
 
 log = logging.getLogger("node.replication")
 
@@ -129,6 +130,7 @@ class Replication:
         self.stat_sync_partial_ok = 0
         self.stat_sync_partial_err = 0
         self.role_change_hooks: list[Callable[[str], None]] = []
+        self.failover: Failover | None = None  # FAILOVER (node/replication/failover.py)
 
     # -- public API ----------------------------------------------------------------------
     def repl_offset(self) -> int:
@@ -467,8 +469,12 @@ class Replication:
             if r.child and now - r.last_newline >= NEWLINE_KEEPALIVE_S:
                 r.last_newline = now
                 r.send(b"\n")
+        fo = self.failover
+        if fo is not None:
+            fo.cron()
         period = int(self.cfg.get("repl-ping-replica-period"))
-        if self.role == "master" and self.replicas and now - self.last_ping >= period:
+        if (self.role == "master" and self.replicas and now - self.last_ping >= period
+                and (fo is None or fo.state == "no-failover")):  # a FAILOVER waits for acks
             self.last_ping = now
             self.feed_raw(PING_CMD)
         if self.waiting:
@@ -516,7 +522,8 @@ class Replication:
                                       f"offset={r.ack_off},lag={int(now - r.ack_time)}"))
         b = self.backlog
         rows += [
-            ("master_failover_state", "no-failover"),
+            ("master_failover_state",
+             self.failover.state if self.failover is not None else "no-failover"),
             ("master_replid", self.replid), ("master_replid2", self.replid2),
             ("master_repl_offset", b.master_repl_offset),
             ("second_repl_offset", self.second_repl_offset),

@@ -177,7 +177,16 @@ class MasterLink:
             await conn.command("REPLCONF", "capa", "eof", "capa", "psync2")
             if self.cached_master is not None:
                 replid, off = self.cached_master
-                reply = await conn.command("PSYNC", replid, str(off + 1))
+                fo = self.repl.failover
+                extra = fo.psync_extra() if fo is not None else ()
+                try:
+                    reply = await conn.command("PSYNC", replid, str(off + 1), *extra)
+                except Exception:
+                    if fo is not None and extra:
+                        fo.psync_result(False)  # no answer: the handover failed
+                    raise
+                if fo is not None and extra:
+                    fo.psync_result(reply.startswith((b"+FULLRESYNC", b"+CONTINUE")))
             else:
                 reply = await conn.command("PSYNC", "?", "-1")
         if reply.startswith(b"+FULLRESYNC"):

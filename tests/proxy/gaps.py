@@ -11,7 +11,6 @@ import pytest
 
 from tests.conftest import ClusterBackend
 
-NO_GETKEYSANDFLAGS = "node: COMMAND GETKEYSANDFLAGS is an unknown subcommand"
 NO_PUBSUB_STATS = "node: INFO stats pubsub_channels and pubsub_patterns stay 0"
 
 

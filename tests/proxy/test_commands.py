@@ -14,7 +14,6 @@ import redis
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy.routing.splitter import array_elements
 from tests.conftest import ClusterBackend
-from tests.proxy.gaps import NO_GETKEYSANDFLAGS, node_gap
 from tests.support import ManagedProcess, RawClient, redis_cli
 
 
@@ -100,10 +99,8 @@ def test_redis_cli_as_a_plain_client(slotgate: ManagedProcess, prefix: str) -> N
 
 
 def test_command_getkeysandflags_matches_real_redis(
-    slotgate: ManagedProcess, redis_standalone: ManagedProcess, cluster_backend: ClusterBackend,
-    request: pytest.FixtureRequest,
+    slotgate: ManagedProcess, redis_standalone: ManagedProcess,
 ) -> None:
-    node_gap(request, cluster_backend, NO_GETKEYSANDFLAGS)
     cmd = ["COMMAND", "GETKEYSANDFLAGS", "LMOVE", "a", "b", "LEFT", "RIGHT"]
     with RawClient(slotgate.port) as p, RawClient(redis_standalone.port) as d:
         assert p.call(*cmd) == d.call(*cmd)

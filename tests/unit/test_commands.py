@@ -132,6 +132,17 @@ def test_getkeys_matches_server(conn: redis.Connection, argv: list[bytes]) -> No
         assert C.get_keys(argv) == want
 
 
+@pytest.mark.parametrize("argv", CORPUS, ids=[b" ".join(a).decode() for a in CORPUS])
+def test_getkeysandflags_matches_server(conn: redis.Connection, argv: list[bytes]) -> None:
+    want = _call(conn, "COMMAND", "GETKEYSANDFLAGS", *argv)
+    try:
+        got: object = [[argv[i], [f.encode() for f in flags]]
+                       for i, flags in C.getkeysandflags_command(argv)]
+    except C.GetKeysError as exc:
+        got = "ERROR " + str(exc)
+    assert got == want
+
+
 def test_key_positions_are_positions() -> None:
     argv = [b"ZUNIONSTORE", b"d", b"2", b"a", b"b", b"WEIGHTS", b"1", b"2"]
     assert C.key_positions(argv) == [1, 3, 4]
