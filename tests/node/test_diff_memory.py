@@ -6,12 +6,13 @@ MEMORY STATS by field names, order and reply types."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import hiredis
 import pytest
 
 from tests.node.diff import Case, Pair, check_cases
-from tests.support import RawClient, node_and_redis
+from tests.support import RawClient, node_and_redis, redis_server, slotgate_node, wait_until
 
 _MEMBERS_1000 = " ".join(f"m{i}" for i in range(1000))
 _PAIRS_1000 = " ".join(f"f{i} v{i}" for i in range(1000))
@@ -137,3 +138,26 @@ def test_doctor_with_data(pair: tuple[RawClient, RawClient]) -> None:
                     b"for what occurs on this base.\n")
     assert isinstance(real, bytes) and b"is empty" not in real
     _both(pair, "FLUSHALL")
+
+
+def test_cluster_mode_counts_slot_links(tmp_path: Path) -> None:
+    """In cluster mode every key carries 16 bytes of slot-list links: MEMORY USAGE adds them
+    and MEMORY STATS reports them as overhead.hashtable.slot-to-keys, on both servers."""
+    procs = [slotgate_node(tmp_path, cluster=True), redis_server(tmp_path, cluster=True)]
+    try:
+        for p in procs:
+            p.start()
+            with RawClient(p.port) as c:
+                c.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+                wait_until(lambda c=c: b"cluster_state:ok" in c.call("CLUSTER", "INFO"),
+                           what="cluster state ok")
+                assert c.call("SET", "s", "hello") == b"+OK\r\n"
+                assert c.call("MEMORY", "USAGE", "s") == b":80\r\n"
+                stats = _parse(c.call("MEMORY", "STATS"))
+                assert isinstance(stats, list)
+                db0 = stats[stats.index(b"db.0") + 1]
+                assert db0 == [b"overhead.hashtable.main", 72, b"overhead.hashtable.expires", 0,
+                               b"overhead.hashtable.slot-to-keys", 16]
+    finally:
+        for p in procs:
+            p.stop()
