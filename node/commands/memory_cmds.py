@@ -3,11 +3,11 @@ node/core/memory.py and the process figures, in Redis 7.0's reply shapes."""
 
 from __future__ import annotations
 
-import os
 import resource
 import struct
 from typing import TYPE_CHECKING
 
+from slotgate.node.commands.info import _rss_bytes
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core import memory
@@ -51,14 +51,6 @@ DOCTOR_EMPTY = (
 DOCTOR_FINE = ("Hi Sam, I can't find any memory issue in your instance. I can only account for "
                "what occurs on this base.\n")
 DOCTOR_EMPTY_BYTES = 5 * 1024 * 1024  # getMemoryDoctorReport's "empty" threshold
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 STARTUP_RSS_BYTES = _rss_bytes()  # read when the command modules load, before any data
