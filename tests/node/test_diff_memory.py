@@ -5,13 +5,13 @@ MEMORY STATS by field names, order and reply types."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import hiredis
 import pytest
 
-from tests.node.diff import Case, Pair, check_cases
+from tests.node.diff import Case, Pair, _parse, check_cases
 from tests.support import RawClient, node_and_redis, redis_server, slotgate_node, wait_until
 
 _MEMBERS_1000 = " ".join(f"m{i}" for i in range(1000))
@@ -52,12 +52,6 @@ CASES = [
 @pytest.mark.parametrize("proto", [2, 3])
 def test_memory_exact(diff_pair: Pair, proto: int) -> None:
     assert check_cases(diff_pair, CASES, proto) == []
-
-
-def _parse(raw: bytes) -> object:
-    r = hiredis.Reader(notEnoughData=None)
-    r.feed(raw)
-    return r.gets()
 
 
 def _shape(v: object) -> object:
@@ -161,3 +155,44 @@ def test_cluster_mode_counts_slot_links(tmp_path: Path) -> None:
     finally:
         for p in procs:
             p.stop()
+
+
+def test_object_idletime_counts_seconds_since_access(pair: tuple[RawClient, RawClient]) -> None:
+    _both(pair, "FLUSHALL")
+    _both(pair, "SET", "k", "v")
+    _both(pair, "RPUSH", "l", "a")
+    _both(pair, "HSET", "h", "f", "v")
+    assert _both(pair, "OBJECT", "IDLETIME", "k") == (0, 0)
+    time.sleep(2.2)
+    for key in ("k", "l", "h"):
+        ours, real = _both(pair, "OBJECT", "IDLETIME", key)
+        assert isinstance(ours, int) and isinstance(real, int) and abs(ours - real) <= 1
+        assert 1 <= ours <= 3
+    _both(pair, "GET", "k")
+    _both(pair, "RPUSH", "l", "b")
+    _both(pair, "HSET", "h", "f", "w")
+    for key in ("k", "l", "h"):
+        assert _both(pair, "OBJECT", "IDLETIME", key) == (0, 0), key
+
+
+def test_object_freq_under_lfu(pair: tuple[RawClient, RawClient]) -> None:
+    """With lfu-log-factor 0 every access adds one: the counter is deterministic."""
+    _both(pair, "FLUSHALL")
+    _both(pair, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    _both(pair, "CONFIG", "SET", "lfu-log-factor", "0")
+    time.sleep(0.3)  # the node applies the policy at its next cron tick
+    try:
+        _both(pair, "SET", "k", "v")
+        assert _both(pair, "OBJECT", "FREQ", "k") == (5, 5)
+        for _ in range(20):
+            _both(pair, "GET", "k")
+        assert _both(pair, "OBJECT", "FREQ", "k") == (25, 25)
+        _both(pair, "SET", "k", "w")
+        assert _both(pair, "OBJECT", "FREQ", "k") == (26, 26)
+        _both(pair, "HSET", "h", "f", "v")
+        _both(pair, "HGET", "h", "f")
+        assert _both(pair, "OBJECT", "FREQ", "h") == (6, 6)
+    finally:
+        _both(pair, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+        _both(pair, "CONFIG", "SET", "lfu-log-factor", "10")
+        time.sleep(0.3)
