@@ -162,6 +162,16 @@ class Database:
         else:
             self.access[key] = ks.lru_clock
 
+    def set_access_info(self, key: bytes, idle_s: int | None, freq: int | None) -> None:
+        """RESTORE IDLETIME / FREQ (objectSetLRUOrLFU): FREQ counts under an LFU policy,
+        IDLETIME under any other."""
+        ks = self.ks
+        if ks.lfu:
+            if freq is not None:
+                self.access[key] = lru.lfu_with_counter(time.time(), freq)
+        elif idle_s is not None:
+            self.access[key] = lru.lru_idle_since(ks.lru_clock, idle_s)
+
     def lookup_notouch(self, key: bytes) -> Any:
         """``lookup`` that leaves the access clock alone (OBJECT, as LOOKUP_NOTOUCH)."""
         field = self.access.get(key)

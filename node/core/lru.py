@@ -42,8 +42,18 @@ def lfu_counter(field: int, unix_s: float, decay_time_min: int) -> int:
     return max(counter - periods, 0)
 
 
+def lru_idle_since(clock: int, idle_s: int) -> int:
+    """The field of a key last accessed ``idle_s`` seconds ago (wrapping as Redis does)."""
+    at = clock - idle_s
+    return at + LRU_CLOCK_MAX if at < 0 else at
+
+
+def lfu_with_counter(unix_s: float, counter: int) -> int:
+    return _minutes(unix_s) << 8 | counter
+
+
 def lfu_new(unix_s: float) -> int:
-    return _minutes(unix_s) << 8 | LFU_INIT_VAL
+    return lfu_with_counter(unix_s, LFU_INIT_VAL)
 
 
 def lfu_touch(field: int | None, unix_s: float, log_factor: int, decay_time_min: int,

@@ -168,6 +168,11 @@ def test_object_idletime_counts_seconds_since_access(pair: tuple[RawClient, RawC
         ours, real = _both(pair, "OBJECT", "IDLETIME", key)
         assert isinstance(ours, int) and isinstance(real, int) and abs(ours - real) <= 1
         assert 1 <= ours <= 3
+    dump = pair[0].call("DUMP", "k")
+    dump = dump[dump.index(b"\r\n") + 2:-2]
+    for c in pair:
+        assert c.call("RESTORE", "r", "0", dump, "IDLETIME", "1000") == b"+OK\r\n"
+    assert _both(pair, "OBJECT", "IDLETIME", "r") == (1000, 1000)
     _both(pair, "GET", "k")
     _both(pair, "RPUSH", "l", "b")
     _both(pair, "HSET", "h", "f", "w")
@@ -192,6 +197,12 @@ def test_object_freq_under_lfu(pair: tuple[RawClient, RawClient]) -> None:
         _both(pair, "HSET", "h", "f", "v")
         _both(pair, "HGET", "h", "f")
         assert _both(pair, "OBJECT", "FREQ", "h") == (6, 6)
+        ours = pair[0]
+        dump = ours.call("DUMP", "k")
+        dump = dump[dump.index(b"\r\n") + 2:-2]
+        for c in pair:
+            assert c.call("RESTORE", "r", "0", dump, "FREQ", "100") == b"+OK\r\n"
+        assert _both(pair, "OBJECT", "FREQ", "r") == (100, 100)
     finally:
         _both(pair, "CONFIG", "SET", "maxmemory-policy", "noeviction")
         _both(pair, "CONFIG", "SET", "lfu-log-factor", "10")
