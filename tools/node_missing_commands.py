@@ -106,6 +106,10 @@ def render(have: set[str]) -> str:
     families = missing(have)
     total = len(_leaves())
     absent = sum(len(names) for names in families.values())
+    if not absent:
+        lines = [BEGIN, "", f"None: each of the {total} commands and subcommands of redis-server "
+                 f"{REDIS_VERSION}'s command table has a handler in the node.", "", END]
+        return "\n".join(lines) + "\n"
     lines = [
         BEGIN,
         "",

@@ -151,6 +151,7 @@ MODULES = [
     "slotgate.node.types.xinfo",
     "slotgate.node.commands.module", "slotgate.node.commands.lolwut",
     "slotgate.node.commands.latency_cmds",
+    "slotgate.node.commands.memory_cmds",
 ]
 
 

@@ -3,11 +3,13 @@ TOUCH EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL EXPIRETIME PEXPIRETIME PERSIST 
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK, ONE, ZERO
 from slotgate.node.commands.util import LONG_MAX, LONG_MIN, parse_int
+from slotgate.node.core import lru
 from slotgate.node.core.errors import (
     DB_INDEX_OUT_OF_RANGE,
     INVALID_EXPIRE,
@@ -368,7 +370,7 @@ _SHARED_INT_LIMIT = 10000  # Redis shares integer objects 0..9999 (refcount INT_
 
 
 def _obj(c: Client, key: bytes) -> Any:
-    return c.db.lookup(key)
+    return c.db.lookup_notouch(key)
 
 
 @command("object|encoding")
@@ -397,7 +399,8 @@ def object_idletime(c: Client, argv: list[bytes]) -> bytes:
             "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that "
             "when switching between policies at runtime LRU and LFU data will take some time "
             "to adjust.")
-    return integer(0)
+    return integer(lru.idle_s(c.db.access.get(argv[2], c.server.ks.lru_clock),
+                              c.server.ks.lru_clock))
 
 
 @command("object|freq")
@@ -410,7 +413,10 @@ def object_freq(c: Client, argv: list[bytes]) -> bytes:
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please "
             "note that when switching between policies at runtime LRU and LFU data will take "
             "some time to adjust.")
-    return integer(0)
+    ks = c.server.ks
+    field = c.db.access.get(argv[2])
+    return integer(0 if field is None else lru.lfu_counter(field, time.time(),
+                                                          ks.lfu_decay_time_min))
 
 
 @command("object|help")

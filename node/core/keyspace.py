@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from slotgate.node.core import lru
 from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class Database:
     """One numbered database: ``data`` (key -> value) and ``expires`` (key -> unix ms)."""
 
     __slots__ = ("ks", "index", "data", "expires", "watched", "blocking", "slots", "str_enc",
-                 "invalidator")
+                 "invalidator", "access")
 
     def __init__(self, ks: Keyspace, index: int, slot_index: bool) -> None:
         self.ks = ks
@@ -131,6 +132,8 @@ class Database:
         self.str_enc: dict[bytes, bytes] = {}
         # client-side caching (node/core/tracking.py): None while nothing is tracked
         self.invalidator: Tracking | None = None
+        # key -> LRU clock or LFU word of its last access (node/core/lru.py)
+        self.access: dict[bytes, int] = {}
 
     # -- reads ---------------------------------------------------------------------------
     def lookup(self, key: bytes) -> Any:
@@ -144,6 +147,37 @@ class Database:
                 if not self.ks.expire_paused:  # CLIENT PAUSE: expired, but kept until the end
                     self.expire_now(key)
                 return None
+        ks = self.ks
+        if ks.lfu:
+            ks.lfu_touch(self, key)
+        else:
+            self.access[key] = ks.lru_clock
+        return v
+
+    def touch(self, key: bytes) -> None:
+        """Record an access to ``key`` (for paths that read ``data`` without ``lookup``)."""
+        ks = self.ks
+        if ks.lfu:
+            ks.lfu_touch(self, key)
+        else:
+            self.access[key] = ks.lru_clock
+
+    def set_access_info(self, key: bytes, idle_s: int | None, freq: int | None) -> None:
+        """RESTORE IDLETIME / FREQ (objectSetLRUOrLFU): FREQ counts under an LFU policy,
+        IDLETIME under any other."""
+        ks = self.ks
+        if ks.lfu:
+            if freq is not None:
+                self.access[key] = lru.lfu_with_counter(time.time(), freq)
+        elif idle_s is not None:
+            self.access[key] = lru.lru_idle_since(ks.lru_clock, idle_s)
+
+    def lookup_notouch(self, key: bytes) -> Any:
+        """``lookup`` that leaves the access clock alone (OBJECT, as LOOKUP_NOTOUCH)."""
+        field = self.access.get(key)
+        v = self.lookup(key)
+        if v is not None and field is not None:
+            self.access[key] = field
         return v
 
     def lookup_read(self, key: bytes) -> Any:
@@ -180,6 +214,11 @@ class Database:
         if self.str_enc:
             self.str_enc.pop(key, None)
         data[key] = value
+        ks = self.ks
+        if ks.lfu:
+            ks.lfu_touch(self, key)
+        else:
+            self.access[key] = ks.lru_clock
         if self.watched:
             self.touch_watched(key)
         if self.invalidator is not None:
@@ -203,6 +242,7 @@ class Database:
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        self.access.pop(key, None)
         if self.blocking and key in self.blocking:
             self.signal_ready(key)  # a blocked XREADGROUP learns its key is gone
         if self.str_enc:
@@ -308,6 +348,7 @@ class Database:
         self.data = {}
         self.expires = {}
         self.str_enc = {}
+        self.access = {}
         if self.slots is not None:
             self.slots = {}
         return n
@@ -359,6 +400,23 @@ class Keyspace:
         # replication/AOF: each hook gets (db index, argv) of every change, in order
         self.propagate_hooks: list[Callable[[int, list[bytes]], None]] = []
         self._expire_cursor: dict[int, tuple[Any, int]] = {}
+        # OBJECT IDLETIME/FREQ (node/core/lru.py): the cron refreshes the clock and the policy
+        self.lru_clock = lru.lru_clock(time.time())
+        self.lfu = False  # an LFU maxmemory-policy: accesses update LFU words
+        self.lfu_log_factor = 10
+        self.lfu_decay_time_min = 1
+        self.lfu_rng = random.Random()
+
+    def refresh_access_clock(self, policy: str, log_factor: int, decay_time_min: int) -> None:
+        """The cron's tick: the LRU clock and the LFU settings as of now."""
+        self.lru_clock = lru.lru_clock(time.time())
+        self.lfu = "lfu" in policy
+        self.lfu_log_factor = log_factor
+        self.lfu_decay_time_min = decay_time_min
+
+    def lfu_touch(self, db: Database, key: bytes) -> None:
+        db.access[key] = lru.lfu_touch(db.access.get(key), time.time(), self.lfu_log_factor,
+                                       self.lfu_decay_time_min, self.lfu_rng)
 
     def propagate(self, db_index: int, argv: list[bytes]) -> None:
         for hook in self.propagate_hooks:
@@ -378,6 +436,7 @@ class Keyspace:
         db_.touch_all_watched()
         da.data, db_.data = db_.data, da.data
         da.expires, db_.expires = db_.expires, da.expires
+        da.access, db_.access = db_.access, da.access
         da.str_enc, db_.str_enc = db_.str_enc, da.str_enc
         da.slots, db_.slots = db_.slots, da.slots
         da.touch_all_watched()

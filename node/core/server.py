@@ -585,6 +585,10 @@ class Server:
             hz = max(1, min(500, int(self.config.get("hz"))))
             await trio.sleep(1.0 / hz)
             t0_ns = time.perf_counter_ns()
+            cfg = self.config
+            self.ks.refresh_access_clock(str(cfg.get("maxmemory-policy")),
+                                         int(cfg.get("lfu-log-factor")),
+                                         int(cfg.get("lfu-decay-time")))
             self.ks.active_expire_cycle()
             self.latency_sample("expire-cycle", (time.perf_counter_ns() - t0_ns) // 1_000_000)
             now = time.monotonic()

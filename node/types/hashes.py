@@ -141,7 +141,12 @@ def _hset(c: Client, argv: list[bytes]) -> int:
         raise _wrong_args(argv)
     db = c.db
     key = argv[1]
-    h = db.lookup(key) if db.expires else db.data.get(key)
+    if db.expires:
+        h = db.lookup(key)
+    else:
+        h = db.data.get(key)
+        if h is not None:
+            db.touch(key)
     if h is None:
         h = RHash()
         created = True
@@ -183,6 +188,7 @@ def hset(c: Client, argv: list[bytes]) -> bytes:
         key = argv[1]
         h = db.data.get(key)
         if type(h) is RHash:
+            db.touch(key)
             field = argv[2]
             value = argv[3]
             max_entries, max_value = c.server.hash_max_listpack

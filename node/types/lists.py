@@ -87,6 +87,7 @@ def _pusher(left: bool) -> Handler:
         if not (db.expires or db.watched or db.blocking or db.invalidator):
             v = db.data.get(key)
             if type(v) is RList:
+                db.touch(key)
                 if len(argv) != 3:
                     add_all(v, argv[2:])
                 elif left:

@@ -57,7 +57,12 @@ def get(c: Client, argv: list[bytes]) -> bytes:
             if ks.notify_flags & NOTIFY_KEY_MISS:
                 db.notify(NOTIFY_KEY_MISS, b"keymiss", argv[1])
         else:
-            db.ks.keyspace_hits += 1
+            ks = db.ks
+            ks.keyspace_hits += 1
+            if ks.lfu:
+                ks.lfu_touch(db, argv[1])
+            else:
+                db.access[argv[1]] = ks.lru_clock
     if v is None:
         return c.null_bulk
     if type(v) is not bytes:

@@ -32,6 +32,10 @@ def test_the_list_follows_the_registry() -> None:
     assert "PFADD" in nmc.missing(have - {"pfadd"})["HyperLogLog"]
     assert "GET" in nmc.missing(have - {"get"})["Strings"]
     assert "CLIENT LIST" in nmc.missing(have - {"client|list"})["Connection: CLIENT"]
+    assert "| Strings | GET |" in nmc.render(have - {"get"})
+    every = {info.name for info, _ in nmc._leaves()}
+    assert "None: each of the 351" in nmc.render(have | every)
+    assert "| family | missing |" not in nmc.render(have | every)
 
 
 def github_anchor(heading: str) -> str:

@@ -1,0 +1,209 @@
+"""MEMORY against redis-server 7.0.15, RESP2 and RESP3: HELP, errors, nil, PURGE, the
+allocator text and the empty-instance doctor exactly; MEMORY USAGE exactly for the values
+whose size Redis computes without randomness (our accounting mirrors objectComputeSize);
+MEMORY STATS by field names, order and reply types."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.node.diff import Case, Pair, _parse, check_cases
+from tests.support import RawClient, node_and_redis, redis_server, slotgate_node, wait_until
+
+_MEMBERS_1000 = " ".join(f"m{i}" for i in range(1000))
+_PAIRS_1000 = " ".join(f"f{i} v{i}" for i in range(1000))
+_LONG_ITEMS = " ".join("x" * 100 for _ in range(2000))
+
+CASES = [
+    Case("help, purge, doctor when empty", ["MEMORY HELP", "MEMORY PURGE", "MEMORY DOCTOR"]),
+    Case("errors and arity", [
+        "MEMORY", "MEMORY FOO", "MEMORY USAGE", "MEMORY STATS x", "MEMORY DOCTOR x",
+        "MEMORY PURGE x", "MEMORY MALLOC-STATS x", "MEMORY HELP x", "MEMORY USAGE a b",
+        "MEMORY USAGE a SAMPLES", "MEMORY USAGE a SAMPLES x", "MEMORY USAGE a SAMPLES -1",
+        "MEMORY USAGE a samples 1 foo", "MEMORY USAGE a SAMPLES 99999999999999999999"]),
+    Case("usage of a missing key, args checked first", [
+        "MEMORY USAGE nokey", "MEMORY USAGE nokey SAMPLES 0", "SET k v", "MEMORY USAGE nokey x",
+        "MEMORY USAGE k SAMPLES 3 SAMPLES 0"]),
+    Case("usage of strings", [
+        "SET k 12345", "MEMORY USAGE k", "SET k hello", "MEMORY USAGE k",
+        "SET k " + "a" * 44, "MEMORY USAGE k", "SET k " + "a" * 45, "MEMORY USAGE k",
+        "SET k " + "a" * 5000, "MEMORY USAGE k", "SET " + "K" * 40 + " v",
+        "MEMORY USAGE " + "K" * 40, "SET k -9223372036854775808", "MEMORY USAGE k"]),
+    Case("usage of lists", [
+        "RPUSH l a b c", "MEMORY USAGE l",
+        "RPUSH m " + " ".join(f"{i}" for i in range(3000)), "MEMORY USAGE m",
+        "MEMORY USAGE m SAMPLES 0", "RPUSH n " + _LONG_ITEMS, "MEMORY USAGE n",
+        "MEMORY USAGE n SAMPLES 0", "MEMORY USAGE n SAMPLES 1"]),
+    Case("usage of hashes and sets", [
+        "HSET h f1 v1 f2 v2", "MEMORY USAGE h", "HSET g " + _PAIRS_1000, "MEMORY USAGE g",
+        "MEMORY USAGE g SAMPLES 0", "SADD s 1 2 3", "MEMORY USAGE s", "SADD s 70000",
+        "MEMORY USAGE s", "SADD s 5000000000", "MEMORY USAGE s", "SADD t " + _MEMBERS_1000,
+        "MEMORY USAGE t", "MEMORY USAGE t SAMPLES 0"]),
+    Case("usage of a small sorted set and streams", [
+        "ZADD z 1 a 2.5 b -3 c", "MEMORY USAGE z", "XADD x 1-1 f v", "MEMORY USAGE x",
+        "XADD x 1-2 f v g w", "MEMORY USAGE x"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_memory_exact(diff_pair: Pair, proto: int) -> None:
+    assert check_cases(diff_pair, CASES, proto) == []
+
+
+def _shape(v: object) -> object:
+    """Names kept, numbers replaced by their type."""
+    if isinstance(v, list):
+        return [_shape(x) for x in v]
+    if isinstance(v, dict):
+        return [(k, _shape(x)) for k, x in v.items()]
+    if isinstance(v, bytes):
+        try:
+            float(v)
+        except ValueError:
+            return v
+        return "number-text"
+    return type(v).__name__
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RawClient, RawClient]]:
+    with node_and_redis(tmp_path_factory.mktemp("mem")) as procs:
+        with RawClient(procs["ours"].port) as ours, RawClient(procs["real"].port) as real:
+            yield ours, real
+
+
+def _both(pair: tuple[RawClient, RawClient], *args: str) -> tuple[object, object]:
+    ours, real = pair
+    return _parse(ours.call(*args)), _parse(real.call(*args))
+
+
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_memory_stats_shape(pair: tuple[RawClient, RawClient], proto: str) -> None:
+    _both(pair, "HELLO", proto)
+    _both(pair, "FLUSHALL")
+    empty = _both(pair, "MEMORY", "STATS")
+    assert _shape(empty[0]) == _shape(empty[1])
+    for i in range(50):
+        _both(pair, "SET", f"k{i}", "v" * i)
+    _both(pair, "EXPIRE", "k1", "100")
+    _both(pair, "SELECT", "3")
+    _both(pair, "SET", "other", "v")
+    _both(pair, "SELECT", "0")
+    ours, real = _both(pair, "MEMORY", "STATS")
+    assert _shape(ours) == _shape(real)
+    for reply in (ours, real):
+        fields = dict(zip(reply[::2], reply[1::2], strict=True)) if isinstance(reply, list) \
+            else reply
+        assert isinstance(fields, dict)
+        assert fields[b"keys.count"] == 51
+        db0 = fields[b"db.0"]
+        db0 = dict(zip(db0[::2], db0[1::2], strict=True)) if isinstance(db0, list) else db0
+        # the keyspace tables: entries, buckets and the key objects, as Redis counts them
+        assert db0[b"overhead.hashtable.main"] == 50 * 24 + 64 * 8 + 50 * 16
+        assert db0[b"overhead.hashtable.expires"] == 24 + 4 * 8
+    _both(pair, "FLUSHALL")
+    _both(pair, "HELLO", "2")
+
+
+@pytest.mark.parametrize("proto", ["2", "3"])
+def test_malloc_stats_as_a_build_without_jemalloc(pair: tuple[RawClient, RawClient],
+                                                  proto: str) -> None:
+    """redis-server built with libc malloc answers a plain bulk string in both protocols (the
+    reference server has jemalloc and prints its report instead)."""
+    ours, _ = pair
+    ours.call("HELLO", proto)
+    assert ours.call("MEMORY", "MALLOC-STATS") == (
+        b"$45\r\nStats not supported for the current allocator\r\n")
+    ours.call("HELLO", "2")
+
+
+def test_doctor_with_data(pair: tuple[RawClient, RawClient]) -> None:
+    """Past 5 MB of data neither server calls itself empty; ours has no finding (the issue
+    detector's fragmentation and peak rules do not apply to it), Redis may have some."""
+    _both(pair, "FLUSHALL")
+    for i in range(60):
+        _both(pair, "SET", f"big{i}", "x" * 100_000)
+    ours, real = _both(pair, "MEMORY", "DOCTOR")
+    assert ours == (b"Hi Sam, I can't find any memory issue in your instance. I can only account "
+                    b"for what occurs on this base.\n")
+    assert isinstance(real, bytes) and b"is empty" not in real
+    _both(pair, "FLUSHALL")
+
+
+def test_cluster_mode_counts_slot_links(tmp_path: Path) -> None:
+    """In cluster mode every key carries 16 bytes of slot-list links: MEMORY USAGE adds them
+    and MEMORY STATS reports them as overhead.hashtable.slot-to-keys, on both servers."""
+    procs = [slotgate_node(tmp_path, cluster=True), redis_server(tmp_path, cluster=True)]
+    try:
+        for p in procs:
+            p.start()
+            with RawClient(p.port) as c:
+                c.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+                wait_until(lambda c=c: b"cluster_state:ok" in c.call("CLUSTER", "INFO"),
+                           what="cluster state ok")
+                assert c.call("SET", "s", "hello") == b"+OK\r\n"
+                assert c.call("MEMORY", "USAGE", "s") == b":80\r\n"
+                stats = _parse(c.call("MEMORY", "STATS"))
+                assert isinstance(stats, list)
+                db0 = stats[stats.index(b"db.0") + 1]
+                assert db0 == [b"overhead.hashtable.main", 72, b"overhead.hashtable.expires", 0,
+                               b"overhead.hashtable.slot-to-keys", 16]
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def test_object_idletime_counts_seconds_since_access(pair: tuple[RawClient, RawClient]) -> None:
+    _both(pair, "FLUSHALL")
+    _both(pair, "SET", "k", "v")
+    _both(pair, "RPUSH", "l", "a")
+    _both(pair, "HSET", "h", "f", "v")
+    assert _both(pair, "OBJECT", "IDLETIME", "k") == (0, 0)
+    time.sleep(2.2)
+    for key in ("k", "l", "h"):
+        ours, real = _both(pair, "OBJECT", "IDLETIME", key)
+        assert isinstance(ours, int) and isinstance(real, int) and abs(ours - real) <= 1
+        assert 1 <= ours <= 3
+    dump = pair[0].call("DUMP", "k")
+    dump = dump[dump.index(b"\r\n") + 2:-2]
+    for c in pair:
+        assert c.call("RESTORE", "r", "0", dump, "IDLETIME", "1000") == b"+OK\r\n"
+    assert _both(pair, "OBJECT", "IDLETIME", "r") == (1000, 1000)
+    _both(pair, "GET", "k")
+    _both(pair, "RPUSH", "l", "b")
+    _both(pair, "HSET", "h", "f", "w")
+    for key in ("k", "l", "h"):
+        assert _both(pair, "OBJECT", "IDLETIME", key) == (0, 0), key
+
+
+def test_object_freq_under_lfu(pair: tuple[RawClient, RawClient]) -> None:
+    """With lfu-log-factor 0 every access adds one: the counter is deterministic."""
+    _both(pair, "FLUSHALL")
+    _both(pair, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    _both(pair, "CONFIG", "SET", "lfu-log-factor", "0")
+    time.sleep(0.3)  # the node applies the policy at its next cron tick
+    try:
+        _both(pair, "SET", "k", "v")
+        assert _both(pair, "OBJECT", "FREQ", "k") == (5, 5)
+        for _ in range(20):
+            _both(pair, "GET", "k")
+        assert _both(pair, "OBJECT", "FREQ", "k") == (25, 25)
+        _both(pair, "SET", "k", "w")
+        assert _both(pair, "OBJECT", "FREQ", "k") == (26, 26)
+        _both(pair, "HSET", "h", "f", "v")
+        _both(pair, "HGET", "h", "f")
+        assert _both(pair, "OBJECT", "FREQ", "h") == (6, 6)
+        ours = pair[0]
+        dump = ours.call("DUMP", "k")
+        dump = dump[dump.index(b"\r\n") + 2:-2]
+        for c in pair:
+            assert c.call("RESTORE", "r", "0", dump, "FREQ", "100") == b"+OK\r\n"
+        assert _both(pair, "OBJECT", "FREQ", "r") == (100, 100)
+    finally:
+        _both(pair, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+        _both(pair, "CONFIG", "SET", "lfu-log-factor", "10")
+        time.sleep(0.3)
