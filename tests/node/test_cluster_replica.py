@@ -103,6 +103,26 @@ def test_blocking_pops_on_readonly_replica(shard: tuple[str, list[ManagedProcess
     _compare(kind, "blocking", got)
 
 
+def test_xread_block_on_readonly_replica_woken_by_master(
+        shard: tuple[str, list[ManagedProcess]]) -> None:
+    """XREAD BLOCK is a read: a READONLY replica blocks it there, and the master's XADD,
+    arriving through replication, wakes it."""
+    kind, (a, b, r) = shard
+    ida = a.client().execute_command("CLUSTER", "MYID")
+    idb = b.client().execute_command("CLUSTER", "MYID")
+    out: list[tuple[str, bytes]] = []
+    with RawClient(r.port) as c:
+        out.append(("readonly", c.call("READONLY")))
+        c.send("XREAD", "BLOCK", 10000, "STREAMS", "{t}st", "$")
+        wait_until(lambda: r.client().info("clients")["blocked_clients"] == 1, 10,
+                   "XREAD blocked on the replica")
+        out.append(("xadd on master", b.client().execute_command("XADD", "{t}st", "7-1", "f", "v")))
+        out.append(("xread", c.read(timeout_s=10)))
+    got = [(name, _norm(reply, a.port, b.port, 99999, ida, idb)) for name, reply in out]
+    assert dict(got)["xread"].startswith(b"*1\r\n"), got
+    _compare(kind, "xread", got)
+
+
 def test_replica_restart_keeps_expired_keys(shard: tuple[str, list[ManagedProcess]]) -> None:
     kind, (_a, b, r) = shard
     mb, mr = b.client(), r.client()
