@@ -117,6 +117,10 @@ NOTES: dict[str, str] = {
     "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
     "select": "Only database 0, as a cluster node.",
     "readonly": "Accepted; reads still go to masters.",
+    "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
+                  "the stream key no longer exists`) and the node now redirects its keys, it "
+                  "runs again on the new owner, for its whole BLOCK time; a stream deleted "
+                  "otherwise still ends it with that error.",
     "client|list": "Every client of the proxy (of its worker), in Redis' line format.",
     "client|kill": "Every filter of 7.0 (ID, TYPE, USER, ADDR, LADDR, SKIPME, the old addr "
                    "form) over the proxy's clients.",

@@ -106,17 +106,16 @@ class Node:
         return self.body + _lp_int_size(self.live) + _lp_int_size(self.ndel)
 
     def same_fields(self, items: list[bytes]) -> bool:
-        mf = self.mfields
-        return len(items) == 2 * len(mf) and all(items[2 * i] == f for i, f in enumerate(mf))
+        return len(items) == 2 * len(self.mfields) and items[0::2] == self.mfields
 
     def append(self, sid: StreamID, items: list[bytes]) -> None:
         n = len(items) // 2
         size = 2 + _lp_int_size(sid[0] - self.master[0]) + _lp_int_size(sid[1] - self.master[1])
         if self.same_fields(items):
-            size += sum(lp_size(items[i]) for i in range(1, len(items), 2))
+            size += sum(map(lp_size, items[1::2]))
             size += _lp_int_size(n + 3)
         else:
-            size += _lp_int_size(n) + sum(lp_size(x) for x in items) + _lp_int_size(2 * n + 4)
+            size += _lp_int_size(n) + sum(map(lp_size, items)) + _lp_int_size(2 * n + 4)
         self.body += size
         self.ids.append(sid)
         self.items.append(items)
@@ -241,7 +240,7 @@ class Stream:
         if node is not None:
             if max_bytes == 0 or max_bytes > LISTPACK_MAX_BYTES:
                 max_bytes = LISTPACK_MAX_BYTES
-            if node.nbytes() + sum(len(x) for x in items) >= max_bytes:
+            if node.nbytes() + sum(map(len, items)) >= max_bytes:
                 node = None
             elif max_entries and node.live + node.ndel >= max_entries:
                 node = None

@@ -296,7 +296,7 @@ def xadd(c: Client, argv: list[bytes]) -> bytes:
     if sid <= s.last_id:
         raise CommandError(ID_TOO_SMALL)
     items = argv[idpos + 1:]
-    if sum(len(x) for x in items) > (1 << 30):
+    if sum(map(len, items)) > (1 << 30):
         raise CommandError(TOO_LARGE)
     if created:
         db.set(key, s)

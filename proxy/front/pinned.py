@@ -35,7 +35,7 @@ from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
-from slotgate.proxy.front import shardtx
+from slotgate.proxy.front import shardtx, stream_gone
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import AwaitedCall, Connect
 
@@ -366,9 +366,14 @@ async def _blocking_conn(s: RouteSession, node: str) -> DirectConnection:
 async def _blocking(s: RouteSession, argv: list[bytes], info: CommandInfo, slot: int,
                     reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
+    readonly = "readonly" in info.flags
     try:
-        reply = await _on_owner(s, slot, encode_command(*argv), 1, "readonly" in info.flags,
-                                partial(_blocking_conn, s))
+        for _ in range(s.settings.max_redirects + 1):
+            call = AwaitedCall(s.router, encode_command(*argv), slot, readonly, s.proto, s.id, 1)
+            reply = await call.run(partial(_blocking_conn, s))
+            if not (stream_gone.key_left_in_migration(argv, reply) and await
+                    stream_gone.slot_migrating(partial(_direct, s, call.node), argv)):
+                break
     finally:
         s.tx.blocked = None
     reply_slot(reply)
