@@ -21,6 +21,21 @@ from tests.support import (
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the long scenarios marked slow (big reshards, soaks, "
+                          "10-node clusters); the default run leaves them out")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="a long scenario: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def redis_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     """One real redis-server, standalone. Tests must not rely on its data from other tests."""
