@@ -146,3 +146,21 @@ def test_concurrent_pops_take_each_element_once(slotgate: ManagedProcess) -> Non
         left = [c.call("LLEN", key) for key in lists]
     assert left == [b":0\r\n"] * 4
     assert sorted(popped) == sorted(produced)
+
+
+def test_client_gone_ends_its_waits(slotgate: ManagedProcess) -> None:
+    """A client that goes away while blocked over two masters: its waits end there, so a
+    later push stays in the list (no node pops it for nobody)."""
+    keys = _keys()
+    a, b = keys["a"], keys["b"]
+    with RawClient(slotgate.port) as waiter:
+        waiter.send("BLPOP", a, b, "0")
+        time.sleep(0.3)
+    time.sleep(0.5)
+    with RawClient(slotgate.port) as c:
+        assert c.call("RPUSH", a, "v") == b":1\r\n"
+        assert c.call("RPUSH", b, "w") == b":1\r\n"
+        time.sleep(0.3)
+        assert c.call("LLEN", a) == b":1\r\n"
+        assert c.call("LLEN", b) == b":1\r\n"
+        c.call("DEL", a, b)
