@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
 
 from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
 from slotgate.protocol.overrides import MAY_RUN_LONG  # noqa: E402
+from slotgate.proxy.routing.blockmulti import HANDLED as BLOCK_HANDLED  # noqa: E402
 from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
@@ -38,7 +39,8 @@ ROUTE_TEXT: dict[str, str] = {
     "pubsub": "subscriber mode on a node connection of the client's own",
     "transaction": "transaction handling: the session is pinned to one slot's master",
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
-                "its own to its keys' master (keys in several slots: `-CROSSSLOT`)",
+                "its own to its keys' master (keys in several slots: `-CROSSSLOT`, except the pops of "
+                "[Blocking pops across slots](#blocking-pops-across-slots))",
     "gather": "keys in one slot: as `single`; keys in several slots: run by a real node on "
               "copies next to one key (see [Multi-key commands across slots]"
               "(#multi-key-commands-across-slots))",
@@ -186,6 +188,8 @@ def handling(info: CommandInfo) -> str:
         text = ROUTE_TEXT[route]
     text = text[0].upper() + text[1:] + "."
     note = NOTES.get(info.name) or _gather_note(info)
+    if info.name in BLOCK_HANDLED:
+        note = "Across slots: see [Blocking pops across slots](#blocking-pops-across-slots)."
     if note:
         text = f"{text} {note}"
     return text.replace("|", "\\|")
@@ -242,6 +246,41 @@ command the rules no longer allow is not sent; its place in EXEC's reply holds R
 text), and ACL SETUSER that takes channels away closes the user's subscriber connections
 that hold one of them.
 """
+
+BLOCKING_CROSS = """\
+## Blocking pops across slots
+
+`BLPOP`, `BRPOP`, `BZPOPMIN`, `BZPOPMAX`, `BLMPOP` and `BZMPOP` over keys in several slots
+(keys in one slot: unchanged, one connection to that slot's master). Code:
+`proxy/routing/blockmulti.py`; tests: `tests/proxy/test_blocking_crossslot.py`.
+
+1. **Try, in Redis' key order.** Each run of consecutive keys of one slot is sent to that
+   slot's master as `MULTI`, the same command over those keys, `EXEC` (inside a transaction a
+   blocking pop never blocks: it pops or answers null). The first run answering anything but
+   null is the reply: data of the first key holding some, or the node's own error (timeout
+   syntax, `COUNT`, `WRONGTYPE` of a key met before one with data), byte for byte as Redis.
+   A run answering null costs one round trip, so an all-empty try costs one per run.
+2. **Wait on every master at once.** The command over each slot's keys is sent on a
+   connection of its own to the slot's master, with what is left of the client's timeout
+   (`0` stays `0`). The first reply that is not null wins (if several are already in, the
+   one of the earliest key). Every other connection is ended with `CLIENT UNBLOCK <id>` from
+   a control connection and its reply read: if that node had popped meanwhile, its elements
+   are pushed back to the end they came from (`LPUSH`/`RPUSH` in reverse order, `ZADD` with
+   their scores). All null: the client gets the null reply (`*-1` in RESP2, `_` in RESP3)
+   after its timeout. A client that goes away while waiting ends every wait the same way and
+   every popped element is pushed back.
+
+**What differs from one server.** Key order is exact in step 1 only: data arriving between
+step 1 and the waits may be served from a later key. An element pushed back is absent for a
+moment (between the losing node's pop and the push back): another client may see the list
+shorter, or block on it; it is put back at the head it left, but after elements other clients
+pushed meanwhile to that same end, its position may differ. A losing node whose connection is
+lost after popping (its reply unread) loses that element, as a client of that node would.
+`CLIENT UNBLOCK` through the proxy does not reach a cross-slot wait; `blocked_clients` is not
+counted for it. `BLMOVE`/`BRPOPLPUSH` across slots still answer `-CROSSSLOT`.
+
+"""
+
 
 OWN_FACTS = """\
 ## The proxy's own server facts
@@ -417,7 +456,7 @@ the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots st
 (a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
 
 Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
-the blocking commands (`BLMOVE`, `BRPOPLPUSH`, `BLPOP` over several keys …), `EVAL`/`FCALL`
+`BLMOVE`, `BRPOPLPUSH` (the pops: next section), `EVAL`/`FCALL`
 keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `SORT … BY/GET` patterns and `COPY … DB`
 keep the cluster's own refusals (a node refuses them in cluster mode).
 
@@ -519,6 +558,7 @@ def render() -> str:
     out.append(f"\n{len(rows)} commands and subcommands in all.\n")
     out.append(CROSS_SLOT)
     out.append(MSETNX)
+    out.append(BLOCKING_CROSS)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
     out.append(_slow_commands())

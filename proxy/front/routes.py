@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
 from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub
-from slotgate.proxy.routing import fanout, gather
+from slotgate.proxy.routing import blockmulti, fanout, gather
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -157,8 +157,10 @@ def transaction(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaita
 def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
     slot = s.slot_of(argv)
     if slot is None:
-        s.reply(info.name, CROSSSLOT)
-        return None
+        pending = blockmulti.route(s, argv, info)
+        if pending is None:
+            s.reply(info.name, CROSSSLOT)
+        return pending
     return pinned.blocking(s, argv, info, slot)
 
 
