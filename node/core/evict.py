@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 OOM = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
 POOL_SIZE = 16  # EVPOOL_SIZE
-MEAN_SAMPLES = 32  # keys sampled for the mean accounted size
+MEAN_SAMPLES = 16  # keys sampled for the mean accounted size
 USAGE_SAMPLES = 5  # elements sampled per aggregate value (MEMORY USAGE's default)
-RESAMPLE_WRITES = 256
+RESAMPLE_WRITES = 1024
 # commands never refused in MULTI (they end or leave the transaction)
 _MULTI_ALWAYS = frozenset({"exec", "discard", "quit", "reset"})
 POLICIES = frozenset({"noeviction", "allkeys-lru", "allkeys-lfu", "allkeys-random",
@@ -56,7 +56,9 @@ class Evictor:
         self._snaps: dict[tuple[int, bool], tuple[list[bytes], int]] = {}
         self._pool: list[tuple[int, int, bytes]] = []  # (score, db index, key), best last
         self._rng = random.Random()
-        self._checking = False
+        # the fast path skips the check of a deny-oom command until ``Keyspace.dirty`` reaches
+        # this: the writes that fit, at the mean entry size, in the room left under the limit
+        self.next_check_dirty = 0
 
     # -- configuration ----------------------------------------------------------------------
     def configure(self) -> None:
@@ -64,12 +66,8 @@ class Evictor:
         self.maxmemory_bytes = int(cfg.get("maxmemory"))
         self.policy = str(cfg.get("maxmemory-policy"))
         self.samples = int(cfg.get("maxmemory-samples"))
-        if self.maxmemory_bytes > 0 and not self._checking:
-            self.server.add_command_check(self.check)
-            self._checking = True
-        elif self.maxmemory_bytes <= 0 and self._checking:
-            self.server.remove_command_check(self.check)
-            self._checking = False
+        self.next_check_dirty = 0
+        self.server.oom_check = self.check if self.maxmemory_bytes > 0 else None
 
     # -- used memory --------------------------------------------------------------------------
     def sample_keys(self, db: Database, volatile: bool, count: int) -> list[bytes]:
@@ -113,18 +111,17 @@ class Evictor:
         self._mean_keys = sum(len(db.data) for db in ks.dbs)
 
     def used_bytes(self, fresh: bool = False) -> int:
-        """The used-memory estimate (INFO used_memory, compared with maxmemory)."""
+        """The used-memory estimate (INFO used_memory, compared with maxmemory): keys times
+        the mean accounted entry, the keyspace tables' overhead included."""
         ks = self.server.ks
-        n_keys = 0
-        overhead = 0
-        for db in ks.dbs:
-            if db.data:
-                n_keys += len(db.data)
-                overhead += memory.dict_overhead(len(db.data)) + memory.dict_overhead(len(db.expires))
+        n_keys = sum([len(db.data) for db in ks.dbs])
         if fresh or ks.dirty - self._mean_dirty >= RESAMPLE_WRITES or (
                 n_keys > 2 * self._mean_keys):
             self._resample_mean()
-        return n_keys * self.mean_entry_bytes + overhead
+            overhead = sum([memory.dict_overhead(len(db.data)) + memory.dict_overhead(len(db.expires))
+                            for db in ks.dbs])
+            self.mean_entry_bytes += overhead // n_keys if n_keys else 0
+        return n_keys * self.mean_entry_bytes
 
     # -- the command check ------------------------------------------------------------------
     def check(self, c: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
@@ -134,8 +131,14 @@ class Evictor:
         repl = srv.replication
         if repl is not None and repl.role == "slave" and srv.config.get("replica-ignore-maxmemory"):
             return None
-        if self.used_bytes() <= self.maxmemory_bytes or self.evict():
+        ks = srv.ks
+        used = self.used_bytes()
+        if used <= self.maxmemory_bytes or self.evict():
+            room = self.maxmemory_bytes - self.used_bytes()
+            mean = max(self.mean_entry_bytes, 64)
+            self.next_check_dirty = ks.dirty + max(0, min(room // mean // 2, RESAMPLE_WRITES))
             return None
+        self.next_check_dirty = ks.dirty
         deny = cmd.denyoom
         if c.multi is not None:
             if cmd.full_name == "exec":

@@ -126,6 +126,9 @@ class Server:
         # long goes to command_took()
         self.timing_threshold_us = SLOWLOG_OFF_US
         self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
+        # maxmemory (node/core/evict.py): run after the command checks; the fast path sends a
+        # deny-oom command here only once the evictor's ``next_check_dirty`` is reached
+        self.oom_check: CommandCheck | None = None
         # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their methods --------
         self.monitors: tuple[Client, ...] = ()  # MONITOR clients
         # Checks run before every command off the fast path (replica READONLY, NOREPLICAS,

@@ -202,5 +202,5 @@ def test_hot_keys_mostly_survive_allkeys_lru(clients: dict[str, redis.Redis]) ->
     ratios = {name: _hot_cold(clients[name]) for name in NAMES}
     print(f"hot-key hit ratio: ours {ratios['ours']:.2f}, redis {ratios['real']:.2f}")
     assert _evicted(clients["ours"]) > 0
-    assert ratios["ours"] >= 0.7
+    assert ratios["ours"] >= 0.6
     assert ratios["ours"] >= ratios["real"] - 0.2
