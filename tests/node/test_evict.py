@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
-from tests.support import RawClient, node_and_redis
+from tests.support import RawClient, node_and_redis, slotgate_node, wait_until
 
 OOM = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
 VALUE = b"v" * 400
@@ -204,3 +205,28 @@ def test_hot_keys_mostly_survive_allkeys_lru(clients: dict[str, redis.Redis]) ->
     assert _evicted(clients["ours"]) > 0
     assert ratios["ours"] >= 0.6
     assert ratios["ours"] >= ratios["real"] - 0.2
+
+
+def test_evictions_reach_the_replica_as_del(tmp_path: Path) -> None:
+    """A replica ignores maxmemory (replica-ignore-maxmemory yes) and drops what its master
+    evicts, from the DEL the master sends."""
+    master = slotgate_node(tmp_path, extra=["--maxmemory-policy", "allkeys-lru"]).start()
+    replica = slotgate_node(tmp_path).start()
+    try:
+        m, r = master.client(), replica.client()
+        assert r.execute_command("REPLICAOF", "127.0.0.1", master.port) == b"OK"
+        wait_until(lambda: r.info("replication")["master_link_status"] == "up",
+                   what="replica link up")
+        m.config_set("maxmemory", 100_000)
+        r.config_set("maxmemory", 1)  # ignored on a replica
+        pipe = m.pipeline(transaction=False)
+        for i in range(1000):
+            pipe.set(f"k{i}", VALUE)
+        pipe.execute()
+        m.get("k0")  # the check runs before each command
+        assert _evicted(m) > 0
+        wait_until(lambda: r.dbsize() == m.dbsize(), what="replica drops the evicted keys")
+        assert r.dbsize() < 1000 and _evicted(r) == 0
+    finally:
+        replica.stop()
+        master.stop()
