@@ -82,12 +82,13 @@ def _memory(s: Server) -> Fields:
     lua_fn = fns.engine.memory_bytes() if fns is not None else 0
     n_functions = len(fns.functions) if fns is not None else 0
     n_libraries = len(fns.libraries) if fns is not None else 0
+    used = s.evictor.used_bytes(fresh=True)  # the accounted keyspace (node/core/evict.py)
     return [
-        ("used_memory", rss), ("used_memory_human", _human(rss)),
+        ("used_memory", used), ("used_memory_human", _human(used)),
         ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
         ("used_memory_peak", peak), ("used_memory_peak_human", _human(peak)),
         ("used_memory_peak_perc", f"{100.0 * rss / max(peak, 1):.2f}%"),
-        ("used_memory_overhead", 0), ("used_memory_startup", 0), ("used_memory_dataset", rss),
+        ("used_memory_overhead", 0), ("used_memory_startup", 0), ("used_memory_dataset", used),
         ("used_memory_dataset_perc", "100.00%"), ("allocator_allocated", rss),
         ("allocator_active", rss), ("allocator_resident", rss),
         ("total_system_memory", total), ("total_system_memory_human", _human(total)),
@@ -143,7 +144,7 @@ def _stats(s: Server) -> Fields:
         ("rejected_connections", s.stat_rejected_conn), ("sync_full", 0), ("sync_partial_ok", 0),
         ("sync_partial_err", 0), ("expired_keys", s.ks.expired_keys),
         ("expired_stale_perc", "0.00"), ("expired_time_cap_reached_count", 0),
-        ("expire_cycle_cpu_milliseconds", 0), ("evicted_keys", 0), ("evicted_clients", 0),
+        ("expire_cycle_cpu_milliseconds", 0), ("evicted_keys", s.evictor.evicted_keys), ("evicted_clients", 0),
         ("total_eviction_exceeded_time", 0), ("current_eviction_exceeded_time", 0),
         ("keyspace_hits", s.ks.keyspace_hits), ("keyspace_misses", s.ks.keyspace_misses),
         ("pubsub_channels", s.extra_stats.get("pubsub_channels", 0)),

@@ -162,6 +162,7 @@ def config_resetstat(c: Client, argv: list[bytes]) -> bytes:
     srv.error_counts.clear()
     srv.total_error_replies = 0
     c.ks.expired_keys = 0
+    srv.evictor.evicted_keys = 0
     c.ks.keyspace_hits = 0
     c.ks.keyspace_misses = 0
     for cmd in _all_commands(c):

@@ -64,6 +64,7 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
     # slowlog-log-slower-than in ns (changed only by CONFIG SET: re-read after slow paths)
     slow_ns = srv.timing_threshold_us * 1000
     track = srv.latency_tracking
+    oom = srv.oom_check is not None  # maxmemory: deny-oom commands may need the check
     # The clock read after one fast-path command is the start of the next: one read per
     # command. ``t_ns`` is re-read after anything that may take time outside a fast-path
     # handler (the slow path, blocked-client wake-ups).
@@ -88,6 +89,7 @@ def run_requests(c: Client, reqs: list[list[bytes]], start: int = 0) -> int:
             or (keypos is not None and (kp := keypos[cmd]) != 0 and not (
                 srv.cluster_slots[key_slot(argv[kp])] if kp > 0
                 else srv.cluster_keys_here(cmd, argv)))
+            or (oom and cmd.denyoom and ks.dirty >= srv.evictor.next_check_dirty)
         ):
             if run_cmd is not None:
                 _fold(srv, run_cmd, i - run_i0, t_ns - run_t0)
@@ -226,7 +228,8 @@ def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
                 c.multi_error = True
             c.server.count_error(redirect)
             return redirect
-    for check in srv.command_checks:
+    checks = srv.command_checks if srv.oom_check is None else (*srv.command_checks, srv.oom_check)
+    for check in checks:
         refused = check(c, cmd, argv)
         if refused is BLOCKED:  # held (CLIENT PAUSE): run again when the pause ends
             return refused

@@ -47,6 +47,7 @@ from slotgate.protocol.sdsrepr import sds_repr
 if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
     from slotgate.node.cluster.node import ClusterNode
     from slotgate.node.commands.acl import NodeAcl
+    from slotgate.node.core.evict import Evictor
     from slotgate.node.core.pause import Pause
     from slotgate.node.core.tracking import Tracking
     from slotgate.node.persistence.manager import Persistence
@@ -63,6 +64,7 @@ SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # INFO sections and background tasks.
 # Scripting comes before persistence: the snapshot or AOF loaded at start holds libraries.
 SUBSYSTEMS = ("slotgate.node.commands.acl", "slotgate.node.commands.clients",
+              "slotgate.node.core.evict",
               "slotgate.node.scripting.commands", "slotgate.node.scripting.functions",
               "slotgate.node.persistence.manager", "slotgate.node.replication.master",
               "slotgate.node.cluster")
@@ -80,6 +82,7 @@ class Server:
     acl: NodeAcl  # users, ACL LOG, the ACL file (set by node/commands/acl.py's install)
     tracker: Tracking  # client-side caching (set by node/commands/clients.py's install)
     pause: Pause  # CLIENT PAUSE (set by node/commands/clients.py's install)
+    evictor: Evictor  # maxmemory (set by node/core/evict.py's install)
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -123,6 +126,9 @@ class Server:
         # long goes to command_took()
         self.timing_threshold_us = SLOWLOG_OFF_US
         self.hash_max_listpack = (512, 64)  # (entries, value bytes), from apply_config()
+        # maxmemory (node/core/evict.py): run after the command checks; the fast path sends a
+        # deny-oom command here only once the evictor's ``next_check_dirty`` is reached
+        self.oom_check: CommandCheck | None = None
         # -- the fast-path flag's inputs (SLOW_INPUTS): changed only by their methods --------
         self.monitors: tuple[Client, ...] = ()  # MONITOR clients
         # Checks run before every command off the fast path (replica READONLY, NOREPLICAS,
