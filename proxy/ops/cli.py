@@ -39,23 +39,11 @@ from slotgate.proxy.ops.admin import (
 )
 from slotgate.proxy.ops.cluster_args import ACTIONS as CLUSTER_ACTIONS
 from slotgate.proxy.ops.cluster_args import add_actions
+from slotgate.proxy.ops.cluster_args import address_arg as _address
+from slotgate.proxy.ops.cluster_args import count_arg as _positive
 from slotgate.proxy.ops.cluster_args import run as run_cluster_action
-from slotgate.proxy.ops.settings import parse_address
 
 CLUSTER_BUS_PORT_OFFSET = 10000
-
-
-def _address(text: str) -> tuple[str, int]:
-    try:
-        return parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 def _non_negative(text: str) -> int:

@@ -19,14 +19,16 @@ NODE_PASSWORD_ENV = "SLOTGATE_NODE_PASSWORD"
 ACTIONS = ("reshard", "rebalance", "fix", "add-node", "del-node", "failover", "call")
 
 
-def _address(text: str) -> tuple[str, int]:
+def address_arg(text: str) -> tuple[str, int]:
+    """argparse type: host:port (cli.py uses it too)."""
     try:
         return parse_address(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _count(text: str) -> int:
+def count_arg(text: str) -> int:
+    """argparse type: a whole number >= 1 (cli.py uses it too)."""
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return int(text)
@@ -43,15 +45,15 @@ def _rate(text: str) -> float:
 
 
 def _moving(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pipeline", "--cluster-pipeline", type=_count, default=10,
+    p.add_argument("--pipeline", "--cluster-pipeline", type=count_arg, default=10,
                    help="keys per GETKEYSINSLOT/MIGRATE round (default 10)")
-    p.add_argument("--timeout", "--cluster-timeout", type=_count, default=60000,
+    p.add_argument("--timeout", "--cluster-timeout", type=count_arg, default=60000,
                    help="MIGRATE timeout in milliseconds (default 60000)")
     p.add_argument("--replace", "--cluster-replace", action="store_true",
                    help="MIGRATE with REPLACE (a key already on the target is overwritten)")
     p.add_argument("--rate", type=_rate, default=0.0,
                    help="at most this many slots per second (default: no limit)")
-    p.add_argument("--progress-every", type=_count, default=50,
+    p.add_argument("--progress-every", type=count_arg, default=50,
                    help="when stderr is not a terminal: a progress line every N slots")
 
 
@@ -63,17 +65,17 @@ def _credentials(p: argparse.ArgumentParser) -> None:
 
 def add_actions(clsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rs = clsub.add_parser("reshard", help="move slots to one master (resumes cut-short moves)")
-    rs.add_argument("node", type=_address)
+    rs.add_argument("node", type=address_arg)
     rs.add_argument("--from", "--cluster-from", dest="source", required=True,
                     help="source node ids, comma-separated, or 'all'")
     rs.add_argument("--to", "--cluster-to", dest="target", required=True, help="target node id")
-    rs.add_argument("--slots", "--cluster-slots", type=_count, required=True,
+    rs.add_argument("--slots", "--cluster-slots", type=count_arg, required=True,
                     help="how many slots to move")
     rs.add_argument("--yes", "--cluster-yes", action="store_true", help="do not ask to confirm")
     rs.add_argument("--dry-run", action="store_true", help="print the plan, move nothing")
     _moving(rs)
     rb = clsub.add_parser("rebalance", help="even the slots out among masters, by weight")
-    rb.add_argument("node", type=_address)
+    rb.add_argument("node", type=address_arg)
     rb.add_argument("--weight", "--cluster-weight", action="append", default=[],
                     metavar="NODE_ID=W", help="a master's weight (default 1); repeatable")
     rb.add_argument("--use-empty-masters", "--cluster-use-empty-masters", action="store_true",
@@ -84,25 +86,25 @@ def add_actions(clsub: argparse._SubParsersAction) -> None:  # type: ignore[type
                     action="store_true", help="print the plan, move nothing")
     _moving(rb)
     fx = clsub.add_parser("fix", help="finish open slots, give uncovered slots an owner")
-    fx.add_argument("node", type=_address)
+    fx.add_argument("node", type=address_arg)
     _moving(fx)
     an = clsub.add_parser("add-node", help="join an empty node to the cluster")
-    an.add_argument("new", type=_address)
-    an.add_argument("existing", type=_address)
+    an.add_argument("new", type=address_arg)
+    an.add_argument("existing", type=address_arg)
     an.add_argument("--cluster-slave", "--cluster-replica", dest="replica", action="store_true",
                     help="join as a replica (of --cluster-master-id, else the master with the "
                          "fewest replicas)")
     an.add_argument("--cluster-master-id", dest="master_id")
     dn = clsub.add_parser("del-node", help="remove a node that owns no slots")
-    dn.add_argument("node", type=_address)
+    dn.add_argument("node", type=address_arg)
     dn.add_argument("node_id")
     fo = clsub.add_parser("failover", help="CLUSTER FAILOVER on a replica")
-    fo.add_argument("node", type=_address, help="the replica to promote")
+    fo.add_argument("node", type=address_arg, help="the replica to promote")
     mode = fo.add_mutually_exclusive_group()
     mode.add_argument("--force", dest="mode", action="store_const", const="force")
     mode.add_argument("--takeover", dest="mode", action="store_const", const="takeover")
     ca = clsub.add_parser("call", help="run a command on every node")
-    ca.add_argument("node", type=_address)
+    ca.add_argument("node", type=address_arg)
     ca.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments")
     only = ca.add_mutually_exclusive_group()
     only.add_argument("--only-masters", "--cluster-only-masters", dest="only",
