@@ -89,13 +89,15 @@ def test_slot_moved_while_clients_run(slotgate: ManagedProcess,
     stop = threading.Event()
     ops = [0]
 
-    def worker() -> None:
+    def worker(mine: list[str]) -> None:
+        # each worker writes keys of its own: another worker's SET between this SET and
+        # GET would change what the GET must see
         c = slotgate.client()
         n = 0
         try:
             while not stop.is_set():
                 n += 1
-                k = keys[n % len(keys)]
+                k = mine[n % len(mine)]
                 c.set(k, str(n))
                 assert c.get(k) == str(n).encode()
                 assert len(c.mget(keys)) == len(keys)
@@ -103,7 +105,7 @@ def test_slot_moved_while_clients_run(slotgate: ManagedProcess,
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(3)]
+    threads = [threading.Thread(target=worker, args=(keys[i::3],)) for i in range(3)]
     before = proxy_redirects(slotgate)
     for t in threads:
         t.start()
