@@ -20,6 +20,7 @@ from slotgate.node.commands.replies import EMPTY_ARRAY, OK, ONE, ZERO
 from slotgate.node.commands.util import LONG_MAX, LONG_MIN, parse_int
 from slotgate.node.core.errors import NOT_FLOAT, OVERFLOW, WRONGTYPE, CommandError, wrong_args
 from slotgate.node.core.keyspace import NOTIFY_HASH, register_type
+from slotgate.node.types.strings import parse_long_double
 from slotgate.node.types.typeutil import (
     Match,
     bulks,
@@ -32,7 +33,7 @@ from slotgate.node.types.typeutil import (
     typed_lookups,
     xor_digest,
 )
-from slotgate.protocol.resp import format_long_double, parse_long_double
+from slotgate.protocol.resp import format_long_double
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -275,25 +276,15 @@ def hincrby(c: Client, argv: list[bytes]) -> bytes:
     return b":%d\r\n" % new
 
 
-def _long_double(raw: bytes, err: str) -> Fraction | float:
-    """string2ld: the exact long double (a Fraction), or +-inf; CommandError(err) otherwise."""
-    if not raw or len(raw) > 5000:
-        raise CommandError(err)
-    try:
-        return parse_long_double(raw.decode("latin-1"))
-    except ValueError:
-        raise CommandError(err) from None
-
-
 @command("hincrbyfloat")
 def hincrbyfloat(c: Client, argv: list[bytes]) -> bytes:
-    incr = _long_double(argv[3], NOT_FLOAT)
+    incr = parse_long_double(argv[3], NOT_FLOAT)
     if isinstance(incr, float):
         raise CommandError(NAN_OR_INF)
     key, field = argv[1], argv[2]
     h = _get_or_create(c, key)
     old = h.get(field)
-    cur = _long_double(old, HASH_NOT_FLOAT) if old is not None else Fraction(0)
+    cur = parse_long_double(old, HASH_NOT_FLOAT) if old is not None else Fraction(0)
     if isinstance(cur, float):
         raise CommandError(WOULD_BE_NAN_OR_INF)
     try:
