@@ -50,9 +50,21 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _worker_share(lo: int, hi: int) -> tuple[int, int]:
+    """This test process's part of ``[lo, hi)``: with pytest-xdist (``-n N``) each worker
+    draws from a slice of its own, so two workers never hand out the same port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return lo, hi
+    index = int(worker[2:]) % count
+    width = (hi - lo) // count
+    return lo + index * width, lo + (index + 1) * width
+
+
 def free_port(cluster: bool = False) -> int:
     """A loopback port that is free now (and, for ``cluster``, whose bus port is free too)."""
-    lo, hi = CLUSTER_PORT_RANGE if cluster else PLAIN_PORT_RANGE
+    lo, hi = _worker_share(*(CLUSTER_PORT_RANGE if cluster else PLAIN_PORT_RANGE))
     for _ in range(2000):
         port = _rng.randrange(lo, hi)
         if port in _handed_out:
