@@ -89,7 +89,10 @@ def arg_parser() -> argparse.ArgumentParser:
     ck.add_argument("--bigkey-items", type=_positive, default=checklist.BIGKEY_ITEMS,
                     help="a list/hash/set/zset/stream with more items is a big key")
     ck.add_argument("--bigkey-sample", type=_non_negative, default=checklist.BIGKEY_SAMPLE,
-                    help="keys sampled per master for big keys (SCAN)")
+                    help="keys sampled per master for big and hot keys (SCAN)")
+    ck.add_argument("--hotkey-freq", type=_positive, default=checklist.HOTKEY_FREQ,
+                    help="OBJECT FREQ at or above this is a hot key (needs an LFU "
+                         f"maxmemory-policy; default {checklist.HOTKEY_FREQ})")
     inf = clsub.add_parser("info", help="masters, their slots and keys")
     inf.add_argument("node", type=_address)
     add_actions(clsub)
@@ -248,8 +251,9 @@ def cluster(ns: argparse.Namespace) -> int:
             if not problems:
                 print("[OK] All nodes agree about slots configuration.")
                 print("[OK] All 16384 slots covered.")
-            facts = checklist.gather(ns.node, auth, ns.bigkey_sample, ns.bigkey_bytes,
-                                     ns.bigkey_items)
+            sampling = checklist.Sampling(ns.bigkey_sample, ns.bigkey_bytes, ns.bigkey_items,
+                                          ns.hotkey_freq)
+            facts = checklist.gather(ns.node, auth, sampling)
             for finding in checklist.judge(facts):
                 print(f"[WARNING] {finding}")
             return 1 if problems else 0  # warnings alone leave the exit status 0
