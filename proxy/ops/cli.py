@@ -5,7 +5,7 @@
     slotgate cluster create HOST:PORT ... [--cluster-replicas N]
     slotgate cluster check HOST:PORT
     slotgate cluster info HOST:PORT
-    slotgate cluster reshard | rebalance | fix | add-node | del-node | failover | call ...
+    slotgate cluster reshard | rebalance | fix | add-node | del-node | failover | call | import ...
         (cluster_args.py: arguments; cluster_cmds.py: the commands)
 
 ``up`` is the embedded default: it starts bundled nodes (``python -m slotgate.node``) on loopback, each
