@@ -84,6 +84,13 @@ def add_actions(clsub: argparse._SubParsersAction) -> None:  # type: ignore[type
                     help="act only when a master is more than this percent off (default 2)")
     rb.add_argument("--simulate", "--cluster-simulate", "--dry-run", dest="dry_run",
                     action="store_true", help="print the plan, move nothing")
+    rb.add_argument("--by-traffic", dest="traffic", action="append", default=[],
+                    type=address_arg, metavar="PROXY_METRICS_HOST:PORT",
+                    help="weigh slots by the requests a proxy counted per slot (its /slots "
+                         "beside /metrics); repeat for several proxies")
+    rb.add_argument("--traffic-window", type=_rate, default=0.0, metavar="SECONDS",
+                    help="with --by-traffic: count only the requests of the next SECONDS "
+                         "(default: since each proxy started)")
     _moving(rb)
     fx = clsub.add_parser("fix", help="finish open slots, give uncovered slots an owner")
     fx.add_argument("node", type=address_arg)
@@ -156,6 +163,10 @@ def run(ns: argparse.Namespace, auth: Credentials) -> int:
         if ns.action == "reshard":
             return cluster_cmds.reshard(ns.node, auth, ns.source, ns.target, ns.slots,
                                         _execution(ns, None if ns.yes else _ask_yes), say)
+        if ns.action == "rebalance" and ns.traffic:
+            return cluster_cmds.rebalance_by_traffic(
+                ns.node, auth, cluster_cmds.TrafficSource(ns.traffic, ns.traffic_window),
+                ns.weight, ns.use_empty_masters, ns.threshold, _execution(ns, None), say)
         if ns.action == "rebalance":
             return cluster_cmds.rebalance(ns.node, auth, ns.weight, ns.use_empty_masters,
                                           ns.threshold, _execution(ns, None), say)
