@@ -117,14 +117,21 @@ def reshard(entry: Address, auth: Credentials, sources: str, target: str, slots:
         view.close()
 
 
+def _weighed_masters(view: ClusterView, weights: Sequence[str], use_empty: bool,
+                     ex: Execution, say: Say) -> tuple[dict[str, list[int]], list[str],
+                                                    dict[str, float]]:
+    """Open slots finished, then (slots by master, the masters rebalanced, their weights)."""
+    _resume(view, ex, say)
+    slots = view.slots_by_master()
+    ids = [i for i, s in slots.items() if s or use_empty]
+    return slots, ids, parse_weights(weights, ids)
+
+
 def rebalance(entry: Address, auth: Credentials, weights: Sequence[str], use_empty: bool,
               threshold_pct: float, ex: Execution, say: Say) -> int:
     view = ClusterView(entry, auth).load()
     try:
-        _resume(view, ex, say)
-        slots = view.slots_by_master()
-        ids = [i for i, s in slots.items() if s or use_empty]
-        w = parse_weights(weights, ids)
+        slots, ids, w = _weighed_masters(view, weights, use_empty, ex, say)
         if not needs_rebalance({i: slots[i] for i in ids}, w, threshold_pct):
             say(f"*** No rebalancing needed! All nodes are within the {threshold_pct:g}% "
                 "threshold.")
@@ -179,10 +186,7 @@ def rebalance_by_traffic(entry: Address, auth: Credentials, traffic: TrafficSour
     counts = traffic.read()
     view = ClusterView(entry, auth).load()
     try:
-        _resume(view, ex, say)
-        slots = view.slots_by_master()
-        ids = [i for i, s in slots.items() if s or use_empty]
-        w = parse_weights(weights, ids)
+        slots, ids, w = _weighed_masters(view, weights, use_empty, ex, say)
         loads = traffic_loads(slots, counts, ids)
         say(f">>> {sum(loads.values())} requests counted by {len(traffic.proxies)} "
             f"prox{'y' if len(traffic.proxies) == 1 else 'ies'}; traffic now: "

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.proxy.test_up import _consecutive_cluster_ports
+from tests.proxy.test_up import _consecutive_cluster_ports, kill_leftovers, read_until_up
 from tests.support import free_port, pid_alive, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,16 +52,7 @@ def run_and_interrupt(clone: Path, run: list[str], extra: list[str]) -> None:
                             text=True)
     children: list[int] = []
     try:
-        assert proc.stdout is not None
-        lines = []
-        while True:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("slotgate is up"):
-                break
-        assert lines and lines[-1].startswith("slotgate is up"), "".join(lines)
+        read_until_up(proc)
         records = (clone / "slotgate-data" / "slotgate-up.children").read_text().split()
         children = [int(p) for p in records[0::3]]
         assert len(children) == n_nodes + 1
@@ -79,12 +70,7 @@ def run_and_interrupt(clone: Path, run: list[str], extra: list[str]) -> None:
                    interval_s=0.1)
         assert [c for c in children if pid_alive(c)] == []
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for c in children:
-            if pid_alive(c):
-                os.kill(c, signal.SIGKILL)
+        kill_leftovers(proc, children)
 
 
 def test_fresh_clone_readme_command_ctrl_c_leaves_nothing(tmp_path: Path) -> None:

@@ -32,6 +32,31 @@ def _children(pid: int) -> list[int]:
 UP = [sys.executable, "-m", "slotgate.proxy.ops.cli"]
 
 
+def read_until_up(proc: subprocess.Popen[str]) -> list[str]:
+    """``up``'s output up to its "slotgate is up" line (asserted to come)."""
+    lines = []
+    assert proc.stdout is not None
+    for _ in during(90, interval_s=0):
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("slotgate is up"):
+            break
+    assert any(ln.startswith("slotgate is up") for ln in lines), "".join(lines)
+    return lines
+
+
+def kill_leftovers(proc: subprocess.Popen[str], children: list[int]) -> None:
+    """After a failed test: the up process and what it started, killed by PID."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    for c in children:
+        if pid_alive(c):
+            os.kill(c, signal.SIGKILL)
+
+
 def _up_args(tmp_path: Path, replicas: int, backend: str) -> tuple[list[str], int, int]:
     n_nodes = 3 * (1 + replicas)
     base = _consecutive_cluster_ports(n_nodes)
@@ -51,16 +76,8 @@ def test_up_serves_whole_cluster_and_stops_everything(tmp_path: Path, backend: s
                             cwd=tmp_path)
     children: list[int] = []
     try:
-        lines = []
+        lines = read_until_up(proc)
         assert proc.stdout is not None
-        for _ in during(90, interval_s=0):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("slotgate is up"):
-                break
-        assert any(ln.startswith("slotgate is up") for ln in lines), "".join(lines)
         for _ in range(5):  # the rest of the summary
             lines.append(proc.stdout.readline())
         text = "".join(lines)
@@ -98,12 +115,7 @@ def test_up_serves_whole_cluster_and_stops_everything(tmp_path: Path, backend: s
                    interval_s=0.1)
         assert [c for c in children if pid_alive(c)] == []
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for c in children:
-            if pid_alive(c):
-                os.kill(c, signal.SIGKILL)
+        kill_leftovers(proc, children)
 
 
 def test_up_detach_then_down(tmp_path: Path) -> None:
