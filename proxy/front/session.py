@@ -175,6 +175,7 @@ class Session:
         self.proxy = proxy
         self.router = proxy.router
         self.metrics = proxy.metrics
+        self._slot_requests = proxy.metrics.slot_requests  # bumped in place per request
         self.settings = proxy.settings
         self._sock = sock  # the client's, non-blocking (eventcore.sockets); closed by run()
         self._flusher: Flusher = proxy.flusher  # sessions with replies to write
@@ -569,8 +570,9 @@ class Session:
         self.unfilled += 1
         owner = self.router.topology.owners[slot]
         if owner is None:
-            self.router.send(call)  # unserved slot: the router's retry path
+            self.router.send(call)  # unserved slot: the router's retry path (it counts it)
             return
+        self._slot_requests[slot] += 1
         call.node = owner
         if self._conns_proto != self.proto:
             self._conns.clear()

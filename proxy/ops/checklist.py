@@ -19,6 +19,10 @@ NODE_TIMEOUT_MAX_MS = 60000    # above: a dead master's slots stay unserved for 
 BIGKEY_SAMPLE = 1000           # keys sampled per master (SCAN), as a bounded --bigkeys
 BIGKEY_BYTES = 10 * 1024 * 1024
 BIGKEY_ITEMS = 100_000
+HOTKEY_FREQ = 64               # OBJECT FREQ at or above: a hot key (~17,000 recent hits at the
+                               # default lfu-log-factor 10; the counter decays each minute)
+HOTKEYS_PER_NODE = 16          # as redis-cli --hotkeys keeps its top 16
+LFU_POLICIES = ("allkeys-lfu", "volatile-lfu")
 PEER_BAD_FLAGS = ("fail", "fail?", "handshake", "noaddr")
 LENGTH_BY_TYPE = {"string": "STRLEN", "list": "LLEN", "hash": "HLEN", "set": "SCARD",
                   "zset": "ZCARD", "stream": "XLEN"}
@@ -34,6 +38,7 @@ class NodeFacts:
     config: dict[str, str] = field(default_factory=dict)
     bad_peers: list[str] = field(default_factory=list)  # "addr (flags)" this node cannot reach
     big_keys: list[str] = field(default_factory=list)   # "key: type, size"
+    hot_keys: list[tuple[str, int]] = field(default_factory=list)  # (key, OBJECT FREQ)
 
 
 def _config(c: NodeClient, name: str) -> str:
@@ -43,30 +48,49 @@ def _config(c: NodeClient, name: str) -> str:
     return ""
 
 
-def _big_keys(c: NodeClient, sample: int, max_bytes: int, max_items: int) -> list[str]:
-    found: list[str] = []
+@dataclass(frozen=True)
+class Sampling:
+    """What ``check`` samples on each master: SCAN ``keys`` keys, measure each as
+    ``redis-cli --bigkeys`` does and, under an LFU policy, read OBJECT FREQ as ``--hotkeys``."""
+
+    keys: int = BIGKEY_SAMPLE
+    max_bytes: int = BIGKEY_BYTES
+    max_items: int = BIGKEY_ITEMS
+    hot_freq: int = HOTKEY_FREQ
+
+
+def _sample_keys(c: NodeClient, s: Sampling, lfu: bool) -> tuple[list[str], list[tuple[str, int]]]:
+    """(big keys, hot keys by falling frequency) among ``s.keys`` keys SCAN returns. The
+    frequency is read first: OBJECT FREQ and TYPE do not touch a key, the length commands do."""
+    big: list[str] = []
+    hot: list[tuple[str, int]] = []
     cursor, seen = b"0", 0
-    while seen < sample:
+    while seen < s.keys:
         reply = c.check("SCAN", cursor, "COUNT", 100)
         assert isinstance(reply, list)
         cursor, keys = reply[0], reply[1]
-        for key in keys[: sample - seen]:
+        for key in keys[: s.keys - seen]:
+            name = key.decode(errors="replace")
+            if lfu:
+                freq = c.call("OBJECT", "FREQ", key)
+                if isinstance(freq, int) and freq >= s.hot_freq:
+                    hot.append((name, freq))
             kind = c.text("TYPE", key)
             length_cmd = LENGTH_BY_TYPE.get(kind)
             size = c.call(length_cmd, key) if length_cmd else 0
             if not isinstance(size, int):
                 continue
-            limit, unit = (max_bytes, "bytes") if kind == "string" else (max_items, "items")
+            limit, unit = (s.max_bytes, "bytes") if kind == "string" else (s.max_items, "items")
             if size > limit:
-                found.append(f"{key.decode(errors='replace')}: {kind}, {size} {unit}")
+                big.append(f"{name}: {kind}, {size} {unit}")
         seen += len(keys)
         if cursor == b"0":
             break
-    return found
+    hot.sort(key=lambda kv: (-kv[1], kv[0]))
+    return big, hot[:HOTKEYS_PER_NODE]
 
 
-def gather(entry: Address, auth: Credentials, sample: int = BIGKEY_SAMPLE,
-           max_bytes: int = BIGKEY_BYTES, max_items: int = BIGKEY_ITEMS) -> list[NodeFacts]:
+def gather(entry: Address, auth: Credentials, sampling: Sampling = Sampling()) -> list[NodeFacts]:
     """Facts from every node ``entry`` knows that answers (the unreachable are check's errors)."""
     with NodeClient(entry, auth=auth) as c:
         lines = cluster_nodes(c)
@@ -78,12 +102,14 @@ def gather(entry: Address, auth: Credentials, sample: int = BIGKEY_SAMPLE,
         f = NodeFacts(ln.addr, ln.id, role, ln.master_id, host)
         try:
             with NodeClient((host, int(port)), auth=auth) as n:
-                for name in ("cluster-node-timeout", "min-replicas-to-write", "appendonly", "save"):
+                for name in ("cluster-node-timeout", "min-replicas-to-write", "appendonly", "save",
+                             "maxmemory-policy"):
                     f.config[name] = _config(n, name)
                 f.bad_peers = [f"{p.addr} ({','.join(sorted(p.flags & set(PEER_BAD_FLAGS)))})"
                                for p in cluster_nodes(n) if p.flags & set(PEER_BAD_FLAGS)]
                 if role == "master":
-                    f.big_keys = _big_keys(n, sample, max_bytes, max_items)
+                    lfu = f.config["maxmemory-policy"] in LFU_POLICIES
+                    f.big_keys, f.hot_keys = _sample_keys(n, sampling, lfu)
         except (AdminError, OSError, hiredis.ProtocolError):
             continue
         facts.append(f)
@@ -122,4 +148,15 @@ def judge(facts: Sequence[NodeFacts]) -> list[str]:
         for key in f.big_keys:
             out.append(f"{f.addr}: big key {key}. Hint: split it; a big key blocks the node "
                        "while it is deleted or migrated.")
+        for key, freq in f.hot_keys:
+            out.append(f"{f.addr}: hot key {key} (OBJECT FREQ {freq}). Hint: cache it in the "
+                       "application or spread it over several keys; one node serves it alone.")
+    no_lfu = [f for f in masters if f.config.get("maxmemory-policy", "") not in LFU_POLICIES]
+    if no_lfu:
+        policies = sorted({f.config.get("maxmemory-policy", "") or "?" for f in no_lfu})
+        out.append(f"hot keys not sampled on {', '.join(f.addr for f in no_lfu)}: "
+                   f"maxmemory-policy {'/'.join(policies)} keeps no access frequency (An LFU "
+                   "maxmemory policy is not selected, as redis-cli --hotkeys says). Hint: CONFIG "
+                   "SET maxmemory-policy allkeys-lfu (or volatile-lfu) to find hot keys; "
+                   "frequencies take a while to build up after a switch.")
     return out

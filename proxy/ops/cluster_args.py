@@ -1,5 +1,5 @@
 """The arguments of ``slotgate cluster reshard | rebalance | fix | add-node | del-node |
-failover | call`` and their dispatch to ``cluster_cmds.py``. Options carry redis-cli
+failover | call | import`` and their dispatch to ``cluster_cmds.py``. Options carry redis-cli
 --cluster's names too (``--cluster-from`` as well as ``--from`` ...), so scripts port as is."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import os
 import sys
 from collections.abc import Callable
 
-from slotgate.proxy.ops import cluster_cmds
+from slotgate.proxy.ops import cluster_cmds, importer
 from slotgate.proxy.ops.admin import AdminError, Credentials
 from slotgate.proxy.ops.reshard import MoveOptions
 from slotgate.proxy.ops.reshard_plan import PlanError
 from slotgate.proxy.ops.settings import parse_address
 
 NODE_PASSWORD_ENV = "SLOTGATE_NODE_PASSWORD"
-ACTIONS = ("reshard", "rebalance", "fix", "add-node", "del-node", "failover", "call")
+ACTIONS = ("reshard", "rebalance", "fix", "add-node", "del-node", "failover", "call", "import")
 
 
 def address_arg(text: str) -> tuple[str, int]:
@@ -40,7 +40,7 @@ def _rate(text: str) -> float:
     except ValueError:
         value = -1.0
     if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of slots per second >= 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number per second >= 0, got {text!r}")
     return value
 
 
@@ -84,6 +84,13 @@ def add_actions(clsub: argparse._SubParsersAction) -> None:  # type: ignore[type
                     help="act only when a master is more than this percent off (default 2)")
     rb.add_argument("--simulate", "--cluster-simulate", "--dry-run", dest="dry_run",
                     action="store_true", help="print the plan, move nothing")
+    rb.add_argument("--by-traffic", dest="traffic", action="append", default=[],
+                    type=address_arg, metavar="PROXY_METRICS_HOST:PORT",
+                    help="weigh slots by the requests a proxy counted per slot (its /slots "
+                         "beside /metrics); repeat for several proxies")
+    rb.add_argument("--traffic-window", type=_rate, default=0.0, metavar="SECONDS",
+                    help="with --by-traffic: count only the requests of the next SECONDS "
+                         "(default: since each proxy started)")
     _moving(rb)
     fx = clsub.add_parser("fix", help="finish open slots, give uncovered slots an owner")
     fx.add_argument("node", type=address_arg)
@@ -111,7 +118,28 @@ def add_actions(clsub: argparse._SubParsersAction) -> None:  # type: ignore[type
                       action="store_const", const="master")
     only.add_argument("--only-replicas", "--cluster-only-replicas", dest="only",
                       action="store_const", const="replica")
-    for action in (rs, rb, fx, an, dn, fo, ca):
+    im = clsub.add_parser("import", help="copy or move a standalone server's keys into the "
+                          "cluster")
+    im.add_argument("node", type=address_arg)
+    im.add_argument("--from", "--cluster-from", dest="source", type=address_arg, required=True,
+                    help="HOST:PORT of the standalone server to read (its db 0)")
+    im.add_argument("--copy", "--cluster-copy", action="store_true",
+                    help="leave the keys on the source (default: they are moved)")
+    im.add_argument("--replace", "--cluster-replace", action="store_true",
+                    help="overwrite keys the cluster already holds (default: stop at the first)")
+    im.add_argument("--from-user", "--cluster-from-user", dest="from_user",
+                    help="ACL user to log in to the source as")
+    im.add_argument("--from-password", "--from-pass", "--cluster-from-pass",
+                    dest="from_password", help="the source's password")
+    im.add_argument("--pipeline", "--cluster-pipeline", type=count_arg, default=100,
+                    help="keys per MIGRATE (default 100)")
+    im.add_argument("--timeout", "--cluster-timeout", type=count_arg, default=60000,
+                    help="MIGRATE timeout in milliseconds (default 60000)")
+    im.add_argument("--rate", type=_rate, default=0.0,
+                    help="at most this many keys per second (default: no limit)")
+    im.add_argument("--progress-every", type=count_arg, default=1000,
+                    help="when stderr is not a terminal: a progress line every N keys")
+    for action in (rs, rb, fx, an, dn, fo, ca, im):
         _credentials(action)
 
 
@@ -135,6 +163,10 @@ def run(ns: argparse.Namespace, auth: Credentials) -> int:
         if ns.action == "reshard":
             return cluster_cmds.reshard(ns.node, auth, ns.source, ns.target, ns.slots,
                                         _execution(ns, None if ns.yes else _ask_yes), say)
+        if ns.action == "rebalance" and ns.traffic:
+            return cluster_cmds.rebalance_by_traffic(
+                ns.node, auth, cluster_cmds.TrafficSource(ns.traffic, ns.traffic_window),
+                ns.weight, ns.use_empty_masters, ns.threshold, _execution(ns, None), say)
         if ns.action == "rebalance":
             return cluster_cmds.rebalance(ns.node, auth, ns.weight, ns.use_empty_masters,
                                           ns.threshold, _execution(ns, None), say)
@@ -146,6 +178,12 @@ def run(ns: argparse.Namespace, auth: Credentials) -> int:
             return cluster_cmds.del_node(ns.node, auth, ns.node_id, say)
         if ns.action == "failover":
             return cluster_cmds.failover(ns.node, auth, ns.mode, say)
+        if ns.action == "import":
+            if ns.from_user is not None and ns.from_password is None:
+                raise AdminError("--from-user needs --from-password")
+            source_auth = None if ns.from_password is None else (ns.from_user, ns.from_password)
+            return importer.import_keys(ns.node, auth, ns.source, source_auth, importer.ImportOptions(
+                ns.copy, ns.replace, ns.pipeline, ns.timeout, ns.rate, ns.progress_every), say)
         flags = {"--only-masters": "master", "--cluster-only-masters": "master",
                  "--only-replicas": "replica", "--cluster-only-replicas": "replica"}
         only = ns.only

@@ -5,6 +5,8 @@ arguments and a ``say`` for its report lines; ``cli.py`` only wires arguments to
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -19,6 +21,7 @@ from slotgate.proxy.ops.admin import (
     cluster_nodes,
     parse_info,
 )
+from slotgate.proxy.ops.metrics import parse_slots_json
 from slotgate.proxy.ops.reshard import (
     ClusterView,
     MoveOptions,
@@ -32,8 +35,11 @@ from slotgate.proxy.ops.reshard_plan import (
     Move,
     needs_rebalance,
     parse_weights,
+    plan_by_traffic,
     plan_rebalance,
     plan_reshard,
+    traffic_loads,
+    traffic_unbalanced,
 )
 
 Say = Callable[[str], None]
@@ -111,19 +117,94 @@ def reshard(entry: Address, auth: Credentials, sources: str, target: str, slots:
         view.close()
 
 
+def _weighed_masters(view: ClusterView, weights: Sequence[str], use_empty: bool,
+                     ex: Execution, say: Say) -> tuple[dict[str, list[int]], list[str],
+                                                    dict[str, float]]:
+    """Open slots finished, then (slots by master, the masters rebalanced, their weights)."""
+    _resume(view, ex, say)
+    slots = view.slots_by_master()
+    ids = [i for i, s in slots.items() if s or use_empty]
+    return slots, ids, parse_weights(weights, ids)
+
+
 def rebalance(entry: Address, auth: Credentials, weights: Sequence[str], use_empty: bool,
               threshold_pct: float, ex: Execution, say: Say) -> int:
     view = ClusterView(entry, auth).load()
     try:
-        _resume(view, ex, say)
-        slots = view.slots_by_master()
-        ids = [i for i, s in slots.items() if s or use_empty]
-        w = parse_weights(weights, ids)
+        slots, ids, w = _weighed_masters(view, weights, use_empty, ex, say)
         if not needs_rebalance({i: slots[i] for i in ids}, w, threshold_pct):
             say(f"*** No rebalancing needed! All nodes are within the {threshold_pct:g}% "
                 "threshold.")
             return 0
         return _execute(view, plan_rebalance(slots, w), ex, "rebalance", say)
+    finally:
+        view.close()
+
+
+@dataclass(frozen=True)
+class TrafficSource:
+    """Where ``rebalance --by-traffic`` reads the per-slot request counts: the metrics
+    listeners (HOST:PORT) of the proxies in front of the cluster, each one's /slots summed;
+    with ``window_s`` > 0, two reads that far apart (their difference: recent traffic),
+    else the counts since each proxy started."""
+
+    proxies: Sequence[Address]
+    window_s: float = 0.0
+    timeout_s: float = 5.0
+
+    def read_once(self) -> list[int]:
+        total = [0] * 16384
+        for host, port in self.proxies:
+            url = f"http://{host}:{port}/slots"
+            try:
+                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:  # noqa: S310
+                    counts = parse_slots_json(resp.read())
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                raise AdminError(f"reading the per-slot request counts from {url}: "
+                                 f"{getattr(exc, 'reason', exc)}") from exc
+            for slot, n in enumerate(counts):
+                total[slot] += n
+        return total
+
+    def read(self) -> list[int]:
+        first = self.read_once()
+        if self.window_s <= 0:
+            return first
+        time.sleep(self.window_s)
+        return [max(b - a, 0) for a, b in zip(first, self.read_once(), strict=True)]
+
+
+def _shares(loads: dict[str, int], view: ClusterView) -> str:
+    total = sum(loads.values()) or 1
+    return ", ".join(f"{view.by_id(m).addr} {100 * n / total:.1f}%" for m, n in loads.items())
+
+
+def rebalance_by_traffic(entry: Address, auth: Credentials, traffic: TrafficSource,
+                         weights: Sequence[str], use_empty: bool, threshold_pct: float,
+                         ex: Execution, say: Say) -> int:
+    """As ``rebalance``, each slot weighed by the requests the proxies routed to it."""
+    counts = traffic.read()
+    view = ClusterView(entry, auth).load()
+    try:
+        slots, ids, w = _weighed_masters(view, weights, use_empty, ex, say)
+        loads = traffic_loads(slots, counts, ids)
+        say(f">>> {sum(loads.values())} requests counted by {len(traffic.proxies)} "
+            f"prox{'y' if len(traffic.proxies) == 1 else 'ies'}; traffic now: "
+            f"{_shares(loads, view)}")
+        if sum(loads.values()) == 0:
+            say("*** No traffic counted: nothing to weigh the slots by.")
+            return 0
+        if not traffic_unbalanced(loads, w, threshold_pct):
+            say(f"*** No rebalancing needed! All nodes are within the {threshold_pct:g}% "
+                "threshold.")
+            return 0
+        moves = plan_by_traffic(slots, counts, w, threshold_pct)
+        after = dict(loads)
+        for mv in moves:
+            after[mv.source] -= counts[mv.slot]
+            after[mv.target] += counts[mv.slot]
+        say(f">>> traffic after the plan: {_shares(after, view)}")
+        return _execute(view, moves, ex, "rebalance", say)
     finally:
         view.close()
 

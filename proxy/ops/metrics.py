@@ -19,10 +19,15 @@ Events (labels stay bounded: command names come from the command table, nodes ar
 - ``fanout(subrequests)``: one client request split into this many backend requests.
 - ``unknown_fate_write()``: a write was sent and its connection died before the reply.
 - ``client_connected()`` / ``client_disconnected()``; ``protocol_error()`` for bad input.
+
+``slot_requests`` is a plain list of 16384 counts (requests routed to each hash slot), bumped
+in place on the routing path and served as JSON on ``/slots`` (not on /metrics: 16384 series
+would swamp Prometheus); ``slotgate cluster rebalance --by-traffic`` reads it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import urllib.error
 import urllib.request
@@ -55,6 +60,9 @@ class ProxyMetrics:
         self.clients_connected = 0
         self.commands_total = 0
         self.auth_refusing: set[str] = set()  # nodes whose last login was refused
+        # Requests routed to each slot (a resend after MOVED or a retry counts again); the
+        # routing path increments the list in place, so holders of the list see the counts.
+        self.slot_requests: list[int] = [0] * SLOT_COUNT
 
     def redirect(self, kind: str, node: str) -> None:
         self.counters["redirect", kind, node] += 1
@@ -472,6 +480,7 @@ class MetricsServer:
         self._routes: dict[str, Callable[[], Awaitable[tuple[int, bytes, str]]]] = {
             "/metrics": self._metrics,
             "/healthz": self._healthz,
+            "/slots": self._slots,
         }
 
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
@@ -486,6 +495,9 @@ class MetricsServer:
     async def _healthz(self) -> tuple[int, bytes, str]:
         ok, reason = await self.health.check()
         return (200 if ok else 503), (reason + "\n").encode(), "text/plain; charset=utf-8"
+
+    async def _slots(self) -> tuple[int, bytes, str]:
+        return 200, slots_json(self.metrics.slot_requests), SLOTS_CONTENT_TYPE
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         try:
@@ -527,7 +539,7 @@ class MetricsServer:
         method, target = parts[0], parts[1].decode("latin-1")
         route = self._routes.get(target.partition("?")[0])
         if route is None:
-            return _response(404, b"not found; try /metrics or /healthz\n", "text/plain", False)
+            return _response(404, b"not found; try /metrics, /healthz or /slots\n", "text/plain", False)
         if method not in (b"GET", b"HEAD"):
             return _response(405, b"GET or HEAD only\n", "text/plain", False)
         try:
@@ -536,6 +548,29 @@ class MetricsServer:
             log.exception("%s failed", target)
             return _response(500, b"internal error; see the proxy log\n", "text/plain", False)
         return _response(status, body, ctype, method == b"HEAD")
+
+
+SLOTS_CONTENT_TYPE = "application/json"
+
+
+def slots_json(slot_requests: Sequence[int]) -> bytes:
+    """/slots' body: ``{"slot_requests": {"<slot>": count, ...}}``, slots never asked for
+    left out."""
+    counts = {str(slot): n for slot, n in enumerate(slot_requests) if n}
+    return json.dumps({"slot_requests": counts}, separators=(",", ":")).encode() + b"\n"
+
+
+def parse_slots_json(body: bytes) -> list[int]:
+    """/slots' body -> 16384 counts (ValueError when it is not such a body)."""
+    out = [0] * SLOT_COUNT
+    try:
+        for slot, n in json.loads(body)["slot_requests"].items():
+            if not 0 <= int(slot) < SLOT_COUNT:
+                raise ValueError(f"slot {slot} out of range")
+            out[int(slot)] = int(n)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a /slots answer: {exc!r}") from exc
+    return out
 
 
 def check_health(url: str, timeout_s: float = 3.0) -> int:

@@ -95,34 +95,45 @@ class ClusterView:
 
 class Progress:
     """Slots and keys moved, rate and ETA on stderr: one carriage-return line rewritten on a
-    terminal, a line every ``every_slots`` slots otherwise (logs, pipes, tests)."""
+    terminal, a line every ``every`` slots otherwise (logs, pipes, tests). With
+    ``unit="keys"`` (import) the total, rate, ETA and ``every`` count keys instead."""
 
     def __init__(self, what: str, total_slots: int, stream: TextIO | None = None,
-                 every_slots: int = 50, clock: Callable[[], float] = time.monotonic) -> None:
+                 every_slots: int = 50, clock: Callable[[], float] = time.monotonic,
+                 unit: str = "slots") -> None:
         self.what = what
         self.total = total_slots
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty()
         self.every = every_slots
         self.clock = clock
+        self.unit = unit
         self.started = clock()
         self.slots = 0
         self.keys = 0
+        self._next_line = every_slots
 
     def line(self) -> str:
         elapsed_s = max(self.clock() - self.started, 1e-6)
-        rate = self.slots / elapsed_s
-        eta = f"{(self.total - self.slots) / rate:.0f}s" if rate > 0 else "?"
+        done = self.keys if self.unit == "keys" else self.slots
+        rate = done / elapsed_s
+        eta = f"{max(self.total - done, 0) / rate:.0f}s" if rate > 0 else "?"
+        if self.unit == "keys":
+            return (f"{self.what}: {self.keys}/{self.total} keys moved, {rate:.1f} keys/s, "
+                    f"ETA {eta}")
         return (f"{self.what}: {self.slots}/{self.total} slots, {self.keys} keys moved, "
                 f"{rate:.1f} slots/s, ETA {eta}")
 
-    def advance(self, keys: int) -> None:
-        self.slots += 1
+    def advance(self, keys: int, slots: int = 1) -> None:
+        self.slots += slots
         self.keys += keys
+        done = self.keys if self.unit == "keys" else self.slots
         if self.tty:
             self.stream.write("\r" + self.line())
-        elif self.slots % self.every == 0 or self.slots == self.total:
+        elif done >= self._next_line or done == self.total:
             self.stream.write(self.line() + "\n")
+            while self._next_line <= done:
+                self._next_line += self.every
         self.stream.flush()
 
     def done(self) -> None:

@@ -7,11 +7,20 @@ Both follow redis-cli --cluster's arithmetic, so an operator gets the same moves
   * rebalance: every master's expected share is ``16384 * weight / total_weight`` (rounded
     down); rounding leftovers are taken from the receivers; the most starved master receives
     from the most loaded one until both are even, and so on.
+
+``plan_by_traffic`` (``rebalance --by-traffic``, no redis-cli equivalent) weighs each slot by
+the requests the proxies routed to it instead: a master's load is the sum of its slots'
+counts, its expected load ``total * weight / total_weight``. Greedy, one slot at a time: the
+most loaded master (over its expected load) gives the most starved one the busiest slot that
+does not overshoot the smaller of the two gaps (else the quietest slot, when it still narrows
+them), until every master is within the threshold or no slot helps. Slots nobody asked for
+never move: they change no load.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -140,3 +149,69 @@ def parse_weights(specs: Sequence[str], ids: Sequence[str]) -> dict[str, float]:
             raise PlanError(f"weight {spec!r}: {prefix!r} matches {len(matches)} masters")
         weights[matches[0]] = w
     return weights
+
+
+def traffic_loads(slots_by_master: Mapping[str, Sequence[int]], traffic: Sequence[int],
+                  masters: Sequence[str]) -> dict[str, int]:
+    """Requests per master: the sum of its slots' counts."""
+    return {m: sum(traffic[s] for s in slots_by_master[m]) for m in masters}
+
+
+def _expected_loads(loads: Mapping[str, int], weights: Mapping[str, float]) -> dict[str, float]:
+    total_w = sum(weights.values())
+    if total_w <= 0:
+        raise PlanError("the weights add up to 0: nothing could hold the slots")
+    total = sum(loads.values())
+    return {m: total * w / total_w for m, w in weights.items()}
+
+
+def _off_by(load: float, expected: float, threshold_pct: float) -> bool:
+    if expected <= 0:
+        return load > 0
+    return abs(load - expected) * 100 > threshold_pct * expected
+
+
+def traffic_unbalanced(loads: Mapping[str, int], weights: Mapping[str, float],
+                       threshold_pct: float) -> bool:
+    """True when some master's load is more than ``threshold_pct`` percent off its share."""
+    expected = _expected_loads(loads, weights)
+    return any(_off_by(loads[m], expected[m], threshold_pct) for m in weights)
+
+
+def plan_by_traffic(slots_by_master: Mapping[str, Sequence[int]], traffic: Sequence[int],
+                    weights: Mapping[str, float], threshold_pct: float) -> list[Move]:
+    """Moves that bring every master (a key of ``weights``) near its weighted share of the
+    requests counted per slot in ``traffic`` (16384 counts)."""
+    loads: dict[str, float] = dict(traffic_loads(slots_by_master, traffic, list(weights)))
+    expected = _expected_loads({m: int(v) for m, v in loads.items()}, weights)
+    pools = {m: sorted((traffic[s], s) for s in slots_by_master[m] if traffic[s] > 0)
+             for m in weights}
+    moves: list[Move] = []
+    while len(moves) < SLOT_COUNT:
+        if not any(_off_by(loads[m], expected[m], threshold_pct) for m in weights):
+            break
+        dev = {m: loads[m] - expected[m] for m in weights}
+        src = max(weights, key=lambda m: (dev[m], m))
+        dst = min(weights, key=lambda m: (dev[m], m))
+        gap = min(dev[src], -dev[dst])
+        pool = pools[src]
+        i = bisect_right(pool, (gap, SLOT_COUNT)) - 1  # the busiest slot not above the gap
+        if i < 0:
+            if not pool or pool[0][0] >= 2 * gap:  # moving it would widen the gaps
+                break
+            i = 0
+        count, slot = pool.pop(i)
+        insort(pools[dst], (count, slot))
+        loads[src] -= count
+        loads[dst] += count
+        moves.append(Move(slot, src, dst))
+    return _direct(moves)
+
+
+def _direct(moves: Sequence[Move]) -> list[Move]:
+    """A slot moved twice (a -> b, later b -> c) moves once (a -> c); back home, not at all."""
+    first: dict[int, Move] = {}
+    for mv in moves:
+        was = first.get(mv.slot)
+        first[mv.slot] = mv if was is None else Move(mv.slot, was.source, mv.target)
+    return [mv for mv in first.values() if mv.source != mv.target]

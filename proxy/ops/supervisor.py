@@ -4,8 +4,9 @@
         │ binds the address with SO_REUSEPORT, never listens (reserves the port)
         │ SIGTERM/SIGINT/SIGHUP ──forwarded──▶ every worker
         │ a worker that dies unexpectedly ──▶ started again (backoff while it keeps dying)
-        └ /metrics, /healthz on the public address: every worker's own endpoint (loopback,
-          ephemeral port announced on the socketpair), fetched concurrently and merged
+        └ /metrics, /healthz, /slots on the public address: every worker's own endpoint
+          (loopback, ephemeral port announced on the socketpair), fetched concurrently and
+          merged (/slots: the per-slot request counts summed)
 
 Each worker is a whole proxy (its own node connections, topology, clients); the kernel spreads
 new client connections over the workers' listening sockets. Workers run in their own process
@@ -32,8 +33,15 @@ from prometheus_client.registry import Collector
 
 from slotgate.eventcore.backoff import backoff_ms
 from slotgate.eventcore.listen import open_listeners, resolve
+from slotgate.protocol.slots import SLOT_COUNT
 from slotgate.proxy.ops.config import Config
-from slotgate.proxy.ops.metrics import PREFIX, MetricsServer
+from slotgate.proxy.ops.metrics import (
+    PREFIX,
+    SLOTS_CONTENT_TYPE,
+    MetricsServer,
+    parse_slots_json,
+    slots_json,
+)
 from slotgate.proxy.ops.metrics_merge import merge_expositions
 from slotgate.proxy.ops.workers import READY, WorkerRole, http_get
 
@@ -221,6 +229,25 @@ class Supervisor:
         own = generate_latest(self.registry).decode()
         return merge_expositions([own, *(t for t in texts if t is not None)])
 
+    async def merged_slots(self) -> list[int]:
+        """Every ready worker's /slots, summed (a worker that does not answer is left out)."""
+        total = [0] * SLOT_COUNT
+
+        async def scrape(port: int) -> None:
+            try:
+                status, body = await http_get(port, "/slots", SCRAPE_TIMEOUT_S)
+                if status == 200:
+                    for slot, n in enumerate(parse_slots_json(body)):
+                        total[slot] += n
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
+                log.debug("/slots of a worker: %s", exc)
+
+        async with trio.open_nursery() as nursery:
+            for w in self.workers:
+                if w.ready and w.metrics_port is not None:
+                    nursery.start_soon(scrape, w.metrics_port)
+        return total
+
     async def health(self) -> tuple[bool, str]:
         answers: list[tuple[int, str]] = [(0, "not running")] * len(self.workers)
 
@@ -279,10 +306,14 @@ class MergedMetricsServer(MetricsServer):
         self.sup = sup
         self.host = host
         self.port = port
-        self._routes = {"/metrics": self._metrics, "/healthz": self._healthz}
+        self._routes = {"/metrics": self._metrics, "/healthz": self._healthz,
+                        "/slots": self._merged_slots}
 
     async def _metrics(self) -> tuple[int, bytes, str]:
         return 200, await self.sup.merged_metrics(), CONTENT_TYPE_LATEST
+
+    async def _merged_slots(self) -> tuple[int, bytes, str]:
+        return 200, slots_json(await self.sup.merged_slots()), SLOTS_CONTENT_TYPE
 
     async def _healthz(self) -> tuple[int, bytes, str]:
         ok, reason = await self.sup.health()

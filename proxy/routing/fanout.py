@@ -194,11 +194,13 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     s.metrics.fanout(len(slots))
     owners = s.router.topology.owners
     by_node: dict[str, list[int]] = {}
+    counts = s.metrics.slot_requests
     for i, slot in enumerate(slots):
         owner = owners[slot]
         if owner is None:
-            s.router.send(sp.part_call(i, ""))  # unserved slot: the router's retry path
+            s.router.send(sp.part_call(i, ""))  # unserved slot: the router's retry path (counted)
             continue
+        counts[slot] += 1
         indices = by_node.get(owner)
         if indices is None:
             by_node[owner] = [i]

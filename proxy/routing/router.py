@@ -190,12 +190,14 @@ class Router:
         self.pool = pool
         self.nursery = nursery
         self._max_redirects = settings.max_redirects
+        self._slot_requests = metrics.slot_requests
 
     # --- sending ---------------------------------------------------------------------------
     def send(self, call: Call) -> None:
         if call.fixed_node:
             self.pool.get(call.fixed_node, call.proto, call.sticky).send(call.payload, call)
             return
+        self._slot_requests[call.slot] += 1
         owner = self.topology.owners[call.slot]
         if owner is None:
             self._retry(call, "UNSERVED")

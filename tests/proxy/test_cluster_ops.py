@@ -388,3 +388,31 @@ def test_reshard_on_nodes_that_require_a_password(nodes: list[ManagedProcess],
         for m in masters:
             m.client(password="s3cret").config_set("requirepass", "")
     assert_every_key_on_its_owner(masters)
+
+
+@pytest.mark.parametrize("nodes", ["bundled", "real"], indirect=True)
+def test_check_finds_hot_keys_under_an_lfu_policy(nodes: list[ManagedProcess]) -> None:
+    """As redis-cli --hotkeys: OBJECT FREQ of sampled keys on a master with allkeys-lfu; the
+    masters without an LFU policy get redis-cli's advice instead."""
+    masters = nodes[:3]
+    hot_owner = owners(masters[0])[key_slot(b"hot:1")]
+    lfu = next(m for m in masters if node_id(m) == hot_owner)
+    lfu.client().config_set("maxmemory-policy", "allkeys-lfu")  # before the keys are made
+    c = lfu.client()
+    local = [k for k in (f"cold:{i}" for i in range(400))
+             if owners(masters[0])[key_slot(k.encode())] == hot_owner][:20]
+    pipe = c.pipeline(transaction=False)
+    for k in ["hot:1", *local]:
+        pipe.set(k, "x")
+    for _ in range(4000):
+        pipe.get("hot:1")
+    pipe.execute()
+    out = cli("check", addr(masters[0]), "--hotkey-freq", "15")
+    assert out.returncode == 0, out.stdout + out.stderr
+    warn = [ln for ln in out.stdout.splitlines() if ln.startswith("[WARNING]")]
+    hot = [ln for ln in warn if "hot key " in ln]
+    assert len(hot) == 1 and f"{addr(lfu)}: hot key hot:1 (OBJECT FREQ " in hot[0], warn
+    others = sorted(addr(m) for m in masters if m is not lfu)
+    advice = [ln for ln in warn if "hot keys not sampled on" in ln]
+    assert len(advice) == 1 and all(a in advice[0] for a in others), advice
+    assert addr(lfu) not in advice[0] and "An LFU maxmemory policy is not selected" in advice[0]

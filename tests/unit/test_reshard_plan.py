@@ -98,3 +98,16 @@ def test_progress_rewrites_one_line_on_a_terminal() -> None:
     assert text.count("\r") == 3 and text.endswith("rebalance: 3/3 slots, 3 keys moved, "
                                                     "1.0 slots/s, ETA 0s\n")
     assert "\n" not in text[:-1]
+
+
+def test_progress_in_keys_for_import() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    p = Progress("import", 1000, out, every_slots=400, clock=lambda: now[0], unit="keys")
+    for _ in range(10):  # batches of 100 keys, crossing 400 and 800 mid-batch or on it
+        now[0] += 0.25
+        p.advance(100, slots=0)
+    assert out.getvalue().splitlines() == [
+        "import: 400/1000 keys moved, 400.0 keys/s, ETA 2s",
+        "import: 800/1000 keys moved, 400.0 keys/s, ETA 0s",
+        "import: 1000/1000 keys moved, 400.0 keys/s, ETA 0s"]
