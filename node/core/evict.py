@@ -132,7 +132,8 @@ class Evictor:
         if repl is not None and repl.role == "slave" and srv.config.get("replica-ignore-maxmemory"):
             return None
         ks = srv.ks
-        used = self.used_bytes()
+        # INFO reports the figure this check compares: sampled afresh here, reused by INFO
+        used = self.used_bytes(fresh=cmd.full_name == "info")
         if used <= self.maxmemory_bytes or self.evict():
             room = self.maxmemory_bytes - self.used_bytes()
             mean = max(self.mean_entry_bytes, 64)
