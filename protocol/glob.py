@@ -211,3 +211,15 @@ def compile_glob(pattern: bytes, nocase: bool = False) -> Glob:
 def glob_match(pattern: bytes, subject: bytes, nocase: bool = False) -> bool:
     """True when ``subject`` matches the Redis glob ``pattern`` (as ``stringmatchlen``)."""
     return compile_glob(pattern, nocase).matches(subject)
+
+
+@lru_cache(maxsize=4096)
+def _compile_held(pattern: bytes) -> Glob:
+    return Glob(pattern)
+
+
+def held_glob_match(pattern: bytes, subject: bytes) -> bool:
+    """``glob_match`` for the patterns a server holds (ACL key and channel patterns), from a
+    cache of their own: patterns that clients send (KEYS, SCAN MATCH) cannot push them out,
+    so an ACL check does not compile its user's patterns again."""
+    return _compile_held(pattern).matches(subject)

@@ -5,7 +5,10 @@ PINGs keep being answered; every reply is redis-server 7.0.15's.
 
 A command's time is its round trip seen by the client, the best of three tries (this 2-core
 machine is shared: one try can lose its core for longer than the bound), each try with the
-node's cache of compiled patterns flushed first, so compiling the pattern is paid every time.
+node's cache of compiled patterns flushed first, so KEYS and SCAN pay for compiling the
+pattern every time. Patterns the node holds are compiled when they arrive and kept: PSUBSCRIBE's
+with the subscription, ACL key patterns in a cache of their own that clients' patterns cannot
+push out (protocol/glob.py ``held_glob_match``), so PUBLISH and ACL checks time the matching.
 bench/bench_glob.py prints the same figures beside redis-server's.
 """
 
