@@ -122,6 +122,14 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def rss_bytes(pid: int) -> int:
+    """The resident set size of process ``pid`` (VmRSS in /proc/PID/status), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
 def wait_for_port(port: int, timeout_s: float = 10.0, proc: subprocess.Popen | None = None) -> None:
     """Until something accepts connections on ``port``; RuntimeError at once if ``proc``
     exits first."""

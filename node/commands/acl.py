@@ -21,7 +21,7 @@ from slotgate.node.commands.connection import client_info_line
 from slotgate.node.commands.registry import Command, command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.glob import glob_match
+from slotgate.node.core.glob import held_glob_match
 from slotgate.protocol import acl, acl_lines, acl_replies, errors
 from slotgate.protocol.acl import RuleError, User
 from slotgate.protocol.acl_lines import parse_acl_file
@@ -139,7 +139,7 @@ class NodeAcl:
         info = ALL_COMMANDS.get(cmd.full_name.encode())
         if user is None or info is None:
             return None
-        denial = user.check(info, argv, glob_match)
+        denial = user.check(info, argv, held_glob_match)
         if denial is None:
             return None
         obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
@@ -157,7 +157,7 @@ class NodeAcl:
         info = ALL_COMMANDS.get(cmd.full_name.encode())
         if user is None or user.unrestricted or info is None:
             return None
-        denial = user.check(info, argv, glob_match)
+        denial = user.check(info, argv, held_glob_match)
         if denial is None:
             return None
         obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
@@ -283,7 +283,7 @@ def _kill_pubsub_if_needed(c: Client, new: User, old: User) -> None:
         if not other.subscriptions or subs is None:
             continue
         if not acl.check_channels(allowed, [*subs.channels, *subs.shard], list(subs.patterns),
-                                  glob_match):
+                                  held_glob_match):
             c.server.kill_client(other)
 
 
@@ -366,7 +366,7 @@ def acl_log(c: Client, argv: list[bytes]) -> bytes:
 
 @command("acl|dryrun")
 def acl_dryrun(c: Client, argv: list[bytes]) -> bytes:
-    return _replied(lambda: acl_replies.dryrun(c.server.acl.users, argv, glob_match))
+    return _replied(lambda: acl_replies.dryrun(c.server.acl.users, argv, held_glob_match))
 
 
 @command("acl|help")

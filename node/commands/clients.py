@@ -300,6 +300,22 @@ def memory_fields(c: Client, caller: Client | None, argv: list[bytes] | None) ->
 
     ``caller``/``argv``: the client running CLIENT LIST/INFO and its request (still in its
     query buffer and argv, as in Redis)."""
+    qbuf, argv_mem, multi_mem, oll, omem, tot = _memory(c, caller, argv)
+    return (f"qbuf={qbuf} qbuf-free=0 argv-mem={argv_mem} multi-mem={multi_mem} rbs={READ_BUFFER_BYTES} "
+            f"rbp=0 obl=0 oll={oll} omem={omem} tot-mem={tot}")
+
+
+def client_memory_bytes(c: Client) -> int:
+    """What ``c`` holds (CLIENT LIST's tot-mem): MEMORY STATS' clients.*, MEMORY DOCTOR."""
+    return _memory(c, None, None)[-1]
+
+
+READ_BUFFER_BYTES = 1024
+
+
+def _memory(c: Client, caller: Client | None,
+            argv: list[bytes] | None) -> tuple[int, int, int, int, int, int]:
+    """qbuf, argv-mem, multi-mem, oll, omem and tot-mem of ``c``."""
     qbuf = c.query_buffered()
     if c is caller and argv is not None:
         cur_argv: list[bytes] | None = argv
@@ -312,10 +328,8 @@ def memory_fields(c: Client, caller: Client | None, argv: list[bytes] | None) ->
         multi_mem = sum(sum(map(len, q_argv)) for _, q_argv in c.multi)
     out = c.out
     omem = sum(map(len, out))
-    rbs = 1024
-    tot = qbuf + argv_mem + multi_mem + omem + rbs
-    return (f"qbuf={qbuf} qbuf-free=0 argv-mem={argv_mem} multi-mem={multi_mem} rbs={rbs} "
-            f"rbp=0 obl=0 oll={len(out)} omem={omem} tot-mem={tot}")
+    tot = qbuf + argv_mem + multi_mem + omem + READ_BUFFER_BYTES
+    return qbuf, argv_mem, multi_mem, len(out), omem, tot
 
 
 def redir(c: Client) -> int:

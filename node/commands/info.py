@@ -82,7 +82,9 @@ def _memory(s: Server) -> Fields:
     lua_fn = fns.engine.memory_bytes() if fns is not None else 0
     n_functions = len(fns.functions) if fns is not None else 0
     n_libraries = len(fns.libraries) if fns is not None else 0
-    used = s.evictor.used_bytes(fresh=True)  # the accounted keyspace (node/core/evict.py)
+    # the accounted keyspace (node/core/evict.py); under maxmemory, as the check before this
+    # command sampled it and evicted to it
+    used = s.evictor.used_bytes(fresh=not s.evictor.maxmemory_bytes)
     return [
         ("used_memory", used), ("used_memory_human", _human(used)),
         ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),

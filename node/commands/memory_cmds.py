@@ -7,6 +7,7 @@ import resource
 import struct
 from typing import TYPE_CHECKING
 
+from slotgate.node.commands.clients import client_memory_bytes
 from slotgate.node.commands.info import _rss_bytes
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.util import parse_int
@@ -51,6 +52,45 @@ DOCTOR_EMPTY = (
 DOCTOR_FINE = ("Hi Sam, I can't find any memory issue in your instance. I can only account for "
                "what occurs on this base.\n")
 DOCTOR_EMPTY_BYTES = 5 * 1024 * 1024  # getMemoryDoctorReport's "empty" threshold
+# getMemoryDoctorReport's findings that our accounting can tell (the fragmentation and RSS
+# ones need allocator figures, which MEMORY STATS reports as ratios of 1)
+DOCTOR_PEAK = (
+    ' * Peak memory: In the past this instance used more than 150% the memory that is '
+    'currently using. The allocator is normally not able to release memory after a peak, so '
+    'you can expect to see a big fragmentation ratio, however this is actually harmless and '
+    'is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is '
+    'currently bigger than expected, the memory will be used as soon as you fill the Redis '
+    'instance with more data. If the memory peak was only occasional and you want to try to '
+    'reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is '
+    'to shutdown and restart the instance.\n\n')
+DOCTOR_BIG_REPLICA_BUFFERS = (
+    ' * Big replica buffers: The replica output buffers in this instance are greater than '
+    '10MB for each replica (on average). This likely means that there is some replica '
+    'instance that is struggling receiving data, either because it is too slow or because of '
+    'networking issues. As a result, data piles on the master output buffers. Please try to '
+    'identify what replica is not receiving data correctly and why. You can use the INFO '
+    'output in order to check the replicas delays and the CLIENT LIST command to check the '
+    'output buffers of each replica.\n\n')
+DOCTOR_BIG_CLIENT_BUFFERS = (
+    ' * Big client buffers: The clients output buffers in this instance are greater than '
+    '200K per client (on average). This may result from different causes, like Pub/Sub '
+    'clients subscribed to channels bot not receiving data fast enough, so that data piles '
+    'on the Redis instance output buffer, or clients sending commands with large replies or '
+    'very large sequences of commands in the same pipeline. Please use the CLIENT LIST '
+    'command in order to investigate the issue if it causes problems in your instance, or to '
+    'understand better why certain clients are using a big amount of memory.\n\n')
+DOCTOR_MANY_SCRIPTS = (
+    ' * Many scripts: There seem to be many cached scripts in this instance (more than '
+    '1000). This may be because scripts are generated and `EVAL`ed, instead of being '
+    'parameterized (with KEYS and ARGV), `SCRIPT LOAD`ed and `EVALSHA`ed. Unless `SCRIPT '
+    "FLUSH` is called periodically, the scripts' caches may end up consuming most of your "
+    'memory.\n\n')
+DOCTOR_ISSUES = "Sam, I detected a few issues in this Redis instance memory implants:\n\n"
+DOCTOR_END = "I'm here to keep you safe, Sam. I want to help you.\n"
+DOCTOR_PEAK_RATIO = 1.5  # peak over current, beyond which the peak is reported
+DOCTOR_CLIENT_BYTES = 200 * 1024  # per normal client, on average
+DOCTOR_REPLICA_BYTES = 10 * 1024 * 1024  # per replica, on average
+DOCTOR_SCRIPTS = 1000  # cached scripts
 
 
 STARTUP_RSS_BYTES = _rss_bytes()  # read when the command modules load, before any data
@@ -94,12 +134,14 @@ def _stats(s: Server) -> list[tuple[str, object]]:
     backlog = len(repl.backlog.buf) if repl is not None else 0
     links = s.cluster.engine.links_memory() if s.cluster else 0
     scripts = s.scripting.cache_bytes() if s.scripting is not None else 0
+    replicas = sum(client_memory_bytes(c) for c in s.clients.values() if c.is_replica)
+    normal = sum(client_memory_bytes(c) for c in s.clients.values() if not c.is_replica)
     fields: list[tuple[str, object]] = [
         ("peak.allocated", peak), ("total.allocated", rss), ("startup.allocated", startup),
-        ("replication.backlog", backlog), ("clients.slaves", 0), ("clients.normal", 0),
+        ("replication.backlog", backlog), ("clients.slaves", replicas), ("clients.normal", normal),
         ("cluster.links", links), ("aof.buffer", 0), ("lua.caches", scripts),
         ("functions.caches", 0)]
-    overhead = startup + backlog + links + scripts
+    overhead = startup + backlog + links + scripts + replicas + normal
     n_keys = 0
     for db in s.ks.dbs:
         n = len(db.data)
@@ -149,9 +191,14 @@ def memory_stats(c: Client, argv: list[bytes]) -> bytes:
 # -- the rest ---------------------------------------------------------------------------------
 @command("memory|doctor")
 def memory_doctor(c: Client, argv: list[bytes]) -> bytes:
-    # Redis calls an instance "empty" below 5 MB allocated beyond nothing; ours measures what
-    # the data would take (the accounting of MEMORY USAGE), as the interpreter alone is bigger.
-    srv = c.server
+    return verbatim(doctor_report(c.server), "txt", c.resp)
+
+
+def doctor_report(srv: Server) -> str:
+    """getMemoryDoctorReport on our figures. Redis calls an instance "empty" below 5 MB
+    allocated; ours measures what the data would take (the accounting of MEMORY USAGE), as the
+    interpreter alone is bigger. The peak is the accounted data's (Evictor.peak_bytes), the
+    client and replica buffers what CLIENT LIST's tot-mem counts, the scripts EVAL's cache."""
     fill = int(srv.config.get("list-max-listpack-size"))
     total = 0
     for db in srv.ks.dbs:
@@ -159,8 +206,27 @@ def memory_doctor(c: Client, argv: list[bytes]) -> bytes:
             total += memory.usage(key, v, db.encoding(key, v), memory.DEFAULT_SAMPLES, fill,
                                   srv.cluster_enabled)
             if total >= DOCTOR_EMPTY_BYTES:
-                return verbatim(DOCTOR_FINE, "txt", c.resp)
-    return verbatim(DOCTOR_EMPTY, "txt", c.resp)
+                break
+        if total >= DOCTOR_EMPTY_BYTES:
+            break
+    else:
+        return DOCTOR_EMPTY
+    ev = srv.evictor
+    used = ev.used_bytes(fresh=not ev.maxmemory_bytes)
+    replicas = [x for x in srv.clients.values() if x.is_replica]
+    normal = [x for x in srv.clients.values() if not x.is_replica]
+    findings = []
+    if ev.peak_bytes > DOCTOR_PEAK_RATIO * max(used, 1):
+        findings.append(DOCTOR_PEAK)
+    if normal and sum(map(client_memory_bytes, normal)) // len(normal) > DOCTOR_CLIENT_BYTES:
+        findings.append(DOCTOR_BIG_CLIENT_BUFFERS)
+    if replicas and sum(map(client_memory_bytes, replicas)) // len(replicas) > DOCTOR_REPLICA_BYTES:
+        findings.append(DOCTOR_BIG_REPLICA_BUFFERS)
+    if srv.scripting is not None and len(srv.scripting.scripts) > DOCTOR_SCRIPTS:
+        findings.append(DOCTOR_MANY_SCRIPTS)
+    if not findings:
+        return DOCTOR_FINE
+    return DOCTOR_ISSUES + "".join(findings) + DOCTOR_END
 
 
 @command("memory|malloc-stats")

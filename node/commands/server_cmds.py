@@ -163,6 +163,7 @@ def config_resetstat(c: Client, argv: list[bytes]) -> bytes:
     srv.total_error_replies = 0
     c.ks.expired_keys = 0
     srv.evictor.evicted_keys = 0
+    srv.evictor.peak_bytes = 0  # Redis resets its memory peak too
     c.ks.keyspace_hits = 0
     c.ks.keyspace_misses = 0
     for cmd in _all_commands(c):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core import dispatch
+from slotgate.node.core.client import PUSHING_COMMANDS, REPLY_MUTED
 from slotgate.node.core.errors import (
     DISCARD_WITHOUT_MULTI,
     EXEC_WITHOUT_MULTI,
@@ -63,13 +64,16 @@ def exec_(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(EXEC_WITHOUT_MULTI)
     if _watched_key_expired(c):
         c.dirty_cas = True
+    # CLIENT REPLY's mode applies to each part of the reply as it is made: a queued CLIENT
+    # REPLY OFF or ON changes it for the replies after its own, the array header included
+    c.reply_mode_applied = True
     if c.multi_error or c.dirty_cas:
         reply = b"-" + EXECABORT.encode() + b"\r\n" if c.multi_error else c.null_array
         c.discard_multi()
-        return reply
+        return b"" if c.reply_mode in REPLY_MUTED else reply
     c.unwatch_all()
     c.set_multi(None)
-    parts = [array_header(len(queued))]
+    parts = [] if c.reply_mode in REPLY_MUTED else [array_header(len(queued))]
     c.in_exec = True
     c.exec_multi_propagated = False  # call() sends MULTI before the first write it propagates
     user = c.acl_user
@@ -78,10 +82,15 @@ def exec_(c: Client, argv: list[bytes]) -> bytes:
             if user is not None and not user.unrestricted:  # the rules may have changed
                 denied = c.server.acl.check(c, cmd, q_argv, in_exec=True)
                 if denied is not None:
-                    parts.append(b"-" + denied.encode() + b"\r\n")
-                    c.server.count_error(parts[-1])
+                    error = b"-" + denied.encode() + b"\r\n"
+                    c.server.count_error(error)
+                    if c.reply_mode not in REPLY_MUTED:
+                        parts.append(error)
                     continue
-            parts.append(dispatch.call(c, cmd, q_argv))
+            reply = dispatch.call(c, cmd, q_argv)
+            if c.reply_mode not in REPLY_MUTED or (
+                    q_argv[0].lower() in PUSHING_COMMANDS and reply[:1] in (b"*", b">")):
+                parts.append(reply)
     finally:
         c.in_exec = False
         if c.exec_multi_propagated:

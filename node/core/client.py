@@ -43,6 +43,10 @@ NULL_BULK = {2: b"$-1\r\n", 3: b"_\r\n"}
 NULL_ARRAY = {2: b"*-1\r\n", 3: b"_\r\n"}
 
 REPLY_ON, REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP = 0, 1, 2, 3
+REPLY_MUTED = (REPLY_OFF, REPLY_SKIP)  # modes that drop what is replied now (pushes aside)
+# Commands whose replies are pushes: Redis sends them whatever CLIENT REPLY says (RESP2 too)
+PUSHING_COMMANDS = frozenset({b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe",
+                              b"ssubscribe", b"sunsubscribe"})
 
 ServeFn = Callable[["Client", Database, bytes], "bytes | None"]
 
@@ -103,6 +107,9 @@ class Client:
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
         self.dirty_cas = False  # a watched key was touched
         self.in_exec = False
+        # the command's reply went through CLIENT REPLY's mode piece by piece as it was made
+        # (EXEC: the mode can change between its replies): process_command leaves it whole
+        self.reply_mode_applied = False
         self.watched: list[tuple[Database, bytes]] = []
         self.blocked: BlockState | None = None
         self.monitor = False  # in the server's ``monitors`` (Server.add_monitor)

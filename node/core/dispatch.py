@@ -25,6 +25,7 @@ from slotgate.node.commands.replies import QUEUED
 from slotgate.node.core import errors
 from slotgate.node.core.client import (
     BLOCKED,
+    PUSHING_COMMANDS,
     REPLY_ON,
     REPLY_SKIP,
     REPLY_SKIP_NEXT,
@@ -188,14 +189,12 @@ def process_command(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
     rejected command is the one a SKIP skips too)."""
     mode_before = c.reply_mode
     reply = _process(c, cmd, argv)
+    applied = c.reply_mode_applied
+    if applied:
+        c.reply_mode_applied = False
     if (mode_before != REPLY_ON or c.reply_mode != REPLY_ON) and reply is not BLOCKED:
-        reply = _apply_reply_mode(c, mode_before, reply, argv[0].lower() in _PUSHING)
+        reply = _apply_reply_mode(c, reply, argv[0].lower() in PUSHING_COMMANDS, applied)
     return reply
-
-
-# Commands whose replies are pushes: Redis sends them whatever CLIENT REPLY says (RESP2 too)
-_PUSHING = frozenset({b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe",
-                      b"ssubscribe", b"sunsubscribe"})
 
 
 def _process(c: Client, cmd: Command | None, argv: list[bytes]) -> bytes:
@@ -272,16 +271,19 @@ def _rejected(c: Client, is_exec: bool, reply: bytes, formatted: bool = False) -
     return reply
 
 
-def _apply_reply_mode(c: Client, mode_before: int, reply: bytes, pushing: bool) -> bytes:
+def _apply_reply_mode(c: Client, reply: bytes, pushing: bool, applied: bool) -> bytes:
+    """CLIENT REPLY's mode after a command (Redis' resetClient): SKIP's next command skipped,
+    the reply dropped under OFF or SKIP, but pushes and a reply the command filtered itself as
+    it made it (``applied``: EXEC) are kept."""
     mode = c.reply_mode
     if mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP just ran: skip the NEXT reply
         c.set_reply_mode(REPLY_SKIP)
-        return b""
+        return reply if applied else b""
     if mode == REPLY_SKIP:  # this command was skipped (CLIENT REPLY ON would have ended it)
         c.set_reply_mode(REPLY_ON)
     elif mode == REPLY_ON:
         return reply
-    if pushing and reply[:1] in (b"*", b">"):
+    if applied or (pushing and reply[:1] in (b"*", b">")):
         return reply
     return b""
 

@@ -50,6 +50,7 @@ class Evictor:
         self.policy = "noeviction"
         self.samples = 5
         self.mean_entry_bytes = 0
+        self.peak_bytes = 0  # the highest used-memory estimate seen (MEMORY DOCTOR's peak)
         self._mean_dirty = -RESAMPLE_WRITES
         self._mean_keys = 0
         # per database: a shuffled snapshot of its keys (or expiring keys) and a position
@@ -121,7 +122,10 @@ class Evictor:
             overhead = sum([memory.dict_overhead(len(db.data)) + memory.dict_overhead(len(db.expires))
                             for db in ks.dbs])
             self.mean_entry_bytes += overhead // n_keys if n_keys else 0
-        return n_keys * self.mean_entry_bytes
+        used = n_keys * self.mean_entry_bytes
+        if used > self.peak_bytes:
+            self.peak_bytes = used
+        return used
 
     # -- the command check ------------------------------------------------------------------
     def check(self, c: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
@@ -132,7 +136,8 @@ class Evictor:
         if repl is not None and repl.role == "slave" and srv.config.get("replica-ignore-maxmemory"):
             return None
         ks = srv.ks
-        used = self.used_bytes()
+        # INFO reports the figure this check compares: sampled afresh here, reused by INFO
+        used = self.used_bytes(fresh=cmd.full_name == "info")
         if used <= self.maxmemory_bytes or self.evict():
             room = self.maxmemory_bytes - self.used_bytes()
             mean = max(self.mean_entry_bytes, 64)

@@ -602,6 +602,7 @@ class Server:
             if now - t0 >= 1.0:
                 self.ops_per_sec = int((self.stat_numcommands - n0) / (now - t0))
                 self._ops_sample = (now, self.stat_numcommands)
+                self.evictor.used_bytes()  # once a second: the used-memory peak follows
             if self.ks.ready:
                 dispatch.serve_ready_keys(self)
 

@@ -48,16 +48,20 @@ def setbit(c: Client, argv: list[bytes]) -> bytes:
     key = argv[1]
     cur = get_string_write(db, key) or b""
     byte = offset >> 3
-    buf = bytearray(cur)
-    if len(buf) <= byte:
-        buf.extend(bytes(byte + 1 - len(buf)))
     mask = 1 << (7 - (offset & 7))
-    old = 1 if buf[byte] & mask else 0
-    if on:
-        buf[byte] |= mask
+    # One copy of the value at most (a string is immutable ``bytes``): none when the bit
+    # already has its value, else one join of the untouched parts around the changed byte.
+    if byte < len(cur):
+        was = cur[byte]
+        old = 1 if was & mask else 0
+        now = was | mask if on else was & ~mask & 0xFF
+        if now != was:
+            view = memoryview(cur)
+            cur = b"".join((view[:byte], bytes((now,)), view[byte + 1:]))
     else:
-        buf[byte] &= ~mask & 0xFF
-    db.set(key, bytes(buf), keep_ttl=True)
+        old = 0
+        cur = b"".join((cur, bytes(byte - len(cur)), bytes((mask if on else 0,))))
+    db.set(key, cur, keep_ttl=True)
     db.mark_raw(key)
     c.ks.dirty += 1
     db.notify(NOTIFY_STRING, b"setbit", key)

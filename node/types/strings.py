@@ -368,9 +368,16 @@ def setrange(c: Client, argv: list[bytes]) -> bytes:
     if offset + len(value) > _max_len(c):
         raise CommandError(STRING_TOO_LONG)
     cur = old or b""
+    # One copy of the value at most (a string is immutable ``bytes``): none when the range
+    # already holds ``value``, else one join of the untouched parts around it.
+    end = offset + len(value)
     if len(cur) < offset:
-        cur = cur + bytes(offset - len(cur))
-    new = cur[:offset] + value + cur[offset + len(value):]
+        new = b"".join((cur, bytes(offset - len(cur)), value))
+    elif cur[offset:end] == value:
+        new = cur
+    else:
+        view = memoryview(cur)
+        new = b"".join((view[:offset], value, view[end:]))
     db.set(key, new, keep_ttl=True)
     db.mark_raw(key)
     c.ks.dirty += 1

@@ -13,15 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, RawClient, node_and_redis, wait_until
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+from tests.support import ManagedProcess, RawClient, node_and_redis, rss_bytes, wait_until
 
 
 def _read_until_closed(sock: socket.socket, timeout_s: float = 10.0) -> bytes:

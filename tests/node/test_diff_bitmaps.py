@@ -12,6 +12,10 @@ CASES = [
                            "SETBIT b 4294967295 1", "SETBIT b 4294967296 1", "SETBIT b 0 2",
                            "SETBIT b 0 -1", "SETBIT b 0 x", "GETBIT b -1", "LPUSH l a",
                            "SETBIT l 0 1", "GETBIT l 0", "STRLEN b", "OBJECT ENCODING b"]),
+    Case("setbit to the value it has, and growing", [
+        "SET b ab", "SETBIT b 1 1", "SETBIT b 1 1", "SETBIT b 0 0", "GET b", "SETBIT b 6 0",
+        "GET b", "SET i 12", "SETBIT i 2 1", "OBJECT ENCODING i", "GET i", "SETBIT e 0 0",
+        "GET e", "SETBIT e 23 1", "GET e", "SET t x EX 100", "SETBIT t 0 0", "TTL t"]),
     Case("bitcount", ["SET s foobar", "BITCOUNT s", "BITCOUNT s 0 0", "BITCOUNT s 1 1",
                       "BITCOUNT s 1 -2", "BITCOUNT s -1 -2", "BITCOUNT s 5 30 BIT",
                       "BITCOUNT s 0 -1 BIT", "BITCOUNT s -9 -1 BIT", "BITCOUNT s 3 1 BIT",

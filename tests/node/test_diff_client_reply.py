@@ -71,3 +71,51 @@ def test_a_subscriber_under_off_or_skip_gets_its_messages(diff_pair: Pair, proto
             sub.close()
             pub.close()
     assert got["ours"] == got["real"]
+
+
+# CLIENT REPLY inside MULTI and EXEC under OFF/SKIP. Redis applies the mode to each piece of a
+# reply as it is made: a queued OFF drops the replies after its own (EXEC's array header,
+# already sent, announces them all), a queued ON brings back the ones after it, a queued SKIP
+# skips the command after EXEC. Compared as the whole byte stream up to QUIT, as the replies
+# do not frame (``*2`` followed by one element).
+TRANSACTIONS = [
+    ["MULTI", "CLIENT REPLY OFF", "SET a 1", "EXEC", "PING", "CLIENT REPLY ON", "PING"],
+    ["MULTI", "CLIENT REPLY SKIP", "SET a 1", "EXEC", "PING", "PING"],
+    ["MULTI", "SET a 1", "CLIENT REPLY SKIP", "GET a", "EXEC", "PING", "PING"],
+    ["MULTI", "CLIENT REPLY OFF", "GET a", "CLIENT REPLY ON", "GET a", "EXEC", "PING"],
+    ["CLIENT REPLY OFF", "MULTI", "SET a 1", "EXEC", "CLIENT REPLY ON", "PING"],
+    ["CLIENT REPLY OFF", "MULTI", "SET a 1", "CLIENT REPLY ON", "EXEC", "PING"],
+    ["CLIENT REPLY SKIP", "MULTI", "SET a 1", "EXEC", "PING"],
+    ["CLIENT REPLY SKIP", "MULTI", "CLIENT REPLY SKIP", "PING", "EXEC", "PING", "PING"],
+    ["MULTI", "CLIENT REPLY SKIP", "EXEC", "PING", "PING"],
+    ["MULTI", "CLIENT REPLY OFF", "EXEC", "PING", "CLIENT REPLY ON", "PING"],
+    ["MULTI", "CLIENT REPLY SKIP", "CLIENT REPLY SKIP", "PING", "PING", "EXEC", "PING", "PING"],
+    ["MULTI", "CLIENT REPLY OFF", "DISCARD", "PING"],
+    ["MULTI", "CLIENT REPLY BAD", "EXEC", "PING"],
+    ["MULTI", "CLIENT REPLY SKIP", "NOSUCH", "EXEC", "PING"],
+    ["MULTI", "CLIENT REPLY OFF", "SET a 1", "EXEC", "PING", "MULTI", "CLIENT REPLY ON",
+     "EXEC", "PING"],
+    ["CLIENT REPLY OFF", "MULTI", "NOSUCH", "EXEC", "CLIENT REPLY ON", "PING"],
+    ["WATCH a", "SET a 2", "CLIENT REPLY SKIP", "MULTI", "GET a", "EXEC", "PING"],
+    ["WATCH a", "SET a 2", "MULTI", "CLIENT REPLY OFF", "EXEC", "CLIENT REPLY ON", "PING"],
+    ["MULTI", "CLIENT REPLY OFF", "SUBSCRIBE ch", "UNSUBSCRIBE ch", "EXEC", "CLIENT REPLY ON",
+     "PING"],
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_client_reply_in_transactions(diff_pair: Pair, proto: int) -> None:
+    wrong = []
+    for commands in TRANSACTIONS:
+        seen = []
+        for port in (diff_pair.ours_port, diff_pair.real_port):
+            with RawClient(port) as c:
+                if proto == 3:
+                    c.call("HELLO", "3")
+                c.call("DEL", "a")
+                for command in [*commands, "QUIT"]:
+                    c.send(*command.split())
+                seen.append(c.read_until_closed())
+        if seen[0] != seen[1]:
+            wrong.append(f"{commands}: ours {seen[0]!r}, redis {seen[1]!r}")
+    assert wrong == []

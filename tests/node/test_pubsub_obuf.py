@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support import ManagedProcess, during, node_and_redis
+from tests.support import ManagedProcess, during, node_and_redis, rss_bytes
 
 MESSAGE = b"m" * (64 * 1024)  # 64 KiB per PUBLISH
 BATCH = 32  # publishes per pipeline round trip
@@ -28,13 +28,6 @@ def default_limits(tmp_path: Path) -> Iterator[dict[str, ManagedProcess]]:
 def soft_limit(tmp_path: Path) -> Iterator[dict[str, ManagedProcess]]:
     with node_and_redis(tmp_path, ["--client-output-buffer-limit", "pubsub 0 256kb 1"]) as procs:
         yield procs
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
 
 
 def stalled_subscriber(port: int, channel: bytes) -> socket.socket:
