@@ -366,7 +366,17 @@ def node_and_redis(workdir: Path, extra: Sequence[str] = (), *,
         "real": redis_server(workdir, cluster=cluster, extra=extra),
     }
     with running(*procs.values()):
+        # redis-server listens before it has read its ACL file and data: a reply to PING
+        # (even -LOADING) says start-up is over, so a test may change those files now.
+        for proc in procs.values():
+            wait_until(lambda p=proc: _answers_ping(p.port), 15, f"{proc} answering PING",
+                       ignore=(OSError,))
         yield procs
+
+
+def _answers_ping(port: int) -> bool:
+    with RawClient(port) as c:
+        return bool(c.call("PING"))
 
 
 # -- the raw client ------------------------------------------------------------------------------
