@@ -36,9 +36,9 @@ from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
-from slotgate.node.persistence.loading import AOF_EVENTS_EVERY_COMMANDS, Loader
-from slotgate.node.replication.apply import Applier, command_len, encode, select_cmd
-from slotgate.protocol.resp import ProtocolError, RequestReader, simple
+from slotgate.node.persistence.loading import Loader, PersistenceError
+from slotgate.node.replication.apply import encode, select_cmd
+from slotgate.protocol.resp import simple
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -54,10 +54,6 @@ ERR_BGSAVE_RUNNING = "ERR Background save already in progress"
 ERR_AOF_CHILD = ("ERR Another child process is active (AOF?): can't BGSAVE right now. Use "
                  "BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.")
 ERR_REWRITE_RUNNING = "ERR Background append only file rewriting already in progress"
-
-
-class PersistenceError(Exception):
-    """Data on disk that cannot be loaded; the server must not start."""
 
 
 def _fsync_dir(path: str) -> None:
@@ -201,13 +197,6 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _truncate(path: str, size: int) -> None:
-    with open(path, "r+b") as f:
-        f.truncate(size)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 class Persistence:
     """Snapshots + AOF for one server. Created by ``install``; ``server.persistence``."""
 
@@ -326,7 +315,7 @@ class Persistence:
                         raise PersistenceError(f"Bad AOF base file {aof.base}: {exc}") from None
                     self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
                 else:
-                    await self._load_resp(path, data, False, done)
+                    await self.loader.replay_aof(path, data, False, done)
                 done += len(data)
             for i, name in enumerate(aof.incrs):
                 path = aof.path(name)
@@ -334,7 +323,7 @@ class Persistence:
                     data = await trio.Path(path).read_bytes()
                 except FileNotFoundError:
                     raise PersistenceError(f"The AOF file {path} doesn't exist") from None
-                await self._load_resp(path, data, i == len(aof.incrs) - 1, done)
+                await self.loader.replay_aof(path, data, i == len(aof.incrs) - 1, done)
                 done += len(data)
         self.ks.dirty = 0
         log.info("DB loaded from append only file: %.3f seconds", time.monotonic() - t0)
@@ -344,46 +333,6 @@ class Persistence:
             aof.reopen_last_incr()
         self._attach_aof(aof)
         self.aof_loading = False
-
-    async def _load_resp(self, path: str, data: bytes, last: bool, base_offset: int) -> None:
-        """Replay one RESP file, serving clients every 1024 commands. A cut-off tail (or an
-        unfinished MULTI) of the LAST file is truncated away when aof-load-truncated is yes;
-        anywhere else it is fatal."""
-        applier = Applier(self.server, "aof-loader")
-        reader = RequestReader(max_bulk_len=1 << 62)
-        reader.feed(data)
-        consumed = 0
-        multi_start = 0
-        loops = 0
-        try:
-            while True:
-                argv = reader.get_request()
-                if argv is None:
-                    break
-                if loops % AOF_EVENTS_EVERY_COMMANDS == 0:
-                    self.loader.loaded_bytes = base_offset + consumed
-                    await self.loader.serve_clients()
-                loops += 1
-                if argv[0].lower() == b"multi":
-                    multi_start = consumed
-                consumed += command_len(argv)
-                applier.apply(argv)
-        except ProtocolError as exc:
-            raise PersistenceError(f"Bad file format reading the append only file {path}: "
-                                   f"{exc}") from None
-        self.loader.loaded_bytes = base_offset + consumed
-        valid = multi_start if applier.pending_multi else consumed
-        if valid < len(data):
-            if not (last and self.cfg.get("aof-load-truncated")):
-                raise PersistenceError(
-                    f"Unexpected end of file reading the append only file {path}. You can: "
-                    "1) Make a backup of your AOF file, then use ./redis-check-aof --fix "
-                    "<filename.manifest>. 2) Alternatively you can set the "
-                    "'aof-load-truncated' configuration option to yes and restart the server.")
-            log.warning("!!! Warning: short read while loading the AOF file %s!!!", path)
-            log.warning("!!! Truncating the AOF %s at offset %d !!!", path, valid)
-            _truncate(path, valid)
-            log.warning("AOF %s loaded anyway because aof-load-truncated is enabled", path)
 
     # -- AOF feed ------------------------------------------------------------------------
     def feed(self, db_index: int, argv: list[bytes]) -> None:
@@ -614,8 +563,8 @@ class Persistence:
         now = time.monotonic()
         rdb, aofc = self.rdb_child, self.aof_child
         rows: list[tuple[str, Any]] = [
-            ("loading", int(self.loader.loading)),
-            ("async_loading", 0), ("current_cow_peak", 0),
+            ("loading", int(self.loader.loading and not self.loader.async_loading)),
+            ("async_loading", int(self.loader.async_loading)), ("current_cow_peak", 0),
             ("current_cow_size", 0), ("current_cow_size_age", 0), ("current_fork_perc", "0.00"),
             ("current_save_keys_processed", 0), ("current_save_keys_total", 0),
             ("rdb_changes_since_last_save", self.ks.dirty),

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from slotgate.node.commands import dump
-from slotgate.node.core.keyspace import Keyspace, now_ms
+from slotgate.node.core.keyspace import Database, Keyspace, now_ms
 from slotgate.node.persistence import rdb
 
 log = logging.getLogger("node.snapshot")
@@ -257,12 +257,13 @@ def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True) -> LoadR
     A master drops keys already expired (``drop_expired``); a replica keeps them and waits
     for its master's DEL, as Redis does."""
     res = LoadResult()
-    for _ in iter_load(ks, data, res, drop_expired=drop_expired):
+    for _ in iter_load(ks.dbs, data, res, drop_expired=drop_expired):
         pass
     return res
 
 
-def iter_load(ks: Keyspace, data: bytes, res: LoadResult, *, drop_expired: bool = True,
+def iter_load(dbs: Sequence[Database], data: bytes, res: LoadResult, *,
+              drop_expired: bool = True,
               on_key: Callable[[int, LoadResult], None] | None = None,
               every_bytes: int = 0) -> Iterator[int]:
     """``load_bytes`` a step at a time: yields the offset reached each time another
@@ -274,7 +275,7 @@ def iter_load(ks: Keyspace, data: bytes, res: LoadResult, *, drop_expired: bool 
     mv = memoryview(data)
     end = len(data) - 4
     pos = len(MAGIC)
-    db = ks.dbs[0]
+    db = dbs[0]
     now = now_ms()
     unpack_key = _KEY_HDR.unpack_from
     try:
@@ -306,9 +307,9 @@ def iter_load(ks: Keyspace, data: bytes, res: LoadResult, *, drop_expired: bool 
             elif op == OP_SELECTDB:
                 (idx,) = struct.unpack_from("<I", data, pos)
                 pos += 4
-                if idx >= len(ks.dbs):
-                    raise SnapshotError(f"snapshot uses db {idx}, only {len(ks.dbs)} configured")
-                db = ks.dbs[idx]
+                if idx >= len(dbs):
+                    raise SnapshotError(f"snapshot uses db {idx}, only {len(dbs)} configured")
+                db = dbs[idx]
             elif op == OP_AUX:
                 nlen, vlen = _AUX_HDR.unpack_from(data, pos)
                 pos += 6

@@ -5,7 +5,8 @@ out to the replica at once, framed as Redis frames it when the replica announced
 capa eof``: ``$EOF:<40-character mark>\\r\\n``, the snapshot bytes, the mark again. The
 replica (node/replication/replica.py) reads until the mark; with ``repl-diskless-load``
 ``swapdb`` (or ``on-empty-db`` and no keys) it is loading (``-LOADING``) from the first line
-on, else it serves its old data until the whole payload is in. Replicas without the
+on (``swapdb`` from its own history: loading beside the old data, still served), else it
+serves its old data until the whole payload is in. Replicas without the
 capability get the snapshot file (``$<len>``), see node/replication/master.py.
 
 Not done: ``repl-diskless-sync-delay`` (Redis waits for more replicas to share one child; every

@@ -222,12 +222,23 @@ class MasterLink:
         self.sync_total, self.sync_read = size, 0
         assert self.server.persistence is not None  # installed before replication
         loader = self.server.persistence.loader
-        if self._diskless_load():
+        ks = self.server.ks
+        if self._diskless_load() and str(self.server.config.get("repl-diskless-load")) \
+                == "swapdb" and self.repl.replid == replid:
+            # Async loading: the same history again, so the old data set stays served (only
+            # no_async_loading commands wait) and the new one replaces it once loaded.
+            with loader.state(max(size, 0), async_loading=True):
+                log.info("MASTER <-> REPLICA sync: Loading DB in memory (async)")
+                data = await self._receive(conn, size, mark, loader)
+                dbs = ks.new_dbs()
+                res = await loader.load_snapshot(bytes(data), drop_expired=False, dbs=dbs)
+                ks.swap_in(dbs)
+        elif self._diskless_load():
             # Loaded as it arrives (Redis' diskless load): the old data goes at once and
             # clients are answered -LOADING from here until the new data set is loaded.
             with loader.state(max(size, 0)):
                 log.info("MASTER <-> REPLICA sync: Loading DB in memory (diskless)")
-                self.server.ks.flushall()
+                ks.flushall()
                 data = await self._receive(conn, size, mark, loader)
                 res = await loader.load_snapshot(bytes(data), drop_expired=False)
         else:
@@ -235,7 +246,7 @@ class MasterLink:
             data = await self._receive(conn, size, mark, None)
             log.info("MASTER <-> REPLICA sync: received %d bytes; flushing old data", len(data))
             with loader.state(len(data)):
-                self.server.ks.flushall()
+                ks.flushall()
                 res = await loader.load_snapshot(bytes(data), drop_expired=False)
         del data
         fns = self.server.functions

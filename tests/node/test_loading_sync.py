@@ -66,11 +66,14 @@ def _pair(kind: str, tmp_path: Path, load_mode: str) -> tuple[ManagedProcess, Ma
 
 
 def _state(c: RawClient) -> str:
-    """loading (-LOADING), new (the master's data), old (the key set before) or empty."""
+    """loading (-LOADING), old (the key set before is there), new (only the master's data)
+    or empty."""
     reply = c.call("MGET", "old", "key:1")
     if reply == LOADING:
         return "loading"
-    return {b"*2\r\n$3\r\nold\r\n$-1\r\n": "old", b"*2\r\n$-1\r\n$-1\r\n": "empty",
+    if reply.startswith(b"*2\r\n$3\r\nold\r\n"):
+        return "old"
+    return {b"*2\r\n$-1\r\n$-1\r\n": "empty",
             b"*2\r\n$-1\r\n$7\r\nvalue:1\r\n": "new"}[reply]
 
 
@@ -118,3 +121,51 @@ def test_replica_clients_during_a_slowed_full_sync(kind: str, load_mode: str, ho
             expected = "old" if holds_keys else "empty"
             assert syncing.count(expected) >= 10, seen
             assert seen.count("loading") <= 2, seen
+
+
+@pytest.mark.parametrize("kind", ["ours", "real"])
+def test_swapdb_loads_asynchronously_from_the_same_history(kind: str, tmp_path: Path) -> None:
+    """``swapdb`` and a full sync from the history the replica already follows (its
+    replication id unchanged; here the master's backlog no longer holds its offset): the old
+    data stays served while the new set loads beside it (INFO ``async_loading:1``, ``loading:0``
+    and the ``loading_*`` fields), only the
+    ``no_async_loading`` commands are answered ``-LOADING``; then the new set replaces it."""
+    master, replica = _pair(kind, tmp_path, "swapdb")
+    master.argv += ["--repl-backlog-size", "16384"]
+    replica.argv += ["--replica-read-only", "no"]
+    with running(master, replica), RawClient(master.port) as m, \
+            RawClient(replica.port) as r:
+        m.call("DEBUG", "POPULATE", 2000)
+        assert r.call("REPLICAOF", "127.0.0.1", master.port) == b"+OK\r\n"
+        wait_until(lambda: _info(r, "replication")["master_link_status"] == "up", 30,
+                   "the first sync")
+        replid = _info(r, "replication")["master_replid"]
+        r.call("SET", "old", "old")  # the replica is writable: a key of its own
+        m.call("CONFIG", "SET", "rdb-key-save-delay", SYNC_DELAY_US)
+        # the link down (a wrong masterauth keeps it down) while the master writes past
+        # its backlog: the next PSYNC cannot continue
+        r.call("CONFIG", "SET", "masterauth", "wrong")
+        r.call("CLIENT", "KILL", "TYPE", "master")
+        m.pipeline([("SET", f"fill:{i}", "x" * 1000) for i in range(200)])
+        time.sleep(1.5)
+        assert _info(r, "replication")["master_link_status"] == "down"
+        r.call("CONFIG", "SET", "masterauth", "")
+        async_seen = refused = 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = _state(r)
+            info = _info(r, "persistence")
+            if info["async_loading"] == "1":
+                assert info["loading"] == "0"
+                assert "loading_start_time" in info
+                assert state == "old", state
+                async_seen += 1
+                if r.call("BGSAVE") == LOADING:  # flagged no_async_loading
+                    refused += 1
+            elif state == "new":
+                break
+            assert state != "loading"
+            time.sleep(0.05)
+        assert async_seen >= 1 and refused >= 1, (async_seen, refused)
+        assert r.call("DBSIZE") == b":2200\r\n"
+        assert _info(r, "replication")["master_replid"] == replid
