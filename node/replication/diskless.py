@@ -31,7 +31,6 @@ log = logging.getLogger("node.replication")
 
 MARK_CHARS = 40  # Redis' RDB_EOF_MARK_SIZE
 CHUNK_BYTES = 1 << 20  # pipe bytes read (and queued to the replica) at a time
-DRAIN_POLL_S = 0.001  # how often the sender looks whether the last chunk left
 CHILD_POLL_S = 0.01  # how often the sender looks whether the writer exited
 
 
@@ -69,14 +68,9 @@ async def _stream(repl: Replication, r: Replica, rfd: int) -> None:
             chunk = await pipe.receive_some(CHUNK_BYTES)
             if not chunk:
                 break
-            # The core has no "output drained" event for a client: poll.
-            while c.out and not c.killed:  # noqa: ASYNC110
-                await trio.sleep(DRAIN_POLL_S)
-            if c.killed or repl.replicas.get(c.id) is not r:
+            if not await repl.queue_snapshot_chunk(r, preamble + chunk if not sent else chunk):
                 return
-            c.out.append(preamble + chunk if not sent else chunk)
             sent += len(chunk)
-            c.wake()
     code = 1
     while r.child:
         status = snapshot.child_status(r.child)

@@ -335,14 +335,9 @@ class Replication:
                     chunk = await f.read(SNAPSHOT_CHUNK_BYTES)
                     if not chunk:
                         break
-                    # The core has no "output drained" event for a client: poll.
-                    while c.out and not c.killed:  # noqa: ASYNC110
-                        await trio.sleep(DRAIN_POLL_S)
-                    if c.killed or self.replicas.get(c.id) is not r:
+                    if not await self.queue_snapshot_chunk(r, chunk):
                         return
-                    c.out.append(chunk)
                     sent += len(chunk)
-                    c.wake()
         except OSError as exc:
             log.warning("Cannot send the replica snapshot %s: %s", path, exc)
             self.server.kill_client(c)
@@ -356,6 +351,19 @@ class Replication:
             r.snap_path = ""
         self.replica_synced(r)
         log.info("Synchronization with replica %s succeeded (%d bytes)", c.addr, sent)
+
+    async def queue_snapshot_chunk(self, r: Replica, chunk: bytes) -> bool:
+        """Queue ``chunk`` of ``r``'s snapshot once the last one left (at most about two
+        queued at a time, so the loop never copies a whole snapshot); False: ``r`` is gone."""
+        c = r.client
+        # The core has no "output drained" event for a client: poll.
+        while c.out and not c.killed:  # noqa: ASYNC110
+            await trio.sleep(DRAIN_POLL_S)
+        if c.killed or self.replicas.get(c.id) is not r:
+            return False
+        c.out.append(chunk)
+        c.wake()
+        return True
 
     def replica_synced(self, r: Replica) -> None:
         """The snapshot went out: then the stream held meanwhile, and ``r`` is online."""
