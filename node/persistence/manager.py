@@ -190,6 +190,11 @@ class Aof:
             self.fd = None
 
 
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _file_size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -277,8 +282,8 @@ class Persistence:
     async def _load_rdb(self) -> None:
         path = self.rdb_path()
         t0 = time.monotonic()
-        with self.loader.state(_file_size(path)):  # loading before the first await
-            data = await trio.Path(path).read_bytes()
+        with self.loader.state(_file_size(path)):
+            data = _read_file(path)  # blocking, as Redis' read: no client served before
             try:
                 res = await self.loader.load_snapshot(data, drop_expired=self._i_am_master())
                 self.load_functions(res.functions)
@@ -306,7 +311,7 @@ class Persistence:
             done = 0
             if aof.base is not None:
                 path = aof.path(aof.base)
-                data = await trio.Path(path).read_bytes()
+                data = _read_file(path)
                 if snapshot.is_snapshot(data[: len(snapshot.MAGIC)]):
                     try:
                         res = await self.loader.load_snapshot(data, drop_expired=True)
@@ -320,7 +325,7 @@ class Persistence:
             for i, name in enumerate(aof.incrs):
                 path = aof.path(name)
                 try:
-                    data = await trio.Path(path).read_bytes()
+                    data = _read_file(path)
                 except FileNotFoundError:
                     raise PersistenceError(f"The AOF file {path} doesn't exist") from None
                 await self.loader.replay_aof(path, data, i == len(aof.incrs) - 1, done)
