@@ -67,6 +67,12 @@ async def _serve(server: Server) -> None:
     log.warning("Redis is now ready to exit, bye bye...")
 
 
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-v", "--version"):
@@ -91,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("node")
     # Imported here: --version and a config error answer without loading the node.
     from slotgate.node.core.server import Server
+    from slotgate.node.persistence.manager import PersistenceError
 
     server = Server(cfg)
     mode = "cluster" if server.cluster_enabled else "standalone"
@@ -99,12 +106,19 @@ def main(argv: list[str] | None = None) -> int:
              REDIS_VERSION, os.getpid())
     log.info("Running mode=%s, port=%d. PID: %d", mode, server.port, os.getpid())
     failed: list[OSError] = []
+    load_failed = False
     try:
         trio.run(_serve, server)
     except* OSError as group:
         failed.extend(e for e in group.exceptions if isinstance(e, OSError))
+    except* PersistenceError as group:  # the start-up load failed (after listening, as Redis)
+        log.warning("%s", _first_leaf(group))
+        log.warning("Unrecoverable error loading the data set, aborting now.")
+        load_failed = True
     except* KeyboardInterrupt:
         pass
+    if load_failed:
+        return 1
     if failed:
         first = failed[0]
         log.warning("Failed listening on port %d (tcp), aborting. (%s)", server.port,

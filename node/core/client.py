@@ -139,6 +139,7 @@ class Client:
         self.is_master = False  # our master's link (node/replication/replica.py)
         self.repl_listening_port = 0  # REPLCONF listening-port
         self.repl_ip: str | None = None  # REPLCONF ip-address
+        self.repl_capa_eof = False  # REPLCONF capa eof (node/replication/diskless.py)
         self.slow = False  # the fast-path flag: derived (_refresh_slow), never set elsewhere
         self._refresh_slow()
 

@@ -445,6 +445,24 @@ class Keyspace:
             for key in d.blocking:  # a key gone by the swap answers a blocked XREADGROUP
                 d.signal_ready(key)
 
+    def new_dbs(self) -> list[Database]:
+        """Empty databases like ours, outside the keyspace (a replica's async load)."""
+        return [Database(self, db.index, db.slots is not None) for db in self.dbs]
+
+    def swap_in(self, dbs: list[Database]) -> None:
+        """The contents of ``dbs`` (from ``new_dbs``) replace ours at once, as a flush then a
+        load would: clients, WATCH and blocking registries stay with the index."""
+        for main, new in zip(self.dbs, dbs, strict=True):
+            main.touch_all_watched()
+            main.data, main.expires, main.access = new.data, new.expires, new.access
+            main.str_enc, main.slots = new.str_enc, new.slots
+            main.touch_all_watched()
+            for key in main.blocking:
+                main.signal_ready(key)
+        tracking = self.dbs[0].invalidator
+        if tracking is not None:
+            tracking.flushed(everything=True)
+
     def active_expire_cycle(self, budget: int = 20, max_rounds: int = 16) -> int:
         """Active expiry, like Redis' cursor walk over the expires table: per db, check the
         next ``budget`` keys of a snapshot of its expiring keys and delete the expired ones;

@@ -36,9 +36,9 @@ from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
-from slotgate.node.persistence.loading import Loader
-from slotgate.node.replication.apply import Applier, command_len, encode, select_cmd
-from slotgate.protocol.resp import ProtocolError, RequestReader, simple
+from slotgate.node.persistence.loading import Loader, PersistenceError
+from slotgate.node.replication.apply import encode, select_cmd
+from slotgate.protocol.resp import simple
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -54,10 +54,6 @@ ERR_BGSAVE_RUNNING = "ERR Background save already in progress"
 ERR_AOF_CHILD = ("ERR Another child process is active (AOF?): can't BGSAVE right now. Use "
                  "BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.")
 ERR_REWRITE_RUNNING = "ERR Background append only file rewriting already in progress"
-
-
-class PersistenceError(Exception):
-    """Data on disk that cannot be loaded; the server must not start."""
 
 
 def _fsync_dir(path: str) -> None:
@@ -194,6 +190,18 @@ class Aof:
             self.fd = None
 
 
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 class Persistence:
     """Snapshots + AOF for one server. Created by ``install``; ``server.persistence``."""
 
@@ -213,7 +221,8 @@ class Persistence:
         self.last_bgsave_time_s = -1
         self.keys_loaded = 0
         self.keys_expired = 0
-        self.loader: Loader | None = None  # a start-up load in progress or done (loading.py)
+        self.loader = Loader(server)  # the loading state (loading.py)
+        self.aof_loading = False  # the AOF is loaded at start-up (then attached)
         self.aof: Aof | None = None
         self.aof_rewrites = 0
         self.aof_rewrite_failures = 0
@@ -229,10 +238,16 @@ class Persistence:
         words = str(self.cfg.get("save")).split()
         self.save_params = [(int(words[i]), int(words[i + 1])) for i in range(0, len(words) - 1, 2)]
         want = bool(self.cfg.get("appendonly"))
+        if self.aof_loading:  # the start-up load attaches the AOF when it ends
+            return
         if want and self.aof is None:
             self._start_aof_at_runtime()
         elif not want and self.aof is not None:
             self._stop_aof()
+
+    def key_save_delay_us(self) -> int:
+        """``rdb-key-save-delay``: microseconds a snapshot writer waits after each key."""
+        return int(self.cfg.get("rdb-key-save-delay"))
 
     def rdb_path(self) -> str:
         return str(self.cfg.get("dbfilename"))
@@ -242,41 +257,41 @@ class Persistence:
 
     # -- start-up ------------------------------------------------------------------------
     def load_at_start(self) -> None:
-        """Load the AOF (appendonly yes) or the snapshot; PersistenceError if unloadable."""
+        """Plan the start-up load: the AOF (appendonly yes) or the snapshot, loaded by
+        ``_load_aof``/``_load_rdb`` once the server listens (clients meanwhile answered
+        ``-LOADING``, node/persistence/loading.py); PersistenceError there ends the server."""
         if self.cfg.get("appendonly"):
             aof = Aof(self.aof_dir(), str(self.cfg.get("appendfilename")))
             os.makedirs(aof.dir, exist_ok=True)
-            t0 = time.monotonic()
             if aof.read_manifest():
-                self._load_aof(aof)
-                log.info("DB loaded from append only file: %.3f seconds", time.monotonic() - t0)
-                if not aof.incrs:
-                    aof.write_manifest(aof.base, [aof.open_new_incr()])
-                else:
-                    aof.reopen_last_incr()
-            else:
-                aof.write_manifest(None, [aof.open_new_incr()])
-                log.info("Creating AOF incr file %s on server start", aof.incrs[-1])
-            aof.sizes()
-            self.aof = aof
-            self.server.add_propagate_hook(self.feed)
+                self.aof_loading = True
+                self.server.loaders.append(lambda: self._load_aof(aof))
+                return
+            aof.write_manifest(None, [aof.open_new_incr()])
+            log.info("Creating AOF incr file %s on server start", aof.incrs[-1])
+            self._attach_aof(aof)
             return
+        if os.path.exists(self.rdb_path()):
+            self.server.loaders.append(self._load_rdb)
+
+    def _attach_aof(self, aof: Aof) -> None:
+        aof.sizes()
+        self.aof = aof
+        self.server.add_propagate_hook(self.feed)
+
+    async def _load_rdb(self) -> None:
         path = self.rdb_path()
-        if os.path.exists(path) and int(self.cfg.get("key-load-delay")):
-            # slowed loading: served while clients are answered -LOADING (loading.py)
-            self.loader = Loader(self, self.server, path, self._i_am_master())
-            self.server.loaders.append(self.loader.run)
-            return
-        if os.path.exists(path):
-            t0 = time.monotonic()
+        t0 = time.monotonic()
+        with self.loader.state(_file_size(path)):
+            data = _read_file(path)  # blocking, as Redis' read: no client served before
             try:
-                res = snapshot.load_file(self.ks, path, drop_expired=self._i_am_master())
+                res = await self.loader.load_snapshot(data, drop_expired=self._i_am_master())
                 self.load_functions(res.functions)
             except snapshot.SnapshotError as exc:
                 raise PersistenceError(f"Short read or bad snapshot file {path}: {exc}") from None
-            self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
-            self.ks.dirty = 0
-            log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
+        self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
+        self.ks.dirty = 0
+        log.info("DB loaded from disk: %.3f seconds", time.monotonic() - t0)
 
     def _i_am_master(self) -> bool:
         """iAmMaster at start-up: no ``replicaof`` and, in cluster mode, not a replica in
@@ -288,64 +303,41 @@ class Persistence:
             return not myself_is_replica(str(self.cfg.get("cluster-config-file")))
         return True
 
-    def _load_aof(self, aof: Aof) -> None:
-        if aof.base is not None:
-            path = aof.path(aof.base)
-            with open(path, "rb") as f:
-                head = f.read(len(snapshot.MAGIC))
-            if snapshot.is_snapshot(head):
+    async def _load_aof(self, aof: Aof) -> None:
+        """Load the base and the incr files in order, then feed the last incr file."""
+        t0 = time.monotonic()
+        aof.sizes()
+        with self.loader.state(aof.current_size):
+            done = 0
+            if aof.base is not None:
+                path = aof.path(aof.base)
+                data = _read_file(path)
+                if snapshot.is_snapshot(data[: len(snapshot.MAGIC)]):
+                    try:
+                        res = await self.loader.load_snapshot(data, drop_expired=True)
+                        self.load_functions(res.functions)
+                    except snapshot.SnapshotError as exc:
+                        raise PersistenceError(f"Bad AOF base file {aof.base}: {exc}") from None
+                    self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
+                else:
+                    await self.loader.replay_aof(path, data, False, done)
+                done += len(data)
+            for i, name in enumerate(aof.incrs):
+                path = aof.path(name)
                 try:
-                    res = snapshot.load_file(self.ks, path)
-                    self.load_functions(res.functions)
-                except snapshot.SnapshotError as exc:
-                    raise PersistenceError(f"Bad AOF base file {aof.base}: {exc}") from None
-                self.keys_loaded, self.keys_expired = res.keys_loaded, res.keys_expired
-            else:
-                self._load_resp(path, last=False)
-        for i, name in enumerate(aof.incrs):
-            self._load_resp(aof.path(name), last=i == len(aof.incrs) - 1)
+                    data = _read_file(path)
+                except FileNotFoundError:
+                    raise PersistenceError(f"The AOF file {path} doesn't exist") from None
+                await self.loader.replay_aof(path, data, i == len(aof.incrs) - 1, done)
+                done += len(data)
         self.ks.dirty = 0
-
-    def _load_resp(self, path: str, last: bool) -> None:
-        """Replay one RESP file. A cut-off tail (or an unfinished MULTI) of the LAST file is
-        truncated away when aof-load-truncated is yes; anywhere else it is fatal."""
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise PersistenceError(f"The AOF file {path} doesn't exist") from None
-        applier = Applier(self.server, "aof-loader")
-        reader = RequestReader(max_bulk_len=1 << 62)
-        reader.feed(data)
-        consumed = 0
-        multi_start = 0
-        try:
-            while True:
-                argv = reader.get_request()
-                if argv is None:
-                    break
-                if argv[0].lower() == b"multi":
-                    multi_start = consumed
-                consumed += command_len(argv)
-                applier.apply(argv)
-        except ProtocolError as exc:
-            raise PersistenceError(f"Bad file format reading the append only file {path}: "
-                                   f"{exc}") from None
-        valid = multi_start if applier.pending_multi else consumed
-        if valid < len(data):
-            if not (last and self.cfg.get("aof-load-truncated")):
-                raise PersistenceError(
-                    f"Unexpected end of file reading the append only file {path}. You can: "
-                    "1) Make a backup of your AOF file, then use ./redis-check-aof --fix "
-                    "<filename.manifest>. 2) Alternatively you can set the "
-                    "'aof-load-truncated' configuration option to yes and restart the server.")
-            log.warning("!!! Warning: short read while loading the AOF file %s!!!", path)
-            log.warning("!!! Truncating the AOF %s at offset %d !!!", path, valid)
-            with open(path, "r+b") as f:
-                f.truncate(valid)
-                f.flush()
-                os.fsync(f.fileno())
-            log.warning("AOF %s loaded anyway because aof-load-truncated is enabled", path)
+        log.info("DB loaded from append only file: %.3f seconds", time.monotonic() - t0)
+        if not aof.incrs:
+            aof.write_manifest(aof.base, [aof.open_new_incr()])
+        else:
+            aof.reopen_last_incr()
+        self._attach_aof(aof)
+        self.aof_loading = False
 
     # -- AOF feed ------------------------------------------------------------------------
     def feed(self, db_index: int, argv: list[bytes]) -> None:
@@ -411,7 +403,8 @@ class Persistence:
         base = f"{aof.prefix}.{aof.base_seq}.base.rdb"
         self.aof_child_base = base
         self._aof_for_child = aof
-        pid = snapshot.fork_write(self.ks, aof.path(base), functions=self.function_codes())
+        pid = snapshot.fork_write(self.ks, aof.path(base), functions=self.function_codes(),
+                                  key_delay_us=self.key_save_delay_us())
         self.aof_child = Child(pid, aof.path(base), self.ks.dirty)
         log.info("Background append only file rewriting started by pid %d", pid)
 
@@ -470,7 +463,8 @@ class Persistence:
 
     def save(self) -> None:
         """SAVE: a synchronous snapshot (OSError on failure)."""
-        snapshot.write_file(self.ks, self.rdb_path(), functions=self.function_codes())
+        snapshot.write_file(self.ks, self.rdb_path(), functions=self.function_codes(),
+                            key_delay_us=self.key_save_delay_us())
         self.ks.dirty = 0
         self.server.last_save_time = int(time.time())
         self.rdb_saves += 1
@@ -479,7 +473,8 @@ class Persistence:
 
     def bgsave(self) -> None:
         self.last_bgsave_try = time.monotonic()
-        pid = snapshot.fork_write(self.ks, self.rdb_path(), functions=self.function_codes())
+        pid = snapshot.fork_write(self.ks, self.rdb_path(), functions=self.function_codes(),
+                                  key_delay_us=self.key_save_delay_us())
         self.rdb_child = Child(pid, self.rdb_path(), self.ks.dirty)
         log.info("Background saving started by pid %d", pid)
 
@@ -533,6 +528,8 @@ class Persistence:
             elif self.bgsave_scheduled:
                 self.bgsave_scheduled = False
                 self.bgsave()
+        if self.loader.loading:  # a replica's full sync: no save points until it is loaded
+            return
         if self.rdb_child is None and self.aof_child is None and self.save_params:
             now = time.time()
             dirty = self.ks.dirty
@@ -560,7 +557,7 @@ class Persistence:
         self.rdb_child = self.aof_child = None
         if self.aof is not None:
             self.aof.close()
-        if self.save_params:
+        if self.save_params and not self.loader.loading:  # a half-loaded set is not saved
             try:
                 self.save()
             except OSError as exc:
@@ -571,8 +568,8 @@ class Persistence:
         now = time.monotonic()
         rdb, aofc = self.rdb_child, self.aof_child
         rows: list[tuple[str, Any]] = [
-            ("loading", int(self.loader is not None and self.loader.loading)),
-            ("async_loading", 0), ("current_cow_peak", 0),
+            ("loading", int(self.loader.loading and not self.loader.async_loading)),
+            ("async_loading", int(self.loader.async_loading)), ("current_cow_peak", 0),
             ("current_cow_size", 0), ("current_cow_size_age", 0), ("current_fork_perc", "0.00"),
             ("current_save_keys_processed", 0), ("current_save_keys_total", 0),
             ("rdb_changes_since_last_save", self.ks.dirty),
@@ -602,8 +599,7 @@ class Persistence:
                 ("aof_pending_rewrite", 0), ("aof_buffer_length", 0),
                 ("aof_pending_bio_fsync", 0), ("aof_delayed_fsync", 0),
             ]
-        if self.loader is not None:
-            rows += self.loader.info_rows()
+        rows += self.loader.info_rows()
         return rows
 
 

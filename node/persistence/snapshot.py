@@ -29,12 +29,13 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from slotgate.node.commands import dump
-from slotgate.node.core.keyspace import Keyspace, now_ms
+from slotgate.node.core.keyspace import Database, Keyspace, now_ms
 from slotgate.node.persistence import rdb
 
 log = logging.getLogger("node.snapshot")
@@ -44,6 +45,7 @@ OP_AUX, OP_SELECTDB, OP_KEY, OP_EOF = 0xFA, 0xFE, 0x01, 0xFF
 OP_FUNCTION = 0xF5  # the RDB opcode of a function library
 RAW_STRING = 0x00  # first byte of an obj holding a plain string (rdb type bytes are 1..18)
 CHUNK_BYTES = 1 << 20  # output is produced in chunks of about this size
+STREAM_CHUNK_BYTES = 16 * 1024  # ... and into a pipe (Redis' PROTO_IOBUF_LEN)
 
 _KEY_HDR = struct.Struct("<qII")
 _AUX_HDR = struct.Struct("<HI")
@@ -79,10 +81,34 @@ def _obj_value(obj: bytes) -> Any:
     return builder(value)
 
 
+class KeyDelay:
+    """Redis' debugDelay, run once per key by the test knobs ``key-load-delay`` and
+    ``rdb-key-save-delay``: ``us`` > 0 sleeps that many microseconds; < 0 sleeps one
+    microsecond every ``-us`` keys."""
+
+    __slots__ = ("us", "_count")
+
+    def __init__(self, us: int) -> None:
+        self.us = us
+        self._count = 0
+
+    def __call__(self) -> None:
+        if self.us > 0:
+            time.sleep(self.us / 1e6)
+        elif self.us < 0:
+            self._count += 1
+            if self._count >= -self.us:
+                self._count = 0
+                time.sleep(1e-6)
+
+
 def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None,
-                functions: Sequence[bytes] = ()) -> Iterator[bytes]:
+                functions: Sequence[bytes] = (), key_delay_us: int = 0,
+                chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """The snapshot of ``ks`` and the function libraries' ``functions`` codes as byte chunks
-    (the last one ends with the CRC footer)."""
+    of about ``chunk_bytes`` (the last one ends with the CRC footer). ``key_delay_us``:
+    ``rdb-key-save-delay``."""
+    delay = KeyDelay(key_delay_us) if key_delay_us else None
     crc = 0
     parts: list[bytes] = [MAGIC]
     size = len(MAGIC)
@@ -105,7 +131,9 @@ def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None,
             parts.append(key)
             parts.append(obj)
             size += len(key) + len(obj) + 17
-            if size >= CHUNK_BYTES:
+            if delay is not None:
+                delay()
+            if size >= chunk_bytes:
                 chunk = b"".join(parts)
                 crc = zlib.crc32(chunk, crc)
                 yield chunk
@@ -117,14 +145,15 @@ def iter_chunks(ks: Keyspace, aux: dict[str, bytes] | None = None,
 
 
 def write_file(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
-               fsync: bool = True, functions: Sequence[bytes] = ()) -> int:
+               fsync: bool = True, functions: Sequence[bytes] = (),
+               key_delay_us: int = 0) -> int:
     """Write a snapshot of ``ks`` to ``path`` atomically (temp file, fsync, rename).
     Returns the size in bytes; raises OSError (the temp file is removed)."""
     tmp = f"{path}.tmp-{os.getpid()}"
     size = 0
     try:
         with open(tmp, "wb") as f:
-            for chunk in iter_chunks(ks, aux, functions):
+            for chunk in iter_chunks(ks, aux, functions, key_delay_us):
                 f.write(chunk)
                 size += len(chunk)
             f.flush()
@@ -142,19 +171,40 @@ def write_file(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
 
 def fork_write(ks: Keyspace, path: str, aux: dict[str, bytes] | None = None,
                before_write: Callable[[], None] | None = None,
-               functions: Sequence[bytes] = ()) -> int:
+               functions: Sequence[bytes] = (), key_delay_us: int = 0) -> int:
     """Fork a child that writes ``ks`` (as of now) to ``path``; returns the child's pid.
 
     The child never returns: it exits 0 after the rename, 1 on any error. Raises OSError when
     fork fails."""
+    def work() -> None:
+        if before_write is not None:
+            before_write()
+        write_file(ks, path, aux, functions=functions, key_delay_us=key_delay_us)
+
+    return _fork(work)
+
+
+def fork_stream(ks: Keyspace, fd: int, aux: dict[str, bytes] | None = None,
+                functions: Sequence[bytes] = (), key_delay_us: int = 0) -> int:
+    """Fork a child that writes the snapshot of ``ks`` (as of now) into the file descriptor
+    ``fd`` (a pipe's write end; the caller closes its own copy) in writes of about
+    ``STREAM_CHUNK_BYTES``, as Redis' child flushes its buffer; returns the child's pid."""
+    def work() -> None:
+        for chunk in iter_chunks(ks, aux, functions, key_delay_us, STREAM_CHUNK_BYTES):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+
+    return _fork(work)
+
+
+def _fork(work: Callable[[], None]) -> int:
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
-        if before_write is not None:
-            before_write()
-        write_file(ks, path, aux, functions=functions)
+        work()
         code = 0
     except BaseException as exc:  # noqa: BLE001 - report and exit, never return into the server
         try:
@@ -201,20 +251,31 @@ def verify(data: bytes | memoryview) -> None:
         raise SnapshotError("snapshot checksum mismatch")
 
 
-def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True,
-               on_key: Callable[[int, LoadResult], None] | None = None,
-               res: LoadResult | None = None) -> LoadResult:
+def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True) -> LoadResult:
     """Verify ``data`` and load it into ``ks`` (which the caller has emptied).
 
     A master drops keys already expired (``drop_expired``); a replica keeps them and waits
-    for its master's DEL, as Redis does. ``on_key(offset, res)`` runs after each key (the
-    loading progress and ``key-load-delay``)."""
+    for its master's DEL, as Redis does."""
+    res = LoadResult()
+    for _ in iter_load(ks.dbs, data, res, drop_expired=drop_expired):
+        pass
+    return res
+
+
+def iter_load(dbs: Sequence[Database], data: bytes, res: LoadResult, *,
+              drop_expired: bool = True,
+              on_key: Callable[[int, LoadResult], None] | None = None,
+              every_bytes: int = 0) -> Iterator[int]:
+    """``load_bytes`` a step at a time: yields the offset reached each time another
+    ``every_bytes`` bytes were loaded (never when 0), so that the caller can serve its
+    clients meanwhile (Redis' ``loading-process-events-interval-bytes``); ``res`` is filled.
+    ``on_key(offset, res)`` runs after each key (``key-load-delay``)."""
     verify(data)
-    res = res if res is not None else LoadResult()
+    next_yield = len(MAGIC) + every_bytes if every_bytes > 0 else len(data) + 1
     mv = memoryview(data)
     end = len(data) - 4
     pos = len(MAGIC)
-    db = ks.dbs[0]
+    db = dbs[0]
     now = now_ms()
     unpack_key = _KEY_HDR.unpack_from
     try:
@@ -240,12 +301,15 @@ def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True,
                 res.keys_loaded += 1
                 if on_key is not None:
                     on_key(pos, res)
+                if pos >= next_yield:
+                    next_yield = pos + every_bytes
+                    yield pos
             elif op == OP_SELECTDB:
                 (idx,) = struct.unpack_from("<I", data, pos)
                 pos += 4
-                if idx >= len(ks.dbs):
-                    raise SnapshotError(f"snapshot uses db {idx}, only {len(ks.dbs)} configured")
-                db = ks.dbs[idx]
+                if idx >= len(dbs):
+                    raise SnapshotError(f"snapshot uses db {idx}, only {len(dbs)} configured")
+                db = dbs[idx]
             elif op == OP_AUX:
                 nlen, vlen = _AUX_HDR.unpack_from(data, pos)
                 pos += 6
@@ -261,7 +325,7 @@ def load_bytes(ks: Keyspace, data: bytes, *, drop_expired: bool = True,
                 res.functions.append(bytes(mv[pos : pos + clen]))
                 pos += clen
             elif op == OP_EOF:
-                return res
+                return
             else:
                 raise SnapshotError(f"unknown snapshot record type {op}")
     except (struct.error, IndexError) as exc:

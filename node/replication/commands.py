@@ -87,7 +87,10 @@ def replconf_cmd(c: Client, argv: list[bytes]) -> bytes:
                 r.port = c.repl_listening_port
         elif opt == b"ip-address":
             c.repl_ip = val.decode("utf-8", "replace")
-        elif opt in (b"capa", b"rdb-only", b"rdb-filter-only"):
+        elif opt == b"capa":
+            if val.lower() == b"eof":  # can read a diskless snapshot (diskless.py)
+                c.repl_capa_eof = True
+        elif opt in (b"rdb-only", b"rdb-filter-only"):
             pass
         elif opt == b"ack":
             try:

@@ -40,6 +40,7 @@ import trio
 
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
+from slotgate.node.replication import diskless
 from slotgate.node.replication.apply import encode, select_cmd
 from slotgate.node.replication.backlog import Backlog
 from slotgate.node.replication.replica import MasterLink
@@ -82,7 +83,7 @@ class Replica:
     """One replica connected to us (master side)."""
 
     __slots__ = ("client", "state", "port", "ip", "ack_off", "ack_time", "pending", "child",
-                 "snap_path", "last_newline")
+                 "snap_path", "last_newline", "diskless")
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -95,6 +96,7 @@ class Replica:
         self.child = 0  # snapshot writer pid
         self.snap_path = ""
         self.last_newline = time.monotonic()
+        self.diskless = False  # its snapshot streams from the writer's pipe (diskless.py)
 
     def send(self, data: bytes) -> None:
         c = self.client
@@ -217,7 +219,7 @@ class Replication:
     def _drop_replicas(self) -> None:
         for r in list(self.replicas.values()):
             self.server.kill_client(r.client)
-            self._forget(r)
+            self.forget(r)
 
     # -- the stream ----------------------------------------------------------------------
     def ensure_hook(self) -> None:
@@ -285,16 +287,21 @@ class Replication:
         else:
             assert self.link is not None
             stream_db = self.link.stream_db()
-        self._snap_seq += 1
-        r.snap_path = f"temp-repl-{os.getpid()}-{self._snap_seq}.snap"
         aux = {"repl-stream-db": str(stream_db).encode(), "repl-id": self.replid.encode(),
                "repl-offset": str(backlog.master_repl_offset).encode()}
+        fns = self.server.functions
+        codes = fns.codes() if fns is not None else ()
+        delay_us = int(self.cfg.get("rdb-key-save-delay"))
         try:
-            fns = self.server.functions
-            r.child = snapshot.fork_write(self.server.ks, r.snap_path, aux,
-                                          functions=fns.codes() if fns is not None else ())
+            if send_fullresync and c.repl_capa_eof and self.cfg.get("repl-diskless-sync"):
+                diskless.start(self, r, aux, codes, delay_us)
+            else:
+                self._snap_seq += 1
+                r.snap_path = f"temp-repl-{os.getpid()}-{self._snap_seq}.snap"
+                r.child = snapshot.fork_write(self.server.ks, r.snap_path, aux,
+                                              functions=codes, key_delay_us=delay_us)
         except OSError as exc:
-            self._forget(r)
+            self.forget(r)
             raise CommandError(f"ERR fork failed: {exc}") from None
         log.info("Full resync requested by replica %s; starting snapshot for it (pid %d)",
                  c.addr, r.child)
@@ -307,7 +314,7 @@ class Replication:
         if not ok:
             log.warning("Snapshot for replica %s failed; closing it", r.client.addr)
             self.server.kill_client(r.client)
-            self._forget(r)
+            self.forget(r)
             return
         nursery = self.server.nursery
         assert nursery is not None
@@ -328,18 +335,13 @@ class Replication:
                     chunk = await f.read(SNAPSHOT_CHUNK_BYTES)
                     if not chunk:
                         break
-                    # The core has no "output drained" event for a client: poll.
-                    while c.out and not c.killed:  # noqa: ASYNC110
-                        await trio.sleep(DRAIN_POLL_S)
-                    if c.killed or self.replicas.get(c.id) is not r:
+                    if not await self.queue_snapshot_chunk(r, chunk):
                         return
-                    c.out.append(chunk)
                     sent += len(chunk)
-                    c.wake()
         except OSError as exc:
             log.warning("Cannot send the replica snapshot %s: %s", path, exc)
             self.server.kill_client(c)
-            self._forget(r)
+            self.forget(r)
             return
         finally:
             try:
@@ -347,14 +349,32 @@ class Replication:
             except OSError:
                 pass
             r.snap_path = ""
+        self.replica_synced(r)
+        log.info("Synchronization with replica %s succeeded (%d bytes)", c.addr, sent)
+
+    async def queue_snapshot_chunk(self, r: Replica, chunk: bytes) -> bool:
+        """Queue ``chunk`` of ``r``'s snapshot once the last one left (at most about two
+        queued at a time, so the loop never copies a whole snapshot); False: ``r`` is gone."""
+        c = r.client
+        # The core has no "output drained" event for a client: poll.
+        while c.out and not c.killed:  # noqa: ASYNC110
+            await trio.sleep(DRAIN_POLL_S)
+        if c.killed or self.replicas.get(c.id) is not r:
+            return False
+        c.out.append(chunk)
+        c.wake()
+        return True
+
+    def replica_synced(self, r: Replica) -> None:
+        """The snapshot went out: then the stream held meanwhile, and ``r`` is online."""
+        c = r.client
         c.out.extend(r.pending)
         r.pending = []
         r.state = "online"
         r.ack_time = time.monotonic()
         c.wake()
-        log.info("Synchronization with replica %s succeeded (%d bytes)", c.addr, sent)
 
-    def _forget(self, r: Replica) -> None:
+    def forget(self, r: Replica) -> None:
         self.replicas.pop(r.client.id, None)
         if r.child:
             try:
@@ -374,7 +394,7 @@ class Replication:
         r = self.replicas.get(c.id)
         if r is not None:
             log.info("Connection with replica %s lost.", c.addr)
-            self._forget(r)
+            self.forget(r)
         if self.waiting:
             self.waiting = [w for w in self.waiting if w[0] is not c]
 
@@ -457,16 +477,16 @@ class Replication:
     def cron(self) -> None:
         now = time.monotonic()
         for r in list(self.replicas.values()):
-            if r.child:
+            if r.child and not r.diskless:  # a diskless writer is watched by its sender
                 code = snapshot.child_status(r.child)
                 if code is not None:
                     self._snapshot_done(r, code == 0)
             elif r.state == "online" and now - r.ack_time > int(self.cfg.get("repl-timeout")):
                 log.warning("Disconnecting timedout replica %s", r.client.addr)
                 self.server.kill_client(r.client)
-                self._forget(r)
+                self.forget(r)
                 continue
-            if r.child and now - r.last_newline >= NEWLINE_KEEPALIVE_S:
+            if r.child and not r.diskless and now - r.last_newline >= NEWLINE_KEEPALIVE_S:
                 r.last_newline = now
                 r.send(b"\n")
         fo = self.failover
@@ -550,7 +570,7 @@ class Replication:
 
     def on_shutdown(self) -> None:
         for r in list(self.replicas.values()):
-            self._forget(r)
+            self.forget(r)
         self._cancel_link()
 
 

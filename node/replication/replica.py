@@ -27,10 +27,12 @@ import trio
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
 from slotgate.node.replication.apply import Applier, command_len, encode
+from slotgate.node.replication.diskless import MARK_CHARS
 from slotgate.protocol.resp import ProtocolError, RequestReader
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
+    from slotgate.node.persistence.loading import Loader
     from slotgate.node.replication.master import Replication
 
 log = logging.getLogger("node.replication")
@@ -209,22 +211,43 @@ class MasterLink:
                 break
         if not line.startswith(b"$"):
             raise LinkError(f"Bad protocol from MASTER, the first byte is not '$': {line!r}")
-        size = int(line[1:])
+        mark = b""
+        if line.startswith(b"$EOF:"):  # a diskless transfer: up to the mark (diskless.py)
+            mark = line[5:]
+            if len(mark) != MARK_CHARS:
+                raise LinkError(f"Bad EOF mark from MASTER: {line!r}")
+            size = -1
+        else:
+            size = int(line[1:])
         self.sync_total, self.sync_read = size, 0
-        data = bytearray(conn.buf[:size])
-        del conn.buf[:size]
-        self.sync_read = len(data)
-        while len(data) < size:
-            chunk = await conn.stream.receive_some(min(RECV_BYTES * 4, size - len(data)))
-            if not chunk:
-                raise LinkError("connection lost during the transfer")
-            self.last_io = time.monotonic()
-            data += chunk
-            self.sync_read = len(data)
-        log.info("MASTER <-> REPLICA sync: received %d bytes; flushing old data", size)
+        assert self.server.persistence is not None  # installed before replication
+        loader = self.server.persistence.loader
         ks = self.server.ks
-        ks.flushall()
-        res = snapshot.load_bytes(ks, bytes(data), drop_expired=False)
+        if self._diskless_load() and str(self.server.config.get("repl-diskless-load")) \
+                == "swapdb" and self.repl.replid == replid:
+            # Async loading: the same history again, so the old data set stays served (only
+            # no_async_loading commands wait) and the new one replaces it once loaded.
+            with loader.state(max(size, 0), async_loading=True):
+                log.info("MASTER <-> REPLICA sync: Loading DB in memory (async)")
+                data = await self._receive(conn, size, mark, loader)
+                dbs = ks.new_dbs()
+                res = await loader.load_snapshot(bytes(data), drop_expired=False, dbs=dbs)
+                ks.swap_in(dbs)
+        elif self._diskless_load():
+            # Loaded as it arrives (Redis' diskless load): the old data goes at once and
+            # clients are answered -LOADING from here until the new data set is loaded.
+            with loader.state(max(size, 0)):
+                log.info("MASTER <-> REPLICA sync: Loading DB in memory (diskless)")
+                ks.flushall()
+                data = await self._receive(conn, size, mark, loader)
+                res = await loader.load_snapshot(bytes(data), drop_expired=False)
+        else:
+            # Received whole first (Redis' temporary file), the old data served meanwhile.
+            data = await self._receive(conn, size, mark, None)
+            log.info("MASTER <-> REPLICA sync: received %d bytes; flushing old data", len(data))
+            with loader.state(len(data)):
+                ks.flushall()
+                res = await loader.load_snapshot(bytes(data), drop_expired=False)
         del data
         fns = self.server.functions
         if fns is not None:  # the master's libraries replace ours, as its keys do
@@ -240,6 +263,44 @@ class MasterLink:
         self.reploff = self.read_reploff = offset
         self._db_index = int(res.aux.get("repl-stream-db", b"0"))
         log.info("MASTER <-> REPLICA sync: finished with success (%d keys)", res.keys_loaded)
+
+    def _diskless_load(self) -> bool:
+        """useDisklessLoad: ``swapdb`` always, ``on-empty-db`` when no key is held."""
+        mode = str(self.server.config.get("repl-diskless-load"))
+        return mode == "swapdb" or (
+            mode == "on-empty-db" and not any(db.size() for db in self.server.ks.dbs))
+
+    async def _receive(self, conn: _Conn, size: int, mark: bytes,
+                       loader: Loader | None) -> bytearray:
+        """The snapshot: ``size`` bytes, or (size -1) the bytes up to ``mark``. ``loader``:
+        its progress follows the transfer."""
+        if size >= 0:
+            data = bytearray(conn.buf[:size])
+            del conn.buf[:size]
+        else:
+            data = conn.buf
+            conn.buf = bytearray()
+        self.sync_read = len(data)
+        scan = 0
+        while True:
+            if size < 0:
+                at = data.find(mark, scan)
+                if at >= 0:  # what follows the mark is the replication stream
+                    conn.buf = data[at + len(mark):]
+                    del data[at:]
+                    return data
+                scan = max(0, len(data) - len(mark) + 1)
+            elif len(data) >= size:
+                return data
+            want = RECV_BYTES * 4 if size < 0 else min(RECV_BYTES * 4, size - len(data))
+            chunk = await conn.stream.receive_some(want)
+            if not chunk:
+                raise LinkError("connection lost during the transfer")
+            self.last_io = time.monotonic()
+            data += chunk
+            self.sync_read = len(data)
+            if loader is not None:
+                loader.loaded_bytes = len(data)
 
     def _continue(self, new_id: str | None) -> None:
         repl = self.repl
