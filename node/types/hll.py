@@ -434,6 +434,67 @@ def add_many(buf: bytearray, elements: list[bytes], max_bytes: int,
     return updated
 
 
+# (SEED ^ len * M) mod 2**64 for every element length up to 255: the hash's first step
+_H0 = [(_SEED ^ (n * _MURMUR_M)) & _MASK64 for n in range(256)]
+
+
+def dense_add(v: bytes, elements: list[bytes]) -> tuple[bytes, int]:
+    """PFADD's loop on a dense value that is only read: (the value with the registers grown
+    and its cached cardinality invalidated, the number that grew), or (``v`` itself, 0) when
+    none grew, without a copy of the 12 KB string. Each element's hash as ``murmur64a``, its
+    8-byte blocks read off one little-endian int for elements under 64 bytes."""
+    buf: bytearray | None = None
+    cur_buf: bytes | bytearray = v
+    updated = 0
+    m = _MURMUR_M
+    mask = _MASK64
+    h0 = _H0
+    one_q = 1 << Q
+    for ele in elements:
+        n = len(ele)
+        if n < 64:
+            h = h0[n]
+            x = int.from_bytes(ele, "little")
+            for _ in range(n >> 3):
+                k = ((x & mask) * m) & mask
+                x >>= 64
+                k ^= k >> 47
+                h = ((h ^ ((k * m) & mask)) * m) & mask
+            if n & 7:
+                h = ((h ^ x) * m) & mask
+            h ^= h >> 47
+            h = (h * m) & mask
+            h ^= h >> 47
+        else:
+            h = murmur64a(ele)
+        rest = (h >> P) | one_q
+        count = (rest & -rest).bit_length()
+        bit = (h & 0x3FFF) * 6
+        pos = HDR_SIZE + (bit >> 3)
+        fb = bit & 7
+        if fb <= 2:  # the register lies in one byte (the last one does: fb == 2)
+            if count <= (cur_buf[pos] >> fb) & 63:
+                continue
+            if buf is None:
+                cur_buf = buf = bytearray(v)
+            b = buf[pos]
+            buf[pos] = (b & ~(63 << fb) & 0xFF) | (count << fb)
+        else:
+            two = cur_buf[pos] | cur_buf[pos + 1] << 8
+            if count <= (two >> fb) & 63:
+                continue
+            if buf is None:
+                cur_buf = buf = bytearray(v)
+            two = (two & ~(63 << fb)) | (count << fb)
+            buf[pos] = two & 0xFF
+            buf[pos + 1] = two >> 8
+        updated += 1
+    if buf is None:
+        return v, 0
+    buf[15] |= 0x80  # HLL_INVALIDATE_CACHE
+    return bytes(buf), updated
+
+
 # -- merging and counting ---------------------------------------------------------------------
 _HIGH_BITS = int.from_bytes(b"\x80" * REGISTERS, "little")
 
