@@ -4,10 +4,11 @@ GEORADIUS GEORADIUSBYMEMBER with their _RO forms.
 A geo set is a sorted set whose scores are 52-bit geohashes (node/types/geohash.py holds the
 arithmetic). GEOADD is ZADD with computed scores: it replicates as ``zadd`` and fires ``zadd``
 events, as in Redis. Searches scan the score ranges of up to 9 cells, filter by exact
-distance, then sort (or not) as georadiusGeneric does (a radius search for the COUNT
-closest opens the cells nearest first instead, measuring only members that may be among them,
-and falls back to the scan when it cannot prove the same answer: ``_nearest``); the STORE forms write a sorted set whose
-scores are the hashes, or the distances (STOREDIST), and fire ``georadiusstore`` /
+distance, then sort (or not) as georadiusGeneric does (a radius search for the COUNT closest
+opens the cells nearest first instead, measuring only members that may be among them, and
+falls back to the scan when it cannot prove the same answer: ``_nearest``); the STORE forms
+write a sorted set whose scores are the hashes, or the distances (STOREDIST), and fire
+``georadiusstore`` /
 ``geosearchstore``. Replies print distances with ``%.4f`` (bulk strings, RESP3 too) and
 coordinates as Redis' addReplyHumanLongDouble.
 """
