@@ -8,9 +8,8 @@ distance, then sort (or not) as georadiusGeneric does (a radius search for the C
 opens the cells nearest first instead, measuring only members that may be among them, and
 falls back to the scan when it cannot prove the same answer: ``_nearest``); the STORE forms
 write a sorted set whose scores are the hashes, or the distances (STOREDIST), and fire
-``georadiusstore`` /
-``geosearchstore``. Replies print distances with ``%.4f`` (bulk strings, RESP3 too) and
-coordinates as Redis' addReplyHumanLongDouble.
+``georadiusstore`` / ``geosearchstore``. Replies print distances with ``%.4f`` (bulk strings,
+RESP3 too) and coordinates as Redis' addReplyHumanLongDouble.
 """
 
 from __future__ import annotations
