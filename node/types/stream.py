@@ -223,10 +223,11 @@ class Stream:
     """A stream value (see the module doc)."""
 
     __slots__ = ("nodes", "length", "last_id", "first_id", "max_deleted", "entries_added",
-                 "groups")
+                 "groups", "_hint")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
+        self._hint = 0  # the node ``get`` found last: checked, never trusted
         self.length = 0
         self.last_id: StreamID = MIN_ID
         self.first_id: StreamID = MIN_ID
@@ -294,10 +295,18 @@ class Stream:
                         yield sid, node.items[i]
 
     def get(self, sid: StreamID) -> Fields | None:
-        """The fields of the live entry ``sid``, or None."""
-        if not self.nodes:
+        """The fields of the live entry ``sid``, or None. (Reads of ascending ids, as a
+        consumer's history, mostly stay in the node the last one found: tried first.)"""
+        nodes = self.nodes
+        if not nodes:
             return None
-        node = self.nodes[self._node_index(sid)]
+        h = self._hint
+        if (h < len(nodes) and nodes[h].master <= sid
+                and (h + 1 == len(nodes) or nodes[h + 1].master > sid)):
+            node = nodes[h]
+        else:
+            h = self._hint = self._node_index(sid)
+            node = nodes[h]
         i = bisect_left(node.ids, sid)
         if i < len(node.ids) and node.ids[i] == sid and not node.dead[i]:
             return node.items[i]

@@ -130,11 +130,22 @@ def bulk_id(sid: StreamID) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(t), t)
 
 
+# ``[id, [field, value, ...]]`` of entries with up to 16 fields and values, one format each
+_ENTRY_FORMAT = [b"*2\r\n$%%d\r\n%%s\r\n*%d\r\n" % n + b"$%d\r\n%s\r\n" * n
+                 for n in range(17)]
+
+
 def entry_reply(sid: StreamID, items: Fields | None, null_array: bytes) -> bytes:
     """``[id, [field, value, ...]]`` (a null fields array for a deleted PEL entry)."""
     t = b"%d-%d" % sid
     if items is None:
         return b"*2\r\n$%d\r\n%s\r\n%s" % (len(t), t, null_array)
+    n = len(items)
+    if n <= 16:
+        args: list[object] = [0, b""] * n
+        args[0::2] = map(len, items)
+        args[1::2] = items
+        return _ENTRY_FORMAT[n] % (len(t), t, *args)
     return b"*2\r\n$%d\r\n%s\r\n%s" % (len(t), t, bulks(items))
 
 
