@@ -4,15 +4,19 @@ GEORADIUS GEORADIUSBYMEMBER with their _RO forms.
 A geo set is a sorted set whose scores are 52-bit geohashes (node/types/geohash.py holds the
 arithmetic). GEOADD is ZADD with computed scores: it replicates as ``zadd`` and fires ``zadd``
 events, as in Redis. Searches scan the score ranges of up to 9 cells, filter by exact
-distance, then sort (or not) as georadiusGeneric does; the STORE forms write a sorted set whose
-scores are the hashes, or the distances (STOREDIST), and fire ``georadiusstore`` /
-``geosearchstore``. Replies print distances with ``%.4f`` (bulk strings, RESP3 too) and
-coordinates as Redis' addReplyHumanLongDouble.
+distance, then sort (or not) as georadiusGeneric does (a radius search for the COUNT closest
+opens the cells nearest first instead, measuring only members that may be among them, and
+falls back to the scan when it cannot prove the same answer: ``_nearest``); the STORE forms
+write a sorted set whose scores are the hashes, or the distances (STOREDIST), and fire
+``georadiusstore`` / ``geosearchstore``. Replies print distances with ``%.4f`` (bulk strings,
+RESP3 too) and coordinates as Redis' addReplyHumanLongDouble.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from itertools import pairwise
 from math import isnan
 from typing import TYPE_CHECKING
 
@@ -233,6 +237,74 @@ def _points_in(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], limit: int) -> li
     return found
 
 
+# The nearest-first search's limits: cells of at most LEAF_MEMBERS members are measured, larger
+# ones split in four; searches with cells coarser than NEAREST_MIN_STEP (~5.6 degrees of
+# longitude and up) take the plain scan.
+LEAF_MEMBERS = 24
+NEAREST_MIN_STEP = 6
+_MARGIN_M = 1e-6  # far above the float error of a distance (a few nm)
+
+
+def _nearest(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], count: int) -> list[Point] | None:
+    """The ``count`` members closest to the centre of a radius search, ascending, exactly as
+    ``_points_in`` and the COUNT sort would return them, without measuring every candidate:
+    cells are opened nearest first (split in four while large, a lower bound of the distance
+    for each), and the search stops once ``count`` + 1 members inside are measured and no
+    unopened cell can hold anything as close as the ``count``-th. None when that cannot prove
+    the answer (a tie at or before the ``count``-th, fewer than ``count`` + 1 inside, a NaN,
+    a cell scanned twice): the caller then scans and sorts as Redis does."""
+    live = [cell for cell in cells if cell != gh.ZERO]
+    if not live or live[0].step < NEAREST_MIN_STEP or len(set(live)) != len(live):
+        return None
+    entries = z.entries
+    lat1r = shape.lat * gh.D_R
+    lon1r = shape.lon * gh.D_R
+    cos12 = gh.min_cos(lat1r, live)
+    bound = gh.cell_min_term
+    heap: list[tuple[float, int, int, int, int, int, int, int]] = []
+    for n, cell in enumerate(live):
+        lo, hi = gh.score_range(cell)
+        a, b = entries.score_left(float(lo)), entries.score_left(float(hi))
+        if a < b:
+            ilat, ilon = gh.cell_index(cell.bits)
+            heap.append((bound(lat1r, lon1r, cos12, ilat, ilon, cell.step), n, cell.bits,
+                         ilat, ilon, cell.step, a, b))
+    heapq.heapify(heap)
+    seq = len(heap)
+    found: list[Point] = []
+    limit_term = math.inf  # a cell whose bound is above this holds nothing close enough
+    two_r = 2.0 * gh.EARTH_RADIUS_M
+    while heap and heap[0][0] <= limit_term:
+        _, _, bits, ilat, ilon, step, a, b = heapq.heappop(heap)
+        if b - a <= LEAF_MEMBERS or step >= gh.STEP_MAX:
+            was = len(found)
+            gh.within_radius(shape, entries.slice(a, b), found)
+            if len(found) > count and len(found) != was:
+                found.sort()  # by distance (ties, if any, make the answer None below)
+                d = found[count - 1][0]
+                if isnan(d):
+                    return None
+                limit_term = ((d + _MARGIN_M) / two_r) ** 2 * (1 + 1e-9)
+            continue
+        step += 1
+        shift = 52 - 2 * step
+        for child in range(4):  # bit 0 a latitude bit, bit 1 a longitude bit
+            cbits = bits << 2 | child
+            cb = entries.score_left(float((cbits + 1) << shift)) if child < 3 else b
+            if a < cb:
+                clat, clon = 2 * ilat + (child & 1), 2 * ilon + (child >> 1)
+                seq += 1
+                heapq.heappush(heap, (bound(lat1r, lon1r, cos12, clat, clon, step), seq, cbits,
+                                      clat, clon, step, a, cb))
+            a = cb
+    if len(found) <= count or any(isnan(p[0]) for p in found):
+        return None
+    dists = [p[0] for p in found[:count + 1]]
+    if any(map(isnan, dists)) or any(x >= y for x, y in pairwise(dists)):
+        return None
+    return found[:count]
+
+
 def _georadius(c: Client, argv: list[bytes], src_idx: int, flags: int) -> bytes:
     db = c.db
     z = get_zset_read(db, argv[src_idx])
@@ -337,10 +409,14 @@ def _georadius(c: Client, argv: list[bytes], src_idx: int, flags: int) -> bytes:
     if count and not sort and not any_:
         sort = 1  # COUNT means the closest ones
     shape = gh.Shape(lon, lat, unit_m, radius, width, height)
-    found = _points_in(z, shape, gh.areas_by_shape(shape), count if any_ else 0)
+    cells = gh.areas_by_shape(shape)
+    nearest = None
+    if count and sort == 1 and not any_ and radius is not None:
+        nearest = _nearest(z, shape, cells, count)
+    found = nearest if nearest is not None else _points_in(z, shape, cells, count if any_ else 0)
     if not found and store_key is None:
         return EMPTY_ARRAY
-    if sort:
+    if sort and nearest is None:  # (the nearest search's answer is in order already)
         if not count or count >= len(found):
             # glibc's qsort is a stable merge sort: ties keep their scan order, both ways
             found.sort(key=(lambda p: p[0]) if sort == 1 else (lambda p: -p[0]))

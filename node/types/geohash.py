@@ -352,6 +352,65 @@ def within_test(s: Shape) -> Callable[[float, float], float | None]:
     return test
 
 
+# -- bounds for a nearest-first search -------------------------------------------------------
+# A cell at step s is (ilat, ilon), each index over 2**s equal slices of Redis' ranges; its
+# children at step s + 1 are (2 ilat + b0, 2 ilon + b1) for the child bits b1 b0, and their
+# score ranges split the parent's in that order.
+_LAT_MIN_R = LAT_MIN * D_R
+_LON_MIN_R = LONG_MIN * D_R
+_CELL_LAT_R = [(LAT_MAX - LAT_MIN) * D_R / (1 << s) for s in range(STEP_MAX + 1)]
+_CELL_LON_R = [(LONG_MAX - LONG_MIN) * D_R / (1 << s) for s in range(STEP_MAX + 1)]
+_SLACK_R = 1e-12  # ~6 um: far above the rounding of any decoded position or cell edge
+
+
+def cell_min_term(lat1r: float, lon1r: float, cos12: float, ilat: int, ilon: int,
+                  step: int) -> float:
+    """A lower bound of the haversine term ``sin²(Δlat/2) + cos φ1 cos φ2 sin²(Δlon/2)``
+    (what ``distance`` takes the arcsine of the root of) between the centre and any point of
+    the cell, its edges widened by ``_SLACK_R``: sin² t >= t² - t⁴/3 on the nearest edge;
+    ``cos12`` is at most cos φ1 cos φ2 for every point the search may meet (``min_cos``). The
+    longitude term is 0 when the cell lies more than half a turn away (``distance`` does not
+    wrap the difference)."""
+    h = _CELL_LAT_R[step]
+    w = _CELL_LON_R[step]
+    lat_a = _LAT_MIN_R + ilat * h - _SLACK_R
+    lon_a = _LON_MIN_R + ilon * w - _SLACK_R
+    x = lat_a - lat1r
+    if x < 0.0:
+        x = lat1r - lat_a - h - 2 * _SLACK_R
+        if x < 0.0:
+            x = 0.0
+    y = lon_a - lon1r
+    if y < 0.0:
+        y = lon1r - lon_a - w - 2 * _SLACK_R
+        if y < 0.0:
+            y = 0.0
+    x *= 0.5
+    y *= 0.5
+    x *= x
+    y *= y
+    term = x - x * x / 3
+    if max(abs(lon_a - lon1r), abs(lon_a + w + 2 * _SLACK_R - lon1r)) <= math.pi:
+        term += cos12 * (y - y * y / 3)
+    return term
+
+
+def min_cos(lat1r: float, cells: list[Bits]) -> float:
+    """cos φ1 times the least cosine of a latitude in ``cells`` (edges widened by
+    ``_SLACK_R``, clamped at a quarter turn)."""
+    worst = 0.0
+    for cell in cells:
+        h = _CELL_LAT_R[cell.step]
+        lat_a = _LAT_MIN_R + _squash(cell.bits) * h
+        worst = max(worst, abs(lat_a - _SLACK_R), abs(lat_a + h + _SLACK_R))
+    return math.cos(lat1r) * math.cos(min(worst, math.pi / 2))
+
+
+def cell_index(bits: int) -> tuple[int, int]:
+    """(ilat, ilon) of a cell's interleaved bits."""
+    return _squash(bits), _squash(bits >> 1)
+
+
 # score -> (lon, lat, lat in radians, lon in radians, cos of the latitude): what the radius
 # test needs of a member, each computed as ``distance`` computes it (a pure function's memo)
 TRIG: dict[float, tuple[float, float, float, float, float]] = {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from struct import Struct, unpack_from
+from struct import unpack_from
 
 HDR_SIZE = 16
 P = 14
@@ -61,10 +61,34 @@ def murmur64a(data: bytes) -> int:
     return h ^ (h >> 47)
 
 
+# (SEED ^ len * M) mod 2**64 for every element length below 64: the hash's first step
+_H0 = [(_SEED ^ (n * _MURMUR_M)) & _MASK64 for n in range(64)]
+_ONE_Q = 1 << Q
+
+
 def pat_len(ele: bytes) -> tuple[int, int]:
-    """hllPatLen: (register index, length of the 000..1 pattern of the other 50 bits)."""
-    h = murmur64a(ele)
-    rest = (h >> P) | (1 << Q)
+    """hllPatLen: (register index, length of the 000..1 pattern of the other 50 bits). The
+    hash is ``murmur64a``; for elements under 64 bytes (PFADD's usual) its 8-byte blocks are
+    read off one little-endian int, which is faster than unpacking them."""
+    n = len(ele)
+    if n < 64:
+        m = _MURMUR_M
+        mask = _MASK64
+        h = _H0[n]
+        x = int.from_bytes(ele, "little")
+        for _ in range(n >> 3):
+            k = ((x & mask) * m) & mask
+            x >>= 64
+            k ^= k >> 47
+            h = ((h ^ ((k * m) & mask)) * m) & mask
+        if n & 7:
+            h = ((h ^ x) * m) & mask
+        h ^= h >> 47
+        h = (h * m) & mask
+        h ^= h >> 47
+    else:
+        h = murmur64a(ele)
+    rest = (h >> P) | _ONE_Q
     return h & (REGISTERS - 1), (rest & -rest).bit_length()
 
 
@@ -372,44 +396,17 @@ def add(buf: bytearray, ele: bytes, max_bytes: int) -> int:
     return sparse_set(buf, index, count, max_bytes)
 
 
-# unpack_from of 0..31 little-endian 64-bit blocks, compiled once (elements up to 255 bytes)
-_UNPACK_MAX = 32
-_UNPACK_BLOCKS = [Struct(f"<{i}Q").unpack_from for i in range(_UNPACK_MAX)]
-
-
 def add_many(buf: bytearray, elements: list[bytes], max_bytes: int,
              marks: SparseMarks | None = None) -> int:
     """PFADD's loop: hllAdd for each element in order; the number of registers that grew, or
     -1 at the first corrupted sparse form (what was changed before it stays changed).
     ``marks``: see sparse_set.
 
-    The hot path: the hash and the dense register update inlined, with 16-bit reads of the
-    two bytes a register may span (the last register lies in one byte: fb == 2)."""
+    The dense register update is inlined, with 16-bit reads of the two bytes a register may
+    span (the last register lies in one byte: fb == 2)."""
     updated = 0
-    unpackers = _UNPACK_BLOCKS
-    m = _MURMUR_M
-    mask = _MASK64
-    seed = _SEED
-    one_q = 1 << Q
     for ele in elements:
-        n = len(ele)
-        h = (seed ^ (n * m)) & mask
-        nblocks = n >> 3
-        if nblocks:
-            blocks = (unpackers[nblocks](ele) if nblocks < _UNPACK_MAX
-                      else unpack_from(f"<{nblocks}Q", ele))
-            for k in blocks:
-                k = (k * m) & mask
-                k ^= k >> 47
-                h = ((h ^ ((k * m) & mask)) * m) & mask
-        if n & 7:
-            h = ((h ^ int.from_bytes(ele[nblocks << 3 :], "little")) * m) & mask
-        h ^= h >> 47
-        h = (h * m) & mask
-        h ^= h >> 47
-        index = h & 0x3FFF
-        rest = (h >> P) | one_q
-        count = (rest & -rest).bit_length()
+        index, count = pat_len(ele)
         if buf[4] == DENSE:
             bit = index * 6
             pos = HDR_SIZE + (bit >> 3)
@@ -432,6 +429,41 @@ def add_many(buf: bytearray, elements: list[bytes], max_bytes: int,
                 return -1
             updated += r
     return updated
+
+
+def dense_add(v: bytes, elements: list[bytes]) -> tuple[bytes, int]:
+    """PFADD's loop on a dense value that is only read: (the value with the registers grown
+    and its cached cardinality invalidated, the number that grew), or (``v`` itself, 0) when
+    none grew, without a copy of the 12 KB string."""
+    buf: bytearray | None = None
+    cur_buf: bytes | bytearray = v
+    updated = 0
+    for ele in elements:
+        index, count = pat_len(ele)
+        bit = index * 6
+        pos = HDR_SIZE + (bit >> 3)
+        fb = bit & 7
+        if fb <= 2:  # the register lies in one byte (the last one does: fb == 2)
+            if count <= (cur_buf[pos] >> fb) & 63:
+                continue
+            if buf is None:
+                cur_buf = buf = bytearray(v)
+            b = buf[pos]
+            buf[pos] = (b & ~(63 << fb) & 0xFF) | (count << fb)
+        else:
+            two = cur_buf[pos] | cur_buf[pos + 1] << 8
+            if count <= (two >> fb) & 63:
+                continue
+            if buf is None:
+                cur_buf = buf = bytearray(v)
+            two = (two & ~(63 << fb)) | (count << fb)
+            buf[pos] = two & 0xFF
+            buf[pos + 1] = two >> 8
+        updated += 1
+    if buf is None:
+        return v, 0
+    buf[15] |= 0x80  # HLL_INVALIDATE_CACHE
+    return bytes(buf), updated
 
 
 # -- merging and counting ---------------------------------------------------------------------

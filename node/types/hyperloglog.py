@@ -71,6 +71,15 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
     db = c.db
     key = argv[1]
     old = db.lookup(key)
+    if (type(old) is bytes and len(old) == hll.DENSE_SIZE and old[4] == hll.DENSE
+            and old[:4] == b"HYLL"):  # a valid dense HLL: read, copied only when it grows
+        stored, updated = hll.dense_add(old, argv[2:])
+        if updated:
+            db.set(key, stored, keep_ttl=True)
+            db.notify(NOTIFY_STRING, b"pfadd", key)
+            c.ks.dirty += updated
+        db.mark_raw(key)
+        return ONE if updated else ZERO
     if old is None:
         buf = bytearray(hll.EMPTY_SPARSE)
         updated = 1

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from slotgate.node.persistence.rdb_blobs import lp_entry
 
 StreamID = tuple[int, int]
+# An entry's fields and values, stored as a tuple: a tuple of bytes leaves the garbage
+# collector's lists at its first collection (a list would stay, and every full collection
+# would walk every entry of every stream: half of XADD's time on a long stream).
+Fields = tuple[bytes, ...]
 U64 = (1 << 64) - 1
 MIN_ID: StreamID = (0, 0)
 MAX_ID: StreamID = (U64, U64)
@@ -91,11 +95,11 @@ class Node:
 
     __slots__ = ("master", "mfields", "ids", "items", "dead", "live", "ndel", "body")
 
-    def __init__(self, master: StreamID, fields: list[bytes]) -> None:
+    def __init__(self, master: StreamID, fields: Sequence[bytes]) -> None:
         self.master = master
-        self.mfields = fields
+        self.mfields: Fields = tuple(fields)
         self.ids: list[StreamID] = []
-        self.items: list[list[bytes]] = []
+        self.items: list[Fields] = []
         self.dead: list[bool] = []
         self.live = 0
         self.ndel = 0
@@ -105,10 +109,11 @@ class Node:
     def nbytes(self) -> int:
         return self.body + _lp_int_size(self.live) + _lp_int_size(self.ndel)
 
-    def same_fields(self, items: list[bytes]) -> bool:
+    def same_fields(self, items: Fields) -> bool:
         return len(items) == 2 * len(self.mfields) and items[0::2] == self.mfields
 
-    def append(self, sid: StreamID, items: list[bytes]) -> None:
+    def append(self, sid: StreamID, fields: Sequence[bytes]) -> None:
+        items = tuple(fields)
         n = len(items) // 2
         size = 2 + _lp_int_size(sid[0] - self.master[0]) + _lp_int_size(sid[1] - self.master[1])
         if self.same_fields(items):
@@ -218,10 +223,11 @@ class Stream:
     """A stream value (see the module doc)."""
 
     __slots__ = ("nodes", "length", "last_id", "first_id", "max_deleted", "entries_added",
-                 "groups")
+                 "groups", "_hint")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
+        self._hint = 0  # the node ``get`` found last: checked, never trusted
         self.length = 0
         self.last_id: StreamID = MIN_ID
         self.first_id: StreamID = MIN_ID
@@ -233,7 +239,8 @@ class Stream:
         return self.length
 
     # -- adding ----------------------------------------------------------------------------
-    def append(self, sid: StreamID, items: list[bytes], max_entries: int, max_bytes: int) -> None:
+    def append(self, sid: StreamID, items: Sequence[bytes], max_entries: int,
+               max_bytes: int) -> None:
         """streamAppendItem after the id checks: to the last node or a new one
         (``stream-node-max-entries`` / ``-bytes`` decide when a node is full)."""
         node = self.nodes[-1] if self.nodes else None
@@ -260,7 +267,7 @@ class Stream:
         return max(bisect_right(self.nodes, sid, key=_master) - 1, 0)
 
     def range(self, start: StreamID, end: StreamID, rev: bool = False,
-              tombstones: bool = False) -> Iterator[tuple[StreamID, list[bytes]]]:
+              tombstones: bool = False) -> Iterator[tuple[StreamID, Fields]]:
         """Live entries (with ``tombstones`` deleted ones too) with start <= id <= end."""
         if start > end or not self.nodes:
             return
@@ -287,11 +294,19 @@ class Stream:
                     if tombstones or not node.dead[i]:
                         yield sid, node.items[i]
 
-    def get(self, sid: StreamID) -> list[bytes] | None:
-        """The fields of the live entry ``sid``, or None."""
-        if not self.nodes:
+    def get(self, sid: StreamID) -> Fields | None:
+        """The fields of the live entry ``sid``, or None. (Reads of ascending ids, as a
+        consumer's history, mostly stay in the node the last one found: tried first.)"""
+        nodes = self.nodes
+        if not nodes:
             return None
-        node = self.nodes[self._node_index(sid)]
+        h = self._hint
+        if (h < len(nodes) and nodes[h].master <= sid
+                and (h + 1 == len(nodes) or nodes[h + 1].master > sid)):
+            node = nodes[h]
+        else:
+            h = self._hint = self._node_index(sid)
+            node = nodes[h]
         i = bisect_left(node.ids, sid)
         if i < len(node.ids) and node.ids[i] == sid and not node.dead[i]:
             return node.items[i]

@@ -19,6 +19,7 @@ from slotgate.node.types.stream import (
     MAX_ID,
     MIN_ID,
     U64,
+    Fields,
     Stream,
     StreamID,
     decr_id,
@@ -129,15 +130,26 @@ def bulk_id(sid: StreamID) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(t), t)
 
 
-def entry_reply(sid: StreamID, items: list[bytes] | None, null_array: bytes) -> bytes:
+# ``[id, [field, value, ...]]`` of entries with up to 16 fields and values, one format each
+_ENTRY_FORMAT = [b"*2\r\n$%%d\r\n%%s\r\n*%d\r\n" % n + b"$%d\r\n%s\r\n" * n
+                 for n in range(17)]
+
+
+def entry_reply(sid: StreamID, items: Fields | None, null_array: bytes) -> bytes:
     """``[id, [field, value, ...]]`` (a null fields array for a deleted PEL entry)."""
     t = b"%d-%d" % sid
     if items is None:
         return b"*2\r\n$%d\r\n%s\r\n%s" % (len(t), t, null_array)
+    n = len(items)
+    if n <= 16:
+        args: list[object] = [0, b""] * n
+        args[0::2] = map(len, items)
+        args[1::2] = items
+        return _ENTRY_FORMAT[n] % (len(t), t, *args)
     return b"*2\r\n$%d\r\n%s\r\n%s" % (len(t), t, bulks(items))
 
 
-def entries_reply(entries: list[tuple[StreamID, list[bytes]]], null_array: bytes) -> bytes:
+def entries_reply(entries: list[tuple[StreamID, Fields]], null_array: bytes) -> bytes:
     return b"*%d\r\n" % len(entries) + b"".join(entry_reply(i, x, null_array) for i, x in entries)
 
 
@@ -264,9 +276,16 @@ def next_id(last: StreamID) -> StreamID:
     return n if n is not None else MAX_ID
 
 
+# XADD key * ...: no option, an id to generate (parse_trim_args' answer; never changed)
+_PLAIN_XADD = TrimArgs()
+
+
 @command("xadd")
 def xadd(c: Client, argv: list[bytes]) -> bytes:
-    a, idpos = parse_trim_args(c, argv, True)
+    if argv[2] == b"*":
+        a, idpos = _PLAIN_XADD, 2
+    else:
+        a, idpos = parse_trim_args(c, argv, True)
     nfields = len(argv) - idpos - 1
     if nfields < 2 or nfields % 2:
         raise CommandError(wrong_args("xadd"))
@@ -308,11 +327,12 @@ def xadd(c: Client, argv: list[bytes]) -> bytes:
     p_argv = list(argv)
     if a.maxlen is not None or a.minid is not None:
         _trim(c, s, a, p_argv, key)
+    t = b"%d-%d" % sid
     if not a.id_given or not a.seq_given:
-        p_argv[idpos] = id_text(sid)
+        p_argv[idpos] = t
     c.propagate_as = [p_argv]
     db.signal_ready(key)
-    return bulk_id(sid)
+    return b"$%d\r\n%s\r\n" % (len(t), t)
 
 
 @command("xtrim")

@@ -172,7 +172,7 @@ _HDR = [b"$%d" % n for n in range(1024)]  # bulk headers of short strings, preco
 def bulks(items: Iterable[bytes]) -> bytes:
     """An array reply of bulk strings from an iterable of bytes (the hot path of LRANGE and
     friends: headers come from a table and everything is joined once)."""
-    seq = items if isinstance(items, list) else list(items)
+    seq = items if isinstance(items, (list, tuple)) else list(items)
     n = len(seq)
     if not n:
         return b"*0\r\n"

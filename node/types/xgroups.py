@@ -16,6 +16,7 @@ from slotgate.node.types.stream import (
     INVALID_READ,
     MIN_ID,
     Consumer,
+    Fields,
     Group,
     Nack,
     Stream,
@@ -303,7 +304,7 @@ def _claim_int(arg: bytes, what: str) -> int:
 
 
 def _hand_over(c: Client, key: bytes, gname: bytes, g: Group, sid: StreamID, nack: Nack,
-               cons: Consumer, delivery_ms: int, retry: int, justid: bool, items: list[bytes],
+               cons: Consumer, delivery_ms: int, retry: int, justid: bool, items: Fields,
                effects: list[list[bytes]]) -> bytes:
     """XCLAIM/XAUTOCLAIM: ``cons`` now owns ``sid`` (delivered at ``delivery_ms``; the count
     set to ``retry`` if given, else one more unless JUSTID); the entry's reply."""

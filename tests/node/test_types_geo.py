@@ -392,6 +392,37 @@ def test_extreme_searches(diff_pair: Pair) -> None:
     assert run_argvs(diff_pair, encoded, 2) == []
 
 
+def test_nearest_count_searches_on_dense_sets(diff_pair: Pair) -> None:
+    """COUNT searches nearest first (geo.py's ``_nearest``, which measures only the cells
+    that can hold the closest) on dense clusters, with runs of equal positions and points a
+    few metres apart: the same members, order, distances and coordinates as Redis."""
+    rng = random.Random(4242)
+    argvs: list[list[bytes]] = []
+    centres = [(2.35, 48.85), (-179.95, 0.0), (0.0, 84.9), (13.4, -38.1)]
+    for k, (clon, clat) in enumerate(centres):
+        for i in range(600):
+            spread = 0.5 if i % 5 else 0.0005
+            lon = max(-180.0, min(180.0, clon + rng.uniform(-spread, spread)))
+            lat = max(-85.05, min(85.05, clat + rng.uniform(-spread, spread)))
+            argvs.append([b"GEOADD", b"pts", b"%.6f" % lon, b"%.6f" % lat, b"c%d:%d" % (k, i)])
+        for j in range(4):  # the same position several times: ties in distance
+            argvs.append([b"GEOADD", b"pts", b"%.6f" % clon, b"%.6f" % clat, b"t%d:%d" % (k, j)])
+    for _ in range(300):
+        clon, clat = rng.choice(centres)
+        lon = max(-180.0, min(180.0, clon + rng.gauss(0, 0.2)))
+        lat = max(-85.05, min(85.05, clat + rng.gauss(0, 0.2)))
+        radius = b"%.3f" % (10 ** rng.uniform(0, 2.2))
+        count = b"%d" % rng.choice([1, 2, 3, 5, 10, 30])
+        opts = rng.choice([[], [b"WITHDIST"], [b"WITHCOORD", b"WITHDIST", b"WITHHASH"]])
+        if rng.random() < 0.5:
+            argvs.append([b"GEOSEARCH", b"pts", b"FROMLONLAT", b"%.6f" % lon, b"%.6f" % lat,
+                          b"BYRADIUS", radius, b"km", b"COUNT", count, *opts])
+        else:
+            argvs.append([b"GEORADIUS", b"pts", b"%.6f" % lon, b"%.6f" % lat, radius, b"km",
+                          b"ASC", b"COUNT", count, *opts])
+    assert run_argvs(diff_pair, argvs, 2) == []
+
+
 def test_random_searches_find_points(diff_pair: Pair) -> None:
     """The random queries are not all empty: the comparison above compares results."""
     rng = random.Random(7009)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 import random
 
+from slotgate.node.types import geo
 from slotgate.node.types import geohash as gh
 from slotgate.node.types.geo import pqsort
+from slotgate.node.types.zset import ZSet
 
 
 def test_table_decoder_equals_the_cell_decoder() -> None:
@@ -109,3 +111,50 @@ def test_coordinate_text_equals_format_long_double() -> None:
     for x in values:
         t = format_long_double(x)
         assert _human(C(), x) == b"$%d\r\n%s\r\n" % (len(t), t)  # type: ignore[arg-type]
+
+
+def _scan_nearest(z: ZSet, shape: gh.Shape, cells: list[gh.Bits], count: int) -> list:
+    """What the plain scan and georadiusGeneric's COUNT sort return (geo._georadius)."""
+    found = geo._points_in(z, shape, cells, 0)
+    if count >= len(found):
+        found.sort(key=geo._dist_of)
+    elif len({p[0] for p in found}) == len(found):
+        found.sort(key=geo._dist_of)
+    else:
+        pqsort(found, 1, 0, count - 1)
+    return found[:count]
+
+
+def test_nearest_first_search_equals_the_scan() -> None:
+    """geo._nearest, when it answers, returns exactly what the scan and sort return: clusters
+    of every spread, runs of equal positions (ties), the poles and the antimeridian; and it
+    answers often enough to matter."""
+    rng = random.Random(21)
+    answered = 0
+    for trial in range(1500):
+        z = ZSet()
+        clon, clat = rng.uniform(-180, 180), rng.uniform(-85, 85)
+        if trial % 5 == 1:
+            clon = rng.choice([-179.99, 179.99])
+        elif trial % 5 == 2:
+            clat = rng.choice([84.99, -84.99])
+        spread = 10 ** rng.uniform(-4, 1)
+        pts: list[tuple[float, float]] = []
+        for i in range(rng.choice([5, 40, 300])):
+            if trial % 5 == 3 and pts and rng.random() < 0.3:
+                lon, lat = rng.choice(pts)
+            else:
+                lon = min(max(clon + rng.gauss(0, spread), -180.0), 180.0)
+                lat = min(max(clat + rng.gauss(0, spread), -85.05), 85.05)
+            pts.append((lon, lat))
+            z.insert(b"m%d" % i, float(gh.score_of(lon, lat)))
+        lon = min(max(clon + rng.gauss(0, spread), -180.0), 180.0)
+        lat = min(max(clat + rng.gauss(0, spread), -85.0), 85.0)
+        shape = gh.Shape(lon, lat, 1.0, spread * 111_000 * 10 ** rng.uniform(-1.5, 0.7))
+        cells = gh.areas_by_shape(shape)
+        count = rng.choice([1, 2, 10, 50])
+        got = geo._nearest(z, shape, cells, count)
+        if got is not None:
+            answered += 1
+            assert got == _scan_nearest(z, shape, cells, count), trial
+    assert answered > 300

@@ -42,6 +42,37 @@ def test_add_many_equals_add_one_by_one_across_the_promotion() -> None:
     assert many == one and one[4] == hll.DENSE
 
 
+def test_pat_len_hashes_as_murmur64a() -> None:
+    """The int-read blocks of short elements give murmur64a's hash, at every length."""
+    rng = random.Random(8)
+    for n in range(100):
+        for _ in range(20):
+            ele = rng.randbytes(n)
+            h = hll.murmur64a(ele)
+            rest = (h >> hll.P) | (1 << hll.Q)
+            assert hll.pat_len(ele) == (h & (hll.REGISTERS - 1), (rest & -rest).bit_length())
+
+
+def test_dense_add_equals_add_and_copies_only_when_a_register_grows() -> None:
+    rng = random.Random(7)
+    value = b"HYLL\x00" + bytes(hll.DENSE_SIZE - 5)  # an empty dense HLL, cache valid
+    for _ in range(3000):
+        # lengths 0..99: every tail length, short and long elements
+        elems = [rng.randbytes(rng.randrange(100)) for _ in range(rng.randrange(1, 5))]
+        want = bytearray(value)
+        grown = sum(hll.add(want, e, 3000) for e in elems)
+        if grown:
+            want[15] |= 0x80
+        got, got_grown = hll.dense_add(value, elems)
+        assert (got, got_grown) == (bytes(want), grown)
+        if not grown:
+            assert got is value
+        value = got
+    value = hll.dense_add(value, [b"x"])[0]
+    assert hll.dense_add(value, [b"x"]) == (value, 0)  # an element met again: no copy
+    assert hll.dense_add(value, [b"x"])[0] is value
+
+
 def test_the_walk_hint_changes_nothing() -> None:
     """PFMERGE's ascending sparse sets give the same bytes with and without the hint."""
     rng = random.Random(4)
