@@ -1,6 +1,8 @@
 """deploy/'s Prometheus files run in a real Prometheus (Debian's package, on loopback).
 
-promtool checks deploy/prometheus.yml and deploy/alerts.yml; then, for a cluster of bundled
+promtool checks deploy/prometheus.yml and deploy/alerts.yml, and runs the rules' unit tests
+(tests/deploy/data/alerts_test.yml: each alert fires on its condition, none on a healthy
+proxy); then, for a cluster of bundled
 nodes and one of real redis-servers, a proxy in front and a Prometheus scraping it with
 deploy/prometheus.yml's job: the test moves a slot under the proxy's feet (ASK while keys are
 half migrated, MOVED once it changed owner) and kills a master (its replica takes over), and
@@ -70,6 +72,26 @@ def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:
     bad = tmp_path / "alerts.yml"
     bad.write_text(yaml.safe_dump(doc))
     assert promtool("check", "rules", str(bad)).returncode != 0
+
+
+ALERTS_TEST = Path(__file__).parent / "data" / "alerts_test.yml"
+
+
+def test_alert_rules_fire_on_their_conditions_and_only_then() -> None:
+    r = promtool("test", "rules", str(ALERTS_TEST))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_alert_rule_tests_catch_a_wrong_rule(tmp_path: Path) -> None:
+    doc = yaml.safe_load((DEPLOY / "alerts.yml").read_text())
+    (down,) = [r for r in doc["groups"][0]["rules"] if r["alert"] == "SlotgateNodeDown"]
+    down["expr"] = "slotgate_cluster_node_online == 2"
+    (tmp_path / "alerts.yml").write_text(yaml.safe_dump(doc))
+    tests = yaml.safe_load(ALERTS_TEST.read_text())
+    tests["rule_files"] = ["alerts.yml"]
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(tests))
+    r = promtool("test", "rules", str(tmp_path / "t.yml"))
+    assert r.returncode != 0 and "SlotgateNodeDown" in r.stdout + r.stderr
 
 
 # --- a running stack ----------------------------------------------------------------------------
@@ -160,8 +182,10 @@ def test_redirects_and_failover_seen_through_prometheus(stack: Stack) -> None:
     victim = next(m for m in masters(backend) if m not in (src, dst))
     info = victim.client().info("replication")
     replica = f"{info['slave0']['ip']}:{info['slave0']['port']}"
+    ranges = [(int(e[0]), int(e[1])) for e in victim.client().execute_command("CLUSTER", "SLOTS")
+              if int(e[2][1]) == victim.port]
     vkey = next(f"fo{i}" for i in range(100_000)
-                if slot_owner(backend, key_slot(f"fo{i}".encode())) is victim)
+                if any(lo <= key_slot(f"fo{i}".encode()) <= hi for lo, hi in ranges))
     assert client.set(vkey, "before")
     victim.kill()
     deadline = time.monotonic() + 40
