@@ -88,6 +88,15 @@ def _node_address(node: dict[str, Any], default_host: str) -> str:
     return f"{host}:{int(port)}"
 
 
+def _offset(node: dict[str, Any]) -> int | None:
+    """A node's replication offset; None when absent or not a number (metrics only: a
+    strange value must not cost the slot map)."""
+    try:
+        return int(node["replication-offset"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def slot_map_from_shards(reply: Sequence[Any], default_host: str) -> SlotMap:
     """Build a map from a decoded ``CLUSTER SHARDS`` reply (RESP2 or RESP3 shape)."""
     owners: list[str | None] = [None] * SLOT_COUNT
@@ -107,10 +116,11 @@ def slot_map_from_shards(reply: Sequence[Any], default_host: str) -> SlotMap:
         online = [n for n in nodes
                   if _text(n.get("role", b"")) != "master" and _text(n.get("health", b"")) == "online"]
         replicas[master] = [_node_address(n, default_host) for n in online]
-        master_offset = int(masters[0].get("replication-offset") or 0)
+        master_offset = _offset(masters[0])
         for n in online:
-            behind = master_offset - int(n.get("replication-offset") or 0)
-            lag[_node_address(n, default_host)] = (master, max(behind, 0))
+            offset = _offset(n)
+            if master_offset is not None and offset is not None:
+                lag[_node_address(n, default_host)] = (master, max(master_offset - offset, 0))
         ranges = shard.get("slots", [])
         for i in range(0, len(ranges) - 1, 2):
             for slot in range(int(ranges[i]), int(ranges[i + 1]) + 1):

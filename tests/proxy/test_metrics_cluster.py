@@ -43,6 +43,16 @@ def test_shards_give_members_health_and_replica_lag() -> None:
     assert m.masters == ["10.0.0.1:1", "10.0.0.1:4"]
 
 
+def test_odd_offsets_cost_no_slot_map() -> None:
+    master = node(1, "master", 0)
+    master[master.index(b"replication-offset") + 1] = b"not a number"
+    replica = node(2, "replica", 5)
+    del replica[replica.index(b"replication-offset"):replica.index(b"replication-offset") + 2]
+    m = slot_map_from_shards(shards(([0, SLOT_COUNT - 1], [master, replica])), "h")
+    assert m.covered() == SLOT_COUNT and m.replicas == {"10.0.0.1:1": ["10.0.0.1:2"]}
+    assert m.replica_lag_bytes == {}
+
+
 def test_promoted_replicas_are_failovers() -> None:
     before = SlotMap(owners=["a:1"] * SLOT_COUNT, replicas={"a:1": ["b:1"]}, masters=["a:1"])
     after = SlotMap(owners=["b:1"] * SLOT_COUNT, replicas={"b:1": []}, masters=["b:1"])
