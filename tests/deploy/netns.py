@@ -108,7 +108,8 @@ class Network:
         self.procs.append(proc)
         return proc
 
-    def close(self) -> None:
+    def stop_all(self) -> None:
+        """SIGTERM every process started here (by PID), newest first; SIGKILL after 10 s."""
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGTERM)
@@ -118,6 +119,10 @@ class Network:
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+        self.procs.clear()
+
+    def close(self) -> None:
+        self.stop_all()
         for name in reversed(self.namespaces):
             try:
                 ip("netns", "del", name)

@@ -12,7 +12,10 @@ alerts.yml next to it). ``depends_on`` is honoured: health checks are the compos
 commands run inside the service's namespace; the create job must exit 0.
 
 A redis-py client in a namespace of its own, on the same bridge, then talks to ``proxy:6379``,
-and asks ``prometheus:9090`` what it scraped. Grafana is not installed here: its service is the
+and asks ``prometheus:9090`` what it scraped. Then every service is stopped and the stack
+brought up again on the same volumes (``docker compose down`` and ``up`` without ``-v``): the
+create job must see the restarted cluster formed (it used to race the cluster's recovery and
+fail, leaving the proxy never started), and the keys must all be there. Grafana is not installed here: its service is the
 one left out (its provisioning is checked statically in test_deploy.py).
 """
 
@@ -212,6 +215,15 @@ print(json.dumps(out))
 '''
 
 
+READER = r'''
+import redis
+
+r = redis.Redis(host="proxy", port=6379, socket_timeout=10)
+keys = [f"netns-{i}" for i in range(100)]
+assert r.mget(keys) == [k.encode() for k in keys]
+'''
+
+
 def test_compose_stack_in_namespaces(stack: Stack) -> None:
     started = time.monotonic()
     stack.up()
@@ -240,4 +252,17 @@ def test_compose_stack_in_namespaces(stack: Stack) -> None:
     assert online == {a.split("@")[0]: "1" for a in announced}, online
     # deploy/alerts.yml was found next to the config, as in the container.
     assert "SlotgateSlotsNotCovered" in prom["rule_names"]
+
+    # `docker compose down` then `up` (volumes kept): the nodes come back from their AOF and
+    # nodes.conf at the same addresses, the create job finds the cluster formed and exits 0,
+    # and the keys are all there through the new proxy.
+    stack.net.stop_all()
+    stack.procs.clear()
+    stack.up()
+    for name in stack.procs:
+        if name != "cluster-create":
+            stack.health(name)
+    script.write_text(READER)
+    r = stack.net.run(stack.net.hub, [sys.executable, str(script)], timeout_s=60)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:] + stack.log_tail("proxy")
     assert time.monotonic() - started < 90
