@@ -5,7 +5,8 @@ promtool checks deploy/prometheus.yml and deploy/alerts.yml, and runs the rules'
 proxy); then, for a cluster of bundled
 nodes and one of real redis-servers, a proxy in front and a Prometheus scraping it with
 deploy/prometheus.yml's job: the test moves a slot under the proxy's feet (ASK while keys are
-half migrated, MOVED once it changed owner) and kills a master (its replica takes over), and
+half migrated, MOVED once it changed owner), kills a master (its replica takes over) and runs
+the runbook's planned failover (`slotgate cluster failover`), and
 finds all of it through Prometheus' HTTP API: redirects by kind and node, the failover, the
 failed node, slots covered, the alert rules evaluating and firing. Every expression of the
 Grafana dashboard is then evaluated by that Prometheus without error.
@@ -26,7 +27,7 @@ import redis
 import yaml
 
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
-from tests.conftest import ClusterBackend, start_cluster
+from tests.conftest import ClusterBackend, start_cluster, wait_replicas_up
 from tests.deploy.promsupport import (
     DEPLOY,
     PROMTOOL,
@@ -182,10 +183,8 @@ def test_redirects_and_failover_seen_through_prometheus(stack: Stack) -> None:
     victim = next(m for m in masters(backend) if m not in (src, dst))
     info = victim.client().info("replication")
     replica = f"{info['slave0']['ip']}:{info['slave0']['port']}"
-    ranges = [(int(e[0]), int(e[1])) for e in victim.client().execute_command("CLUSTER", "SLOTS")
-              if int(e[2][1]) == victim.port]
     vkey = next(f"fo{i}" for i in range(100_000)
-                if any(lo <= key_slot(f"fo{i}".encode()) <= hi for lo, hi in ranges))
+                if any(lo <= key_slot(f"fo{i}".encode()) <= hi for lo, hi in slots_of(victim)))
     assert client.set(vkey, "before")
     victim.kill()
     deadline = time.monotonic() + 40
@@ -208,6 +207,40 @@ def test_redirects_and_failover_seen_through_prometheus(stack: Stack) -> None:
     assert api.wait("slotgate_replica_lag_bytes >= 0")
     # Nothing claims slots are uncovered.
     assert api.query('ALERTS{alertname="SlotgateSlotsNotCovered"}') == []
+
+
+def slots_of(node: ManagedProcess) -> list[tuple[int, int]]:
+    return [(int(e[0]), int(e[1])) for e in node.client().execute_command("CLUSTER", "SLOTS")
+            if int(e[2][1]) == node.port]
+
+
+def test_planned_failover_drill(stack: Stack) -> None:
+    # docs/OPERATIONS.md's planned drill: `slotgate cluster failover REPLICA:PORT`; the proxy
+    # learns it from the old master's MOVED, and Prometheus shows it.
+    api, backend = stack.prometheus, stack.backend
+    live = [n for n in backend.nodes if n.alive()]
+    wait_replicas_up(live, 30)
+    roles = {n.port: n.client().info("replication") for n in live}
+    master = next(n for n in live if roles[n.port]["role"] == "master"
+                  and roles[n.port]["connected_slaves"] > 0)
+    replica = f"{roles[master.port]['slave0']['ip']}:{roles[master.port]['slave0']['port']}"
+    key = next(f"drill{i}" for i in range(100_000)
+               if any(lo <= key_slot(f"drill{i}".encode()) <= hi for lo, hi in slots_of(master)))
+    out = subprocess.run([sys.executable, "-m", "slotgate.proxy.ops.cli", "cluster", "failover",
+                          replica], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    client = stack.proxy.client(socket_timeout=15)
+
+    def seen() -> bool:
+        # A refresh right after the MOVED may ask a node that has not heard of the failover
+        # yet; the old master's next MOVED makes the proxy ask again.
+        assert client.set(key, "drill")
+        return bool(api.query(f'slotgate_failovers_total{{node="{replica}"}} >= 1'))
+
+    wait_until(seen, 60, f"Prometheus to see {replica} promoted", interval_s=0.5)
+    assert one(api, f'slotgate_redirects_total{{kind="moved",node="{stack.addr(master)}"}} >= 1')
+    assert one(api, f'slotgate_cluster_node_online{{node="{stack.addr(master)}",role="replica"}}'
+               ) == 1
 
 
 def test_alert_rules_loaded_and_healthy(stack: Stack) -> None:
