@@ -23,15 +23,21 @@ RUN pip install --no-cache-dir --prefix=/install .
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
-# redis-tools (redis-cli 7.0) forms the cluster in deploy/compose.yaml's one-shot job.
+# redis-tools (redis-cli 7.0) forms the cluster in deploy/compose.yaml's one-shot job. Not
+# pinned to a version: the base image's suite (bookworm) fixes it at 7.0, and an exact pin
+# would break the build at each Debian security update, which removes the version before it.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends redis-tools \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /install /usr/local
-RUN useradd --system --uid 10001 --user-group --home-dir /data --create-home slotgate \
+RUN groupadd --system --gid 10001 slotgate \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /data --create-home slotgate \
     && mkdir -p /etc/slotgate \
     && chown slotgate:slotgate /data
-USER slotgate
+# By uid:gid, so that hosts and Kubernetes' runAsNonRoot can check it without the image's
+# /etc/passwd.
+USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
 # 6379: the proxy's client port; 9716: the proxy's /metrics and /healthz.

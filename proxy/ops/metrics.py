@@ -18,6 +18,7 @@ Events (labels stay bounded: command names come from the command table, nodes ar
   retry.
 - ``fanout(subrequests)``: one client request split into this many backend requests.
 - ``unknown_fate_write()``: a write was sent and its connection died before the reply.
+- ``failover(node)``: a slot-map refresh found ``node``, a replica before, serving as a master.
 - ``client_connected()`` / ``client_disconnected()``; ``protocol_error()`` for bad input.
 
 ``slot_requests`` is a plain list of 16384 counts (requests routed to each hash slot), bumped
@@ -97,6 +98,9 @@ class ProxyMetrics:
 
     def unknown_fate_write(self) -> None:
         self.counters[("unknown_fate_write",)] += 1
+
+    def failover(self, node: str) -> None:
+        self.counters["failover", node] += 1
 
     def client_connected(self) -> None:
         self.clients_connected += 1
@@ -356,6 +360,7 @@ class _Collector(Collector):
             g.add_metric(role_labels, count)
         yield g
 
+        yield from _cluster_health(m, events)
         yield GaugeMetricFamily(PREFIX + "connected_clients", "Client connections open now.",
                                 value=m.clients_connected)
         for name, event, doc in _SINGLE_COUNTERS:
@@ -371,6 +376,30 @@ _SINGLE_COUNTERS = (
      "before the reply: the client got an error, and the write may or may not have happened."),
     ("protocol_errors", "protocol_error", "Client connections closed for a RESP protocol error."),
 )
+
+
+def _cluster_health(m: PrometheusMetrics,
+                    events: dict[str, dict[tuple[str, ...], float]]) -> Iterator[Metric]:
+    """Failovers seen, and the members' health and replicas' lag as the last CLUSTER SHARDS
+    told them (absent on servers that only answer CLUSTER SLOTS)."""
+    # At 0 for every known node first, so that increase() sees the step from 0 to 1.
+    failovers: dict[tuple[str, ...], float] = {(n,): 0 for n in m.node_labels()}
+    failovers.update(events.get("failover", {}))
+    yield _counter("failovers", "Replicas seen serving as masters after a slot-map refresh "
+                   "(a failover), by the promoted node.", ("node",), failovers)
+    slot_map = m.slot_map()
+    members = getattr(slot_map, "members", {})
+    g = GaugeMetricFamily(PREFIX + "cluster_node_online", "1 when the cluster reports the node "
+                          "online, 0 when it reports it failed or loading.", labels=("node", "role"))
+    for node, (role, health) in sorted(members.items()):
+        g.add_metric((node, _bounded(role, NODE_ROLES)), 1.0 if health == "online" else 0.0)
+    yield g
+    g = GaugeMetricFamily(PREFIX + "replica_lag_bytes", "How far an online replica's "
+                          "replication offset is behind its master's, in bytes.",
+                          labels=("node", "master"))
+    for node, (master, lag_bytes) in sorted(getattr(slot_map, "replica_lag_bytes", {}).items()):
+        g.add_metric((node, master), float(lag_bytes))
+    yield g
 
 
 def _counter(name: str, doc: str, labels: Sequence[str],

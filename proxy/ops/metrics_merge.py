@@ -26,8 +26,10 @@ from prometheus_client.registry import Collector
 # Gauges that describe the cluster (every worker sees the same one) or a per-process limit.
 GAUGE_MAX = frozenset({
     "slotgate_slots_covered", "slotgate_slot_map_version", "slotgate_nodes", "process_max_fds",
+    "slotgate_replica_lag_bytes",
 })
-GAUGE_MIN = frozenset({"process_start_time_seconds"})
+# The oldest process; a node any worker last saw failed counts as down.
+GAUGE_MIN = frozenset({"process_start_time_seconds", "slotgate_cluster_node_online"})
 
 _Key = tuple[str, tuple[tuple[str, str], ...]]
 

@@ -37,6 +37,9 @@ from slotgate.proxy.ops.reshard_plan import Move, parse_slot_tokens
 
 OPEN_SLOT = re.compile(r"^\[(\d+)-([<>])-([0-9a-f]+)\]$")
 BUSYKEY = "BUSYKEY"
+# A source that has just lost its last slot may already follow the target as a replica
+# (Redis 7's replica migration) and refuses SETSLOT with this: done, as redis-cli takes it.
+SETSLOT_ON_REPLICA = "Please use SETSLOT only with masters."
 
 
 def node_address(line: NodeLine, fallback_host: str) -> Address:
@@ -192,6 +195,8 @@ def _assign_everywhere(view: ClusterView, slot: int, owner: NodeLine,
     for m in order:
         reply = view.client(m).call("CLUSTER", "SETSLOT", slot, "NODE", owner.id)
         if isinstance(reply, hiredis.ReplyError) and m in first:
+            if m is not owner and SETSLOT_ON_REPLICA in str(reply):
+                continue
             raise AdminError(f"{m.addr}: CLUSTER SETSLOT {slot} NODE: {reply}")
         # another master refusing (e.g. it still has a stale view) learns it by gossip
 

@@ -44,6 +44,11 @@ class SlotMap:
     # The first slot of each of ``masters``: fan-out sends "to the owner of this slot", so a
     # failover between planning and sending still reaches the shard.
     first_slots: list[int] = field(default_factory=list)
+    # From CLUSTER SHARDS only (CLUSTER SLOTS tells neither): every member's role and health
+    # as the cluster reports them ("online", "fail", "loading"), failed members included, and
+    # each online replica's master and replication lag behind it in bytes (offsets as gossiped).
+    members: dict[str, tuple[str, str]] = field(default_factory=dict)
+    replica_lag_bytes: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def covered(self) -> int:
         return sum(1 for o in self.owners if o is not None)
@@ -69,6 +74,12 @@ def _finish(owners: list[str | None], replicas: dict[str, list[str]]) -> SlotMap
     return SlotMap(owners, replicas, masters, [first_slot[m] for m in masters])
 
 
+def promoted(old: SlotMap, new: SlotMap) -> list[str]:
+    """Masters of ``new`` that were replicas in ``old``: failovers the proxy has seen."""
+    was_replica = {r for reps in old.replicas.values() for r in reps}
+    return [m for m in new.masters if m in was_replica and m not in old.masters]
+
+
 def _node_address(node: dict[str, Any], default_host: str) -> str:
     host = _text(node.get("endpoint") or b"")
     if not host or host == "?":
@@ -77,26 +88,47 @@ def _node_address(node: dict[str, Any], default_host: str) -> str:
     return f"{host}:{int(port)}"
 
 
+def _offset(node: dict[str, Any]) -> int | None:
+    """A node's replication offset; None when absent or not a number (metrics only: a
+    strange value must not cost the slot map)."""
+    try:
+        return int(node["replication-offset"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def slot_map_from_shards(reply: Sequence[Any], default_host: str) -> SlotMap:
     """Build a map from a decoded ``CLUSTER SHARDS`` reply (RESP2 or RESP3 shape)."""
     owners: list[str | None] = [None] * SLOT_COUNT
     replicas: dict[str, list[str]] = {}
+    members: dict[str, tuple[str, str]] = {}
+    lag: dict[str, tuple[str, int]] = {}
     for shard_raw in reply:
         shard = _pairs(shard_raw)
         nodes = [_pairs(n) for n in shard.get("nodes", [])]
+        for n in nodes:
+            members[_node_address(n, default_host)] = (_text(n.get("role", b"")),
+                                                       _text(n.get("health", b"")))
         masters = [n for n in nodes if _text(n.get("role", b"")) == "master"]
         if not masters:
             continue
         master = _node_address(masters[0], default_host)
-        replicas[master] = [
-            _node_address(n, default_host) for n in nodes
-            if _text(n.get("role", b"")) != "master" and _text(n.get("health", b"")) == "online"
-        ]
+        online = [n for n in nodes
+                  if _text(n.get("role", b"")) != "master" and _text(n.get("health", b"")) == "online"]
+        replicas[master] = [_node_address(n, default_host) for n in online]
+        master_offset = _offset(masters[0])
+        for n in online:
+            offset = _offset(n)
+            if master_offset is not None and offset is not None:
+                lag[_node_address(n, default_host)] = (master, max(master_offset - offset, 0))
         ranges = shard.get("slots", [])
         for i in range(0, len(ranges) - 1, 2):
             for slot in range(int(ranges[i]), int(ranges[i + 1]) + 1):
                 owners[slot] = master
-    return _finish(owners, replicas)
+    slot_map = _finish(owners, replicas)
+    slot_map.members = members
+    slot_map.replica_lag_bytes = lag
+    return slot_map
 
 
 def slot_map_from_slots(reply: Sequence[Any], default_host: str) -> SlotMap:
@@ -217,6 +249,9 @@ class Topology:
                 continue
             if not new_map.masters:
                 continue  # a node that knows no slots (not joined yet): ask another one
+            for node in promoted(self.slot_map, new_map):
+                log.info("failover seen: %s is a master now", node)
+                self._metrics.failover(node)
             self.slot_map = new_map
             self.owners = new_map.owners
             self.version += 1

@@ -57,6 +57,8 @@ def test_families_names_and_zero_series() -> None:
         "slotgate_client_connections": "counter", "slotgate_fanout_requests": "counter",
         "slotgate_fanout_subrequests": "counter", "slotgate_unknown_fate_writes": "counter",
         "slotgate_protocol_errors": "counter", "slotgate_backend_auth_failures": "counter",
+        "slotgate_failovers": "counter", "slotgate_cluster_node_online": "gauge",
+        "slotgate_replica_lag_bytes": "gauge",
     }
     # Counters are exposed with _total.
     assert ("slotgate_unknown_fate_writes_total", ()) in samples
