@@ -180,7 +180,7 @@ def _stream_size(s: Any, samples: int) -> int:
     asize = ROBJ + STREAM + _rax_size(len(nodes))
     # The open (last) listpack keeps its 4 KB preallocation; full ones were shrunk to fit.
     sampled = [jemalloc_size(node.nbytes()) for node in nodes[:samples]]
-    if len(sampled) == len(nodes):
+    if nodes and len(sampled) == len(nodes):
         sampled[-1] = _lp_alloc(nodes[-1].nbytes())
     if len(nodes) <= len(sampled):
         asize += sum(sampled)

@@ -46,6 +46,9 @@ CASES = [
     Case("usage of a small sorted set and streams", [
         "ZADD z 1 a 2.5 b -3 c", "MEMORY USAGE z", "XADD x 1-1 f v", "MEMORY USAGE x",
         "XADD x 1-2 f v g w", "MEMORY USAGE x"]),
+    Case("usage of empty streams", [
+        "XGROUP CREATE e $ MKSTREAM", "MEMORY USAGE e", "XADD t 1-1 f v", "XTRIM t MAXLEN 0",
+        "MEMORY USAGE t", "XADD d 1-1 f v", "XDEL d 1-1", "MEMORY USAGE d"]),
 ]
 
 
