@@ -326,6 +326,36 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     return reply
 
 
+def call_unobserved(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
+    """call() when nothing observes the command: no MONITOR, no propagation hooks, ``c``
+    not tracking (the caller checks); stats, latency and slowlog as call(). A script's
+    commands take it (scripting/engine.py): the cheaper path of the common case."""
+    srv = c.server
+    c.last_cmd = cmd.full_name
+    t0 = _clock_ns()
+    try:
+        reply = cmd.handler(c, argv)  # type: ignore[misc]
+    except CommandError as e:
+        reply = _err(str(e))
+        cmd.failed_calls += 1
+        srv.count_error(reply)
+    except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+        reply = _internal_error(cmd, argv, e)
+        srv.count_error(reply)
+    us = (_clock_ns() - t0) // 1000
+    cmd.calls += 1
+    cmd.usec += us
+    srv.stat_numcommands += 1
+    if srv.latency_tracking:
+        try:
+            cmd.lat_small[us * 1000 >> 10] += 1
+        except IndexError:
+            record_long(cmd.lat_big, us * 1000)
+    if us >= srv.timing_threshold_us:
+        srv.command_took(c, cmd, argv, us)
+    return reply
+
+
 def serve_ready_keys(srv: Server) -> None:
     """handleClientsBlockedOnKeys: for each ready key (in order), try its blocked clients FIFO."""
     ks = srv.ks

@@ -115,6 +115,7 @@ class ScriptEngine:
         self.server = server
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
+        self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
         self.scripts_bytes = 0  # the cached bodies (INFO used_memory_scripts_eval)
         self.run: Run | None = None
         cid = server._next_client_id
@@ -152,6 +153,7 @@ class ScriptEngine:
     def flush(self) -> None:
         """SCRIPT FLUSH: an empty cache and a new interpreter."""
         self.scripts = {}
+        self.scripts_by_sha = {}
         self.scripts_bytes = 0
         self._new_interpreter()
 
@@ -176,6 +178,7 @@ class ScriptEngine:
             raise ValueError(COMPILE_ERROR % _text(err))
         script = Script(sha, body, fn, flags, compat)
         self.scripts[sha] = script
+        self.scripts_by_sha[sha.encode()] = script
         self.scripts_bytes += len(body)
         return script
 
@@ -202,12 +205,13 @@ class ScriptEngine:
         if hooks:
             ks.propagate_hooks = [self._collect]
         self._effects = []
+        lua = self.lua
         try:
             if len(keys) + len(args) <= MAX_ARGS_ON_STACK:
                 run_fn = self._call_v if script.is_function else self._run_v
                 ok, result = run_fn(script.fn, c.resp, len(keys), *keys, *args)
             else:
-                table_from = self.lua.table_from
+                table_from = lua.table_from
                 run_fn = self._call_t if script.is_function else self._run_t
                 ok, result = run_fn(script.fn, c.resp, table_from(keys), table_from(args))
             reply = result if ok else self._failure(script.sha, result)
@@ -299,33 +303,43 @@ class ScriptEngine:
             return None, NOT_ALLOWED
         srv = self.server
         argv_l = list(argv)
-        refused = srv.acl.check_script(run.caller, cmd, argv_l) if run.acl_checked else None
-        if refused is None and (run.read_only or (cmd.write and not run.wrote)):
-            refused = self._check_write(run, cmd, argv_l)
-        if refused is None and srv.cluster_route is not None:
-            refused = self._check_cluster(run, cmd, argv_l)
-        if refused is not None:
-            return None, refused
+        if run.acl_checked or run.read_only or srv.cluster_route is not None or (
+                cmd.write and not run.wrote and srv.command_checks):
+            refused = self._refused(run, cmd, argv_l)
+            if refused is not None:
+                return None, refused
         if cmd.write:
             run.wrote = True
         sc = self.client
         if sc.resp != run.resp:
             sc.set_resp(run.resp)
-        reply = dispatch.call(sc, cmd, argv_l)
-        if srv.ks.ready:
+        ks = srv.ks
+        if ks.propagate_hooks or srv.monitors or sc.tracking is not None:
+            reply = dispatch.call(sc, cmd, argv_l)
+        else:
+            reply = dispatch.call_unobserved(sc, cmd, argv_l)
+        if ks.ready:
             dispatch.serve_ready_keys(srv)
         kind = reply[0]
-        if kind == 36:  # "$": a bulk string, the common reply
-            end = reply.index(b"\r\n")
-            size = int(reply[1:end])
-            return reply[end + 2 : end + 2 + size] if size >= 0 else False
+        if kind == 36:  # "$": a bulk string (``reply`` is exactly one reply), the common case
+            return False if reply[1] == 45 else reply[reply.index(b"\r\n") + 2 : -2]
         if kind == 43:  # "+": the Lua side builds its {ok=} table
             return None, None, reply[1:-2]
-        if kind == 58:  # ":" (``reply`` is exactly one reply)
+        if kind == 58:  # ":"
             return int(reply[1:-2])
         if kind == 45:  # "-"
             return None, error_text(reply[: reply.index(b"\r\n")])
         return self.to_lua.convert(reply)
+
+    def _refused(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
+        """Why the script may not run ``argv`` (the ACL, writes, cluster keys), or None."""
+        srv = self.server
+        refused = srv.acl.check_script(run.caller, cmd, argv) if run.acl_checked else None
+        if refused is None and (run.read_only or (cmd.write and not run.wrote)):
+            refused = self._check_write(run, cmd, argv)
+        if refused is None and srv.cluster_route is not None:
+            refused = self._check_cluster(run, cmd, argv)
+        return refused
 
     def _command(self, argv: tuple[bytes, ...]) -> Command | None:
         """The command ``argv`` names (None: unknown); one without subcommands is remembered

@@ -83,13 +83,12 @@ end
 
 -- the script globals ----------------------------------------------------------------------
 -- a read-only table whose missing keys are an error, reading through lookup(k)
+local NO_GLOBAL = "Script attempted to access nonexistent global variable '"
 local function protected(lookup)
   return setmetatable({}, {
     __index = function(_, k)
       local v = lookup(k)
-      if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
+      if v == nil then error(NO_GLOBAL .. tostring(k) .. "'", 2) end
       return v
     end,
     __newindex = ro_newindex,
@@ -97,7 +96,15 @@ local function protected(lookup)
 end
 local env = {}
 local visible = env  -- what scripts see: env, or load_env while a function library loads
-local G = protected(function(k) return visible[k] end)
+-- the globals: protected as above, reading visible directly (scripts read globals often)
+local G = setmetatable({}, {
+  __index = function(_, k)
+    local v = visible[k]
+    if v == nil then error(NO_GLOBAL .. tostring(k) .. "'", 2) end
+    return v
+  end,
+  __newindex = ro_newindex,
+})
 real_of[G] = env
 
 local function plain(t)
@@ -675,6 +682,7 @@ local function encode(out, v, proto, resp, depth)
   end
 end
 encode_reply = function(v, proto)
+  if type(v) == 'string' then return '$' .. #v .. '\r\n' .. v .. '\r\n' end  -- the common reply
   local out = {}
   encode(out, v, proto, script_resp, 0)
   return concat(out)
