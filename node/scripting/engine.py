@@ -147,6 +147,7 @@ class ScriptEngine:
         self.lua = lua
         self.handle = setup(api)
         self.to_lua = ReplyToLua(lua)
+        self._status_ok = self.handle.status_ok  # redis.call's answer for +OK
         self._run_v, self._run_t = self.handle.run_v, self.handle.run_t
         self._call_v, self._call_t = self.handle.call_function_v, self.handle.call_function_t
 
@@ -283,8 +284,9 @@ class ScriptEngine:
     # -- the redis.* callbacks -------------------------------------------------------------
     def call(self, *argv: Any) -> Any:
         """redis.call / redis.pcall: the value, (None, error text), for a status reply
-        (None, None, its text), or (None, None, None, True) when an argument is not a string
-        (the Lua side converts them as Redis does and calls again)."""
+        (None, None, its text) or the Lua side's STATUS_OK for +OK, or (None, None, None,
+        True) when an argument is not a string (the Lua side converts them as Redis does and
+        calls again)."""
         for a in argv:
             if a.__class__ is not bytes:
                 return _CONVERT
@@ -324,7 +326,7 @@ class ScriptEngine:
         if kind == 36:  # "$": a bulk string (``reply`` is exactly one reply), the common case
             return False if reply[1] == 45 else reply[reply.index(b"\r\n") + 2 : -2]
         if kind == 43:  # "+": the Lua side builds its {ok=} table
-            return None, None, reply[1:-2]
+            return self._status_ok if reply == b"+OK\r\n" else (None, None, reply[1:-2])
         if kind == 58:  # ":"
             return int(reply[1:-2])
         if kind == 45:  # "-"

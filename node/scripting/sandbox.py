@@ -205,8 +205,10 @@ end
 local py_call = py.call
 local script_resp = 2  -- redis.setresp of the running script (how booleans go out)
 -- Python takes the arguments as they come and answers (value), (nil, error text), (nil, nil,
--- a status reply's text: made a {ok=} table here, cheaper than from Python) or, when an
--- argument is not a string, (nil, nil, nil, true): they are converted here and sent again
+-- a status reply's text: made a {ok=} table here, cheaper than from Python), STATUS_OK for
+-- +OK (one value crosses, not three) or, when an argument is not a string, (nil, nil, nil,
+-- true): they are converted here and sent again
+local STATUS_OK = {}
 local function converted_call(...)
   local argv, e, n = command_args(...)
   if e then return nil, e end
@@ -215,6 +217,7 @@ end
 entry(redis, 'call', function(...)
   local v, err, st, conv = py_call(...)
   if conv then v, err, st = converted_call(...) end
+  if v == STATUS_OK then return {ok = 'OK'} end
   if err then raise(err) end
   if st then return {ok = st} end
   return v
@@ -222,6 +225,7 @@ end)
 entry(redis, 'pcall', function(...)
   local v, err, st, conv = py_call(...)
   if conv then v, err, st = converted_call(...) end
+  if v == STATUS_OK then return {ok = 'OK'} end
   if err then return {err = err} end
   if st then return {ok = st} end
   return v
@@ -522,7 +526,7 @@ local function run_result(proto, ok, ...)
   return false, (...)
 end
 -- the engine's handle ---------------------------------------------------------------------
-local handle = {}
+local handle = {status_ok = STATUS_OK}
 -- run a library's code: the list of {name, callback, flags, description}, or false and the
 -- error table
 function handle.load_library(f)
