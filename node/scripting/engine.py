@@ -344,13 +344,15 @@ class ScriptEngine:
         return refused
 
     def _command(self, argv: tuple[bytes, ...]) -> Command | None:
-        """The command ``argv`` names (None: unknown); one without subcommands is remembered
-        by its name as written."""
+        """The command ``argv`` names (None: unknown; a container named alone is returned for
+        the arity check to refuse); one without subcommands is remembered by its name as
+        written."""
         table = self.server.table
         cmd = table.get(argv[0]) or table.get(argv[0].lower())
         if cmd is not None and cmd.subcommands is not None:
-            if len(argv) >= 2:
-                cmd = cmd.subcommands.get(argv[1].lower())
+            if len(argv) < 2:  # a container alone: its arity refuses it, as Redis'
+                return cmd
+            cmd = cmd.subcommands.get(argv[1].lower())
         elif cmd is not None and cmd.handler is not None:
             self._commands[argv[0]] = cmd
         return cmd if cmd is not None and cmd.handler is not None else None
