@@ -31,7 +31,7 @@ from slotgate.node.core.client import (
     Client,
 )
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.latency import record_long, record_ns
+from slotgate.node.core.latency import record_long
 from slotgate.protocol.commands import unknown_command_error
 from slotgate.protocol.slots import key_slot
 
@@ -294,28 +294,10 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         srv.feed_monitors(c, argv)
     dirty_before = ks.dirty
     c.propagate_as = None
-    c.last_cmd = cmd.full_name
     db_index = c.db.index
-    t0 = _clock_ns()
-    try:
-        reply = cmd.handler(c, argv)  # type: ignore[misc]
-    except CommandError as e:
-        reply = _err(str(e))
-        cmd.failed_calls += 1
-        srv.count_error(reply)
-    except Exception as e:  # noqa: BLE001 - a bug must not take the server down
-        reply = _internal_error(cmd, argv, e)
-        srv.count_error(reply)
-    us = (_clock_ns() - t0) // 1000
+    reply = call_unobserved(c, cmd, argv)
     if c.tracking is not None:
         srv.tracker.remember(c, cmd, argv)
-    cmd.calls += 1
-    cmd.usec += us
-    srv.stat_numcommands += 1
-    if srv.latency_tracking:
-        record_ns(cmd, us * 1000)
-    if us >= srv.timing_threshold_us:
-        srv.command_took(c, cmd, argv, us)
     if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
         if c.in_exec and not c.exec_multi_propagated:
             c.exec_multi_propagated = True
@@ -327,9 +309,9 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
 
 
 def call_unobserved(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
-    """call() when nothing observes the command: no MONITOR, no propagation hooks, ``c``
-    not tracking (the caller checks); stats, latency and slowlog as call(). A script's
-    commands take it (scripting/engine.py): the cheaper path of the common case."""
+    """The part of call() that does not involve observers: the handler with stats, latency
+    and slowlog. Callers sure that nothing observes the command (no MONITOR, no propagation
+    hooks, ``c`` not tracking) may call it alone: a script's commands do (scripting/engine.py)."""
     srv = c.server
     c.last_cmd = cmd.full_name
     t0 = _clock_ns()

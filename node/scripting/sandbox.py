@@ -558,9 +558,7 @@ local function call_function(f, proto, keys, args)
   script_resp = 2
   return run_result(proto, xpcall(function() return f(keys, args) end, err_handler))
 end
-function handle.call_function_t(f, proto, keys, args)
-  return call_function(f, proto, keys, args)
-end
+handle.call_function_t = call_function
 function handle.call_function_v(f, proto, nkeys, ...)
   return call_function(f, proto, split_args(nkeys, ...))
 end
@@ -578,9 +576,7 @@ local function run(f, proto, keys, argv)
   env.KEYS, env.ARGV = keys, argv
   return run_result(proto, xpcall(f, err_handler))
 end
-function handle.run_t(f, proto, keys, argv)
-  return run(f, proto, keys, argv)
-end
+handle.run_t = run
 function handle.run_v(f, proto, nkeys, ...)
   return run(f, proto, split_args(nkeys, ...))
 end
