@@ -83,12 +83,13 @@ end
 
 -- the script globals ----------------------------------------------------------------------
 -- a read-only table whose missing keys are an error, reading through lookup(k)
-local NO_GLOBAL = "Script attempted to access nonexistent global variable '"
 local function protected(lookup)
   return setmetatable({}, {
     __index = function(_, k)
       local v = lookup(k)
-      if v == nil then error(NO_GLOBAL .. tostring(k) .. "'", 2) end
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
       return v
     end,
     __newindex = ro_newindex,
@@ -96,15 +97,7 @@ local function protected(lookup)
 end
 local env = {}
 local visible = env  -- what scripts see: env, or load_env while a function library loads
--- the globals: protected as above, reading visible directly (scripts read globals often)
-local G = setmetatable({}, {
-  __index = function(_, k)
-    local v = visible[k]
-    if v == nil then error(NO_GLOBAL .. tostring(k) .. "'", 2) end
-    return v
-  end,
-  __newindex = ro_newindex,
-})
+local G = protected(function(k) return visible[k] end)
 real_of[G] = env
 
 local function plain(t)
