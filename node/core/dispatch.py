@@ -32,7 +32,7 @@ from slotgate.node.core.client import (
     Client,
 )
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.latency import record_long, record_ns
+from slotgate.node.core.latency import record_long
 from slotgate.protocol.commands import unknown_command_error
 from slotgate.protocol.slots import key_slot
 
@@ -296,8 +296,26 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         srv.feed_monitors(c, argv)
     dirty_before = ks.dirty
     c.propagate_as = None
-    c.last_cmd = cmd.full_name
     db_index = c.db.index
+    reply = call_unobserved(c, cmd, argv)
+    if c.tracking is not None:
+        srv.tracker.remember(c, cmd, argv)
+    if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
+        if c.in_exec and not c.exec_multi_propagated:
+            c.exec_multi_propagated = True
+            ks.propagate(db_index, [b"MULTI"])
+        for p_argv in c.propagate_as or (argv,):
+            ks.propagate(db_index, p_argv)
+    c.propagate_as = None
+    return reply
+
+
+def call_unobserved(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
+    """The part of call() that does not involve observers: the handler with stats, latency
+    and slowlog. Callers sure that nothing observes the command (no MONITOR, no propagation
+    hooks, ``c`` not tracking) may call it alone: a script's commands do (scripting/engine.py)."""
+    srv = c.server
+    c.last_cmd = cmd.full_name
     t0 = _clock_ns()
     try:
         reply = cmd.handler(c, argv)  # type: ignore[misc]
@@ -309,22 +327,16 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         reply = _internal_error(cmd, argv, e)
         srv.count_error(reply)
     us = (_clock_ns() - t0) // 1000
-    if c.tracking is not None:
-        srv.tracker.remember(c, cmd, argv)
     cmd.calls += 1
     cmd.usec += us
     srv.stat_numcommands += 1
     if srv.latency_tracking:
-        record_ns(cmd, us * 1000)
+        try:
+            cmd.lat_small[us * 1000 >> 10] += 1
+        except IndexError:
+            record_long(cmd.lat_big, us * 1000)
     if us >= srv.timing_threshold_us:
         srv.command_took(c, cmd, argv, us)
-    if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
-        if c.in_exec and not c.exec_multi_propagated:
-            c.exec_multi_propagated = True
-            ks.propagate(db_index, [b"MULTI"])
-        for p_argv in c.propagate_as or (argv,):
-            ks.propagate(db_index, p_argv)
-    c.propagate_as = None
     return reply
 
 

@@ -79,7 +79,8 @@ def _eval(c: Client, argv: list[bytes], by_sha: bool, read_only: bool) -> bytes:
     if srv.monitors:  # EVAL is shown before the commands it runs (it skips call()'s feed)
         srv.feed_monitors(c, argv)
     if by_sha:
-        found = eng.scripts.get(argv[1].lower().decode("latin-1"))
+        found = (eng.scripts_by_sha.get(argv[1])
+                 or eng.scripts.get(argv[1].lower().decode("latin-1")))
         if found is None:
             c.server.count_error(NOSCRIPT)
             return NOSCRIPT

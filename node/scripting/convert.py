@@ -37,13 +37,8 @@ class ReplyToLua:
         self.table_from = lua.table_from
 
     def convert(self, data: bytes) -> Any:
-        kind = data[0]
-        if kind == 36:  # "$": a bulk string, the common reply, read without the general parser
-            end = data.index(b"\r\n")
-            n = int(data[1:end])
-            return data[end + 2 : end + 2 + n] if n >= 0 else False
-        if kind == 58:  # ":" (``data`` is exactly one reply)
-            return int(data[1:-2])
+        """(The engine's redis.call converts bulk strings, integers, status and errors
+        itself, the common replies, and hands the rest here.)"""
         value, _ = self._parse(data, 0)
         return value
 

@@ -52,6 +52,9 @@ SCRIPT_ENTRY_OVERHEAD_BYTES = 96  # a cache entry beside its body: the sha1 key,
 REDIS_VERSION = b"7.0.15"
 REDIS_VERSION_NUM = 0x07000F
 REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
+# KEYS and ARGV of up to this many items go to Lua as call arguments (cheaper than tables
+# made from Python); more as tables (Lua's stack holds at most 8000 values)
+MAX_ARGS_ON_STACK = 32
 # Redis treats may-replicate commands as writes in a read-only script
 _MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount"})
 _LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
@@ -70,6 +73,7 @@ _CLUSTER_REFUSALS = {  # a redirect for a script's command -> what the script se
     b"-CLUSTERDOWN The cluster is down\r\n": CLUSTER_DOWN,
 }
 COMPILE_ERROR = "ERR Error compiling script (new function): %s"
+_CONVERT = (None, None, None, True)  # redis.call's answer: the Lua side converts the arguments
 
 
 def sha1hex(body: bytes) -> str:
@@ -111,6 +115,7 @@ class ScriptEngine:
         self.server = server
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
+        self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
         self.scripts_bytes = 0  # the cached bodies (INFO used_memory_scripts_eval)
         self.run: Run | None = None
         cid = server._next_client_id
@@ -118,6 +123,8 @@ class ScriptEngine:
         self.client = Client(server, cid, "lua", "lua")
         self.client.set_authenticated(True)
         self._effects: list[tuple[int, list[bytes], int]] = []
+        # redis.call's commands without subcommands, by their name as scripts write it
+        self._commands: dict[bytes, Command] = {}
         self._new_interpreter()
 
     # -- the interpreter -------------------------------------------------------------------
@@ -140,13 +147,14 @@ class ScriptEngine:
         self.lua = lua
         self.handle = setup(api)
         self.to_lua = ReplyToLua(lua)
-        self._run = self.handle.run
-        self._call_function = self.handle.call_function
-        self._encode = self.handle.encode
+        self._status_ok = self.handle.status_ok  # redis.call's answer for +OK
+        self._run_v, self._run_t = self.handle.run_v, self.handle.run_t
+        self._call_v, self._call_t = self.handle.call_function_v, self.handle.call_function_t
 
     def flush(self) -> None:
         """SCRIPT FLUSH: an empty cache and a new interpreter."""
         self.scripts = {}
+        self.scripts_by_sha = {}
         self.scripts_bytes = 0
         self._new_interpreter()
 
@@ -171,6 +179,7 @@ class ScriptEngine:
             raise ValueError(COMPILE_ERROR % _text(err))
         script = Script(sha, body, fn, flags, compat)
         self.scripts[sha] = script
+        self.scripts_by_sha[sha.encode()] = script
         self.scripts_bytes += len(body)
         return script
 
@@ -199,12 +208,14 @@ class ScriptEngine:
         self._effects = []
         lua = self.lua
         try:
-            run_fn = self._call_function if script.is_function else self._run
-            ok, result = run_fn(script.fn, lua.table_from(keys), lua.table_from(args))
-            if ok:
-                reply = self._encode(result, c.resp, run.resp)
+            if len(keys) + len(args) <= MAX_ARGS_ON_STACK:
+                run_fn = self._call_v if script.is_function else self._run_v
+                ok, result = run_fn(script.fn, c.resp, len(keys), *keys, *args)
             else:
-                reply = self._failure(script.sha, result)
+                table_from = lua.table_from
+                run_fn = self._call_t if script.is_function else self._run_t
+                ok, result = run_fn(script.fn, c.resp, table_from(keys), table_from(args))
+            reply = result if ok else self._failure(script.sha, result)
         except lua51.LuaMemoryError:
             reply = b"-ERR Error running script %s, not enough memory\r\n" % script.sha.encode()
         except lua51.LuaError as e:
@@ -271,44 +282,80 @@ class ScriptEngine:
         return [h for h in hooks if h != feed]
 
     # -- the redis.* callbacks -------------------------------------------------------------
-    def call(self, *argv: bytes) -> tuple[Any, ...]:
-        """redis.call / redis.pcall: (value, None), (None, error text) or, for a status
-        reply, (None, None, its text)."""
+    def call(self, *argv: Any) -> Any:
+        """redis.call / redis.pcall: the value, (None, error text), for a status reply
+        (None, None, its text) or the Lua side's STATUS_OK for +OK, or (None, None, None,
+        True) when an argument is not a string (the Lua side converts them as Redis does and
+        calls again)."""
+        for a in argv:
+            if a.__class__ is not bytes:
+                return _CONVERT
+        if not argv:
+            return _CONVERT
         run = self.run
         if run is None:
             return None, b"ERR redis.call/pcall can only be called inside a script invocation"
-        srv = self.server
-        argv_l = list(argv)
-        cmd = srv.table.get(argv_l[0]) or srv.table.get(argv_l[0].lower())
-        if cmd is not None and cmd.subcommands is not None and len(argv_l) >= 2:
-            cmd = cmd.subcommands.get(argv_l[1].lower())
-        if cmd is None or cmd.handler is None:
+        cmd = self._commands.get(argv[0]) or self._command(argv)
+        if cmd is None:
             return None, UNKNOWN_COMMAND
-        n = len(argv_l)
+        n = len(argv)
         if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
             return None, WRONG_ARGS
         if "noscript" in cmd.flags:
             return None, NOT_ALLOWED
-        refused = srv.acl.check_script(run.caller, cmd, argv_l) if run.acl_checked else None
-        if refused is None:
-            refused = self._check_write(run, cmd, argv_l)
-        if refused is None and srv.cluster_route is not None:
-            refused = self._check_cluster(run, cmd, argv_l)
-        if refused is not None:
-            return None, refused
+        srv = self.server
+        argv_l = list(argv)
+        if run.acl_checked or run.read_only or srv.cluster_route is not None or (
+                cmd.write and not run.wrote and srv.command_checks):
+            refused = self._refused(run, cmd, argv_l)
+            if refused is not None:
+                return None, refused
         if cmd.write:
             run.wrote = True
         sc = self.client
         if sc.resp != run.resp:
             sc.set_resp(run.resp)
-        reply = dispatch.call(sc, cmd, argv_l)
-        if srv.ks.ready:
+        ks = srv.ks
+        if ks.propagate_hooks or srv.monitors or sc.tracking is not None:
+            reply = dispatch.call(sc, cmd, argv_l)
+        else:
+            reply = dispatch.call_unobserved(sc, cmd, argv_l)
+        if ks.ready:
             dispatch.serve_ready_keys(srv)
-        if reply[:1] == b"-":
+        kind = reply[0]
+        if kind == 36:  # "$": a bulk string (``reply`` is exactly one reply), the common case
+            return False if reply[1] == 45 else reply[reply.index(b"\r\n") + 2 : -2]
+        if kind == 43:  # "+": the Lua side builds its {ok=} table
+            return self._status_ok if reply == b"+OK\r\n" else (None, None, reply[1:-2])
+        if kind == 58:  # ":"
+            return int(reply[1:-2])
+        if kind == 45:  # "-"
             return None, error_text(reply[: reply.index(b"\r\n")])
-        if reply[:1] == b"+":  # the Lua side builds its {ok=} table
-            return None, None, reply[1:-2]
-        return self.to_lua.convert(reply), None
+        return self.to_lua.convert(reply)
+
+    def _refused(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
+        """Why the script may not run ``argv`` (the ACL, writes, cluster keys), or None."""
+        srv = self.server
+        refused = srv.acl.check_script(run.caller, cmd, argv) if run.acl_checked else None
+        if refused is None and (run.read_only or (cmd.write and not run.wrote)):
+            refused = self._check_write(run, cmd, argv)
+        if refused is None and srv.cluster_route is not None:
+            refused = self._check_cluster(run, cmd, argv)
+        return refused
+
+    def _command(self, argv: tuple[bytes, ...]) -> Command | None:
+        """The command ``argv`` names (None: unknown; a container named alone is returned for
+        the arity check to refuse); one without subcommands is remembered by its name as
+        written."""
+        table = self.server.table
+        cmd = table.get(argv[0]) or table.get(argv[0].lower())
+        if cmd is not None and cmd.subcommands is not None:
+            if len(argv) < 2:  # a container alone: its arity refuses it, as Redis'
+                return cmd
+            cmd = cmd.subcommands.get(argv[1].lower())
+        elif cmd is not None and cmd.handler is not None:
+            self._commands[argv[0]] = cmd
+        return cmd if cmd is not None and cmd.handler is not None else None
 
     def _check_write(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
         if run.read_only and (cmd.write or cmd.full_name in _MAY_REPLICATE):

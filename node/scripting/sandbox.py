@@ -196,36 +196,29 @@ local function command_args(...)
   return argv, nil, n
 end
 local py_call = py.call
--- the common case, only strings, goes to Python as it is (no argument table)
-local function all_strings(...)
-  local n = select('#', ...)
-  for j = 1, n do
-    if type((select(j, ...))) ~= 'string' then return false end
-  end
-  return n > 0
+local script_resp = 2  -- redis.setresp of the running script (how booleans go out)
+-- Python takes the arguments as they come and answers (value), (nil, error text), (nil, nil,
+-- a status reply's text: made a {ok=} table here, cheaper than from Python), STATUS_OK for
+-- +OK (one value crosses, not three) or, when an argument is not a string, (nil, nil, nil,
+-- true): they are converted here and sent again
+local STATUS_OK = {}
+local function converted_call(...)
+  local argv, e, n = command_args(...)
+  if e then return nil, e end
+  return py_call(unpack(argv, 1, n))
 end
 entry(redis, 'call', function(...)
-  local v, err, st  -- st: a status reply's text, made a {ok=} table here (cheaper than Python)
-  if all_strings(...) then
-    v, err, st = py_call(...)
-  else
-    local argv, e, n = command_args(...)
-    if e then raise(e) end
-    v, err, st = py_call(unpack(argv, 1, n))
-  end
+  local v, err, st, conv = py_call(...)
+  if conv then v, err, st = converted_call(...) end
+  if v == STATUS_OK then return {ok = 'OK'} end
   if err then raise(err) end
   if st then return {ok = st} end
   return v
 end)
 entry(redis, 'pcall', function(...)
-  local v, err, st  -- st: a status reply's text, made a {ok=} table here (cheaper than Python)
-  if all_strings(...) then
-    v, err, st = py_call(...)
-  else
-    local argv, e, n = command_args(...)
-    if e then return {err = e} end
-    v, err, st = py_call(unpack(argv, 1, n))
-  end
+  local v, err, st, conv = py_call(...)
+  if conv then v, err, st = converted_call(...) end
+  if v == STATUS_OK then return {ok = 'OK'} end
   if err then return {err = err} end
   if st then return {ok = st} end
   return v
@@ -282,6 +275,7 @@ entry(redis, 'setresp', function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
   local v = tonumber((...))
   if v ~= 2 and v ~= 3 then raise('ERR RESP version must be 2 or 3.') end
+  script_resp = v
   py.setresp(v)
 end)
 entry(redis, 'set_repl', function(...)
@@ -518,11 +512,14 @@ load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.
 load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = py.version, py.version_num
 local load_env = {redis = protected(function(k) return load_redis[k] end)}
 
-local function run_result(ok, ...)
-  return ok, (...)
+local encode_reply  -- Lua -> RESP, below
+-- a run's outcome: true and the reply for the caller's protocol, or false and the error
+local function run_result(proto, ok, ...)
+  if ok then return true, encode_reply((...), proto) end
+  return false, (...)
 end
 -- the engine's handle ---------------------------------------------------------------------
-local handle = {}
+local handle = {status_ok = STATUS_OK}
 -- run a library's code: the list of {name, callback, flags, description}, or false and the
 -- error table
 function handle.load_library(f)
@@ -543,9 +540,20 @@ function handle.flag_names(bits)
   end
   return out
 end
-function handle.call_function(f, keys, args)
+-- a run: KEYS and ARGV come as tables (``_t``) or, when few, as the arguments after
+-- ``nkeys`` (``_v``: cheaper than tables made from Python); ``proto`` is the caller's protocol
+local function split_args(nkeys, ...)
+  local all = {...}
+  return {unpack(all, 1, nkeys)}, {select(nkeys + 1, ...)}
+end
+local function call_function(f, proto, keys, args)
   repair()
-  return run_result(xpcall(function() return f(keys, args) end, err_handler))
+  script_resp = 2
+  return run_result(proto, xpcall(function() return f(keys, args) end, err_handler))
+end
+handle.call_function_t = call_function
+function handle.call_function_v(f, proto, nkeys, ...)
+  return call_function(f, proto, split_args(nkeys, ...))
 end
 function handle.compile(body, chunk)
   chunk = chunk or '@user_script'
@@ -555,10 +563,15 @@ function handle.compile(body, chunk)
   setfenv(f, G)
   return f, false
 end
-function handle.run(f, keys, argv)
+local function run(f, proto, keys, argv)
   repair()
+  script_resp = 2
   env.KEYS, env.ARGV = keys, argv
-  return run_result(xpcall(f, err_handler))
+  return run_result(proto, xpcall(f, err_handler))
+end
+handle.run_t = run
+function handle.run_v(f, proto, nkeys, ...)
+  return run(f, proto, split_args(nkeys, ...))
 end
 function handle.array(...)
   return {...}
@@ -661,9 +674,10 @@ local function encode(out, v, proto, resp, depth)
     out[#out + 1] = proto == 2 and '$-1\r\n' or '_\r\n'
   end
 end
-function handle.encode(v, proto, resp)
+encode_reply = function(v, proto)
+  if type(v) == 'string' then return '$' .. #v .. '\r\n' .. v .. '\r\n' end  -- the common reply
   local out = {}
-  encode(out, v, proto, resp, 0)
+  encode(out, v, proto, script_resp, 0)
   return concat(out)
 end
 -- error tables of a failed script, as luaExtractErrorInformation reads them
