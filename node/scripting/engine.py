@@ -134,6 +134,8 @@ class ScriptEngine:
             b"version": REDIS_VERSION,
             b"version_num": REDIS_VERSION_NUM,
             b"libs": lua.table_from(libs.SOURCES),
+            b"float_bytes": libs.float_bytes,
+            b"bytes_float": libs.bytes_float,
             b"functions": self.functions,
         })
         setup = lua.globals().loadstring(SANDBOX_LUA.encode(), b"=lualib")

@@ -11,8 +11,9 @@ local h = ...
 local entry, argerror = h.entry, h.argerror
 local type, select, tostring, tonumber, next, rawget = type, select, tostring, tonumber, next, rawget
 local floor, huge = math.floor, math.huge
-local sfmt, byte, char, sub, find, concat = string.format, string.byte, string.char, string.sub,
-                                           string.find, table.concat
+local sfmt, byte, char, sub, find, lower, concat = string.format, string.byte, string.char,
+                                                  string.sub, string.find, string.lower, table.concat
+local INT_MIN = -2147483648
 
 local M = {}
 local null = newproxy(false)
@@ -44,7 +45,9 @@ local function array_length(t)
   local max, items = 0, 0
   for k in next, t do
     if type(k) == 'number' and k >= 1 and floor(k) == k then
-      if k > max then max = k end
+      -- the maximum is a C int: a key from 2^31 up converts to INT_MIN (x86), so a table
+      -- with such a key (met after the others) is no array
+      if k > max then max = (k < 2147483648) and k or INT_MIN end
       items = items + 1
     else
       return -1
@@ -115,6 +118,58 @@ local function utf8(cp)
 end
 local SIMPLE = {['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n',
                 r = '\r', t = '\t'}
+-- numbers: lua-cjson hands the text at the token to C strtod and takes what it converts;
+-- strtod_end finds the end of that prefix (sign, inf/infinity, nan(chars), hexadecimal with
+-- p exponent, decimal with e exponent), tonumber (strtod again) gives the value
+local function digits_end(s, j, class)  -- index after [class]*[.[class]*], and digit count
+  local _, e = find(s, '^' .. class .. '*', j)
+  local n = e - j + 1
+  if sub(s, e + 1, e + 1) == '.' then
+    local _, f = find(s, '^' .. class .. '*', e + 2)
+    n, e = n + f - e - 1, f
+  end
+  return e + 1, n
+end
+local function strtod_end(s, i)
+  local j = i
+  local c = sub(s, j, j)
+  if c == '+' or c == '-' then j = j + 1 end
+  local word = lower(sub(s, j, j + 7))
+  if word == 'infinity' then return j + 8 end
+  word = sub(word, 1, 3)
+  if word == 'inf' then return j + 3 end
+  if word == 'nan' then
+    local _, pe = find(s, '^%([%w_]*%)', j + 3)
+    return (pe or j + 2) + 1
+  end
+  if find(s, '^0[xX]', j) then
+    local e, n = digits_end(s, j + 2, '%x')
+    if n == 0 then return j + 1 end  -- "0x" without digits: the 0 alone
+    local _, pe = find(s, '^[pP][%+%-]?%d+', e)
+    return pe and pe + 1 or e
+  end
+  local e, n = digits_end(s, j, '%d')
+  if n == 0 then return nil end
+  local _, pe = find(s, '^[eE][%+%-]?%d+', e)
+  return pe and pe + 1 or e
+end
+local function number_token(s, i)
+  local e = strtod_end(s, i)
+  if e == nil then return 'T_ERROR', 'invalid number', i end
+  return 'T_NUMBER', tonumber(sub(s, i, e - 1)), i, e
+end
+-- json_is_invalid_number: what JSON forbids among the texts strtod reads
+local function invalid_number(s, i)
+  local c = byte(s, i)
+  if c == 43 then return true end  -- '+'
+  if c == 45 then i = i + 1; c = byte(s, i) end  -- '-'
+  if c == 48 then  -- '0' followed by x, X or a digit
+    return find(s, '^[xX%d]', i + 1) ~= nil
+  end
+  if c == nil or c <= 57 or c >= 128 then return false end  -- C's signed char <= '9'
+  local word = lower(sub(s, i, i + 2))
+  return word == 'inf' or word == 'nan'
+end
 local function next_token(s, i)
   local _, e = find(s, '^[ \t\n\r]*', i)
   i = e + 1
@@ -158,16 +213,17 @@ local function next_token(s, i)
       end
     end
   end
-  if find(c, '[%-%d]') then
-    local _, ne = find(s, '^%-?%d+%.?%d*[eE]?[%+%-]?%d*', i)
-    local text = ne and sub(s, i, ne)
-    local v = text and tonumber(text)
-    if v == nil then return 'T_ERROR', 'invalid number', i end
-    return 'T_NUMBER', v, i, ne + 1
+  if c == '-' or find(c, '^%d') then
+    if not cfg.decode_invalid and invalid_number(s, i) then
+      return 'T_ERROR', 'invalid number', i
+    end
+    return number_token(s, i)
   end
   if sub(s, i, i + 3) == 'true' then return 'T_BOOLEAN', true, i, i + 4 end
   if sub(s, i, i + 4) == 'false' then return 'T_BOOLEAN', false, i, i + 5 end
   if sub(s, i, i + 3) == 'null' then return 'T_NULL', null, i, i + 4 end
+  -- with decode_invalid_numbers on, what JSON forbids but strtod reads (+1, inf, nan)
+  if cfg.decode_invalid and invalid_number(s, i) then return number_token(s, i) end
   return 'T_ERROR', 'invalid token', i
 end
 local function parse_error(expected, tt, tv, ti)

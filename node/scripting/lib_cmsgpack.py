@@ -27,18 +27,16 @@ local function be(v, size)  -- big-endian bytes of the low `size` bytes (two's c
   end
   return concat(out)
 end
-local function float_bits(x, size)
-  local hi, lo = h.float_words(x, size)
-  if size == 4 then return be(hi, 4) end
-  return be(hi, 4) .. be(lo, 4)
-end
+local float_bits = h.float_bytes  -- (x, size): big-endian IEEE bytes, NaN bits kept
+-- C's (double)(float)x == x: a NaN never, infinities always, else 24 significant bits and a
+-- multiple of 2^-149 (the float subnormals' step) below 2^128
 local function is_float32(x)
-  if x ~= x or x == huge or x == -huge then return true end
-  if x == 0 then return true end
+  if x ~= x then return false end
+  if x == huge or x == -huge or x == 0 then return true end
   local fr, ex = frexp(x)
   if ex > 128 or ex < -148 then return false end
-  local scaled = ldexp(fr, 24)
-  return scaled == floor(scaled)
+  local scaled, steps = ldexp(fr, 24), ldexp(x, 149)
+  return scaled == floor(scaled) and steps == floor(steps)
 end
 
 local function enc_int(n)
@@ -135,8 +133,16 @@ local function sbe(s, pos, size)
   return -v - 1
 end
 local function ufloat(s, pos, size)
-  if size == 4 then return h.words_float(ube(s, pos, 4), nil, 4) end
-  return h.words_float(ube(s, pos, 4), ube(s, pos + 4, 4), 8)
+  need(s, pos, size)
+  return h.bytes_float(sub(s, pos, pos + size - 1), size)
+end
+-- 64-bit integers as two 32-bit halves: one rounding to a double, as C's conversion. lua-cmsgpack
+-- reads uint 64 as a signed value too (0xcf ff..ff is -1)
+local function int64(s, pos)
+  need(s, pos, 8)
+  local hi = ube(s, pos, 4)
+  if hi >= 2147483648 then hi = hi - 4294967296 end
+  return hi * 4294967296 + ube(s, pos + 4, 4)
 end
 local decode
 local function dec_str(s, pos, n)
@@ -173,11 +179,11 @@ decode = function(s, pos)
   if c == 0xcc then return ube(s, pos, 1), pos + 1 end
   if c == 0xcd then return ube(s, pos, 2), pos + 2 end
   if c == 0xce then return ube(s, pos, 4), pos + 4 end
-  if c == 0xcf then return ube(s, pos, 8), pos + 8 end
+  if c == 0xcf then return int64(s, pos), pos + 8 end
   if c == 0xd0 then return sbe(s, pos, 1), pos + 1 end
   if c == 0xd1 then return sbe(s, pos, 2), pos + 2 end
   if c == 0xd2 then return sbe(s, pos, 4), pos + 4 end
-  if c == 0xd3 then return sbe(s, pos, 8), pos + 8 end
+  if c == 0xd3 then return int64(s, pos), pos + 8 end
   if c == 0xca then return ufloat(s, pos, 4), pos + 4 end
   if c == 0xcb then return ufloat(s, pos, 8), pos + 8 end
   if c == 0xd9 or c == 0xc4 then local n = ube(s, pos, 1) return dec_str(s, pos + 1, n) end

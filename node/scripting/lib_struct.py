@@ -94,17 +94,15 @@ local function bytes_int(data, pos, size, big, signed)
   if negative then v = -v - 1 end
   return v
 end
-local function float_bytes(x, size, big)
-  local hi, lo = h.float_words(x, size)
-  if size == 4 then return int_bytes(hi, 4, big) end
-  if big then return int_bytes(hi, 4, true) .. int_bytes(lo, 4, true) end
-  return int_bytes(lo, 4, false) .. int_bytes(hi, 4, false)
+local function float_bytes(x, size, big)  -- C's cast to float or double, bits as stored
+  local b = h.float_bytes(x, size)
+  if big then return b end
+  return b:reverse()
 end
 local function bytes_float(data, pos, size, big)
-  if size == 4 then return h.words_float(bytes_int(data, pos, 4, big, false), nil, 4) end
-  local lo = bytes_int(data, big and pos + 4 or pos, 4, big, false)
-  local hi = bytes_int(data, big and pos or pos + 4, 4, big, false)
-  return h.words_float(hi, lo, 8)
+  local b = sub(data, pos, pos + size - 1)
+  if not big then b = b:reverse() end
+  return h.bytes_float(b, size)
 end
 
 local function checknumber(fname, n, v)

@@ -360,59 +360,10 @@ local rmath = copy(math)
 entry(rmath, 'random', rmath_random)
 entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...))) end)
 
--- IEEE 754 single (size 4) and double (size 8) as 32-bit words, for struct and cmsgpack; a
--- double is split in two words so no intermediate value passes 2^53
-local frexp, ldexp, mfloor, huge = math.frexp, math.ldexp, math.floor, math.huge
-local function float_words(x, size)
-  local mbits, ebits, bias = 23, 8, 127
-  if size == 8 then mbits, ebits, bias = 52, 11, 1023 end
-  local sign = 0
-  if x < 0 or (x == 0 and 1 / x < 0) then sign = 1; x = -x end
-  local e, m
-  if x ~= x then e, m = 2 ^ ebits - 1, 2 ^ (mbits - 1)
-  elseif x == huge then e, m = 2 ^ ebits - 1, 0
-  elseif x == 0 then e, m = 0, 0
-  else
-    local fr, ex = frexp(x)  -- x = fr * 2^ex, 0.5 <= fr < 1
-    e = ex + bias - 1
-    if e <= 0 then  -- subnormal
-      m = mfloor(ldexp(fr, mbits + e - 1) + 0.5)
-      e = 0
-    else
-      m = mfloor((fr * 2 - 1) * 2 ^ mbits + 0.5)
-      if m == 2 ^ mbits then m = 0; e = e + 1 end
-      if e >= 2 ^ ebits - 1 then e, m = 2 ^ ebits - 1, 0 end
-    end
-  end
-  if size == 4 then return (sign * 2 ^ ebits + e) * 2 ^ mbits + m, nil end
-  local m_lo = m % 4294967296
-  return (sign * 2 ^ ebits + e) * 2 ^ 20 + (m - m_lo) / 4294967296, m_lo
-end
-local function words_float(hi, lo, size)
-  local mbits, ebits, bias, m = 23, 8, 127, nil
-  if size == 8 then
-    mbits, ebits, bias = 52, 11, 1023
-    local m_hi = hi % 2 ^ 20
-    hi = (hi - m_hi) / 2 ^ 20
-    m = m_hi * 4294967296 + lo
-  else
-    m = hi % 2 ^ 23
-    hi = (hi - m) / 2 ^ 23
-  end
-  local e = hi % 2 ^ ebits
-  local sign = (hi - e) / 2 ^ ebits
-  local x
-  if e == 2 ^ ebits - 1 then x = (m == 0) and huge or (0 / 0)
-  elseif e == 0 then x = ldexp(m, 1 - bias - mbits)
-  else x = ldexp(m + 2 ^ mbits, e - bias - mbits) end
-  if sign == 1 then x = -x end
-  return x
-end
-
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
 local libs = {}
 local helpers = {entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
-                 float_words = float_words, words_float = words_float}
+                 float_bytes = py.float_bytes, bytes_float = py.bytes_float}
 for name, src in pairs(py.libs) do
   local f = assert(loadstring(src, INTERNAL))
   libs[name] = f(helpers)

@@ -83,7 +83,81 @@ CJSON = Case("cjson", [_ev(s) for s in [
     "return cjson.decode('\\\"a\\\\qb\\\"')",
 ]])
 
-CASES = [BIT, STRUCT, CMSGPACK, CJSON]
+def _bytes(*values: int) -> str:
+    return "string.char(" + ",".join(str(v) for v in values) + ")"
+
+
+def _tostrings(expr: str) -> str:
+    """A script returning every value of ``expr`` through tostring (Lua's own %.14g)."""
+    return _ev("local t={" + expr + "} for i=1,#t do t[i]=tostring(t[i]) end return t")
+
+
+FF8 = (255,) * 8
+# numbers beyond 2^53, 2^63 and 2^64, negative ones, integral floats, NaN bits: Lua's numbers
+# are doubles in both servers, so what matters is which conversion rounds where
+CJSON_NUMBERS = Case("cjson numbers", [
+    *[_ev(s) for s in [
+        "return cjson.encode({2^53, 2^53+1, -2^53-2, 2^63, -2^63, 2^64, 1.0, 3.0, -0.0, 1e15})",
+        "return cjson.encode(123456789012345678)", "return cjson.encode({[2^53+1]=1})",
+        "return cjson.encode({[1]=1,[2]=2,[2^31]=3})", "return cjson.encode({[1]=1,[2^31-1]=3})",
+        "return cjson.encode({[-0.0]=1})",
+        "return cjson.decode('[9007199254740993, -9223372036854775808, 9223372036854775807, "
+        "18446744073709551616, 1e300, 12345678901234567, 1.0, 2e0, -0]')",
+        "return cjson.decode('[0x10, -0x1F, 0x.8, 0x1.8p-1, 1., 01, -.5, 1.e5, +5, +.5]')",
+    ]],
+    _tostrings("cjson.decode('9007199254740993'), cjson.decode('-1e-400'), "
+               "cjson.decode('123456789012345678901234567890'), cjson.decode('-0')"),
+    _tostrings("cjson.decode('inf'), cjson.decode('-Infinity'), cjson.decode('nAn'), "
+               "cjson.decode('+inf'), cjson.decode('nan(12ab)'), cjson.decode('nan()'), "
+               "cjson.decode('Infinity'), cjson.decode('1e5000'), cjson.decode('-nan')"),
+    *[_ev("return cjson.decode('" + text + "')") for text in [
+        "-0x", "-", "+", "+-1", "--1", "-.", ".", "0x", "1e", "1e+", "0x1.8p", "00x1", "infx",
+        "-infinit", "[nan(12ab", "nan(-)", "[1e5x]", "1.5.5",
+    ]],
+    *[_ev("cjson.decode_invalid_numbers(false) local r = {pcall(cjson.decode, '" + text + "')} "
+          "cjson.decode_invalid_numbers(true) return r")
+      for text in ["+1", "-0x1", "inf", "-0.5", "01"]],
+])
+
+CMSGPACK_NUMBERS = Case("cmsgpack numbers", [
+    *[_ev(s) for s in [
+        "return cmsgpack.pack(2^53, 2^53+1, 2^63, -2^63, 2^64, -2^64, 2^63-1024, -2^63+1024, "
+        "-2^53-2, 2^60+3*2^10, 2^32, -2^31-1, 2^31, -2^31)",
+        "return cmsgpack.pack(1.0, 3.0, -0.0, 0/0, -(0/0), 1/0, -1/0, 1e300, 2^70, 2^24+1)",
+        "return cmsgpack.pack(2^-149, 2^-150, 3.4e38, 2^-130*(1+2^-23), 2^-130, 3*2^-149, "
+        "2^127*(2-2^-23), 2^128, 2^128*(1-2^-25))",
+        "return {cmsgpack.unpack(cmsgpack.pack(2^53+1, 2^63, -2^63, 2^64))}",
+        "return {cmsgpack.unpack(" + _bytes(0xce, 255, 255, 255, 255, 0xcd, 255, 255, 0xcc, 255,
+                                           0xd2, 255, 255, 255, 255, 0xd0, 128, 0xd1, 128, 0,
+                                           0xce, 128, 0, 0, 0) + ")}",
+        "return {cmsgpack.unpack(" + _bytes(0xcf, *FF8, 0xcf, 128, 0, 0, 0, 0, 0, 0, 1,
+                                           0xd3, 128, *(0,) * 7) + ")}",
+        "return cmsgpack.pack(cmsgpack.unpack(" + _bytes(0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 1,
+                                                          0xca, 0x7f, 0xc0, 0, 1) + "))",
+        "return struct.pack('>d', cmsgpack.unpack(" + _bytes(0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 1)
+        + "))",
+        "return cmsgpack.unpack(" + _bytes(0xcf, 0x7f) + ")",
+        "return cmsgpack.unpack(" + _bytes(0xcb, 0x7f) + ")",
+    ]],
+    _tostrings("cmsgpack.unpack(" + _bytes(0xcf, *FF8, 0xcf, 128, 0, 0, 0, 0, 0, 0, 1,
+                                          0xcf, 0, 32, 0, 0, 0, 0, 0, 1,
+                                          0xd3, 255, 223, 255, 255, 255, 255, 255, 255) + ")"),
+    _tostrings("cmsgpack.unpack(" + _bytes(0xcb, 0xff, 0xf8, 0, 0, 0, 0, 0, 0,
+                                          0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 1,
+                                          0xca, 0x7f, 0xc0, 0, 1, 0xca, 0xff, 0x80, 0, 0,
+                                          0xca, 0, 0, 0, 1) + ")"),
+    *[_ev("return string.format('%.17g', cmsgpack.unpack(" + _bytes(*b) + "))") for b in [
+        (0xcf, 0x7f, *FF8[:7]), (0xcf, 0, 0x3f, *FF8[:6]), (0xd3, 0xff, 0xc0, 0, 0, 0, 0, 0, 1),
+        (0xd3, 0x40, 0, 0, 0, 0, 0, 2, 1), (0xcf, 0x40, 0, 0, 0, 0, 0, 2, 1),
+        (0xd3, 0xbf, *FF8[:5], 0xfd, 0xff), (0xd3, 0, 0x20, 0, 0, 0, 0, 0, 3),
+    ]],
+    _ev("return {struct.pack('>f', 0/0), struct.pack('<d', 0/0), struct.pack('>f', 1e39), "
+        "struct.pack('>f', -1e39), struct.pack('>f', 2^-150*3), struct.pack('<f', 1.1)}"),
+    _tostrings("struct.unpack('>f<d>d', " + _bytes(0x7f, 0xc0, 0, 1, 1, 0, 0, 0, 0, 0, 0xf8, 0xff,
+                                                  0x7f, 0xf0, 0, 0, 0, 0, 0, 0) + ")"),
+])
+
+CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS]
 
 
 @pytest.mark.parametrize("proto", [2, 3])
