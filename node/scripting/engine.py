@@ -102,6 +102,7 @@ class Run:
     repl: int = REPL_ALL
     wrote: bool = False
     acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
+    keys: list[bytes] | None = None  # the declared keys (client tracking remembers them)
 
 
 class ScriptEngine:
@@ -184,7 +185,7 @@ class ScriptEngine:
         ro = read_only or bool(flags & FLAG_NO_WRITES)
         slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
-        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
+        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys)
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
         run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
@@ -200,6 +201,8 @@ class ScriptEngine:
             ks.propagate_hooks = [self._collect]
         self._effects = []
         lua = self.lua
+        tracker = self.server.tracker
+        tracker.in_script = True
         try:
             run_fn = self._call_function if script.is_function else self._run
             ok, result = run_fn(script.fn, lua.table_from(keys), lua.table_from(args))
@@ -215,6 +218,7 @@ class ScriptEngine:
                 script.sha.encode(), _oneline(str(e))[:100].encode())
         finally:
             self.run = None
+            tracker.in_script = False
             if hooks:
                 ks.propagate_hooks = hooks
                 self._emit_effects(c)
@@ -304,6 +308,8 @@ class ScriptEngine:
         if sc.resp != run.resp:
             sc.set_resp(run.resp)
         reply = dispatch.call(sc, cmd, argv_l)
+        if run.caller.tracking is not None and "readonly" in cmd.flags and run.keys:
+            srv.tracker.remember_for_script(run.caller, run.keys)
         if srv.ks.ready:
             dispatch.serve_ready_keys(srv)
         if reply[:1] == b"-":
