@@ -42,7 +42,7 @@ SCENARIOS = {
                       f"w EVAL {SET} 1 a", "w FCALL fset 1 b", "t PING",
                       f"t EVAL {SET} 1 f", "t PING", "t READ"],
     "own script write": ["t CLIENT TRACKING ON", f"t EVAL {GET} 1 a",
-                         f"t EVAL \"redis.call('get', 'g') return redis.call('set', 'g', 1)\" 0",
+                         "t EVAL \"redis.call('get', 'g') return redis.call('set', 'g', 1)\" 0",
                          f"t EVAL {SET} 1 a", "t PING", "t READ"],
     "noloop": ["l CLIENT TRACKING ON NOLOOP", f"l EVAL {GET} 1 a", "l GET b",
                f"l EVAL {SET} 1 a", "l FCALL fset 1 b", "w SET a 2", "l PING", "l READ"],
