@@ -36,6 +36,7 @@ from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
 from slotgate.node.scripting.shebang import (
     FLAG_ALLOW_CROSS_SLOT,
+    FLAG_ALLOW_OOM,
     FLAG_NO_WRITES,
 )
 from slotgate.protocol import commands as pc
@@ -323,8 +324,17 @@ class ScriptEngine:
             return RO_SCRIPT
         if not cmd.write or run.wrote:
             return None
-        for check in self.server.command_checks:
+        srv = self.server
+        for check in srv.command_checks:
             refused = check(self.client, cmd, argv)
+            if refused is not None:
+                return error_text(refused[: refused.index(b"\r\n")])
+        # scriptVerifyOOM: out of memory, the first write of a script without allow-oom is
+        # refused if deny-oom (past it, a script is not stopped half way)
+        oom_check = srv.oom_check
+        if (oom_check is not None and cmd.denyoom and not run.flags & FLAG_ALLOW_OOM
+                and not run.caller.is_master and srv.ks.dirty >= srv.evictor.next_check_dirty):
+            refused = oom_check(self.client, cmd, argv)
             if refused is not None:
                 return error_text(refused[: refused.index(b"\r\n")])
         return None
