@@ -31,6 +31,7 @@ import lupa.lua51 as lua51
 
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
+from slotgate.node.core.config import LOG_VERBOSE
 from slotgate.node.scripting import libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
@@ -55,7 +56,8 @@ REDIS_VERSION_NUM = 0x07000F
 REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
 # Redis treats may-replicate commands as writes in a read-only script
 _MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount"})
-_LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
+# redis.log's LOG_DEBUG, LOG_VERBOSE, LOG_NOTICE, LOG_WARNING
+_LOG_LEVELS = (logging.DEBUG, LOG_VERBOSE, logging.INFO, logging.WARNING)
 
 # scriptCall's errors (the script sees them as "ERR <text>")
 UNKNOWN_COMMAND = b"ERR Unknown Redis command called from script"

@@ -265,11 +265,19 @@ entry(redis, 'sha1hex', function(...)
   if type(s) == 'number' then s = tostring(s) elseif type(s) ~= 'string' then s = '' end
   return py.sha1hex(s)
 end)
+-- C's (int) of a lua_Number, as Redis reads levels and flags: truncated; NaN and values out
+-- of range give INT_MIN (x86)
+local function c_int(x)
+  if x ~= x or x >= 2147483648 or x <= -2147483649 then return -2147483648 end
+  if x >= 0 then return math.floor(x) end
+  return math.ceil(x)
+end
 entry(redis, 'log', function(...)
   local n = select('#', ...)
   if n < 2 then raise('ERR redis.log() requires two arguments or more.') end
-  local level = ...
-  if type(level) ~= 'number' then raise('ERR First argument must be a number (log level).') end
+  local level = tonumber((...))  -- lua_isnumber: numeric strings too
+  if level == nil then raise('ERR First argument must be a number (log level).') end
+  level = c_int(level)
   if level < 0 or level > 3 then raise('ERR Invalid debug level.') end
   local parts = {}
   for j = 2, n do
@@ -280,13 +288,13 @@ entry(redis, 'log', function(...)
 end)
 entry(redis, 'setresp', function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
-  local v = tonumber((...))
+  local v = c_int(tonumber((...)) or 0)
   if v ~= 2 and v ~= 3 then raise('ERR RESP version must be 2 or 3.') end
   py.setresp(v)
 end)
 entry(redis, 'set_repl', function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.set_repl() requires two arguments.') end
-  local flags = tonumber((...)) or 0
+  local flags = c_int(tonumber((...)) or 0)
   if flags ~= 0 and flags ~= 1 and flags ~= 2 and flags ~= 3 then
     raise('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
   end

@@ -1,0 +1,64 @@
+"""The numbers the ``redis`` API reads, against redis-server 7.0.15: ``redis.setresp``,
+``redis.set_repl`` and ``redis.log`` take C ints of Lua numbers (truncated; NaN and values out
+of range invalid; numeric strings accepted), and ``redis.log`` writes each level to the log with
+Redis' mark as ``loglevel`` allows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.node.diff import Case, Pair, check_cases
+from tests.support import RawClient, node_and_redis
+
+
+def _ev(script: str) -> str:
+    return 'EVAL "' + script + '" 0'
+
+
+CASES = [
+    Case("setresp, set_repl and log arguments", [_ev(s) for s in [
+        "redis.setresp(3.9) return redis.call('hgetall', 'h')", "redis.setresp('3') return 1",
+        "redis.setresp('3.5') return redis.call('hgetall', 'h')", "redis.setresp('x') return 1",
+        "redis.setresp(nil) return 1", "redis.setresp({}) return 1", "redis.setresp(-2.5) return 1",
+        "redis.setresp(0/0) return 1", "redis.setresp(2^40+3) return 1", "redis.setresp(1.9)",
+        "redis.set_repl(3.7) return 1", "redis.set_repl(-0.5) return 1",
+        "redis.set_repl('x') return 1", "redis.set_repl(4) return 1",
+        "redis.set_repl(2^32+1) return 1", "redis.set_repl('2') return 1",
+        "redis.log(3.5, 'x') return 1", "redis.log(-0.5, 'x') return 1",
+        "redis.log(4, 'x') return 1", "redis.log('1', 'x') return 1", "redis.log('a', 'x') return 1",
+        "redis.log(' 2 ', 'x') return 1", "redis.log('0x3', 'x') return 1",
+        "redis.log(0/0, 'x') return 1", "redis.log(1) return 1", "redis.log(1, {}) return 1",
+        "redis.log(1, true) return 1", "redis.log() return 1", "redis.log(-1, 'x') return 1",
+    ]], setup=["HSET h a 1"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_api_arguments_match_redis(diff_pair: Pair, proto: int) -> None:
+    problems = check_cases(diff_pair, CASES, proto)
+    assert not problems, "\n".join(problems)
+
+
+LOG_SCRIPT = ("redis.log(redis.LOG_DEBUG, 'mark-debug') redis.log(redis.LOG_VERBOSE, 'mark-verbose') "
+              "redis.log(redis.LOG_NOTICE, 'mark-notice', 5, 'b') redis.log(2.7, 'mark-truncated') "
+              "redis.log(redis.LOG_WARNING, 'mark-warning') return 1")
+_LINE = re.compile(rb"^\d+:\w \d\d \w{3} \d{4} [\d:.]+ (.) (mark-.*)$", re.M)
+
+
+def _logged(path: Path) -> list[tuple[bytes, bytes]]:
+    return [(m.group(1), m.group(2)) for m in _LINE.finditer(path.read_bytes())]
+
+
+@pytest.mark.parametrize("level", ["debug", "verbose", "notice", "warning"])
+def test_log_levels_and_marks_match_redis(tmp_path: Path, level: str) -> None:
+    with node_and_redis(tmp_path, ["--loglevel", level]) as procs:
+        for p in procs.values():
+            with RawClient(p.port) as conn:
+                assert conn.call("EVAL", LOG_SCRIPT, "0") == b":1\r\n"
+                conn.call("PING")
+        ours, real = _logged(procs["ours"].log_path), _logged(procs["real"].log_path)
+    assert real  # the warning at least
+    assert ours == real
