@@ -103,6 +103,7 @@ class Client:
         self.multi_error = False  # a queue-time error happened: EXEC answers EXECABORT
         self.dirty_cas = False  # a watched key was touched
         self.in_exec = False
+        self.script = False  # the scripting engine's client (CLIENT_SCRIPT): it never blocks
         self.watched: list[tuple[Database, bytes]] = []
         self.blocked: BlockState | None = None
         self.monitor = False  # in the server's ``monitors`` (Server.add_monitor)
@@ -206,7 +207,7 @@ class Client:
         passes (0 = forever). Return the result straight from the handler. Inside EXEC (or
         anything that cannot block) the timeout reply comes back at once instead."""
         reply = self.null_array if timeout_reply is None else timeout_reply
-        if self.in_exec:
+        if self.in_exec or self.script:
             return reply
         deadline = self.server.block_deadline(timeout_s)
         self.blocked = BlockState(self.db, keys, deadline, serve, reply, argv)

@@ -120,6 +120,7 @@ class ScriptEngine:
         cid = server._next_client_id
         server._next_client_id += 1
         self.client = Client(server, cid, "lua", "lua")
+        self.client.script = True
         self.client.set_authenticated(True)
         self._effects: list[tuple[int, list[bytes], int]] = []
         self._new_interpreter()

@@ -33,6 +33,18 @@ CASES = [
         "redis.log(0/0, 'x') return 1", "redis.log(1) return 1", "redis.log(1, {}) return 1",
         "redis.log(1, true) return 1", "redis.log() return 1", "redis.log(-1, 'x') return 1",
     ]], setup=["HSET h a 1"]),
+    # XREAD and XREADGROUP may run in a script, but not with BLOCK (checked at the option, by
+    # the name as the script spelled it); the script client never blocks
+    Case("blocking options from scripts", [*[_ev(s) for s in [
+        "return redis.call('xread', 'block', 0, 'streams', 's', '$')",
+        "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'block', 10, 'streams', 's', '>')",
+        "return redis.call('XReaD', 'block', 'x', 'streams', 's', '0')",
+        "return redis.call('XREAD', 'count', 1, 'block')",
+        "return redis.call('xread', 'streams', 's', 'block', 1)",
+        "return redis.pcall('xread', 'block', 1, 'streams', 'nos', '0')",
+        "return redis.call('xread', 'count', 5, 'streams', 's', '0')",
+        "return redis.call('blpop', 'nol', 0)", "return redis.call('wait', 0, 0)",
+    ]], "INFO keyspace", "CLIENT LIST TYPE pubsub"], setup=["XADD s 1-1 a 1", "XGROUP CREATE s g 0"]),
 ]
 
 
