@@ -74,26 +74,40 @@ end
 
 -- read-only proxies -----------------------------------------------------------------------
 local real_of = setmetatable({}, {__mode = 'k'})  -- proxy -> the table behind it
+-- what a script's getmetatable shows for the sandbox's own metatables: Redis marks its tables
+-- read-only in C, so a library table has none (NO_METATABLE) and the globals' and strings'
+-- metatables are read-only copies; the real ones stay out of reach
+local face_of = setmetatable({}, {__mode = 'k'})
+local NO_METATABLE = {}
 local function ro_newindex() error(RO_ERR, 2) end
 local function readonly(t)
-  local p = setmetatable({}, {__index = t, __newindex = ro_newindex})
+  local mt = {__index = t, __newindex = ro_newindex}
+  face_of[mt] = NO_METATABLE
+  local p = setmetatable({}, mt)
   real_of[p] = t
   return p
+end
+local function s_getmetatable(v)
+  local mt = getmetatable(v)
+  local face = face_of[mt]
+  if face == nil then return mt end
+  if face == NO_METATABLE then return nil end
+  return face
 end
 
 -- the script globals ----------------------------------------------------------------------
 -- a read-only table whose missing keys are an error, reading through lookup(k)
 local function protected(lookup)
-  return setmetatable({}, {
-    __index = function(_, k)
-      local v = lookup(k)
-      if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
-      return v
-    end,
-    __newindex = ro_newindex,
-  })
+  local function index(_, k)
+    local v = lookup(k)
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end
+  local mt = {__index = index, __newindex = ro_newindex}
+  face_of[mt] = readonly({__index = index})
+  return setmetatable({}, mt)
 end
 local env = {}
 local visible = env  -- what scripts see: env, or load_env while a function library loads
@@ -377,10 +391,11 @@ for name, src in pairs(py.libs) do
   libs[name] = f(helpers)
 end
 
-for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
+for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'ipairs',
                     'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
   env[k] = _G[k]
 end
+env.getmetatable = s_getmetatable
 env.next, env.pairs, env.rawget, env.rawset = s_next, s_pairs, s_rawget, s_rawset
 env.setmetatable, env.loadstring, env.load = s_setmetatable, s_loadstring, s_load
 env.pcall, env.xpcall = s_pcall, s_xpcall
@@ -397,6 +412,7 @@ if py.functions then  -- the functions' interpreter: Redis 7.0 leaves these out 
   redis.breakpoint, redis.debug, redis.replicate_commands = nil, nil, nil
 end
 getmetatable('').__index = env.string
+face_of[getmetatable('')] = readonly({__index = env.string})
 
 -- function libraries (FUNCTION LOAD): while the library's code runs, scripts see only
 -- load_env: redis.register_function, redis.log and the LOG_*/REDIS_VERSION constants

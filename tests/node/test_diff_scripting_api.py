@@ -45,6 +45,25 @@ CASES = [
         "return redis.call('xread', 'count', 5, 'streams', 's', '0')",
         "return redis.call('blpop', 'nol', 0)", "return redis.call('wait', 0, 0)",
     ]], "INFO keyspace", "CLIENT LIST TYPE pubsub"], setup=["XADD s 1-1 a 1", "XGROUP CREATE s g 0"]),
+    # the metatables a script can reach are read-only as Redis': changing the globals' or the
+    # strings' metatable used to break every later script until SCRIPT FLUSH
+    Case("sandbox metatables", [_ev(s) for s in [
+        "local m = getmetatable(_G) return {type(m), tostring(m.__index ~= nil), "
+        "tostring(m.__newindex ~= nil), tostring(m.__metatable)}",
+        "return type(getmetatable(getmetatable(_G)))", "return type(getmetatable('x'))",
+        "return getmetatable('x').__index == string", "getmetatable('x').__index = nil",
+        "getmetatable(_G).__index = nil", "getmetatable(_G).__newindex = nil",
+        "rawset(getmetatable(_G), '__index', nil)", "rawset(getmetatable('x'), '__index', nil)",
+        "setmetatable(getmetatable('x'), {})", "setmetatable(getmetatable(_G), {})",
+        "return {type(getmetatable(string)), type(getmetatable(cjson)), type(getmetatable(redis)), "
+        "type(getmetatable(math)), type(getmetatable(KEYS)), type(getmetatable(cjson.null))}",
+        "local t = setmetatable({}, {__index = function() return 7 end}) "
+        "return {t.x, type(getmetatable(t))}",
+        "for k in pairs(getmetatable(_G)) do return k end", "return next(getmetatable('x'))",
+        "return {('abc'):upper(), type(string), type(getmetatable), redis.call('ping')}",
+        "ARGV[1] = 1 return ARGV[1]", "KEYS[1] = 'x' return KEYS", "setmetatable(_G, nil)",
+        "return ('still'):rep(2)",
+    ]]),
 ]
 
 
