@@ -20,9 +20,10 @@ local null = newproxy(false)
 M.null = null
 M._NAME, M._VERSION = 'cjson', '2.1.0'
 local cfg = {
-  sparse_convert = false, sparse_ratio = 2, sparse_safe = 10,
+  -- the enumerated settings by index: 0 off, 1 on (2: null, for encode_invalid)
+  sparse_convert = 0, sparse_ratio = 2, sparse_safe = 10,
   encode_max_depth = 1000, decode_max_depth = 1000, precision = 14,
-  encode_invalid = false, decode_invalid = true, keep_buffer = true,
+  encode_invalid = 0, decode_invalid = 1, keep_buffer = 1,
 }
 
 -- encode ----------------------------------------------------------------------------------
@@ -35,7 +36,9 @@ end
 local function enc_string(s) return '"' .. s:gsub('[%c"\\/\127]', ESC) .. '"' end
 local function enc_number(x)
   if x ~= x or x == huge or x == -huge then
-    if not cfg.encode_invalid then error('Cannot serialise number: must not be NaN or Inf', 0) end
+    local mode = cfg.encode_invalid
+    if mode == 0 then error('Cannot serialise number: must not be NaN or Inf', 0) end
+    if mode == 2 then return 'null' end
     if x ~= x then return 'nan' end
     return x > 0 and 'inf' or '-inf'
   end
@@ -54,7 +57,7 @@ local function array_length(t)
     end
   end
   if cfg.sparse_ratio > 0 and max > items * cfg.sparse_ratio and max > cfg.sparse_safe then
-    if not cfg.sparse_convert then error('Cannot serialise table: excessively sparse array', 0) end
+    if cfg.sparse_convert == 0 then error('Cannot serialise table: excessively sparse array', 0) end
     return -1
   end
   return max
@@ -214,7 +217,7 @@ local function next_token(s, i)
     end
   end
   if c == '-' or find(c, '^%d') then
-    if not cfg.decode_invalid and invalid_number(s, i) then
+    if cfg.decode_invalid == 0 and invalid_number(s, i) then
       return 'T_ERROR', 'invalid number', i
     end
     return number_token(s, i)
@@ -223,7 +226,7 @@ local function next_token(s, i)
   if sub(s, i, i + 4) == 'false' then return 'T_BOOLEAN', false, i, i + 5 end
   if sub(s, i, i + 3) == 'null' then return 'T_NULL', null, i, i + 4 end
   -- with decode_invalid_numbers on, what JSON forbids but strtod reads (+1, inf, nan)
-  if cfg.decode_invalid and invalid_number(s, i) then return number_token(s, i) end
+  if cfg.decode_invalid == 1 and invalid_number(s, i) then return number_token(s, i) end
   return 'T_ERROR', 'invalid token', i
 end
 local function parse_error(expected, tt, tv, ti)
@@ -293,34 +296,75 @@ entry(M, 'decode', function(...)
   return v
 end)
 
--- configuration ---------------------------------------------------------------------------
-local function setting(name, key)
-  entry(M, name, function(...)
-    local v = ...
-    if v ~= nil then
-      if type(cfg[key]) == 'boolean' then
-        cfg[key] = (v == true or v == 'on')
-      else
-        cfg[key] = tonumber(v) or cfg[key]
-      end
+-- configuration (lua-cjson's json_arg_init, json_integer_option, json_enum_option) ----------
+local INT_MAX = 2147483647
+local BOOL_OPTIONS = {'off', 'on'}
+local function c_int(x)  -- luaL_checkinteger's lua_Integer, then the C int it is stored in
+  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then
+    x = -9223372036854775808
+  elseif x >= 0 then x = floor(x) else x = -floor(-x) end
+  x = x % 4294967296
+  if x >= 2147483648 then x = x - 4294967296 end
+  return x
+end
+local function arg_init(fname, nmax, ...)
+  if select('#', ...) > nmax then argerror(nmax + 1, fname, 'found too many arguments') end
+end
+local function integer_option(fname, n, v, key, min, max)
+  if v ~= nil then
+    local x = tonumber(v)
+    if x == nil then argerror(n, fname, 'number expected, got ' .. type(v)) end
+    x = c_int(x)
+    -- lua-cjson names argument 1 whichever it checks
+    if x < min or x > max then argerror(1, fname, sfmt('expected integer between %d and %d', min, max)) end
+    cfg[key] = x
+  end
+  return cfg[key]
+end
+local function enum_option(fname, n, v, key, options)
+  options = options or BOOL_OPTIONS
+  if type(v) == 'boolean' then
+    cfg[key] = v and 1 or 0
+  elseif v ~= nil then
+    if type(v) ~= 'string' and type(v) ~= 'number' then
+      argerror(n, fname, 'string expected, got ' .. type(v))
     end
-    local cur = cfg[key]
-    if type(cur) == 'boolean' then return cur end
-    return cur
+    local name, found = tostring(v), nil
+    for i = 1, #options do
+      if options[i] == name then found = i - 1 end
+    end
+    if found == nil then argerror(n, fname, "invalid option '" .. name .. "'") end
+    cfg[key] = found
+  end
+  local cur = cfg[key]
+  if cur == 0 or cur == 1 then return cur == 1 end
+  return options[cur + 1]
+end
+local function int_setting(name, key, min, max)
+  entry(M, name, function(...)
+    arg_init(name, 1, ...)
+    return integer_option(name, 1, (...), key, min, max)
   end)
 end
-setting('encode_max_depth', 'encode_max_depth')
-setting('decode_max_depth', 'decode_max_depth')
-setting('encode_number_precision', 'precision')
-setting('encode_keep_buffer', 'keep_buffer')
-setting('encode_invalid_numbers', 'encode_invalid')
-setting('decode_invalid_numbers', 'decode_invalid')
+local function enum_setting(name, key, options)
+  entry(M, name, function(...)
+    arg_init(name, 1, ...)
+    return enum_option(name, 1, (...), key, options)
+  end)
+end
+int_setting('encode_max_depth', 'encode_max_depth', 1, INT_MAX)
+int_setting('decode_max_depth', 'decode_max_depth', 1, INT_MAX)
+int_setting('encode_number_precision', 'precision', 1, 14)
+enum_setting('encode_keep_buffer', 'keep_buffer')
+enum_setting('encode_invalid_numbers', 'encode_invalid', {'off', 'on', 'null'})
+enum_setting('decode_invalid_numbers', 'decode_invalid')
 entry(M, 'encode_sparse_array', function(...)
+  local fname = 'encode_sparse_array'
+  arg_init(fname, 3, ...)
   local convert, ratio, safe = ...
-  if convert ~= nil then cfg.sparse_convert = (convert == true or convert == 'on') end
-  if ratio ~= nil then cfg.sparse_ratio = tonumber(ratio) or cfg.sparse_ratio end
-  if safe ~= nil then cfg.sparse_safe = tonumber(safe) or cfg.sparse_safe end
-  return cfg.sparse_convert, cfg.sparse_ratio, cfg.sparse_safe
+  local c = enum_option(fname, 1, convert, 'sparse_convert')
+  local r = integer_option(fname, 2, ratio, 'sparse_ratio', 0, INT_MAX)
+  return c, r, integer_option(fname, 3, safe, 'sparse_safe', 0, INT_MAX)
 end)
 entry(M, 'new', function() return M end)
 return M
