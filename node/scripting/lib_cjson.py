@@ -299,14 +299,7 @@ end)
 -- configuration (lua-cjson's json_arg_init, json_integer_option, json_enum_option) ----------
 local INT_MAX = 2147483647
 local BOOL_OPTIONS = {'off', 'on'}
-local function c_int(x)  -- luaL_checkinteger's lua_Integer, then the C int it is stored in
-  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then
-    x = -9223372036854775808
-  elseif x >= 0 then x = floor(x) else x = -floor(-x) end
-  x = x % 4294967296
-  if x >= 2147483648 then x = x - 4294967296 end
-  return x
-end
+local c_int = h.lua_int  -- luaL_checkinteger, then the C int it is stored in
 local function arg_init(fname, nmax, ...)
   if select('#', ...) > nmax then argerror(nmax + 1, fname, 'found too many arguments') end
 end

@@ -383,8 +383,17 @@ entry(rmath, 'random', rmath_random)
 entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...))) end)
 
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
+-- luaL_checkinteger's lua_Integer (64-bit) narrowed to the C int the libraries keep: the low
+-- 32 bits, signed; NaN and values past 2^63 are INT64_MIN first (x86), so 0
+local function lua_int(x)
+  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then return 0 end
+  if x >= 0 then x = math.floor(x) else x = -math.floor(-x) end
+  x = x % 4294967296
+  if x >= 2147483648 then x = x - 4294967296 end
+  return x
+end
 local libs = {}
-local helpers = {entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
+local helpers = {lua_int = lua_int, entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
                  float_bytes = py.float_bytes, bytes_float = py.bytes_float}
 for name, src in pairs(py.libs) do
   local f = assert(loadstring(src, INTERNAL))
