@@ -123,6 +123,9 @@ class ScriptEngine:
         self.client.script = True
         self.client.set_authenticated(True)
         self._effects: list[tuple[int, list[bytes], int]] = []
+        # math.random's state: the server's, shared with the other interpreter
+        shared = server.scripting
+        self.rand = shared.rand if functions and shared is not None else libs.Rand48()
         self._new_interpreter()
 
     # -- the interpreter -------------------------------------------------------------------
@@ -140,6 +143,8 @@ class ScriptEngine:
             b"version_num": REDIS_VERSION_NUM,
             b"libs": lua.table_from(libs.SOURCES),
             b"float_bytes": libs.float_bytes,
+            b"lrand48": self.rand.lrand48,
+            b"srand48": self.rand.srand48,
             b"bytes_float": libs.bytes_float,
             b"functions": self.functions,
         })

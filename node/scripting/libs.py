@@ -36,3 +36,22 @@ def float_bytes(x: float, size: int) -> bytes:
 def bytes_float(data: bytes, size: int) -> float:
     """The number in ``size`` big-endian bytes (an IEEE float or double), widened as C does."""
     return float(struct.unpack(_FORMATS[size], data)[0])
+
+
+RAND48_START = 0x1234ABCD330E  # rand48's state before any seed (Redis never seeds at start)
+_RAND48_MASK = (1 << 48) - 1
+
+
+class Rand48:
+    """redisLrand48/redisSrand48 for math.random: one state per server, shared by every
+    script and function and kept across SCRIPT FLUSH, as Redis' C global is."""
+
+    def __init__(self) -> None:
+        self.state = RAND48_START
+
+    def lrand48(self) -> int:
+        self.state = (0x5DEECE66D * self.state + 0xB) & _RAND48_MASK
+        return self.state >> 17
+
+    def srand48(self, seed: float) -> None:
+        self.state = ((int(seed) & 0xFFFFFFFF) << 16) | 0x330E

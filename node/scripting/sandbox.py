@@ -336,30 +336,25 @@ local function copy(t)
   return r
 end
 
--- math.random / math.randomseed: Redis' rand48, seeded with 0 when the interpreter starts
-local rand_hi, rand_lo = 0, 0  -- the 48-bit state as two 24-bit halves
-local function srand48(seed)
-  seed = seed % 4294967296
-  local x = seed * 65536 + 0x330E
-  rand_lo = x % 16777216
-  rand_hi = (x - rand_lo) / 16777216
+-- luaL_checkinteger's lua_Integer (64-bit) narrowed to the C int the libraries keep: the low
+-- 32 bits, signed; NaN and values past 2^63 are INT64_MIN first (x86), so 0
+local function lua_int(x)
+  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then return 0 end
+  if x >= 0 then x = math.floor(x) else x = -math.floor(-x) end
+  x = x % 4294967296
+  if x >= 2147483648 then x = x - 4294967296 end
+  return x
 end
-local function lrand48()
-  local A_HI, A_LO = 0x5DE, 0xECE66D
-  local lo = A_LO * rand_lo + 0xB
-  local mid = A_LO * rand_hi + A_HI * rand_lo + (lo - lo % 16777216) / 16777216
-  rand_lo = lo % 16777216
-  rand_hi = mid % 16777216
-  return (rand_hi * 16777216 + rand_lo - (rand_hi * 16777216 + rand_lo) % 131072) / 131072
-end
+-- math.random / math.randomseed: Redis' rand48, one state for the whole server (the EVAL and the
+-- function interpreters share it, SCRIPT FLUSH keeps it), kept in Python (libs.Rand48)
+local lrand48, srand48 = py.lrand48, py.srand48
 local LRAND48_MAX = 2147483647
-local function checkint(fname, n, v)
+local function checkint(fname, n, v)  -- luaL_checkint
   local x = tonumber(v)
   if x == nil then
     argerror(n, fname, 'number expected, got ' .. (v == nil and 'no value' or type(v)))
   end
-  if x >= 0 then return math.floor(x) end
-  return -math.floor(-x)
+  return lua_int(x)
 end
 local function rmath_random(...)
   local r = (lrand48() % LRAND48_MAX) / LRAND48_MAX
@@ -373,25 +368,17 @@ local function rmath_random(...)
   if n == 2 then
     local l, u = checkint('random', 1, (...)), checkint('random', 2, (select(2, ...)))
     if l > u then argerror(2, 'random', 'interval is empty') end
-    return math.floor(r * (u - l + 1)) + l
+    local span = (u - l + 1) % 4294967296  -- C int arithmetic: it wraps
+    if span >= 2147483648 then span = span - 4294967296 end
+    return math.floor(r * span) + l
   end
   error('wrong number of arguments', 0)
 end
-srand48(0)
 local rmath = copy(math)
 entry(rmath, 'random', rmath_random)
 entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...))) end)
 
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
--- luaL_checkinteger's lua_Integer (64-bit) narrowed to the C int the libraries keep: the low
--- 32 bits, signed; NaN and values past 2^63 are INT64_MIN first (x86), so 0
-local function lua_int(x)
-  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then return 0 end
-  if x >= 0 then x = math.floor(x) else x = -math.floor(-x) end
-  x = x % 4294967296
-  if x >= 2147483648 then x = x - 4294967296 end
-  return x
-end
 local libs = {}
 local helpers = {lua_int = lua_int, entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
                  float_bytes = py.float_bytes, bytes_float = py.bytes_float}

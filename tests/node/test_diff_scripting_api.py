@@ -93,3 +93,31 @@ def test_log_levels_and_marks_match_redis(tmp_path: Path, level: str) -> None:
         ours, real = _logged(procs["ours"].log_path), _logged(procs["real"].log_path)
     assert real  # the warning at least
     assert ours == real
+
+
+RANDOM_STEPS = [
+    ["EVAL", "return math.random(1000)", "0"], ["EVAL", "return math.random()", "0"],
+    ["SCRIPT", "FLUSH"], ["EVAL", "return math.random(1000)", "0"],
+    ["FUNCTION", "LOAD", "#!lua name=r\nredis.register_function('r', function() "
+                         "return math.random(1000) end)"],
+    ["FCALL", "r", "0"], ["EVAL", "math.randomseed(5) return math.random(1000)", "0"],
+    ["FCALL", "r", "0"], ["SCRIPT", "FLUSH", "ASYNC"], ["EVAL", "return math.random(1000)", "0"],
+    ["FUNCTION", "FLUSH"], ["EVAL", "return math.random(1000)", "0"],
+    ["EVAL", "return {math.random(2^40), 1}", "0"],
+    ["EVAL", "return math.random(-2^31, 2^31-1)", "0"],
+    ["EVAL", "return math.random(3.9, 4)", "0"], ["EVAL", "math.randomseed(2^32+9) return math.random(99)", "0"],
+    ["EVAL", "math.randomseed(0/0) return math.random(1000)", "0"],
+    ["EVAL", "math.randomseed('7') return math.random(1000)", "0"],
+    ["EVAL", "return math.random(1, 2, 3)", "0"], ["EVAL", "return math.random('x')", "0"],
+]
+
+
+def test_random_state_matches_redis(tmp_path: Path) -> None:
+    """math.random's rand48 is one state per server from Redis' unseeded start, shared by EVAL
+    and FCALL and kept across SCRIPT FLUSH: fresh servers give the same numbers."""
+    with node_and_redis(tmp_path) as procs:
+        replies = {}
+        for side, p in procs.items():
+            with RawClient(p.port) as conn:
+                replies[side] = [conn.call(*step) for step in RANDOM_STEPS]
+    assert replies["ours"] == replies["real"]
