@@ -125,7 +125,8 @@ class ScriptEngine:
         self._effects: list[tuple[int, list[bytes], int]] = []
         # math.random's state: the server's, shared with the other interpreter
         shared = server.scripting
-        self.rand = shared.rand if functions and shared is not None else libs.Rand48()
+        self.rand: libs.Rand48 = (shared.rand if functions and shared is not None
+                                  else libs.Rand48())
         self._new_interpreter()
 
     # -- the interpreter -------------------------------------------------------------------
