@@ -16,15 +16,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from slotgate.node.core.config import REDIS_VERSION, ConfigError, load
+from slotgate.node.core.config import LOG_LEVELS, LOG_VERBOSE, REDIS_VERSION, ConfigError, load
 
 if TYPE_CHECKING:
     from slotgate.node.core.server import Server
 
-_LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO,
-           "warning": logging.WARNING}
-_MARKS = {logging.DEBUG: ".", logging.INFO: "*", logging.WARNING: "#", logging.ERROR: "#",
-          logging.CRITICAL: "#"}
+_MARKS = {logging.DEBUG: ".", LOG_VERBOSE: "-", logging.INFO: "*", logging.WARNING: "#",
+          logging.ERROR: "#", logging.CRITICAL: "#"}
 
 
 class _RedisStyle(logging.Formatter):
@@ -44,7 +42,7 @@ def _setup_logging(level: str, logfile: str) -> None:
     handler.setFormatter(_RedisStyle())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(_LEVELS.get(level, logging.INFO))
+    root.setLevel(LOG_LEVELS.get(level, logging.INFO))
 
 
 async def _serve(server: Server) -> None:

@@ -51,7 +51,7 @@ class Command:
         "name", "full_name", "handler", "arity", "flags", "write", "no_auth", "no_multi",
         "denyoom", "blocking", "pubsub_ok", "skip_monitor", "movablekeys", "has_keys",
         "subcommands", "container", "calls", "usec", "failed_calls", "rejected_calls",
-        "special", "fast", "lat_small", "lat_big",
+        "special", "fast", "lat_small", "lat_big", "denyoom_of",
     )
 
     def __init__(self, full_name: str, handler: Handler | None, arity: int, flags: frozenset[str],
@@ -65,6 +65,8 @@ class Command:
         self.no_auth = "no_auth" in flags
         self.no_multi = "no_multi" in flags
         self.denyoom = "denyoom" in flags
+        # deny-oom decided per call (a script command: by its script's flags); set with denyoom
+        self.denyoom_of: Callable[[Client, list[bytes]], bool] | None = None
         self.blocking = "blocking" in flags
         self.skip_monitor = "skip_monitor" in flags or "admin" in flags
         self.movablekeys = "movablekeys" in flags

@@ -110,6 +110,7 @@ class Client:
         # the command's reply went through CLIENT REPLY's mode piece by piece as it was made
         # (EXEC: the mode can change between its replies): process_command leaves it whole
         self.reply_mode_applied = False
+        self.script = False  # the scripting engine's client (CLIENT_SCRIPT): it never blocks
         self.watched: list[tuple[Database, bytes]] = []
         self.blocked: BlockState | None = None
         self.monitor = False  # in the server's ``monitors`` (Server.add_monitor)
@@ -214,7 +215,7 @@ class Client:
         passes (0 = forever). Return the result straight from the handler. Inside EXEC (or
         anything that cannot block) the timeout reply comes back at once instead."""
         reply = self.null_array if timeout_reply is None else timeout_reply
-        if self.in_exec:
+        if self.in_exec or self.script:
             return reply
         deadline = self.server.block_deadline(timeout_s)
         self.blocked = BlockState(self.db, keys, deadline, serve, reply, argv)

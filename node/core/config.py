@@ -22,6 +22,9 @@ from slotgate.protocol.resp import split_args
 from slotgate.protocol.sdsrepr import sds_repr
 
 REDIS_VERSION = "7.0.15"
+# ``loglevel``'s four levels as logging levels: Redis' verbose sits between debug and notice
+LOG_VERBOSE = 15
+LOG_LEVELS = {"debug": 10, "verbose": LOG_VERBOSE, "notice": 20, "warning": 30}
 
 
 class ConfigError(Exception):

@@ -144,10 +144,10 @@ class Evictor:
             self.next_check_dirty = ks.dirty + max(0, min(room // mean // 2, RESAMPLE_WRITES))
             return None
         self.next_check_dirty = ks.dirty
-        deny = cmd.denyoom
+        deny = _denies(c, cmd, argv)
         if c.multi is not None:
             if cmd.full_name == "exec":
-                deny = any(q.denyoom for q, _ in c.multi)
+                deny = any(_denies(c, q, q_argv) for q, q_argv in c.multi)
             elif cmd.full_name not in _MULTI_ALWAYS:
                 deny = True
         return OOM if deny else None
@@ -231,3 +231,12 @@ def install(srv: Server) -> None:
     ev = Evictor(srv)
     srv.evictor = ev
     srv.config_hooks.append(ev.configure)
+
+
+def _denies(c: Client, cmd: Command, argv: list[bytes]) -> bool:
+    """Whether ``cmd`` is refused when out of memory: its deny-oom flag, or for a script
+    command what its script's flags make of it (``Command.denyoom_of``)."""
+    decide = cmd.denyoom_of
+    if decide is None:
+        return cmd.denyoom
+    return decide(c, argv)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 _PUSH_INVALIDATE = b">2\r\n$10\r\ninvalidate\r\n"
 _MESSAGE_INVALIDATE = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
+_SCRIPTS_RO = frozenset({"eval_ro", "evalsha_ro", "fcall_ro"})
 _PUSH_REDIR_BROKEN = b">2\r\n$21\r\ntracking-redir-broken\r\n"
 _FLUSH_NULL = {2: b"$-1\r\n", 3: b"_\r\n"}
 _LIMIT_EFFORT = 100  # keys invalidated per over-the-limit round, times the rounds in a row
@@ -79,6 +80,9 @@ class Tracking:
         self.current: Client | None = None
         self.pending: list[bytes | None] = []  # keys (None: a flush) for ``current``
         self.tail: list[bytes] = []  # frames for ``current``, sent after its reply
+        # A script of ``current`` runs: its writes count as the script client's (BCAST NOLOOP
+        # skips only a client's own commands; per-key NOLOOP still looks at ``current``)
+        self.in_script = False
         self.flush_scheduled = False
         self.over_limit_rounds = 0
 
@@ -125,15 +129,28 @@ class Tracking:
 
     # -- remembering reads ----------------------------------------------------------------
     def remember(self, c: Client, cmd: Command, argv: list[bytes]) -> None:
-        """trackingRememberKeys: the keys of a read-only command ``c`` ran."""
+        """trackingRememberKeys: the keys of a read-only command ``c`` ran. The read-only
+        script commands are left to the commands their script runs (``remember_for_script``)."""
         st = c.tracking
         if st is None or st.bcast or "readonly" not in cmd.flags or "pubsub" in cmd.flags:
             return
-        if (st.optin and not st.caching) or (st.optout and st.caching):
+        if cmd.full_name in _SCRIPTS_RO:
             return
         try:
             keys = get_keys(argv)
         except GetKeysError:
+            return
+        self._remember_keys(c, st, keys)
+
+    def remember_for_script(self, caller: Client, keys: list[bytes]) -> None:
+        """A script of ``caller`` ran a read-only command: Redis 7.0 remembers the keys of
+        the caller's command (the script's declared keys), whatever the script read."""
+        st = caller.tracking
+        if st is not None and not st.bcast:
+            self._remember_keys(caller, st, keys)
+
+    def _remember_keys(self, c: Client, st: ClientTracking, keys: list[bytes]) -> None:
+        if (st.optin and not st.caching) or (st.optout and st.caching):
             return
         table = self.table
         for key in keys:
@@ -178,7 +195,7 @@ class Tracking:
         """signalModifiedKey / an expired or evicted key: invalidate ``key``."""
         current = self.current
         if self.prefixes:
-            self._remember_for_bcast(key, None if expired else current)
+            self._remember_for_bcast(key, None if expired or self.in_script else current)
         ids = self.table.pop(key, None)
         if ids is None:
             return

@@ -15,7 +15,7 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
 from slotgate.node.scripting import shebang
-from slotgate.node.scripting.engine import Script, ScriptEngine
+from slotgate.node.scripting.engine import Script, ScriptEngine, sha1hex
 from slotgate.protocol.resp import array_header, bulk, simple
 
 if TYPE_CHECKING:
@@ -107,6 +107,39 @@ def check_flags(c: Client, flags: int, read_only: bool) -> None:
             raise CommandError(WRITE_FLAG_RO)
 
 
+def flags_deny_oom(flags: int) -> bool:
+    """scriptFlagsToCmdFlags: a script with a shebang is refused when out of memory unless it
+    declares allow-oom or no-writes (a script without one is checked at its first write)."""
+    return not flags & (shebang.FLAG_ALLOW_OOM | shebang.FLAG_NO_WRITES)
+
+
+def _eval_denyoom(c: Client, argv: list[bytes]) -> bool:
+    """evalGetCommandFlags for EVAL: the cached script's flags, else its shebang's."""
+    script = engine(c).scripts.get(sha1hex(argv[1]))
+    if script is not None:
+        return not script.compat and flags_deny_oom(script.flags)
+    try:
+        flags, compat, _ = shebang.parse(argv[1])
+    except shebang.ShebangError:
+        return False  # the command runs and answers the shebang's error
+    return not compat and flags_deny_oom(flags)
+
+
+def _evalsha_denyoom(c: Client, argv: list[bytes]) -> bool:
+    script = engine(c).scripts.get(argv[1].lower().decode("latin-1"))
+    return script is not None and not script.compat and flags_deny_oom(script.flags)
+
+
+def set_denyoom(server: Server, names: tuple[str, ...],
+                decide: Callable[[Client, list[bytes]], bool]) -> None:
+    """Script commands are deny-oom by their script's flags, decided per call."""
+    for name in names:
+        cmd = server.table.get(name.encode())
+        if cmd is not None:
+            cmd.denyoom = True  # the OOM check looks at it, then asks ``decide``
+            cmd.denyoom_of = decide
+
+
 def _eval_handler(by_sha: bool, read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
     def handler(c: Client, argv: list[bytes]) -> bytes:
         return _eval(c, argv, by_sha, read_only)
@@ -156,3 +189,5 @@ def script_debug(c: Client, argv: list[bytes]) -> bytes:
 
 def install(server: Server) -> None:
     server.scripting = ScriptEngine(server)
+    set_denyoom(server, ("eval", "eval_ro"), _eval_denyoom)
+    set_denyoom(server, ("evalsha", "evalsha_ro"), _evalsha_denyoom)

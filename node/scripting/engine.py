@@ -31,11 +31,13 @@ import lupa.lua51 as lua51
 
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
+from slotgate.node.core.config import LOG_VERBOSE
 from slotgate.node.scripting import libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
 from slotgate.node.scripting.shebang import (
     FLAG_ALLOW_CROSS_SLOT,
+    FLAG_ALLOW_OOM,
     FLAG_NO_WRITES,
 )
 from slotgate.protocol import commands as pc
@@ -57,7 +59,8 @@ REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
 MAX_ARGS_ON_STACK = 32
 # Redis treats may-replicate commands as writes in a read-only script
 _MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount"})
-_LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
+# redis.log's LOG_DEBUG, LOG_VERBOSE, LOG_NOTICE, LOG_WARNING
+_LOG_LEVELS = (logging.DEBUG, LOG_VERBOSE, logging.INFO, logging.WARNING)
 
 # scriptCall's errors (the script sees them as "ERR <text>")
 UNKNOWN_COMMAND = b"ERR Unknown Redis command called from script"
@@ -106,6 +109,7 @@ class Run:
     repl: int = REPL_ALL
     wrote: bool = False
     acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
+    keys: list[bytes] | None = None  # the declared keys (client tracking remembers them)
 
 
 class ScriptEngine:
@@ -121,10 +125,15 @@ class ScriptEngine:
         cid = server._next_client_id
         server._next_client_id += 1
         self.client = Client(server, cid, "lua", "lua")
+        self.client.script = True
         self.client.set_authenticated(True)
         self._effects: list[tuple[int, list[bytes], int]] = []
         # redis.call's commands without subcommands, by their name as scripts write it
         self._commands: dict[bytes, Command] = {}
+        # math.random's state: the server's, shared with the other interpreter
+        shared = server.scripting
+        self.rand: libs.Rand48 = (shared.rand if functions and shared is not None
+                                  else libs.Rand48())
         self._new_interpreter()
 
     # -- the interpreter -------------------------------------------------------------------
@@ -141,6 +150,10 @@ class ScriptEngine:
             b"version": REDIS_VERSION,
             b"version_num": REDIS_VERSION_NUM,
             b"libs": lua.table_from(libs.SOURCES),
+            b"float_bytes": libs.float_bytes,
+            b"lrand48": self.rand.lrand48,
+            b"srand48": self.rand.srand48,
+            b"bytes_float": libs.bytes_float,
             b"functions": self.functions,
         })
         setup = lua.globals().loadstring(SANDBOX_LUA.encode(), b"=lualib")
@@ -191,7 +204,7 @@ class ScriptEngine:
         ro = read_only or bool(flags & FLAG_NO_WRITES)
         slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
-        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
+        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys)
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
         run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
@@ -207,6 +220,8 @@ class ScriptEngine:
             ks.propagate_hooks = [self._collect]
         self._effects = []
         lua = self.lua
+        tracker = self.server.tracker
+        tracker.in_script = True
         try:
             if len(keys) + len(args) <= MAX_ARGS_ON_STACK:
                 run_fn = self._call_v if script.is_function else self._run_v
@@ -224,6 +239,7 @@ class ScriptEngine:
                 script.sha.encode(), _oneline(str(e))[:100].encode())
         finally:
             self.run = None
+            tracker.in_script = False
             if hooks:
                 ks.propagate_hooks = hooks
                 self._emit_effects(c)
@@ -320,6 +336,8 @@ class ScriptEngine:
             reply = dispatch.call(sc, cmd, argv_l)
         else:
             reply = dispatch.call_unobserved(sc, cmd, argv_l)
+        if run.caller.tracking is not None and "readonly" in cmd.flags and run.keys:
+            srv.tracker.remember_for_script(run.caller, run.keys)
         if ks.ready:
             dispatch.serve_ready_keys(srv)
         kind = reply[0]
@@ -362,8 +380,17 @@ class ScriptEngine:
             return RO_SCRIPT
         if not cmd.write or run.wrote:
             return None
-        for check in self.server.command_checks:
+        srv = self.server
+        for check in srv.command_checks:
             refused = check(self.client, cmd, argv)
+            if refused is not None:
+                return error_text(refused[: refused.index(b"\r\n")])
+        # scriptVerifyOOM: out of memory, the first write of a script without allow-oom is
+        # refused if deny-oom (past it, a script is not stopped half way)
+        oom_check = srv.oom_check
+        if (oom_check is not None and cmd.denyoom and not run.flags & FLAG_ALLOW_OOM
+                and not run.caller.is_master and srv.ks.dirty >= srv.evictor.next_check_dirty):
+            refused = oom_check(self.client, cmd, argv)
             if refused is not None:
                 return error_text(refused[: refused.index(b"\r\n")])
         return None

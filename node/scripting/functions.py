@@ -29,6 +29,8 @@ from slotgate.node.scripting.commands import (
     KEYS_NEGATIVE,
     NOTBUSY,
     check_flags,
+    flags_deny_oom,
+    set_denyoom,
 )
 from slotgate.node.scripting.engine import Script, ScriptEngine
 from slotgate.protocol.resp import array_header, bulk, map_header, set_header, simple
@@ -279,6 +281,11 @@ def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
     return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only)
 
 
+def _fcall_denyoom(c: Client, argv: list[bytes]) -> bool:
+    f = functions(c).functions.get(argv[1].decode("utf-8", "surrogateescape").lower())
+    return f is not None and flags_deny_oom(f.script.flags)
+
+
 def _fcall_handler(read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
     def handler(c: Client, argv: list[bytes]) -> bytes:
         return _fcall(c, argv, read_only)
@@ -406,3 +413,4 @@ def function_help(c: Client, argv: list[bytes]) -> bytes:
 
 def install(server: Server) -> None:
     server.functions = Functions(server)
+    set_denyoom(server, ("fcall", "fcall_ro"), _fcall_denyoom)

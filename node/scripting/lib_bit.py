@@ -9,7 +9,8 @@ from __future__ import annotations
 BIT_LUA = r"""
 local h = ...
 local entry, argerror, typename_at = h.entry, h.argerror, h.typename_at
-local floor, tonumber, select, type = math.floor, tonumber, select, type
+local floor, frexp, huge, tonumber, select, type = math.floor, math.frexp, math.huge, tonumber,
+                                                  select, type
 local TWO32, TWO31 = 4294967296, 2147483648
 local MAGIC = 6755399441055744.0  -- 2^52 + 2^51: the sum rounds to an integer
 
@@ -21,8 +22,14 @@ local function unsigned(fname, n, ...)
   if v == nil or (type(x) ~= 'number' and type(x) ~= 'string') then
     argerror(n, fname, 'number expected, got ' .. typename_at(n, ...))
   end
-  v = (v + MAGIC) - MAGIC
-  return v % TWO32
+  -- LuaBitOp keeps the low 32 bits of the double (v + 2^52 + 2^51) as stored: the integer
+  -- itself while the sum is below 2^53, else bits of a rounded or scaled mantissa
+  local y = v + MAGIC
+  if y >= 4503599627370496 and y < 9007199254740992 then return y % TWO32 end
+  if y ~= y or y == 0 or y == huge or y == -huge then return 0 end  -- the default NaN: 0
+  local m = frexp(y)
+  if m < 0 then m = -m end
+  return ((m * 2 - 1) * 4503599627370496) % TWO32
 end
 local function signed(u)
   if u >= TWO31 then return u - TWO32 end

@@ -11,17 +11,19 @@ local h = ...
 local entry, argerror = h.entry, h.argerror
 local type, select, tostring, tonumber, next, rawget = type, select, tostring, tonumber, next, rawget
 local floor, huge = math.floor, math.huge
-local sfmt, byte, char, sub, find, concat = string.format, string.byte, string.char, string.sub,
-                                           string.find, table.concat
+local sfmt, byte, char, sub, find, lower, concat = string.format, string.byte, string.char,
+                                                  string.sub, string.find, string.lower, table.concat
+local INT_MIN = -2147483648
 
 local M = {}
 local null = newproxy(false)
 M.null = null
 M._NAME, M._VERSION = 'cjson', '2.1.0'
 local cfg = {
-  sparse_convert = false, sparse_ratio = 2, sparse_safe = 10,
+  -- the enumerated settings by index: 0 off, 1 on (2: null, for encode_invalid)
+  sparse_convert = 0, sparse_ratio = 2, sparse_safe = 10,
   encode_max_depth = 1000, decode_max_depth = 1000, precision = 14,
-  encode_invalid = false, decode_invalid = true, keep_buffer = true,
+  encode_invalid = 0, decode_invalid = 1, keep_buffer = 1,
 }
 
 -- encode ----------------------------------------------------------------------------------
@@ -34,7 +36,9 @@ end
 local function enc_string(s) return '"' .. s:gsub('[%c"\\/\127]', ESC) .. '"' end
 local function enc_number(x)
   if x ~= x or x == huge or x == -huge then
-    if not cfg.encode_invalid then error('Cannot serialise number: must not be NaN or Inf', 0) end
+    local mode = cfg.encode_invalid
+    if mode == 0 then error('Cannot serialise number: must not be NaN or Inf', 0) end
+    if mode == 2 then return 'null' end
     if x ~= x then return 'nan' end
     return x > 0 and 'inf' or '-inf'
   end
@@ -44,14 +48,16 @@ local function array_length(t)
   local max, items = 0, 0
   for k in next, t do
     if type(k) == 'number' and k >= 1 and floor(k) == k then
-      if k > max then max = k end
+      -- the maximum is a C int: a key from 2^31 up converts to INT_MIN (x86), so a table
+      -- with such a key (met after the others) is no array
+      if k > max then max = (k < 2147483648) and k or INT_MIN end
       items = items + 1
     else
       return -1
     end
   end
   if cfg.sparse_ratio > 0 and max > items * cfg.sparse_ratio and max > cfg.sparse_safe then
-    if not cfg.sparse_convert then error('Cannot serialise table: excessively sparse array', 0) end
+    if cfg.sparse_convert == 0 then error('Cannot serialise table: excessively sparse array', 0) end
     return -1
   end
   return max
@@ -115,6 +121,58 @@ local function utf8(cp)
 end
 local SIMPLE = {['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n',
                 r = '\r', t = '\t'}
+-- numbers: lua-cjson hands the text at the token to C strtod and takes what it converts;
+-- strtod_end finds the end of that prefix (sign, inf/infinity, nan(chars), hexadecimal with
+-- p exponent, decimal with e exponent), tonumber (strtod again) gives the value
+local function digits_end(s, j, class)  -- index after [class]*[.[class]*], and digit count
+  local _, e = find(s, '^' .. class .. '*', j)
+  local n = e - j + 1
+  if sub(s, e + 1, e + 1) == '.' then
+    local _, f = find(s, '^' .. class .. '*', e + 2)
+    n, e = n + f - e - 1, f
+  end
+  return e + 1, n
+end
+local function strtod_end(s, i)
+  local j = i
+  local c = sub(s, j, j)
+  if c == '+' or c == '-' then j = j + 1 end
+  local word = lower(sub(s, j, j + 7))
+  if word == 'infinity' then return j + 8 end
+  word = sub(word, 1, 3)
+  if word == 'inf' then return j + 3 end
+  if word == 'nan' then
+    local _, pe = find(s, '^%([%w_]*%)', j + 3)
+    return (pe or j + 2) + 1
+  end
+  if find(s, '^0[xX]', j) then
+    local e, n = digits_end(s, j + 2, '%x')
+    if n == 0 then return j + 1 end  -- "0x" without digits: the 0 alone
+    local _, pe = find(s, '^[pP][%+%-]?%d+', e)
+    return pe and pe + 1 or e
+  end
+  local e, n = digits_end(s, j, '%d')
+  if n == 0 then return nil end
+  local _, pe = find(s, '^[eE][%+%-]?%d+', e)
+  return pe and pe + 1 or e
+end
+local function number_token(s, i)
+  local e = strtod_end(s, i)
+  if e == nil then return 'T_ERROR', 'invalid number', i end
+  return 'T_NUMBER', tonumber(sub(s, i, e - 1)), i, e
+end
+-- json_is_invalid_number: what JSON forbids among the texts strtod reads
+local function invalid_number(s, i)
+  local c = byte(s, i)
+  if c == 43 then return true end  -- '+'
+  if c == 45 then i = i + 1; c = byte(s, i) end  -- '-'
+  if c == 48 then  -- '0' followed by x, X or a digit
+    return find(s, '^[xX%d]', i + 1) ~= nil
+  end
+  if c == nil or c <= 57 or c >= 128 then return false end  -- C's signed char <= '9'
+  local word = lower(sub(s, i, i + 2))
+  return word == 'inf' or word == 'nan'
+end
 local function next_token(s, i)
   local _, e = find(s, '^[ \t\n\r]*', i)
   i = e + 1
@@ -158,16 +216,17 @@ local function next_token(s, i)
       end
     end
   end
-  if find(c, '[%-%d]') then
-    local _, ne = find(s, '^%-?%d+%.?%d*[eE]?[%+%-]?%d*', i)
-    local text = ne and sub(s, i, ne)
-    local v = text and tonumber(text)
-    if v == nil then return 'T_ERROR', 'invalid number', i end
-    return 'T_NUMBER', v, i, ne + 1
+  if c == '-' or find(c, '^%d') then
+    if cfg.decode_invalid == 0 and invalid_number(s, i) then
+      return 'T_ERROR', 'invalid number', i
+    end
+    return number_token(s, i)
   end
   if sub(s, i, i + 3) == 'true' then return 'T_BOOLEAN', true, i, i + 4 end
   if sub(s, i, i + 4) == 'false' then return 'T_BOOLEAN', false, i, i + 5 end
   if sub(s, i, i + 3) == 'null' then return 'T_NULL', null, i, i + 4 end
+  -- with decode_invalid_numbers on, what JSON forbids but strtod reads (+1, inf, nan)
+  if cfg.decode_invalid == 1 and invalid_number(s, i) then return number_token(s, i) end
   return 'T_ERROR', 'invalid token', i
 end
 local function parse_error(expected, tt, tv, ti)
@@ -237,34 +296,68 @@ entry(M, 'decode', function(...)
   return v
 end)
 
--- configuration ---------------------------------------------------------------------------
-local function setting(name, key)
-  entry(M, name, function(...)
-    local v = ...
-    if v ~= nil then
-      if type(cfg[key]) == 'boolean' then
-        cfg[key] = (v == true or v == 'on')
-      else
-        cfg[key] = tonumber(v) or cfg[key]
-      end
+-- configuration (lua-cjson's json_arg_init, json_integer_option, json_enum_option) ----------
+local INT_MAX = 2147483647
+local BOOL_OPTIONS = {'off', 'on'}
+local c_int = h.lua_int  -- luaL_checkinteger, then the C int it is stored in
+local function arg_init(fname, nmax, ...)
+  if select('#', ...) > nmax then argerror(nmax + 1, fname, 'found too many arguments') end
+end
+local function integer_option(fname, n, v, key, min, max)
+  if v ~= nil then
+    local x = tonumber(v)
+    if x == nil then argerror(n, fname, 'number expected, got ' .. type(v)) end
+    x = c_int(x)
+    -- lua-cjson names argument 1 whichever it checks
+    if x < min or x > max then argerror(1, fname, sfmt('expected integer between %d and %d', min, max)) end
+    cfg[key] = x
+  end
+  return cfg[key]
+end
+local function enum_option(fname, n, v, key, options)
+  options = options or BOOL_OPTIONS
+  if type(v) == 'boolean' then
+    cfg[key] = v and 1 or 0
+  elseif v ~= nil then
+    if type(v) ~= 'string' and type(v) ~= 'number' then
+      argerror(n, fname, 'string expected, got ' .. type(v))
     end
-    local cur = cfg[key]
-    if type(cur) == 'boolean' then return cur end
-    return cur
+    local name, found = tostring(v), nil
+    for i = 1, #options do
+      if options[i] == name then found = i - 1 end
+    end
+    if found == nil then argerror(n, fname, "invalid option '" .. name .. "'") end
+    cfg[key] = found
+  end
+  local cur = cfg[key]
+  if cur == 0 or cur == 1 then return cur == 1 end
+  return options[cur + 1]
+end
+local function int_setting(name, key, min, max)
+  entry(M, name, function(...)
+    arg_init(name, 1, ...)
+    return integer_option(name, 1, (...), key, min, max)
   end)
 end
-setting('encode_max_depth', 'encode_max_depth')
-setting('decode_max_depth', 'decode_max_depth')
-setting('encode_number_precision', 'precision')
-setting('encode_keep_buffer', 'keep_buffer')
-setting('encode_invalid_numbers', 'encode_invalid')
-setting('decode_invalid_numbers', 'decode_invalid')
+local function enum_setting(name, key, options)
+  entry(M, name, function(...)
+    arg_init(name, 1, ...)
+    return enum_option(name, 1, (...), key, options)
+  end)
+end
+int_setting('encode_max_depth', 'encode_max_depth', 1, INT_MAX)
+int_setting('decode_max_depth', 'decode_max_depth', 1, INT_MAX)
+int_setting('encode_number_precision', 'precision', 1, 14)
+enum_setting('encode_keep_buffer', 'keep_buffer')
+enum_setting('encode_invalid_numbers', 'encode_invalid', {'off', 'on', 'null'})
+enum_setting('decode_invalid_numbers', 'decode_invalid')
 entry(M, 'encode_sparse_array', function(...)
+  local fname = 'encode_sparse_array'
+  arg_init(fname, 3, ...)
   local convert, ratio, safe = ...
-  if convert ~= nil then cfg.sparse_convert = (convert == true or convert == 'on') end
-  if ratio ~= nil then cfg.sparse_ratio = tonumber(ratio) or cfg.sparse_ratio end
-  if safe ~= nil then cfg.sparse_safe = tonumber(safe) or cfg.sparse_safe end
-  return cfg.sparse_convert, cfg.sparse_ratio, cfg.sparse_safe
+  local c = enum_option(fname, 1, convert, 'sparse_convert')
+  local r = integer_option(fname, 2, ratio, 'sparse_ratio', 0, INT_MAX)
+  return c, r, integer_option(fname, 3, safe, 'sparse_safe', 0, INT_MAX)
 end)
 entry(M, 'new', function() return M end)
 return M

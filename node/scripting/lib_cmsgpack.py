@@ -27,18 +27,16 @@ local function be(v, size)  -- big-endian bytes of the low `size` bytes (two's c
   end
   return concat(out)
 end
-local function float_bits(x, size)
-  local hi, lo = h.float_words(x, size)
-  if size == 4 then return be(hi, 4) end
-  return be(hi, 4) .. be(lo, 4)
-end
+local float_bits = h.float_bytes  -- (x, size): big-endian IEEE bytes, NaN bits kept
+-- C's (double)(float)x == x: a NaN never, infinities always, else 24 significant bits and a
+-- multiple of 2^-149 (the float subnormals' step) below 2^128
 local function is_float32(x)
-  if x ~= x or x == huge or x == -huge then return true end
-  if x == 0 then return true end
+  if x ~= x then return false end
+  if x == huge or x == -huge or x == 0 then return true end
   local fr, ex = frexp(x)
   if ex > 128 or ex < -148 then return false end
-  local scaled = ldexp(fr, 24)
-  return scaled == floor(scaled)
+  local scaled, steps = ldexp(fr, 24), ldexp(x, 149)
+  return scaled == floor(scaled) and steps == floor(steps)
 end
 
 local function enc_int(n)
@@ -135,8 +133,16 @@ local function sbe(s, pos, size)
   return -v - 1
 end
 local function ufloat(s, pos, size)
-  if size == 4 then return h.words_float(ube(s, pos, 4), nil, 4) end
-  return h.words_float(ube(s, pos, 4), ube(s, pos + 4, 4), 8)
+  need(s, pos, size)
+  return h.bytes_float(sub(s, pos, pos + size - 1), size)
+end
+-- 64-bit integers as two 32-bit halves: one rounding to a double, as C's conversion. lua-cmsgpack
+-- reads uint 64 as a signed value too (0xcf ff..ff is -1)
+local function int64(s, pos)
+  need(s, pos, 8)
+  local hi = ube(s, pos, 4)
+  if hi >= 2147483648 then hi = hi - 4294967296 end
+  return hi * 4294967296 + ube(s, pos + 4, 4)
 end
 local decode
 local function dec_str(s, pos, n)
@@ -154,7 +160,9 @@ local function dec_map(s, pos, n)
     local k, v
     k, pos = decode(s, pos)
     v, pos = decode(s, pos)
-    if k ~= nil then t[k] = v end
+    if k == nil then error('table index is nil', 0) end  -- lua_settable's own errors
+    if k ~= k then error('table index is NaN', 0) end
+    t[k] = v
   end
   return t, pos
 end
@@ -173,42 +181,82 @@ decode = function(s, pos)
   if c == 0xcc then return ube(s, pos, 1), pos + 1 end
   if c == 0xcd then return ube(s, pos, 2), pos + 2 end
   if c == 0xce then return ube(s, pos, 4), pos + 4 end
-  if c == 0xcf then return ube(s, pos, 8), pos + 8 end
+  if c == 0xcf then return int64(s, pos), pos + 8 end
   if c == 0xd0 then return sbe(s, pos, 1), pos + 1 end
   if c == 0xd1 then return sbe(s, pos, 2), pos + 2 end
   if c == 0xd2 then return sbe(s, pos, 4), pos + 4 end
-  if c == 0xd3 then return sbe(s, pos, 8), pos + 8 end
+  if c == 0xd3 then return int64(s, pos), pos + 8 end
   if c == 0xca then return ufloat(s, pos, 4), pos + 4 end
   if c == 0xcb then return ufloat(s, pos, 8), pos + 8 end
-  if c == 0xd9 or c == 0xc4 then local n = ube(s, pos, 1) return dec_str(s, pos + 1, n) end
-  if c == 0xda or c == 0xc5 then local n = ube(s, pos, 2) return dec_str(s, pos + 2, n) end
-  if c == 0xdb or c == 0xc6 then local n = ube(s, pos, 4) return dec_str(s, pos + 4, n) end
+  -- 0.4.0 knows str 8/16/32 only: bin (0xc4-0xc6) and ext are a bad format
+  if c == 0xd9 then local n = ube(s, pos, 1) return dec_str(s, pos + 1, n) end
+  if c == 0xda then local n = ube(s, pos, 2) return dec_str(s, pos + 2, n) end
+  if c == 0xdb then local n = ube(s, pos, 4) return dec_str(s, pos + 4, n) end
   if c == 0xdc then return dec_array(s, pos + 2, ube(s, pos, 2)) end
   if c == 0xdd then return dec_array(s, pos + 4, ube(s, pos, 4)) end
   if c == 0xde then return dec_map(s, pos + 2, ube(s, pos, 2)) end
   if c == 0xdf then return dec_map(s, pos + 4, ube(s, pos, 4)) end
   error(BAD, 0)
 end
-local function unpack_full(fname, s, limit, offset, with_offset)
+-- mp_unpack_full: everything when limit and offset are both 0, else up to ``limit`` values
+-- from ``offset`` preceded by the next offset (-1 at the end); its error names the input's
+-- length as the limit, as lua-cmsgpack 0.4.0 does
+local function as_int32(v)  -- what C's %d prints of a 64-bit value: its low 32 bits, signed
+  v = v % 4294967296
+  if v >= 2147483648 then v = v - 4294967296 end
+  return v
+end
+local function unpack_full(fname, present, s, limit, offset)
   if type(s) == 'number' then s = tostring(s)
-  elseif type(s) ~= 'string' then argerror(1, fname, 'string expected, got ' .. (s == nil and 'no value' or type(s))) end
-  if offset < 0 or limit < 0 then error('Invalid request to unpack with offset of ' .. offset .. ' and limit of ' .. limit .. '.', 0) end
+  elseif type(s) ~= 'string' then
+    argerror(1, fname, 'string expected, got ' .. (present and type(s) or 'no value'))
+  end
+  local len = #s
+  if offset < 0 or limit < 0 then
+    error('Invalid request to unpack with offset of ' .. as_int32(offset) .. ' and limit of '
+          .. len .. '.', 0)
+  end
+  if offset > len then
+    error('Start offset ' .. as_int32(offset) .. ' greater than input length ' .. len .. '.', 0)
+  end
+  local all = limit == 0 and offset == 0
   local res, n, pos = {}, 0, offset + 1
-  while pos <= #s and (limit == 0 or n < limit) do
+  while pos <= len and (all or n < limit) do
     n = n + 1
     res[n], pos = decode(s, pos)
   end
-  if with_offset then
-    return (pos <= #s) and (pos - 1) or -1, unpack(res, 1, n)
+  if not all then
+    return (pos <= len) and (pos - 1) or -1, unpack(res, 1, n)
   end
   return unpack(res, 1, n)
 end
-entry(M, 'unpack', function(s) return unpack_full('unpack', s, 0, 0, false) end)
-entry(M, 'unpack_one', function(s, offset)
-  return unpack_full('unpack_one', s, 1, tonumber(offset) or 0, true)
+-- luaL_checkinteger / luaL_optinteger: a 64-bit lua_Integer (truncated; NaN and out of range
+-- INT64_MIN), which this lua-cmsgpack keeps whole
+local function int_arg(fname, n, v, optional)
+  if v == nil and optional then return 0 end
+  local x = tonumber(v)
+  if x == nil then
+    argerror(n, fname, 'number expected, got ' .. (v == nil and 'no value' or type(v)))
+  end
+  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then
+    return -9223372036854775808
+  end
+  if x >= 0 then return floor(x) end
+  return -floor(-x)
+end
+entry(M, 'unpack', function(...)
+  return unpack_full('unpack', select('#', ...) > 0, (...), 0, 0)
 end)
-entry(M, 'unpack_limit', function(s, limit, offset)
-  return unpack_full('unpack_limit', s, tonumber(limit) or 0, tonumber(offset) or 0, true)
+entry(M, 'unpack_one', function(...)
+  local s, offset = ...
+  offset = int_arg('unpack_one', 2, offset, true)
+  return unpack_full('unpack_one', select('#', ...) > 0, s, 1, offset)
+end)
+entry(M, 'unpack_limit', function(...)
+  local s, limit, offset = ...
+  limit = int_arg('unpack_limit', 2, limit, false)
+  offset = int_arg('unpack_limit', 3, offset, true)
+  return unpack_full('unpack_limit', select('#', ...) > 0, s, limit, offset)
 end)
 return M
 """

@@ -66,13 +66,32 @@ local function control(fname, opt, fmt, i, st)
 end
 
 -- numbers <-> bytes -----------------------------------------------------------------------
+-- integers go through struct.c's 64-bit Uinttype: (uint64)n, or (uint64)(int64)n when negative,
+-- with x86's answers out of range (NaN and -2^63 and below: the top bit alone; 2^64 and up: 0);
+-- kept as two exact 32-bit words
+local TWO32 = 4294967296
+local function word64(n)
+  if n ~= n or n < -9223372036854775808 then return 2147483648, 0 end
+  if n < 0 then  -- two's complement of the truncated magnitude
+    local m = floor(-n)
+    local mh = floor(m / TWO32)
+    local ml = m - mh * TWO32
+    if ml == 0 then return (TWO32 - mh) % TWO32, 0 end
+    return TWO32 - 1 - mh, TWO32 - ml
+  end
+  if n >= 18446744073709551616 then return 0, 0 end
+  n = floor(n)
+  local hi = floor(n / TWO32)
+  return hi, n - hi * TWO32
+end
 local function int_bytes(n, size, big)
-  -- little-endian bytes of the low `size` bytes of n (two's complement when negative)
+  local hi, lo = word64(n)
   local out = {}
-  for k = 1, size do  -- floored % keeps negative values exact (two's complement)
-    local b = n % 256
+  for k = 1, size do  -- least significant first; bytes past the 8th are shifted out: 0
+    local b = 0
+    if k <= 4 then b = lo % 256; lo = (lo - b) / 256
+    elseif k <= 8 then b = hi % 256; hi = (hi - b) / 256 end
     out[k] = char(b)
-    n = (n - b) / 256
   end
   if big then
     local r = {}
@@ -81,30 +100,41 @@ local function int_bytes(n, size, big)
   end
   return concat(out)
 end
+-- getinteger: the bytes shifted through a 64-bit word (only the 8 least significant stay); a
+-- signed value is sign-extended from bit (size*8 - 1) mod 64, x86's shift count
 local function bytes_int(data, pos, size, big, signed)
-  local function at(k) return byte(data, big and (pos + size - 1 - k) or (pos + k)) end
-  local negative = signed and size <= 8 and at(size - 1) >= 128
-  local v, p = 0, 1
-  for k = 0, size - 1 do
-    local b = at(k)
-    if negative then b = 255 - b end
-    v = v + b * p
-    p = p * 256
+  local hi, lo = 0, 0
+  for k = (size < 8 and size or 8) - 1, 0, -1 do  -- k: 0 = the least significant byte
+    local b = byte(data, big and (pos + size - 1 - k) or (pos + k))
+    if k >= 4 then hi = hi * 256 + b else lo = lo * 256 + b end
   end
-  if negative then v = -v - 1 end
-  return v
+  if not signed then return hi * TWO32 + lo end
+  local p = (size * 8 - 1) % 64
+  if p == 63 then
+    if hi >= 2147483648 then hi = hi - TWO32 end
+    return hi * TWO32 + lo
+  end
+  if p < 32 then  -- no more than 32 significant bits: exact
+    local v = lo % 2 ^ p
+    if hi > 0 or lo >= 2 ^ p then return v - 2 ^ p end
+    return v
+  end
+  local top = 2 ^ (p - 32)
+  local lh = hi % top
+  if hi < top then return lh * TWO32 + lo end  -- one rounding
+  -- negative: -(2^p - (lh:lo)), its magnitude as words, one rounding
+  if lo == 0 then return -(top - lh) * TWO32 end
+  return -((top - lh - 1) * TWO32 + (TWO32 - lo))
 end
-local function float_bytes(x, size, big)
-  local hi, lo = h.float_words(x, size)
-  if size == 4 then return int_bytes(hi, 4, big) end
-  if big then return int_bytes(hi, 4, true) .. int_bytes(lo, 4, true) end
-  return int_bytes(lo, 4, false) .. int_bytes(hi, 4, false)
+local function float_bytes(x, size, big)  -- C's cast to float or double, bits as stored
+  local b = h.float_bytes(x, size)
+  if big then return b end
+  return b:reverse()
 end
 local function bytes_float(data, pos, size, big)
-  if size == 4 then return h.words_float(bytes_int(data, pos, 4, big, false), nil, 4) end
-  local lo = bytes_int(data, big and pos + 4 or pos, 4, big, false)
-  local hi = bytes_int(data, big and pos or pos + 4, 4, big, false)
-  return h.words_float(hi, lo, 8)
+  local b = sub(data, pos, pos + size - 1)
+  if not big then b = b:reverse() end
+  return h.bytes_float(b, size)
 end
 
 local function checknumber(fname, n, v)

@@ -74,26 +74,40 @@ end
 
 -- read-only proxies -----------------------------------------------------------------------
 local real_of = setmetatable({}, {__mode = 'k'})  -- proxy -> the table behind it
+-- what a script's getmetatable shows for the sandbox's own metatables: Redis marks its tables
+-- read-only in C, so a library table has none (NO_METATABLE) and the globals' and strings'
+-- metatables are read-only copies; the real ones stay out of reach
+local face_of = setmetatable({}, {__mode = 'k'})
+local NO_METATABLE = {}
 local function ro_newindex() error(RO_ERR, 2) end
 local function readonly(t)
-  local p = setmetatable({}, {__index = t, __newindex = ro_newindex})
+  local mt = {__index = t, __newindex = ro_newindex}
+  face_of[mt] = NO_METATABLE
+  local p = setmetatable({}, mt)
   real_of[p] = t
   return p
+end
+local function s_getmetatable(v)
+  local mt = getmetatable(v)
+  local face = face_of[mt]
+  if face == nil then return mt end
+  if face == NO_METATABLE then return nil end
+  return face
 end
 
 -- the script globals ----------------------------------------------------------------------
 -- a read-only table whose missing keys are an error, reading through lookup(k)
 local function protected(lookup)
-  return setmetatable({}, {
-    __index = function(_, k)
-      local v = lookup(k)
-      if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
-      return v
-    end,
-    __newindex = ro_newindex,
-  })
+  local function index(_, k)
+    local v = lookup(k)
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end
+  local mt = {__index = index, __newindex = ro_newindex}
+  face_of[mt] = readonly({__index = index})
+  return setmetatable({}, mt)
 end
 local env = {}
 local visible = env  -- what scripts see: env, or load_env while a function library loads
@@ -258,11 +272,19 @@ entry(redis, 'sha1hex', function(...)
   if type(s) == 'number' then s = tostring(s) elseif type(s) ~= 'string' then s = '' end
   return py.sha1hex(s)
 end)
+-- C's (int) of a lua_Number, as Redis reads levels and flags: truncated; NaN and values out
+-- of range give INT_MIN (x86)
+local function c_int(x)
+  if x ~= x or x >= 2147483648 or x <= -2147483649 then return -2147483648 end
+  if x >= 0 then return math.floor(x) end
+  return math.ceil(x)
+end
 entry(redis, 'log', function(...)
   local n = select('#', ...)
   if n < 2 then raise('ERR redis.log() requires two arguments or more.') end
-  local level = ...
-  if type(level) ~= 'number' then raise('ERR First argument must be a number (log level).') end
+  local level = tonumber((...))  -- lua_isnumber: numeric strings too
+  if level == nil then raise('ERR First argument must be a number (log level).') end
+  level = c_int(level)
   if level < 0 or level > 3 then raise('ERR Invalid debug level.') end
   local parts = {}
   for j = 2, n do
@@ -273,14 +295,14 @@ entry(redis, 'log', function(...)
 end)
 entry(redis, 'setresp', function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
-  local v = tonumber((...))
+  local v = c_int(tonumber((...)) or 0)
   if v ~= 2 and v ~= 3 then raise('ERR RESP version must be 2 or 3.') end
   script_resp = v
   py.setresp(v)
 end)
 entry(redis, 'set_repl', function(...)
   if select('#', ...) ~= 1 then raise('ERR redis.set_repl() requires two arguments.') end
-  local flags = tonumber((...)) or 0
+  local flags = c_int(tonumber((...)) or 0)
   if flags ~= 0 and flags ~= 1 and flags ~= 2 and flags ~= 3 then
     raise('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
   end
@@ -308,30 +330,25 @@ local function copy(t)
   return r
 end
 
--- math.random / math.randomseed: Redis' rand48, seeded with 0 when the interpreter starts
-local rand_hi, rand_lo = 0, 0  -- the 48-bit state as two 24-bit halves
-local function srand48(seed)
-  seed = seed % 4294967296
-  local x = seed * 65536 + 0x330E
-  rand_lo = x % 16777216
-  rand_hi = (x - rand_lo) / 16777216
+-- luaL_checkinteger's lua_Integer (64-bit) narrowed to the C int the libraries keep: the low
+-- 32 bits, signed; NaN and values past 2^63 are INT64_MIN first (x86), so 0
+local function lua_int(x)
+  if x ~= x or x >= 9223372036854775808 or x < -9223372036854775808 then return 0 end
+  if x >= 0 then x = math.floor(x) else x = -math.floor(-x) end
+  x = x % 4294967296
+  if x >= 2147483648 then x = x - 4294967296 end
+  return x
 end
-local function lrand48()
-  local A_HI, A_LO = 0x5DE, 0xECE66D
-  local lo = A_LO * rand_lo + 0xB
-  local mid = A_LO * rand_hi + A_HI * rand_lo + (lo - lo % 16777216) / 16777216
-  rand_lo = lo % 16777216
-  rand_hi = mid % 16777216
-  return (rand_hi * 16777216 + rand_lo - (rand_hi * 16777216 + rand_lo) % 131072) / 131072
-end
+-- math.random / math.randomseed: Redis' rand48, one state for the whole server (the EVAL and the
+-- function interpreters share it, SCRIPT FLUSH keeps it), kept in Python (libs.Rand48)
+local lrand48, srand48 = py.lrand48, py.srand48
 local LRAND48_MAX = 2147483647
-local function checkint(fname, n, v)
+local function checkint(fname, n, v)  -- luaL_checkint
   local x = tonumber(v)
   if x == nil then
     argerror(n, fname, 'number expected, got ' .. (v == nil and 'no value' or type(v)))
   end
-  if x >= 0 then return math.floor(x) end
-  return -math.floor(-x)
+  return lua_int(x)
 end
 local function rmath_random(...)
   local r = (lrand48() % LRAND48_MAX) / LRAND48_MAX
@@ -345,77 +362,30 @@ local function rmath_random(...)
   if n == 2 then
     local l, u = checkint('random', 1, (...)), checkint('random', 2, (select(2, ...)))
     if l > u then argerror(2, 'random', 'interval is empty') end
-    return math.floor(r * (u - l + 1)) + l
+    local span = (u - l + 1) % 4294967296  -- C int arithmetic: it wraps
+    if span >= 2147483648 then span = span - 4294967296 end
+    return math.floor(r * span) + l
   end
   error('wrong number of arguments', 0)
 end
-srand48(0)
 local rmath = copy(math)
 entry(rmath, 'random', rmath_random)
 entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...))) end)
 
--- IEEE 754 single (size 4) and double (size 8) as 32-bit words, for struct and cmsgpack; a
--- double is split in two words so no intermediate value passes 2^53
-local frexp, ldexp, mfloor, huge = math.frexp, math.ldexp, math.floor, math.huge
-local function float_words(x, size)
-  local mbits, ebits, bias = 23, 8, 127
-  if size == 8 then mbits, ebits, bias = 52, 11, 1023 end
-  local sign = 0
-  if x < 0 or (x == 0 and 1 / x < 0) then sign = 1; x = -x end
-  local e, m
-  if x ~= x then e, m = 2 ^ ebits - 1, 2 ^ (mbits - 1)
-  elseif x == huge then e, m = 2 ^ ebits - 1, 0
-  elseif x == 0 then e, m = 0, 0
-  else
-    local fr, ex = frexp(x)  -- x = fr * 2^ex, 0.5 <= fr < 1
-    e = ex + bias - 1
-    if e <= 0 then  -- subnormal
-      m = mfloor(ldexp(fr, mbits + e - 1) + 0.5)
-      e = 0
-    else
-      m = mfloor((fr * 2 - 1) * 2 ^ mbits + 0.5)
-      if m == 2 ^ mbits then m = 0; e = e + 1 end
-      if e >= 2 ^ ebits - 1 then e, m = 2 ^ ebits - 1, 0 end
-    end
-  end
-  if size == 4 then return (sign * 2 ^ ebits + e) * 2 ^ mbits + m, nil end
-  local m_lo = m % 4294967296
-  return (sign * 2 ^ ebits + e) * 2 ^ 20 + (m - m_lo) / 4294967296, m_lo
-end
-local function words_float(hi, lo, size)
-  local mbits, ebits, bias, m = 23, 8, 127, nil
-  if size == 8 then
-    mbits, ebits, bias = 52, 11, 1023
-    local m_hi = hi % 2 ^ 20
-    hi = (hi - m_hi) / 2 ^ 20
-    m = m_hi * 4294967296 + lo
-  else
-    m = hi % 2 ^ 23
-    hi = (hi - m) / 2 ^ 23
-  end
-  local e = hi % 2 ^ ebits
-  local sign = (hi - e) / 2 ^ ebits
-  local x
-  if e == 2 ^ ebits - 1 then x = (m == 0) and huge or (0 / 0)
-  elseif e == 0 then x = ldexp(m, 1 - bias - mbits)
-  else x = ldexp(m + 2 ^ mbits, e - bias - mbits) end
-  if sign == 1 then x = -x end
-  return x
-end
-
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
 local libs = {}
-local helpers = {entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
-                 float_words = float_words, words_float = words_float}
+local helpers = {lua_int = lua_int, entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
+                 float_bytes = py.float_bytes, bytes_float = py.bytes_float}
 for name, src in pairs(py.libs) do
   local f = assert(loadstring(src, INTERNAL))
   libs[name] = f(helpers)
 end
 
-for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
+for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'ipairs',
                     'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
   env[k] = _G[k]
 end
+env.getmetatable = s_getmetatable
 env.next, env.pairs, env.rawget, env.rawset = s_next, s_pairs, s_rawget, s_rawset
 env.setmetatable, env.loadstring, env.load = s_setmetatable, s_loadstring, s_load
 env.pcall, env.xpcall = s_pcall, s_xpcall
@@ -432,6 +402,7 @@ if py.functions then  -- the functions' interpreter: Redis 7.0 leaves these out 
   redis.breakpoint, redis.debug, redis.replicate_commands = nil, nil, nil
 end
 getmetatable('').__index = env.string
+face_of[getmetatable('')] = readonly({__index = env.string})
 
 -- function libraries (FUNCTION LOAD): while the library's code runs, scripts see only
 -- load_env: redis.register_function, redis.log and the LOG_*/REDIS_VERSION constants

@@ -48,6 +48,7 @@ DOLLAR_IN_GROUP = ("ERR The $ ID is meaningless in the context of XREADGROUP: yo
 GT_OUTSIDE_GROUP = ("ERR The > ID can be specified only when calling XREADGROUP using the GROUP "
                     "<group> <consumer> option.")
 TIMEOUT_NOT_INT = "ERR timeout is not an integer or out of range"
+BLOCK_IN_SCRIPT = "ERR %s command is not allowed with BLOCK option from scripts"
 GROUP_GONE = "NOGROUP the consumer group this client was blocked on no longer exists"
 KEY_GONE = "UNBLOCKED the stream key no longer exists"
 BLOCKED_DEFAULT_COUNT = 1000  # XREAD_BLOCKED_DEFAULT_COUNT
@@ -177,6 +178,8 @@ def _xread(c: Client, argv: list[bytes], group_cmd: bool) -> bytes:
         more = n - i - 1
         o = argv[i].lower()
         if o == b"block" and more:
+            if c.script:
+                raise CommandError(BLOCK_IN_SCRIPT % argv[0].decode("utf-8", "replace"))
             i += 1
             try:
                 timeout_ms = parse_int(argv[i])

@@ -21,7 +21,8 @@ Adding cases (other engineers: this is all you need)::
   function in ``NORMALIZERS`` (add yours there, with the reason). A normalizer gets the raw
   reply bytes and returns what is compared. ``"sorted"``: array elements in sorted order
   (KEYS, SMEMBERS of a hashtable set); ``"pairs"``: map entries sorted by key (CONFIG GET
-  with a pattern); ``"type"``: only the reply's type byte (a value that
+  with a pattern); ``"libraries"``: FUNCTION LIST's libraries and their functions sorted;
+  ``"type"``: only the reply's type byte (a value that
   differs by nature, e.g. TIME); ``"noreply"``: nothing is read (CLIENT REPLY OFF and the
   commands after it; a later reply shows any stray bytes); ``"ttl"``: an integer within 1 of the other side's (clock
   ticks between the two sends); ``"scan"``: a SCAN reply's keys sorted, cursor ignored.
@@ -99,6 +100,25 @@ def norm_pairs(raw: bytes) -> bytes:
     return raw[: raw.index(b"\r\n") + 2] + b"".join(k + v for k, v in pairs)
 
 
+def _header(raw: bytes) -> bytes:
+    return raw[: raw.index(b"\r\n") + 2]
+
+
+def norm_libraries(raw: bytes) -> bytes:
+    """FUNCTION LIST: libraries, and the functions of each, sorted. Redis keeps both in
+    dicts whose hash seed is drawn per process (the order changes between restarts)."""
+    if raw[:1] != b"*" or raw.startswith((b"*-1", b"*0")):
+        return raw
+    libraries = []
+    for lib in _frames_of_array(raw):
+        fields = _frames_of_array(lib)
+        for i in range(0, len(fields) - 1, 2):
+            if fields[i].endswith(b"\r\nfunctions\r\n"):
+                fields[i + 1] = norm_sorted(fields[i + 1])
+        libraries.append(_header(lib) + b"".join(fields))
+    return _header(raw) + b"".join(sorted(libraries))
+
+
 def _untime(v: object) -> object:
     if isinstance(v, int) and v >= 10**12:
         return "T"
@@ -125,6 +145,7 @@ def norm_stream_times(raw: bytes) -> bytes:
 NORMALIZERS: dict[str, Callable[[bytes], bytes]] = {
     "times": norm_stream_times,
     "sorted": norm_sorted,
+    "libraries": norm_libraries,
     "pairs": norm_pairs,
     "type": norm_type,
     "scan": norm_scan,

@@ -67,7 +67,7 @@ LOAD = Case("FUNCTION LOAD and register_function", [
     "FUNCTION LOAD REPLACE", "FUNCTION LOAD x y z",
     _load("q16", "redis.log(redis.LOG_WARNING, 'loading') "
                  "redis.register_function('lf', function() return redis.REDIS_VERSION end)"),
-    "FCALL lf 0", ("FUNCTION LIST", "sorted"), "FUNCTION STATS",
+    "FCALL lf 0", ("FUNCTION LIST", "libraries"), "FUNCTION STATS",
 ])
 
 CALL = Case("FCALL and FCALL_RO", [
@@ -81,7 +81,7 @@ CALL = Case("FCALL and FCALL_RO", [
                  "flags={'allow-stale', 'no-writes'}, description='the only one'}"),
     "FUNCTION LIST LIBRARYNAME one", "FUNCTION LIST WITHCODE LIBRARYNAME o*",
     "FUNCTION DELETE one",
-    ("FUNCTION LIST LIBRARYNAME li*", "type"),
+    ("FUNCTION LIST LIBRARYNAME li*", "libraries"),
     "FUNCTION LIST LIBRARYNAME nomatch", "FUNCTION LIST LIBRARYNAME",
     "FUNCTION LIST WITHCODE WITHCODE", "FUNCTION LIST LIBRARYNAME a LIBRARYNAME b",
     "FUNCTION LIST foo", "FUNCTION STATS", "FUNCTION STATS x", "FUNCTION KILL",
@@ -91,7 +91,25 @@ CALL = Case("FCALL and FCALL_RO", [
     "MULTI", "FCALL nosuch 0", "EXEC",
 ])
 
-CASES = [LOAD, CALL]
+
+def _library(name: str, functions: str) -> str:
+    body = " ".join(f"redis.register_function{{function_name='{f}', callback=function() end, "
+                    f"flags={{'no-writes'}}, description='{f} of {name}'}}"
+                    for f in functions.split())
+    return _load(name, body)
+
+
+# Redis lists libraries, and the functions of a library, in the order of dicts seeded per
+# process: the same libraries list in another order after a restart. Compared as sets.
+LIST_ORDER = Case("FUNCTION LIST of several libraries", [
+    "FUNCTION FLUSH", _library("zeta", "z1 z2 z3 z4 z5"), _library("alpha", "a9 a1 a5"),
+    _library("mid", "m"), _library("alpine", "p2 p1"),
+    ("FUNCTION LIST", "libraries"), ("FUNCTION LIST WITHCODE", "libraries"),
+    ("FUNCTION LIST LIBRARYNAME al*", "libraries"), ("FUNCTION LIST LIBRARYNAME *a", "libraries"),
+    "FUNCTION DELETE alpha", ("FUNCTION LIST", "libraries"), "FUNCTION STATS", "FUNCTION FLUSH",
+])
+
+CASES = [LOAD, CALL, LIST_ORDER]
 
 
 @pytest.mark.parametrize("proto", [2, 3])
