@@ -322,7 +322,8 @@ class ScriptEngine:
         srv = self.server
         argv_l = list(argv)
         if run.acl_checked or run.read_only or srv.cluster_route is not None or (
-                cmd.write and not run.wrote and srv.command_checks):
+                cmd.write and not run.wrote
+                and (srv.command_checks or srv.oom_check is not None)):
             refused = self._refused(run, cmd, argv_l)
             if refused is not None:
                 return None, refused
