@@ -155,6 +155,9 @@ class Server:
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
+        # Served, besides the clients' sockets, while a long command blocks the server
+        # (``serve_while_blocked``): the cluster bus.
+        self.blocked_services: list[Callable[[], None]] = []
         self.nursery: trio.Nursery | None = None
         self.poller: Poller | None = None  # serves idle clients' sockets (eventcore.poller)
         self.last_save_time = int(time.time())
@@ -475,6 +478,18 @@ class Server:
         if reader.buffered_bytes() > qbuf_limit:
             return _QBUF
         return None
+
+    def serve_while_blocked(self, running: Client) -> None:
+        """Redis' processEventsWhileBlocked, from inside a command that runs long (a busy
+        script): one nested poller pass over every client's socket but ``running``'s (their
+        replies are sent by it), then the other services (the cluster bus). Clients that need
+        their task (a blocking command, a close ...) get it once the long command is over."""
+        poller = self.poller
+        if poller is not None:
+            sock = running.writer.sock
+            poller.serve_nested(sock.fileno() if sock is not None else -1)
+        for service in self.blocked_services:
+            service()
 
     def _end_pass(self) -> None:
         """After a poller pass: the replication stream of the pass's writes goes to each

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ import lupa.lua51 as lua51
 
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
-from slotgate.node.scripting import libs
+from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
 from slotgate.node.scripting.shebang import (
@@ -102,6 +103,13 @@ class Run:
     repl: int = REPL_ALL
     wrote: bool = False
     acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
+    # a long run (node/scripting/busy.py): started at (monotonic ns), past
+    # busy-reply-threshold, marked by SCRIPT/FUNCTION KILL, the command check refusing others
+    start_ns: int = 0
+    timed_out: bool = False
+    killed: bool = False
+    busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+    argv: list[bytes] | None = None  # the caller's command (FUNCTION STATS shows it)
 
 
 class ScriptEngine:
@@ -135,6 +143,8 @@ class ScriptEngine:
             b"version_num": REDIS_VERSION_NUM,
             b"libs": lua.table_from(libs.SOURCES),
             b"functions": self.functions,
+            b"tick": lambda: busy.tick(self),
+            b"hook_every": busy.HOOK_EVERY_INSTRUCTIONS,
         })
         setup = lua.globals().loadstring(SANDBOX_LUA.encode(), b"=lualib")
         self.lua = lua
@@ -143,6 +153,7 @@ class ScriptEngine:
         self._run = self.handle.run
         self._call_function = self.handle.call_function
         self._encode = self.handle.encode
+        self._count_hook = self.handle.count_hook
 
     def flush(self) -> None:
         """SCRIPT FLUSH: an empty cache and a new interpreter."""
@@ -176,13 +187,15 @@ class ScriptEngine:
 
     # -- a run -----------------------------------------------------------------------------
     def execute(self, c: Client, script: Script, keys: list[bytes], args: list[bytes],
-                read_only: bool) -> bytes:
-        """Run ``script`` for ``c``; the reply for ``c``'s protocol."""
+                read_only: bool, argv: list[bytes] | None = None) -> bytes:
+        """Run ``script`` for ``c`` (``argv``: the command that runs it); the reply for
+        ``c``'s protocol."""
         flags = script.flags
         ro = read_only or bool(flags & FLAG_NO_WRITES)
         slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
-        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok)
+        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok,
+                             start_ns=time.monotonic_ns(), argv=argv)
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
         run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
@@ -213,6 +226,10 @@ class ScriptEngine:
                 script.sha.encode(), _oneline(str(e))[:100].encode())
         finally:
             self.run = None
+            if run.timed_out:
+                busy.end(self, run)
+                if run.killed:
+                    self._count_hook()  # the hook was left firing on every line
             if hooks:
                 ks.propagate_hooks = hooks
                 self._emit_effects(c)

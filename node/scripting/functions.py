@@ -24,10 +24,10 @@ from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.node.persistence import rdb
+from slotgate.node.scripting import busy
 from slotgate.node.scripting.commands import (
     KEYS_GT_ARGS,
     KEYS_NEGATIVE,
-    NOTBUSY,
     check_flags,
 )
 from slotgate.node.scripting.engine import Script, ScriptEngine
@@ -276,7 +276,8 @@ def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
     srv = c.server
     if srv.monitors:  # shown before the commands it runs, as EVAL
         srv.feed_monitors(c, argv)
-    return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only)
+    return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only,
+                              argv)
 
 
 def _fcall_handler(read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
@@ -365,7 +366,7 @@ def function_stats(c: Client, argv: list[bytes]) -> bytes:
     fns = functions(c)
     proto = c.resp
     return b"".join([
-        map_header(2, proto), bulk("running_script"), c.null_bulk, bulk("engines"),
+        map_header(2, proto), bulk("running_script"), busy.running_script(c), bulk("engines"),
         map_header(1, proto), bulk("LUA"), map_header(2, proto), bulk("libraries_count"),
         b":%d\r\n" % len(fns.libraries), bulk("functions_count"),
         b":%d\r\n" % len(fns.functions),
@@ -374,7 +375,7 @@ def function_stats(c: Client, argv: list[bytes]) -> bytes:
 
 @command("function|kill")
 def function_kill(c: Client, argv: list[bytes]) -> bytes:
-    raise CommandError(NOTBUSY)
+    return busy.kill(c, is_eval=False)
 
 
 @command("function|dump")
