@@ -7,8 +7,9 @@ after it the run is *timed out*, as in Redis:
     tick ─▶ past the threshold? ─▶ (once) a command check answering -BUSY to every command
              │                      without Redis' ``allow_busy`` flag (a server command check
              │                      forces the slow path), SHUTDOWN without NOSAVE included
-             └▶ server.serve_while_blocked(caller): a nested poller pass over every other
-                client's socket (their replies flushed by it) and the cluster bus
+             └▶ server.blocked.serve(caller) (node/core/blocked.py): a nested poller pass
+                over every other client's socket (their replies flushed by it), new
+                connections, the cluster bus
              ─▶ True once SCRIPT KILL / FUNCTION KILL marked the run killed: the hook raises
                 Redis' killed-script error (and from then on on every line, so a ``pcall``
                 in the script cannot keep it alive)
@@ -66,7 +67,7 @@ def tick(eng: ScriptEngine) -> bool:
         if elapsed_ms < int(srv.config.get("busy-reply-threshold")):
             return False
         _time_out(eng, run, elapsed_ms)
-    srv.serve_while_blocked(run.caller)
+    srv.blocked.serve(run.caller)
     return run.killed
 
 
