@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from tests.node.test_failover import (
     nodes_lines,
     replicas_synced,
     start_cluster_nodes,
-    stop_all,
     wait_agree,
     wait_for,
 )
@@ -77,22 +75,13 @@ class Shard:
             pass
 
 
-@pytest.fixture
-def procs() -> Iterator[list[ManagedProcess]]:
-    started: list[ManagedProcess] = []
-    try:
-        yield started
-    finally:
-        stop_all(started)
-
-
 @pytest.mark.parametrize(("threshold_ms", "expected"), [(1000, (False, False)),
                                                         (8000, (True, True))],
                          ids=["bus-served", "deaf-past-node-timeout"])
-def test_long_script_same_cluster_outcome(tmp_path: Path, procs: list[ManagedProcess],
+def test_long_script_same_cluster_outcome(tmp_path: Path, cleanup: list[ManagedProcess],
                                           threshold_ms: int,
                                           expected: tuple[bool, bool]) -> None:
-    shards = {kind: Shard(kind, tmp_path, threshold_ms, procs) for kind in KINDS}
+    shards = {kind: Shard(kind, tmp_path, threshold_ms, cleanup) for kind in KINDS}
     replies: dict[str, bytes | Exception] = {}
     callers = {kind: RawClient(s.busy.port, timeout_s=SCRIPT_S + 30) for kind, s in shards.items()}
 
