@@ -149,6 +149,7 @@ def kill(c: Client, is_eval: bool) -> bytes:
     if not is_eval and not eng.functions:
         raise CommandError(BUSY_EVAL)
     run.killed = True
+    log.warning("Lua script killed by user with SCRIPT KILL.")  # (FUNCTION KILL too, as Redis)
     return OK
 
 
