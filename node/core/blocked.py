@@ -47,6 +47,7 @@ class WhileBlocked:
         self.services: list[Callable[[], None]] = []  # the cluster bus, ...
         # accepted connections whose task has not run yet: served here while blocked
         self.accepted: dict[Client, RequestReader] = {}
+        self.serving = False  # in ``serve``: a long command is running
 
     async def accept_forever(self, lsock: socket.socket) -> None:
         """The node's accept loop on ``lsock`` (a non-blocking listening socket)."""
@@ -62,15 +63,36 @@ class WhileBlocked:
     def serve(self, running: Client) -> None:
         srv = self.server
         poller = srv.poller
-        if poller is not None:
-            sock = running.writer.sock
-            poller.serve_nested(sock.fileno() if sock is not None else -1)
-        for lsock in self.listeners:
-            self._accept(lsock, ACCEPTS_PER_PASS)
-        for c in list(self.accepted):
-            self._serve_accepted(c)
-        for service in self.services:
-            service()
+        self.serving = True
+        try:
+            if poller is not None:
+                sock = running.writer.sock
+                poller.serve_nested(sock.fileno() if sock is not None else -1)
+            for lsock in self.listeners:
+                self._accept(lsock, ACCEPTS_PER_PASS)
+            for c in list(self.accepted):
+                self._serve_accepted(c)
+            for service in self.services:
+                service()
+        finally:
+            self.serving = False
+
+    def close_now(self, c: Client) -> None:
+        """A client asked to be closed (QUIT) while blocked: its reply written and the
+        connection shut for the peer now, as Redis does; its task releases it later."""
+        srv = self.server
+        sock = c.writer.sock
+        if sock is None or c.writer.sending:
+            return
+        if c.out:
+            if srv.repl_dirty:
+                srv.flush_replicas()
+            srv.stat_net_output_bytes += c.writer.write_now()
+        if not c.out:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def taken_back(self, c: Client) -> RequestReader | None:
         """``c``'s task runs: the reader of its requests if it was served here."""
@@ -142,12 +164,9 @@ class WhileBlocked:
                 dispatch.run_requests(c, reqs, 0)
             finally:
                 c.running = False
-        if c.out and not c.writer.sending:
+        if c.close_after_reply:
+            self.close_now(c)
+        elif c.out and not c.writer.sending:
             if srv.repl_dirty:
                 srv.flush_replicas()
             srv.stat_net_output_bytes += c.writer.write_now()
-        if c.close_after_reply and not c.out:
-            try:  # (QUIT) closed for the peer now; its task releases the socket
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass

@@ -455,6 +455,8 @@ class Server:
                     break
                 idx = run(c, reqs, 0)
                 if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
+                    if c.close_after_reply and self.blocked.serving:
+                        self.blocked.close_now(c)  # (a QUIT while a script is busy)
                     return ("batch", reqs, idx)
                 c.last_interaction_ms = int(time.time() * 1000)
                 if not reader.buffered_bytes():
