@@ -50,25 +50,33 @@ UNKILLABLE = ("UNKILLABLE Sorry the script already executed write commands again
 UNKILLABLE_MASTER = ("UNKILLABLE The busy script was sent by a master instance in the context "
                      "of replication and cannot be killed.")
 NOTBUSY = "NOTBUSY No scripts in execution right now."
+# what the count hook raises in the script (or library code) it ends
+KILLED = b"ERR Script killed by user with SCRIPT KILL..."
+LOAD_TIMEOUT = b"ERR FUNCTION LOAD timeout"
+LOAD_TIMEOUT_MS = 500  # a library's code (FUNCTION LOAD/RESTORE) may run this long
 SYNTAX = b"-ERR syntax error\r\n"
 _SHUTDOWN_OPTIONS = frozenset({b"nosave", b"save", b"now", b"force", b"abort"})
 
 
-def tick(eng: ScriptEngine) -> bool:
-    """The count hook's Python side: True when the running script is to end (killed)."""
+def tick(eng: ScriptEngine) -> bytes | None:
+    """The count hook's Python side: the error that ends the running code (the script was
+    killed, a library's code ran past LOAD_TIMEOUT_MS), or None to go on."""
     run = eng.run
     if run is None:  # a library's load code, or between runs
-        return False
+        started_ns = eng.load_started_ns
+        if started_ns and (time.monotonic_ns() - started_ns) // 1_000_000 > LOAD_TIMEOUT_MS:
+            return LOAD_TIMEOUT
+        return None
     if run.killed:
-        return True
+        return KILLED
     srv = eng.server
     if not run.timed_out:
         elapsed_ms = (time.monotonic_ns() - run.start_ns) // 1_000_000
         if elapsed_ms < int(srv.config.get("busy-reply-threshold")):
-            return False
+            return None
         _time_out(eng, run, elapsed_ms)
     srv.blocked.serve(run.caller)
-    return run.killed
+    return KILLED if run.killed else None
 
 
 def _time_out(eng: ScriptEngine, run: Run, elapsed_ms: int) -> None:

@@ -126,6 +126,7 @@ class ScriptEngine:
         self.client = Client(server, cid, "lua", "lua")
         self.client.set_authenticated(True)
         self._effects: list[tuple[int, list[bytes], int]] = []
+        self.load_started_ns = 0  # a library's code is running (node/scripting/busy.py)
         self._new_interpreter()
 
     # -- the interpreter -------------------------------------------------------------------
@@ -184,6 +185,16 @@ class ScriptEngine:
         self.scripts[sha] = script
         self.scripts_bytes += len(body)
         return script
+
+    def load_library(self, fn: Any) -> tuple[bool, Any]:
+        """Run a library's code (``handle.load_library``), ended past busy.LOAD_TIMEOUT_MS."""
+        self.load_started_ns = time.monotonic_ns()
+        try:
+            ok, got = self.handle.load_library(fn)
+        finally:
+            self.load_started_ns = 0
+            self._count_hook()  # (a timed-out load leaves it firing on every line)
+        return ok, got
 
     # -- a run -----------------------------------------------------------------------------
     def execute(self, c: Client, script: Script, keys: list[bytes], args: list[bytes],

@@ -160,7 +160,7 @@ class Functions:
         fn, err = handle.compile(body, b"@user_function")
         if fn is None:
             raise CommandError(COMPILE_ERROR % _text(err))
-        ok, got = handle.load_library(fn)
+        ok, got = self.engine.load_library(fn)
         if not ok:
             msg = handle.error_info(got)
             raise CommandError(REGISTER_ERROR % _text(msg[0] if msg[0] is not None else msg[3]))

@@ -38,16 +38,17 @@ local RO_ERR = 'Attempt to modify a readonly table'
 local function pack(...) return {n = select('#', ...), ...} end
 
 -- the count hook (node/scripting/busy.py): every HOOK_EVERY instructions py.tick() reads the
--- clock and, once the run is past busy-reply-threshold, serves the other clients; true: the
--- script was killed. Hooks are per coroutine: each one made here or by a script gets it too.
+-- clock and, once the run is past busy-reply-threshold, serves the other clients; it returns
+-- the error that ends the code running (killed, or a library load past its time), or nil.
+-- Hooks are per coroutine: each one made here or by a script gets it too.
 local sethook, HOOK_EVERY, py_tick = debug.sethook, py.hook_every, py.tick
-local KILLED = 'ERR Script killed by user with SCRIPT KILL...'
 local count_hook
 count_hook = function()
-  if py_tick() then
+  local stop = py_tick()
+  if stop then
     sethook(count_hook, 'l')  -- every line from now on: a pcall cannot keep the script alive
     -- raised in the script's own code only (not in our error handler or pcall)
-    if debug.getinfo(2, 'S').source ~= '=lualib' then error({err = KILLED}, 0) end
+    if debug.getinfo(2, 'S').source ~= '=lualib' then error({err = stop}, 0) end
   end
 end
 sethook(count_hook, '', HOOK_EVERY)

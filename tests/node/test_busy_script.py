@@ -283,3 +283,23 @@ def test_new_connections_while_busy(pair: dict[str, ManagedProcess]) -> None:
     assert got["ours"] == got["real"]
     assert got["ours"][0] == got["ours"][2] == BUSY_EVAL
     assert got["ours"][3:8] == [b"+OK\r\n", b"", b"+OK\r\n", b"", b"+OK\r\n"]
+
+
+@pytest.mark.parametrize("code", [
+    "while true do end",
+    "for i = 1, 1e12 do end redis.register_function('f', function() end)",
+], ids=["while", "for"])
+def test_function_load_times_out(pair: dict[str, ManagedProcess], code: str) -> None:
+    """A library whose code runs past 500 ms fails to load (Redis' FUNCTION LOAD timeout);
+    the node serves on."""
+    got = {}
+    for kind in KINDS:
+        with RawClient(pair[kind].port) as c:
+            t0 = time.monotonic()
+            got[kind] = [c.call("FUNCTION", "LOAD", f"#!lua name=slow\n{code}"),
+                         c.call("FUNCTION", "LOAD", "#!lua name=quick\nredis.register_function("
+                                "'q', function() return 7 end)"),
+                         c.call("FCALL", "q", "0"), c.call("FUNCTION", "DELETE", "quick")]
+            assert time.monotonic() - t0 < 5, kind
+    assert got["ours"] == got["real"]
+    assert got["ours"][2] == b":7\r\n"
