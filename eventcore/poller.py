@@ -140,8 +140,7 @@ class Poller:
         """Serve until cancelled; the epoll set is closed then."""
         ep = self._ep
         poll = ep.poll
-        watched = self._watched
-        after_pass = self.after_pass
+        serve = self._serve
         epfd = ep.fileno()
         try:
             while True:
@@ -149,35 +148,48 @@ class Poller:
                 if not events:
                     await trio.lowlevel.wait_readable(epfd)
                     continue
-                for fd, _ in events:
-                    entry = watched.get(fd)
-                    if entry is None:
-                        continue  # its owner was woken earlier in this pass
-                    # (inline: this is the hot path of every request)
-                    try:
-                        data = entry[2](entry[3])
-                    except BlockingIOError:
-                        continue  # spurious wakeup
-                    except OSError as exc:
-                        value: object = exc
-                    else:
-                        if not data:
-                            value = EOF
-                        else:
-                            try:
-                                value = entry[0](data)
-                            except Exception as exc:  # a bug in the handler: this connection
-                                value = _crashed(fd, exc)
-                    if value is not None:
-                        self._unwatch(fd)
-                        trio.lowlevel.reschedule(entry[1], _wake_with(value))
-                for hook in after_pass:
-                    hook()
+                serve(events, -1)
                 # other tasks (owners handed their socket back, writers, timers) run between
                 # passes
                 await trio.lowlevel.checkpoint()
         finally:
             ep.close()
+
+    def serve_nested(self, skip_fd: int) -> None:
+        """One pass now, from inside a handler that runs long (a busy script): every ready
+        socket but ``skip_fd`` (the one whose handler is running), then the after-pass
+        hooks. Owners woken meanwhile run once the outer handler has returned."""
+        events = self._ep.poll(0, MAX_EVENTS)
+        if events:
+            self._serve(events, skip_fd)
+
+    def _serve(self, events: list[tuple[int, int]], skip_fd: int) -> None:
+        """A pass: each ready socket read once and its handler called with the bytes."""
+        watched = self._watched
+        for fd, _ in events:
+            entry = watched.get(fd)
+            if entry is None or fd == skip_fd:
+                continue  # its owner was woken earlier in this pass, or it is being served
+            # (inline: this is the hot path of every request)
+            try:
+                data = entry[2](entry[3])
+            except BlockingIOError:
+                continue  # spurious wakeup
+            except OSError as exc:
+                value: object = exc
+            else:
+                if not data:
+                    value = EOF
+                else:
+                    try:
+                        value = entry[0](data)
+                    except Exception as exc:  # a bug in the handler: this connection
+                        value = _crashed(fd, exc)
+            if value is not None:
+                self._unwatch(fd)
+                trio.lowlevel.reschedule(entry[1], _wake_with(value))
+        for hook in self.after_pass:
+            hook()
 
 
 _POLLER: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("eventcore_poller")

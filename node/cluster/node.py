@@ -266,6 +266,7 @@ class ClusterNode:
         self.transport = transport
         self.hooks.connect = transport.connect
         self.hooks.close = transport.close
+        self.server.blocked.services.append(transport.serve_while_blocked)
         self._hook_pubsub()
         async with trio.open_nursery() as nursery:
             await nursery.start(transport.run)

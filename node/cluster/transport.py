@@ -5,12 +5,16 @@ connections through ``Hooks.connect``. This shell opens/accepts TCP connections,
 byte stream into messages (``bus.FrameReader``), feeds them to the engine, runs the engine's
 ``before_sleep`` (state update + nodes.conf save) before anything is written, and drains
 ``Link.out`` in one writer task per link. A framing error or any socket error closes that
-link only; the engine's cron reconnects outbound links.
+link only; the engine's cron reconnects outbound links. While a long command blocks the node
+(a busy script), ``serve_while_blocked`` reads and writes the open links without waiting, as
+Redis serves its bus then: a peer's PING is still answered.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import socket as _stdsocket
 from collections.abc import Callable
 
@@ -38,6 +42,8 @@ class Transport:
         self._nursery: trio.Nursery | None = None
         self._scopes: dict[Link, trio.CancelScope] = {}
         self._pending: list[Link] = []
+        # the open links' descriptors and frame readers (serve_while_blocked reads them too)
+        self._live: dict[Link, tuple[int, bus.FrameReader]] = {}
 
     # hooks the engine calls -----------------------------------------------------------------
     def connect(self, link: Link) -> None:
@@ -131,23 +137,67 @@ class Transport:
 
     async def _reader(self, link: Link, stream: trio.SocketStream) -> None:
         reader = bus.FrameReader()
+        self._live[link] = (stream.socket.fileno(), reader)
+        try:
+            while True:
+                data = await stream.receive_some(RECV_SIZE)
+                if not data or not self._input(link, reader, data):
+                    return
+        finally:
+            self._live.pop(link, None)
+
+    def _input(self, link: Link, reader: bus.FrameReader, data: bytes) -> bool:
+        """The messages completed by ``data`` to the engine. False: close the link (raises
+        ``bus.BusError`` on a framing error)."""
+        reader.feed(data)
         engine = self.engine
-        while True:
-            data = await stream.receive_some(RECV_SIZE)
-            if not data:
-                return
-            reader.feed(data)
-            for msg in reader.messages():
-                try:
-                    engine.on_message(link, msg)
-                except Exception:  # noqa: BLE001 - a peer's message must not take us down
-                    log.exception("cluster bus message from %s could not be processed; "
-                                  "closing the link", link.peer_ip)
-                    return
-                if link.closed:
-                    self.after_input()
-                    return
-            self.after_input()
+        for msg in reader.messages():
+            try:
+                engine.on_message(link, msg)
+            except Exception:  # noqa: BLE001 - a peer's message must not take us down
+                log.exception("cluster bus message from %s could not be processed; "
+                              "closing the link", link.peer_ip)
+                return False
+            if link.closed:
+                self.after_input()
+                return False
+        self.after_input()
+        return True
+
+    def serve_while_blocked(self) -> None:
+        """Without waiting: read every link with input and hand its messages to the engine,
+        then write what the links queued (a link whose writer task is in the middle of a send
+        is left to it). Errors and closes are left to the links' tasks, which run later."""
+        live = self._live
+        if not live:
+            return
+        poll = select.poll()
+        by_fd: dict[int, tuple[Link, bus.FrameReader]] = {}
+        for link, (fd, reader) in live.items():
+            poll.register(fd, select.POLLIN)
+            by_fd[fd] = (link, reader)
+        for fd, _ in poll.poll(0):
+            link, reader = by_fd[fd]
+            try:
+                data = os.read(fd, RECV_SIZE)
+                if data and not self._input(link, reader, data):
+                    self.close(link)
+            except (OSError, bus.BusError):
+                self.close(link)
+        for link, (fd, _) in list(live.items()):
+            if not link.out or link.inflight_bytes or link.closed:
+                continue
+            data = b"".join(link.out)
+            link.out.clear()
+            try:
+                sent = os.write(fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                continue  # the link's tasks find out
+            if sent < len(data):
+                link.out.append(data[sent:])
+            link.send_bytes = len(data) - sent
 
     async def _writer(self, link: Link, stream: trio.SocketStream) -> None:
         while True:

@@ -97,7 +97,6 @@ _TABLE = [
     _d("slowlog-max-len", "int", 128, 0, _LL),
     _d("latency-monitor-threshold", "int", 0, 0, _LL),
     _d("latency-tracking", "bool", True),
-    _d("lua-time-limit", "int", 5000, 0, _LL),
     _d("busy-reply-threshold", "int", 5000, 0, _LL),
     _d("shutdown-timeout", "int", 10, 0, 2**31 - 1),
     _d("shutdown-on-sigint", "string", "default"),
@@ -206,6 +205,7 @@ _ALIASES = {
     "list-max-ziplist-size": "list-max-listpack-size",
     "zset-max-ziplist-entries": "zset-max-listpack-entries",
     "zset-max-ziplist-value": "zset-max-listpack-value",
+    "lua-time-limit": "busy-reply-threshold",
 }
 
 DIRECTIVES: dict[str, Directive] = {d.name: d for d in _TABLE}

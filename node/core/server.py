@@ -27,21 +27,20 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from slotgate.eventcore import sockets
-from slotgate.eventcore.listen import accept_loop, open_listeners, redis_bind
+from slotgate.eventcore.listen import open_listeners, redis_bind
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, receive_ready
-from slotgate.eventcore.writer import Writer
 from slotgate.node.commands import load_all
 from slotgate.node.commands.acl import redacted
 from slotgate.node.commands.registry import Command, build_table
 from slotgate.node.commands.server_cmds import parse_notify_flags
 from slotgate.node.core import dispatch
+from slotgate.node.core.blocked import WhileBlocked
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import Config
 from slotgate.node.core.keyspace import Keyspace
 from slotgate.node.core.latency import LatencyMonitor
 from slotgate.node.types import hashes, stream_rdb
-from slotgate.protocol.errors import MAX_CLIENTS
-from slotgate.protocol.resp import ProtocolError, RequestReader, error
+from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.sdsrepr import sds_repr
 
 if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
@@ -155,6 +154,8 @@ class Server:
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
+        # what is served while a long command (a busy script) blocks the server
+        self.blocked = WhileBlocked(self)
         self.nursery: trio.Nursery | None = None
         self.poller: Poller | None = None  # serves idle clients' sockets (eventcore.poller)
         self.last_save_time = int(time.time())
@@ -346,29 +347,19 @@ class Server:
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             self.kill_client(c)
 
-    async def _handle(self, tsock: trio.socket.SocketType) -> None:
-        try:
-            peer = tsock.getpeername()
-            local = tsock.getsockname()
-            addr = f"{peer[0]}:{peer[1]}"
-            laddr = f"{local[0]}:{local[1]}"
-        except OSError:
-            tsock.close()
-            return
-        # Taken over from trio: the poller reads it, the client's writer writes it.
-        sock = sockets.take_over(tsock)
+    def new_connection(self, sock: _stdsocket.socket, addr: str, laddr: str) -> Client | None:
+        """A client for an accepted connection, or None past maxclients."""
         self.stat_numconnections += 1
         if len(self.clients) >= int(self.config.get("maxclients")):
             self.stat_rejected_conn += 1
-            try:
-                await Writer([error(MAX_CLIENTS)], sock).send_rest()
-            except OSError:
-                pass
-            sockets.close(sock)
-            return
+            return None
         c = self._new_client(addr, laddr)
         c.fd = sock.fileno()
         c.writer.sock = sock
+        return c
+
+    async def run_client(self, c: Client, sock: _stdsocket.socket) -> None:
+        """Serve ``c`` until it or the server ends, then close its socket."""
         try:
             with trio.CancelScope() as scope:
                 c.cancel_scope = scope
@@ -384,7 +375,15 @@ class Server:
 
     async def _client_loop(self, c: Client, sock: _stdsocket.socket) -> None:
         cfg = self.config
-        reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
+        # made when accepted (node/core/blocked.py), maybe served already while a long
+        # command blocked the server
+        reader = self.blocked.taken_back(c)
+        if reader is None:
+            reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
+        elif c.close_after_reply or c.out:
+            await self._flush(c)
+            if c.close_after_reply:
+                return
         qbuf_limit = int(cfg.get("client-query-buffer-limit"))
         nursery = self.nursery
         assert nursery is not None
@@ -456,6 +455,8 @@ class Server:
                     break
                 idx = run(c, reqs, 0)
                 if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
+                    if c.close_after_reply and self.blocked.serving:
+                        self.blocked.close_now(c)  # (a QUIT while a script is busy)
                     return ("batch", reqs, idx)
                 c.last_interaction_ms = int(time.time() * 1000)
                 if not reader.buffered_bytes():
@@ -625,7 +626,7 @@ class Server:
                 self.poller.after_pass.append(self._end_pass)
                 nursery.start_soon(self.poller.run)
                 for lsock in listeners:
-                    nursery.start_soon(accept_loop, lsock, self._handle, nursery)
+                    nursery.start_soon(self.blocked.accept_forever, lsock)
                 for loader in self.loaders:
                     await loader()
                 nursery.start_soon(self._cron)
@@ -634,19 +635,23 @@ class Server:
                 task_status.started()
                 log.info("Ready to accept connections")
         finally:
+            self.blocked.listeners = []
             for lsock in listeners:
-                lsock.close()
+                sockets.close(lsock)
             self.nursery = None
             self.poller = None
 
-    def _open_listeners(self) -> list[trio.socket.SocketType]:
+    def _open_listeners(self) -> list[_stdsocket.socket]:
+        """The listening sockets, non-blocking (accepted from by node/core/blocked.py)."""
         socks = open_listeners(redis_bind(str(self.config.get("bind")).split()), self.port,
                                backlog=int(self.config.get("tcp-backlog")))
+        self.blocked.listeners = socks
         for sock in socks:
+            sock.setblocking(False)
             self.listen_addrs.append(sock.getsockname()[:2])
         if socks:
             self.port = socks[0].getsockname()[1]
-        return [trio.socket.from_stdlib_socket(sock) for sock in socks]
+        return socks
 
     def uptime_s(self) -> int:
         return int(time.monotonic() - self.start_monotonic)

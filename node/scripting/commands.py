@@ -1,7 +1,7 @@
 """EVAL EVALSHA EVAL_RO EVALSHA_RO and SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP|DEBUG.
 
-``install(server)`` gives the node its engine (``server.scripting``). SCRIPT KILL answers
-NOTBUSY: a script runs to its end before anything else is served. SCRIPT DEBUG is refused
+``install(server)`` gives the node its engine (``server.scripting``). SCRIPT KILL ends a
+script that runs past busy-reply-threshold (node/scripting/busy.py). SCRIPT DEBUG is refused
 (there is no Lua debugger).
 """
 
@@ -14,7 +14,7 @@ from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
-from slotgate.node.scripting import shebang
+from slotgate.node.scripting import busy, shebang
 from slotgate.node.scripting.engine import Script, ScriptEngine, sha1hex
 from slotgate.protocol.resp import array_header, bulk, simple
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from slotgate.node.core.server import Server
 
 NOSCRIPT = b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
-NOTBUSY = "NOTBUSY No scripts in execution right now."
 KEYS_GT_ARGS = "ERR Number of keys can't be greater than number of args"
 KEYS_NEGATIVE = "ERR Number of keys can't be negative"
 NO_CLUSTER = "ERR Can not run script on cluster, 'no-cluster' flag is set."
@@ -174,7 +173,7 @@ def script_flush(c: Client, argv: list[bytes]) -> bytes:
 
 @command("script|kill")
 def script_kill(c: Client, argv: list[bytes]) -> bytes:
-    raise CommandError(NOTBUSY)
+    return busy.kill(c, is_eval=True)
 
 
 @command("script|help")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ import lupa.lua51 as lua51
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
-from slotgate.node.scripting import libs
+from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
 from slotgate.node.scripting.shebang import (
@@ -110,6 +111,13 @@ class Run:
     wrote: bool = False
     acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
     keys: list[bytes] | None = None  # the declared keys (client tracking remembers them)
+    # a long run (node/scripting/busy.py): started at (monotonic ns), past
+    # busy-reply-threshold, marked by SCRIPT/FUNCTION KILL, the command check refusing others
+    start_ns: int = 0
+    timed_out: bool = False
+    killed: bool = False
+    busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+    argv: list[bytes] | None = None  # the caller's command (FUNCTION STATS shows it)
 
 
 class ScriptEngine:
@@ -134,6 +142,7 @@ class ScriptEngine:
         shared = server.scripting
         self.rand: libs.Rand48 = (shared.rand if functions and shared is not None
                                   else libs.Rand48())
+        self.load_started_ns = 0  # a library's code is running (node/scripting/busy.py)
         self._new_interpreter()
 
     # -- the interpreter -------------------------------------------------------------------
@@ -155,6 +164,8 @@ class ScriptEngine:
             b"srand48": self.rand.srand48,
             b"bytes_float": libs.bytes_float,
             b"functions": self.functions,
+            b"tick": lambda: busy.tick(self),
+            b"hook_every": busy.HOOK_EVERY_INSTRUCTIONS,
         })
         setup = lua.globals().loadstring(SANDBOX_LUA.encode(), b"=lualib")
         self.lua = lua
@@ -163,6 +174,7 @@ class ScriptEngine:
         self._status_ok = self.handle.status_ok  # redis.call's answer for +OK
         self._run_v, self._run_t = self.handle.run_v, self.handle.run_t
         self._call_v, self._call_t = self.handle.call_function_v, self.handle.call_function_t
+        self._count_hook = self.handle.count_hook
 
     def flush(self) -> None:
         """SCRIPT FLUSH: an empty cache and a new interpreter."""
@@ -196,15 +208,27 @@ class ScriptEngine:
         self.scripts_bytes += len(body)
         return script
 
+    def load_library(self, fn: Any) -> tuple[bool, Any]:
+        """Run a library's code (``handle.load_library``), ended past busy.LOAD_TIMEOUT_MS."""
+        self.load_started_ns = time.monotonic_ns()
+        try:
+            ok, got = self.handle.load_library(fn)
+        finally:
+            self.load_started_ns = 0
+            self._count_hook()  # (a timed-out load leaves it firing on every line)
+        return ok, got
+
     # -- a run -----------------------------------------------------------------------------
     def execute(self, c: Client, script: Script, keys: list[bytes], args: list[bytes],
-                read_only: bool) -> bytes:
-        """Run ``script`` for ``c``; the reply for ``c``'s protocol."""
+                read_only: bool, argv: list[bytes] | None = None) -> bytes:
+        """Run ``script`` for ``c`` (``argv``: the command that runs it); the reply for
+        ``c``'s protocol."""
         flags = script.flags
         ro = read_only or bool(flags & FLAG_NO_WRITES)
         slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
-        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys)
+        self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys,
+                             start_ns=time.monotonic_ns(), argv=argv)
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
         run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
@@ -240,6 +264,10 @@ class ScriptEngine:
         finally:
             self.run = None
             tracker.in_script = False
+            if run.timed_out:
+                busy.end(self, run)
+                if run.killed:
+                    self._count_hook()  # the hook was left firing on every line
             if hooks:
                 ks.propagate_hooks = hooks
                 self._emit_effects(c)

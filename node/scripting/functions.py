@@ -24,10 +24,10 @@ from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.node.persistence import rdb
+from slotgate.node.scripting import busy
 from slotgate.node.scripting.commands import (
     KEYS_GT_ARGS,
     KEYS_NEGATIVE,
-    NOTBUSY,
     check_flags,
     flags_deny_oom,
     set_denyoom,
@@ -162,7 +162,7 @@ class Functions:
         fn, err = handle.compile(body, b"@user_function")
         if fn is None:
             raise CommandError(COMPILE_ERROR % _text(err))
-        ok, got = handle.load_library(fn)
+        ok, got = self.engine.load_library(fn)
         if not ok:
             msg = handle.error_info(got)
             raise CommandError(REGISTER_ERROR % _text(msg[0] if msg[0] is not None else msg[3]))
@@ -278,7 +278,8 @@ def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
     srv = c.server
     if srv.monitors:  # shown before the commands it runs, as EVAL
         srv.feed_monitors(c, argv)
-    return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only)
+    return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only,
+                              argv)
 
 
 def _fcall_denyoom(c: Client, argv: list[bytes]) -> bool:
@@ -372,7 +373,7 @@ def function_stats(c: Client, argv: list[bytes]) -> bytes:
     fns = functions(c)
     proto = c.resp
     return b"".join([
-        map_header(2, proto), bulk("running_script"), c.null_bulk, bulk("engines"),
+        map_header(2, proto), bulk("running_script"), busy.running_script(c), bulk("engines"),
         map_header(1, proto), bulk("LUA"), map_header(2, proto), bulk("libraries_count"),
         b":%d\r\n" % len(fns.libraries), bulk("functions_count"),
         b":%d\r\n" % len(fns.functions),
@@ -381,7 +382,7 @@ def function_stats(c: Client, argv: list[bytes]) -> bytes:
 
 @command("function|kill")
 def function_kill(c: Client, argv: list[bytes]) -> bytes:
-    raise CommandError(NOTBUSY)
+    return busy.kill(c, is_eval=False)
 
 
 @command("function|dump")

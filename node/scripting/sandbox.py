@@ -37,6 +37,22 @@ local RO_ERR = 'Attempt to modify a readonly table'
 
 local function pack(...) return {n = select('#', ...), ...} end
 
+-- the count hook (node/scripting/busy.py): every HOOK_EVERY instructions py.tick() reads the
+-- clock and, once the run is past busy-reply-threshold, serves the other clients; it returns
+-- the error that ends the code running (killed, or a library load past its time), or nil.
+-- Hooks are per coroutine: each one made here or by a script gets it too.
+local sethook, HOOK_EVERY, py_tick = debug.sethook, py.hook_every, py.tick
+local count_hook
+count_hook = function()
+  local stop = py_tick()
+  if stop then
+    sethook(count_hook, 'l')  -- every line from now on: a pcall cannot keep the script alive
+    -- raised in the script's own code only (not in our error handler or pcall)
+    if debug.getinfo(2, 'S').source ~= '=lualib' then error({err = stop}, 0) end
+  end
+end
+sethook(count_hook, '', HOOK_EVERY)
+
 -- entries: the C-function face of every library function --------------------------------
 local dead = {}
 local function entry(tbl, name, impl)
@@ -51,6 +67,7 @@ local function entry(tbl, name, impl)
     return loop(pcall(impl, coyield(...)))
   end
   local function body(...)
+    sethook(count_hook, '', HOOK_EVERY)  -- once per coroutine: its first call
     return loop(pcall(impl, ...))
   end
   rec.body = body
@@ -393,7 +410,25 @@ env.__redis__err__handler = err_handler
 env.string = readonly(copy(string))
 env.table = readonly(copy(table))
 env.math = readonly(rmath)
-env.coroutine = readonly(copy(coroutine))
+do  -- coroutines made by scripts get the count hook
+  local rco, create, wrap = copy(coroutine), coroutine.create, coroutine.wrap
+  function rco.create(f)
+    local co = create(f)
+    sethook(co, count_hook, '', HOOK_EVERY)
+    return co
+  end
+  function rco.wrap(f)
+    if type(f) ~= 'function' then
+      local w = wrap(f)  -- (its error, as 'wrap' raises it: not a tail call)
+      return w
+    end
+    return wrap(function(...)
+      sethook(count_hook, '', HOOK_EVERY)
+      return f(...)
+    end)
+  end
+  env.coroutine = readonly(rco)
+end
 env.redis = readonly(redis)
 for name, t in pairs(libs) do env[name] = readonly(t) end
 env._G = G
@@ -543,6 +578,9 @@ end
 handle.run_t = run
 function handle.run_v(f, proto, nkeys, ...)
   return run(f, proto, split_args(nkeys, ...))
+end
+function handle.count_hook()  -- back to counting (after a killed run)
+  sethook(count_hook, '', HOOK_EVERY)
 end
 function handle.array(...)
   return {...}

@@ -1,10 +1,10 @@
-"""A long script on one master, through the proxy, against a real redis-server cluster.
+"""A long script on one master, through the proxy, against a cluster of real redis-servers and
+one of our bundled nodes (the same tests, each module fixture once per kind).
 
 The other masters' slots stay served, SCRIPT KILL through the proxy reaches the busy master on
 a connection of its own and ends the script, the script's client gets Redis' own killed-script
 error, requests to the busy master wait (``-BUSY`` is retried) instead of failing, and no node
-connection is declared dead although the script outlives the backend command timeout. (Real
-redis-server only: the bundled node does not interrupt a running script yet.)
+connection is declared dead although the script outlives the backend command timeout.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tests.support import (
     create_cluster,
     free_port,
     redis_server,
+    slotgate_node,
     slotgate_proxy,
     start_all,
     wait_until,
@@ -63,10 +64,11 @@ def _slot_owners(raw: bytes) -> object:
     return owner
 
 
-@pytest.fixture(scope="module")
-def busy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+@pytest.fixture(scope="module", params=["real", "ours"])
+def busy(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Setup]:
     work: Path = tmp_path_factory.mktemp("busy")
-    nodes = [redis_server(work, cluster=True, extra=["--busy-reply-threshold", "100"])
+    start = redis_server if request.param == "real" else slotgate_node
+    nodes = [start(work, cluster=True, extra=["--busy-reply-threshold", "100"])
              for _ in range(3)]
     procs: list[ManagedProcess] = []
     try:
