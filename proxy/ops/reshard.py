@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 import hiredis
+from tqdm import tqdm
 
 from slotgate.proxy.ops.admin import (
     Address,
@@ -97,9 +98,9 @@ class ClusterView:
 
 
 class Progress:
-    """Slots and keys moved, rate and ETA on stderr: one carriage-return line rewritten on a
-    terminal, a line every ``every`` slots otherwise (logs, pipes, tests). With
-    ``unit="keys"`` (import) the total, rate, ETA and ``every`` count keys instead."""
+    """Slots and keys moved, rate and ETA on stderr: a tqdm progress bar on a terminal, a
+    line every ``every`` slots otherwise (logs, pipes, tests). With ``unit="keys"`` (import)
+    the total, rate, ETA and ``every`` count keys instead."""
 
     def __init__(self, what: str, total_slots: int, stream: TextIO | None = None,
                  every_slots: int = 50, clock: Callable[[], float] = time.monotonic,
@@ -115,6 +116,12 @@ class Progress:
         self.slots = 0
         self.keys = 0
         self._next_line = every_slots
+        # tqdm draws the bar, its rate and ETA on a terminal (a small, dependency-free library
+        # that every Python operator knows; rich would bring a whole rendering stack)
+        self._bar: tqdm | None = None
+        if self.tty:
+            self._bar = tqdm(total=total_slots, desc=what, unit=unit, file=self.stream,
+                             dynamic_ncols=True, mininterval=0.2)
 
     def line(self) -> str:
         elapsed_s = max(self.clock() - self.started, 1e-6)
@@ -131,18 +138,20 @@ class Progress:
         self.slots += slots
         self.keys += keys
         done = self.keys if self.unit == "keys" else self.slots
-        if self.tty:
-            self.stream.write("\r" + self.line())
-        elif done >= self._next_line or done == self.total:
+        if self._bar is not None:
+            if self.unit == "slots":
+                self._bar.set_postfix_str(f"{self.keys} keys moved", refresh=False)
+            self._bar.update(keys if self.unit == "keys" else slots)
+            return
+        if done >= self._next_line or done == self.total:
             self.stream.write(self.line() + "\n")
             while self._next_line <= done:
                 self._next_line += self.every
         self.stream.flush()
 
     def done(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.close()
 
 
 @dataclass(frozen=True)
