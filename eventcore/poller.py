@@ -185,7 +185,8 @@ class Poller:
                         value = entry[0](data)
                     except Exception as exc:  # a bug in the handler: this connection
                         value = _crashed(fd, exc)
-            if value is not None:
+            # (a handler may have cancelled its own owner, SHUTDOWN: unwatched and woken then)
+            if value is not None and watched.get(fd) is entry:
                 self._unwatch(fd)
                 trio.lowlevel.reschedule(entry[1], _wake_with(value))
         for hook in self.after_pass:

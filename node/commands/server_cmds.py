@@ -560,8 +560,14 @@ def shutdown(c: Client, argv: list[bytes]) -> bytes:
     for opt in argv[1:]:
         if opt.lower() not in (b"nosave", b"save", b"now", b"force", b"abort"):
             raise CommandError(SYNTAX)
-    if any(a.lower() == b"abort" for a in argv[1:]):
+    opts = {a.lower() for a in argv[1:]}
+    if b"abort" in opts:
         raise CommandError("ERR No shutdown in progress.")
+    if b"save" in opts and b"nosave" in opts:
+        raise CommandError(SYNTAX)
+    persistence = c.server.persistence
+    if b"nosave" in opts and persistence is not None:
+        persistence.save_params = []  # NOSAVE: no snapshot on the way out, save points or not
     c.server.request_shutdown()
     c.close_after_reply = True
     return b""

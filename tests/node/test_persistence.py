@@ -285,3 +285,35 @@ def test_config_set_appendonly_yes_at_runtime(node: Callable[..., ManagedProcess
         assert third.client().mget(["old", "new"]) == [b"1", b"2"]
     finally:
         third.stop()
+
+
+@pytest.mark.parametrize("kind", ["ours", "real"])
+def test_shutdown_nosave_and_save_points(kind: str, tmp_path: Path) -> None:
+    """With save points set, SHUTDOWN saves and SHUTDOWN NOSAVE does not; SAVE with NOSAVE
+    is a syntax error. Our node and redis-server, the same steps."""
+    start = slotgate_node if kind == "ours" else redis_server
+    proc = start(tmp_path, extra=["--save", "3600 1"]).start()
+    try:
+        c = proc.client()
+        c.set("kept", "1")
+        with pytest.raises(redis.ResponseError, match="syntax error"):
+            c.execute_command("SHUTDOWN", "SAVE", "NOSAVE")
+        with pytest.raises(redis.ConnectionError):
+            c.execute_command("SHUTDOWN")  # saves: the save point is set
+        _restart_after_exit(proc)
+        c = proc.client()
+        assert c.get("kept") == b"1"
+        c.set("lost", "1")
+        with pytest.raises(redis.ConnectionError):
+            c.execute_command("SHUTDOWN", "NOSAVE")
+        _restart_after_exit(proc)
+        c = proc.client()
+        assert (c.get("kept"), c.get("lost")) == (b"1", None)
+    finally:
+        proc.stop()
+
+
+def _restart_after_exit(proc: ManagedProcess) -> None:
+    assert proc.proc is not None
+    assert proc.proc.wait(10) == 0
+    proc.start()
