@@ -137,9 +137,13 @@ class ClusterNode:
         self.failover_port: NodeReplication | None = None
         self.router = Router(self)
         self.refresh_myself()
-        if self.verify_config_with_data():
-            must_save = True
         if must_save:
+            self.save(True)
+        # the data is loaded after the node starts listening: checked once it is in
+        server.after_load.append(self._verify_after_load)
+
+    def _verify_after_load(self) -> None:
+        if self.verify_config_with_data():
             self.save(True)
 
     def verify_config_with_data(self) -> bool:

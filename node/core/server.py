@@ -164,6 +164,8 @@ class Server:
         # awaited by run() once clients are accepted, before the cron and background tasks
         # (a slowed start-up load: node/persistence/loading.py)
         self.loaders: list[Callable[[], Awaitable[None]]] = []
+        # run once every loader has finished (the cluster checks its config against the data)
+        self.after_load: list[Callable[[], None]] = []
         for mod in subsystems:
             mod.install(self)
         self.renamed_away: set[bytes] = set()  # names rename-command took away
@@ -629,6 +631,8 @@ class Server:
                     nursery.start_soon(self.blocked.accept_forever, lsock)
                 for loader in self.loaders:
                     await loader()
+                for hook in self.after_load:
+                    hook()
                 nursery.start_soon(self._cron)
                 for task in self.background_tasks:
                     nursery.start_soon(task)

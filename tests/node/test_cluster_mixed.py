@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.support import (
     ManagedProcess,
@@ -175,8 +176,14 @@ def test_restart_with_data_claims_unassigned_slots(tmp_path: Path) -> None:
         conf.write_text("")  # forget the cluster config, keep the data
         node.start()
         c = node.client()
-        me = next(f for f in nodes_lines(node) if "myself" in f[2])
-        assert me[8:] == ["5061", "12182"]
+
+        def my_slots() -> list[str]:
+            return next(f for f in nodes_lines(node) if "myself" in f[2])[8:]
+
+        # the node listens while it loads (as Redis): the check runs once the data is in
+        wait_until(lambda: my_slots() == ["5061", "12182"], 10,
+                   lambda: f"the loaded keys' slots claimed (now {my_slots()})",
+                   ignore=(redis.RedisError,))
         assert c.dbsize() == 2  # (GET would say CLUSTERDOWN: the other slots are unassigned)
         assert "Taking responsibility" in node.log_text()
         assert "5061" in conf.read_text()  # saved at once
