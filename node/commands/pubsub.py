@@ -24,13 +24,13 @@ Cluster propagation is a hook: ``hub(server).publish_hooks`` functions get
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.node.commands.registry import command
-from slotgate.node.core.config import parse_memory
+from slotgate.node.core.client import output_limit_reached
+from slotgate.node.core.config import oblimit_class
 from slotgate.node.core.errors import CommandError, _shown
 from slotgate.node.core.glob import Glob, compile_glob
 from slotgate.node.core.keyspace import NOTIFY_KEYEVENT, NOTIFY_KEYSPACE
@@ -82,13 +82,7 @@ class Hub:
         """(hard bytes, soft bytes, soft seconds) of the ``pubsub`` class; 0 = no limit."""
         text = str(self.config.get("client-output-buffer-limit"))
         if text != self._limits_text:
-            parts = text.split()
-            limits = (32 << 20, 8 << 20, 60)
-            for i in range(0, len(parts) - 3, 4):
-                if parts[i].lower() == "pubsub":
-                    limits = (parse_memory(parts[i + 1]), parse_memory(parts[i + 2]),
-                              int(parts[i + 3]))
-            self._limits_text, self._limits = text, limits
+            self._limits_text, self._limits = text, oblimit_class(text, "pubsub")
         return self._limits
 
     # -- subscriptions -------------------------------------------------------------------
@@ -165,15 +159,7 @@ class Hub:
         if not hard and not soft:
             return
         pending = queued + (st.inflight_bytes if rc.writer.sending else 0)
-        over = bool(hard) and pending >= hard
-        if soft and pending >= soft:
-            now = time.monotonic()
-            if st.soft_since_s is None:
-                st.soft_since_s = now
-            elif now - st.soft_since_s > soft_s:
-                over = True
-        else:
-            st.soft_since_s = None
+        over, st.soft_since_s = output_limit_reached(pending, hard, soft, soft_s, st.soft_since_s)
         if over:
             log.warning("Client id=%d addr=%s scheduled to be closed ASAP for overcoming of "
                         "output buffer limits.", rc.id, rc.addr)

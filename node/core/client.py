@@ -14,6 +14,7 @@ it; tests/node/test_fastpath_flag.py checks that no other code assigns an input.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -132,6 +133,8 @@ class Client:
         self.running = False  # its requests are being run (the output is not to be sent yet)
         self.flush_scheduled = False  # a flush task for its output is started
         self.unblock_event: trio.Event | None = None  # set to end a blocking wait
+        # when output left unsent first passed the ``normal`` class's soft limit
+        self.obuf_soft_since_s: float | None = None
         # -- features' per-client state --------------------------------------------------
         # EXEC with writes propagated: MULTI went out before the first (EXEC closes it)
         self.exec_multi_propagated = False
@@ -296,3 +299,20 @@ def _noop() -> None:
 
 def _zero() -> int:
     return 0
+
+
+def output_limit_reached(pending_bytes: int, hard: int, soft: int, soft_s: int,
+                         soft_since_s: float | None) -> tuple[bool, float | None]:
+    """client-output-buffer-limit for ``pending_bytes`` of output not yet written: (over the
+    hard limit, or over the soft one for more than ``soft_s`` seconds; when the output first
+    passed the soft limit, None when it is under it). A limit of 0 is no limit."""
+    over = bool(hard) and pending_bytes >= hard
+    if soft and pending_bytes >= soft:
+        now = time.monotonic()
+        if soft_since_s is None:
+            soft_since_s = now
+        elif now - soft_since_s > soft_s:
+            over = True
+    else:
+        soft_since_s = None
+    return over, soft_since_s

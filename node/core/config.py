@@ -340,6 +340,14 @@ def _normalize_oblimit(text: str) -> str:
     return " ".join(f"{k} {' '.join(v)}" for k, v in classes.items())
 
 
+def oblimit_class(text: str, name: str) -> tuple[int, int, int]:
+    """(hard bytes, soft bytes, soft seconds) of class ``name`` in a client-output-buffer-limit
+    value (the class's default when the value does not name it); 0 = no limit."""
+    parts = _normalize_oblimit(text).split()
+    i = parts.index(name)
+    return parse_memory(parts[i + 1]), parse_memory(parts[i + 2]), int(parts[i + 3])
+
+
 def canonical(name: str) -> str | None:
     low = name.lower()
     low = _ALIASES.get(low, low)

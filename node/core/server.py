@@ -35,8 +35,8 @@ from slotgate.node.commands.registry import Command, build_table
 from slotgate.node.commands.server_cmds import parse_notify_flags
 from slotgate.node.core import dispatch
 from slotgate.node.core.blocked import WhileBlocked
-from slotgate.node.core.client import Client
-from slotgate.node.core.config import Config
+from slotgate.node.core.client import Client, output_limit_reached
+from slotgate.node.core.config import Config, oblimit_class
 from slotgate.node.core.keyspace import Keyspace
 from slotgate.node.core.latency import LatencyMonitor
 from slotgate.node.types import hashes, stream_rdb
@@ -160,6 +160,9 @@ class Server:
         self.poller: Poller | None = None  # serves idle clients' sockets (eventcore.poller)
         self.last_save_time = int(time.time())
         self.config_hooks: list[Callable[[], None]] = []  # after start and after CONFIG SET
+        # client-output-buffer-limit's ``normal`` class (hard, soft, soft seconds); None: no
+        # limit (the default), nothing is checked
+        self.normal_obuf_limits: tuple[int, int, int] | None = None
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []  # started by run()
         # awaited by run() once clients are accepted, before the cron and background tasks
         # (a slowed start-up load: node/persistence/loading.py)
@@ -193,6 +196,8 @@ class Server:
         self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
                                                    int(cfg.get("hash-max-listpack-value")))
         stream_rdb.LZF["on"] = bool(cfg.get("rdbcompression"))
+        limits = oblimit_class(str(cfg.get("client-output-buffer-limit")), "normal")
+        self.normal_obuf_limits = limits if limits[0] or limits[1] else None
         for hook in self.config_hooks:
             hook()
 
@@ -474,6 +479,8 @@ class Server:
                     self.before_reply()
                 self.stat_net_output_bytes += w.write_now()
                 if c.out:  # the kernel buffer is full: the task sends the rest before reading on
+                    if self.normal_obuf_limits is not None and self._obuf_over(c):
+                        return None
                     return _FLUSH
         if reader.buffered_bytes() > qbuf_limit:
             return _QBUF
@@ -495,6 +502,8 @@ class Server:
                 if c.killed or not c.out or c.writer.sending or sock is None:
                     continue  # its task sends (or drops) the output
                 if not self._send_now(c):
+                    if self.normal_obuf_limits is not None and self._obuf_over(c):
+                        continue
                     poller.wake(sock, _FLUSH)
 
     def _send_now(self, c: Client) -> bool:
@@ -506,6 +515,23 @@ class Server:
             self.before_reply()
         self.stat_net_output_bytes += c.writer.write_now()
         return not c.out
+
+    def _obuf_over(self, c: Client) -> bool:
+        """client-output-buffer-limit ``normal`` for what a pass left unsent in ``c.out``
+        (pub/sub clients have their own class, checked on delivery; replicas theirs): over
+        it, ``c`` is closed at once and its output dropped. True: closed."""
+        limits = self.normal_obuf_limits
+        if limits is None or c.pubsub is not None or c.is_replica or c.is_master:
+            return False
+        over, c.obuf_soft_since_s = output_limit_reached(sum(map(len, c.out)), *limits,
+                                                         c.obuf_soft_since_s)
+        if not over:
+            return False
+        log.warning("Client id=%d addr=%s scheduled to be closed ASAP for overcoming of "
+                    "output buffer limits.", c.id, c.addr)
+        c.out.clear()
+        self.kill_client(c)
+        return True
 
     async def _process(self, c: Client, sock: _stdsocket.socket, reader: RequestReader,
                        reqs: list[list[bytes]], idx: int) -> bool:
