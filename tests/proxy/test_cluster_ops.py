@@ -340,6 +340,13 @@ def test_check_prints_the_operator_checklist(nodes: list[ManagedProcess]) -> Non
     assert cli("add-node", addr(nodes[3]), addr(masters[0])).returncode == 0  # 4 masters
     assert cli("add-node", addr(nodes[4]), addr(masters[0]), "--cluster-slave",
                "--cluster-master-id", node_id(masters[0])).returncode == 0
+    # the new replica's role reaches the other masters by gossip: wait until check can see it
+    replica_id = node_id(nodes[4])
+    wait_until(lambda: all(
+        f"{replica_id} " in line and " slave " in f" {line} " and node_id(masters[0]) in line
+        for m in masters
+        for line in m.client().execute_command("CLUSTER", "NODES").decode().splitlines()
+        if line.startswith(replica_id)), 20, "every master seeing the new replica")
     masters[1].client().config_set("cluster-node-timeout", 500)
     masters[2].client().config_set("min-replicas-to-write", 1)
     masters[2].client().config_set("appendonly", "yes")
