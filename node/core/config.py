@@ -385,7 +385,13 @@ class Config:
             args = [" ".join(args)]
         if d.kind not in MULTI_ARG_KINDS and len(args) != 1:
             raise ConfigError("wrong number of arguments")
-        self.values[key] = parse_value(d, args)
+        self.values[key] = self._merged(d, parse_value(d, args))
+
+    def _merged(self, d: Directive, value: Any) -> Any:
+        """client-output-buffer-limit sets the classes it names and keeps the others."""
+        if d.kind != "oblimit":
+            return value
+        return _normalize_oblimit(f"{self.values.get(d.name, '')} {value}")
 
     def config_get(self, pat: bytes) -> list[tuple[str, str]]:
         """Directives and aliases whose name matches the glob ``pat`` (nocase, as Redis: the
@@ -419,7 +425,7 @@ class Config:
             raise ConfigError("can't set immutable config")
         args = [value] if d.kind not in ("save", "bind", "oblimit") else value.split()
         if d.kind in ("save", "bind", "oblimit"):
-            self.values[key] = parse_value(d, args) if args else ""
+            self.values[key] = self._merged(d, parse_value(d, args) if args else "")
         else:
             self.values[key] = parse_value(d, [value])
         refused = SET_REFUSED.get((key, self.values[key]))

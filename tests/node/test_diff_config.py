@@ -90,6 +90,15 @@ CASES = [
         "CONFIG SET maxmemory-clients 1gb", "CONFIG GET maxmemory-clients",
         "CONFIG SET maxmemory-clients 0", "CONFIG SET unixsocketperm 700",
         "CONFIG GET unixsocketperm",
+        # client-output-buffer-limit sets the classes it names and keeps the others
+        "CONFIG SET client-output-buffer-limit 'pubsub 1mb 2mb 3'",
+        "CONFIG SET client-output-buffer-limit 'normal 1mb 0 0'",
+        "CONFIG GET client-output-buffer-limit",
+        "CONFIG SET client-output-buffer-limit ''", "CONFIG GET client-output-buffer-limit",
+        "CONFIG SET client-output-buffer-limit 'replica 1 2 3 normal 5 6 7'",
+        "CONFIG GET client-output-buffer-limit",
+        "CONFIG SET client-output-buffer-limit 'normal 0 0 0 slave 268435456 67108864 60 "
+        "pubsub 33554432 8388608 60'", "CONFIG GET client-output-buffer-limit",
     ]),
 ]
 
