@@ -128,6 +128,7 @@ import importlib
 MODULES = [
     "slotgate.node.commands.connection",
     "slotgate.node.commands.server_cmds",
+    "slotgate.node.commands.debug_cmds",
     "slotgate.node.commands.info",
     "slotgate.node.commands.keys",
     "slotgate.node.types.strings",

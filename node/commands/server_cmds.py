@@ -491,10 +491,14 @@ def debug(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(_DEBUG_NOT_ALLOWED)
     fn = DEBUG_SUBCOMMANDS.get(argv[1].lower())
     if fn is None:
-        raise CommandError(
-            f"ERR unknown subcommand or wrong number of arguments for "
-            f"'{errors._shown(argv[1], 128)}'. Try DEBUG HELP.")
+        raise CommandError(debug_unknown(argv[1]))
     return fn(c, argv)
+
+
+def debug_unknown(sub: bytes) -> str:
+    """Redis' error for a DEBUG subcommand it does not know or got the wrong arguments."""
+    return (f"ERR unknown subcommand or wrong number of arguments for "
+            f"'{errors._shown(sub, 128)}'. Try DEBUG HELP.")
 
 
 # -- SLOWLOG / MONITOR / SHUTDOWN -------------------------------------------------------------

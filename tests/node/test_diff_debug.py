@@ -1,0 +1,91 @@
+"""DEBUG subcommands against redis-server 7.0.15, RESP2 and RESP3: RELOAD and its options,
+QUICKLIST-PACKED-THRESHOLD, LISTPACK, QUICKLIST, LOG, ERROR, PROTOCOL, STRINGMATCH-TEST, the
+testing switches, CHANGE-REPL-ID; the crash subcommands our node refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.node.diff import Case, Pair, check_cases
+from tests.support import RawClient
+
+_DATA = [
+    "SET s hello", "SET n 12345", "SET t v EX 1000", "RPUSH l a b c", "HSET h f v g w",
+    "SADD si 1 2 3", "SADD ss a b", "ZADD z 1 a 2 b", "XADD x 1-1 f v", "PEXPIRE h 500000",
+]
+
+CASES = [
+    Case("reload keeps keys, types, TTLs and the digest", [
+        *_DATA, "DEBUG DIGEST", "DEBUG RELOAD", "DEBUG DIGEST", "DBSIZE",
+        "TYPE s", "TYPE l", "TYPE x", "GET n", "LRANGE l 0 -1", "ZRANGE z 0 -1 WITHSCORES",
+        ("TTL t", "ttl"), ("TTL h", "ttl"), "TTL s", "OBJECT ENCODING si", "XRANGE x - +"]),
+    Case("reload options", [
+        "SET a 1", "DEBUG RELOAD", "SET a 2", "SET b 3", "DEBUG RELOAD NOSAVE",
+        "GET a", "GET b", "SET b 3", "DEBUG RELOAD NOSAVE NOFLUSH MERGE", "GET a", "GET b",
+        "DEBUG RELOAD merge noflush nosave", "DBSIZE", "DEBUG RELOAD noflush merge",
+        "DBSIZE", "DEBUG RELOAD foo", "DEBUG RELOAD NOSAVE bar", "GET a"]),
+    Case("reload of an empty dataset", ["DEBUG RELOAD", "DBSIZE", "DEBUG DIGEST"]),
+    Case("quicklist-packed-threshold", [
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 10", "DEBUG QUICKLIST-PACKED-THRESHOLD 1k",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 1KB", "DEBUG QUICKLIST-PACKED-THRESHOLD 0",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 4293918720",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 4293918721", "DEBUG QUICKLIST-PACKED-THRESHOLD 5gb",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD abc", "DEBUG QUICKLIST-PACKED-THRESHOLD -1",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 1.5k", "DEBUG QUICKLIST-PACKED-THRESHOLD 1x",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD", "DEBUG QUICKLIST-PACKED-THRESHOLD 1 2",
+        "DEBUG QUICKLIST-PACKED-THRESHOLD 0"]),
+    Case("listpack and quicklist", [
+        "RPUSH l a b c", "HSET h f v", "ZADD z 1 a", "SADD si 1", "SADD ss a", "SET s x",
+        "DEBUG LISTPACK h", "DEBUG LISTPACK z", "DEBUG LISTPACK l", "DEBUG LISTPACK si",
+        "DEBUG LISTPACK s", "DEBUG LISTPACK nokey", "DEBUG LISTPACK", "DEBUG LISTPACK h x",
+        "DEBUG QUICKLIST l", "DEBUG QUICKLIST l 1", "DEBUG QUICKLIST h", "DEBUG QUICKLIST nokey",
+        "DEBUG QUICKLIST", "DEBUG QUICKLIST l 1 2", "DEBUG listpack H", "DEBUG QuickList l"]),
+    Case("log, error, stringmatch-test", [
+        "DEBUG LOG hello", "DEBUG LOG", "DEBUG LOG a b", 'DEBUG ERROR "my err"',
+        "DEBUG ERROR ERR custom", 'DEBUG ERROR "WRONGTYPE x y"', "DEBUG ERROR",
+        "DEBUG STRINGMATCH-TEST", "DEBUG STRINGMATCH-TEST x", "DEBUG STRINGMATCH-LEN",
+        "DEBUG JMAP"]),
+    Case("protocol", [
+        *(f"DEBUG PROTOCOL {t}" for t in (
+            "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib",
+            "push", "verbatim", "true", "false", "TRUE", "Map", "bogus")),
+        "DEBUG PROTOCOL", "DEBUG PROTOCOL string x", "PING"]),
+    Case("testing switches", [
+        "DEBUG SET-SKIP-CHECKSUM-VALIDATION 1", "DEBUG SET-SKIP-CHECKSUM-VALIDATION 0",
+        "DEBUG SET-SKIP-CHECKSUM-VALIDATION x", "DEBUG SET-SKIP-CHECKSUM-VALIDATION",
+        "DEBUG PAUSE-CRON 0", "DEBUG PAUSE-CRON", "DEBUG PAUSE-CRON 1 2",
+        "DEBUG CHANGE-REPL-ID x"]),
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_debug_matches_redis(diff_pair: Pair, proto: int) -> None:
+    assert check_cases(diff_pair, CASES, proto) == []
+
+
+def _replids(conn: RawClient) -> tuple[str, str]:
+    text = conn.call("INFO", "replication").decode()
+    fields = dict(ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
+    return fields["master_replid"], fields["master_replid2"]
+
+
+def test_change_repl_id(diff_pair: Pair) -> None:
+    for port in (diff_pair.ours_port, diff_pair.real_port):
+        conn = RawClient(port)
+        before = _replids(conn)
+        assert conn.call("DEBUG", "CHANGE-REPL-ID") == b"+OK\r\n"
+        after = _replids(conn)
+        assert after[0] != before[0] and len(after[0]) == 40
+        assert after[1] == "0" * 40
+        conn.close()
+
+
+@pytest.mark.parametrize("sub", ["SEGFAULT", "PANIC", "RESTART", "OOM", "ASSERT", "MALLCTL",
+                                 "crash-and-recover", "LEAK"])
+def test_crash_subcommands_refused(diff_pair: Pair, sub: str) -> None:
+    conn = RawClient(diff_pair.ours_port)
+    reply = conn.call("DEBUG", sub, "x") if sub == "LEAK" else conn.call("DEBUG", sub)
+    assert reply == (f"-ERR DEBUG {sub.upper()} is not supported by this server "
+                     "(it would crash or restart it)\r\n").encode()
+    assert conn.call("PING") == b"+PONG\r\n"
+    conn.close()
