@@ -1,5 +1,5 @@
 """DEBUG subcommands beyond the basic ones of server_cmds.py: RELOAD, CHANGE-REPL-ID,
-QUICKLIST-PACKED-THRESHOLD, LISTPACK, QUICKLIST, LOG, ERROR, PROTOCOL, STRINGMATCH-TEST and the
+QUICKLIST-PACKED-THRESHOLD, LISTPACK, QUICKLIST, LOG, ERROR, PROTOCOL, STRINGMATCH-TEST, REPLICATE and the
 testing switches, plus the crash/allocator subcommands that our node refuses."""
 
 from __future__ import annotations
@@ -84,6 +84,16 @@ def _change_repl_id(c: Client, argv: list[bytes]) -> bytes:
     assert repl is not None  # installed with the server
     repl.replid = new_replid()
     repl.replid2, repl.second_repl_offset = NO_ID, -1
+    return OK
+
+
+def _replicate(c: Client, argv: list[bytes]) -> bytes:
+    """The command to the replicas only, in their current db: the data may diverge."""
+    if len(argv) < 3:
+        raise CommandError(debug_unknown(argv[1]))
+    repl = c.server.replication
+    assert repl is not None  # installed with the server
+    repl.feed_command(repl.seldb, argv[2:])
     return OK
 
 
@@ -209,6 +219,7 @@ def _refused(c: Client, argv: list[bytes]) -> bytes:
 _HANDLERS: dict[bytes, Handler] = {
     b"reload": _reload,
     b"change-repl-id": _change_repl_id,
+    b"replicate": _replicate,
     b"quicklist-packed-threshold": _packed_threshold,
     b"listpack": _listpack,
     b"quicklist": _quicklist,

@@ -4,10 +4,13 @@ testing switches, CHANGE-REPL-ID; the crash subcommands our node refuses."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.node.diff import Case, Pair, check_cases
-from tests.support import RawClient
+from tests.node.test_replication import in_sync, make_replica, nodes  # noqa: F401
+from tests.support import ManagedProcess, RawClient, wait_until
 
 _DATA = [
     "SET s hello", "SET n 12345", "SET t v EX 1000", "RPUSH l a b c", "HSET h f v g w",
@@ -54,7 +57,7 @@ CASES = [
         "DEBUG SET-SKIP-CHECKSUM-VALIDATION 1", "DEBUG SET-SKIP-CHECKSUM-VALIDATION 0",
         "DEBUG SET-SKIP-CHECKSUM-VALIDATION x", "DEBUG SET-SKIP-CHECKSUM-VALIDATION",
         "DEBUG PAUSE-CRON 0", "DEBUG PAUSE-CRON", "DEBUG PAUSE-CRON 1 2",
-        "DEBUG CHANGE-REPL-ID x"]),
+        "DEBUG CHANGE-REPL-ID x", "DEBUG REPLICATE", "DEBUG REPLICATE SET k v", "GET k"]),
 ]
 
 
@@ -89,3 +92,16 @@ def test_crash_subcommands_refused(diff_pair: Pair, sub: str) -> None:
                      "(it would crash or restart it)\r\n").encode()
     assert conn.call("PING") == b"+PONG\r\n"
     conn.close()
+
+
+def test_replicate_reaches_replicas_only(nodes: Callable[..., ManagedProcess]) -> None:  # noqa: F811
+    master, replica = nodes("--enable-debug-command", "yes"), nodes()
+    m = master.client()
+    r = make_replica(replica, master)
+    m.set("a", "1")
+    wait_until(lambda: r.get("a") == b"1", what="write replicated")
+    assert m.execute_command("DEBUG", "REPLICATE", "SET", "diverged", "yes") == b"OK"
+    m.set("b", "2")
+    wait_until(lambda: in_sync(m, r), what="offsets equal")
+    assert r.get("diverged") == b"yes" and m.get("diverged") is None
+    assert r.get("b") == b"2"
