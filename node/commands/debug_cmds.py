@@ -1,6 +1,7 @@
 """DEBUG subcommands beyond the basic ones of server_cmds.py: RELOAD, CHANGE-REPL-ID,
-QUICKLIST-PACKED-THRESHOLD, LISTPACK, QUICKLIST, LOG, ERROR, PROTOCOL, STRINGMATCH-TEST, REPLICATE and the
-testing switches, plus the crash/allocator subcommands that our node refuses."""
+QUICKLIST-PACKED-THRESHOLD, LISTPACK, QUICKLIST, LOG, ERROR, PROTOCOL, STRINGMATCH-TEST,
+REPLICATE, CONFIG-REWRITE-FORCE-ALL and the testing switches, plus the crash and allocator
+subcommands that our node refuses."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.node.commands.replies import OK
-from slotgate.node.commands.server_cmds import DEBUG_SUBCOMMANDS, debug_unknown
+from slotgate.node.commands.server_cmds import DEBUG_SUBCOMMANDS, debug_unknown, write_config_file
 from slotgate.node.core import errors
 from slotgate.node.core import keyspace as K
 from slotgate.node.core.errors import CommandError
@@ -94,6 +95,19 @@ def _replicate(c: Client, argv: list[bytes]) -> bytes:
     repl = c.server.replication
     assert repl is not None  # installed with the server
     repl.feed_command(repl.seldb, argv[2:])
+    return OK
+
+
+def _config_rewrite_force_all(c: Client, argv: list[bytes]) -> bytes:
+    if len(argv) != 2:
+        raise CommandError(debug_unknown(argv[1]))
+    cfg = c.server.config
+    if not cfg.config_file:  # Redis' fopen(NULL) error
+        raise CommandError("ERR CONFIG-REWRITE-FORCE-ALL failed: Bad address")
+    try:
+        write_config_file(cfg, cfg.config_file, force_all=True)
+    except OSError as e:
+        raise CommandError(f"ERR CONFIG-REWRITE-FORCE-ALL failed: {e.strerror}") from None
     return OK
 
 
@@ -220,6 +234,7 @@ _HANDLERS: dict[bytes, Handler] = {
     b"reload": _reload,
     b"change-repl-id": _change_repl_id,
     b"replicate": _replicate,
+    b"config-rewrite-force-all": _config_rewrite_force_all,
     b"quicklist-packed-threshold": _packed_threshold,
     b"listpack": _listpack,
     b"quicklist": _quicklist,

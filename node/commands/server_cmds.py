@@ -14,7 +14,7 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core import errors
 from slotgate.node.core import keyspace as K
-from slotgate.node.core.config import ConfigError, canonical
+from slotgate.node.core.config import Config, ConfigError, canonical
 from slotgate.node.core.errors import SYNTAX, CommandError
 from slotgate.node.core.glob import glob_match
 from slotgate.protocol import commands as pc
@@ -185,15 +185,24 @@ def _all_commands(c: Client) -> list:
 @command("config|rewrite")
 def config_rewrite(c: Client, argv: list[bytes]) -> bytes:
     cfg = c.server.config
-    path = cfg.config_file
-    if not path:
+    if not cfg.config_file:
         raise CommandError("ERR The server is running without a config file")
+    try:
+        write_config_file(cfg, cfg.config_file)
+    except OSError as e:
+        raise CommandError(f"ERR Rewriting config file: {e.strerror}") from None
+    return OK
+
+
+def write_config_file(cfg: Config, path: str, force_all: bool = False) -> None:
+    """CONFIG REWRITE of ``path``: comments and unknown lines kept, each directive once
+    (every directive with ``force_all``); OSError when it cannot be written."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
             old = f.read().splitlines()
     except OSError:
         old = []
-    wanted = {ln.split(" ", 1)[0]: ln for ln in cfg.rewrite_lines()}
+    wanted = {ln.split(" ", 1)[0]: ln for ln in cfg.rewrite_lines(force_all)}
     out: list[str] = []
     done: set[str] = set()
     for line in old:
@@ -208,12 +217,8 @@ def config_rewrite(c: Client, argv: list[bytes]) -> bytes:
         if name in wanted:
             out.append(wanted[name])
     out.extend(ln for name, ln in wanted.items() if name not in done)
-    try:
-        with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write("\n".join(out) + "\n")
-    except OSError as e:
-        raise CommandError(f"ERR Rewriting config file: {e.strerror}") from None
-    return OK
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write("\n".join(out) + "\n")
 
 
 @command("config|help")

@@ -434,12 +434,13 @@ class Config:
         if key == "hz":  # kept within 1..500, as Redis does
             self.values[key] = max(1, min(500, self.values[key]))
 
-    def rewrite_lines(self) -> list[str]:
-        """Non-default settings as redis.conf lines (for CONFIG REWRITE)."""
+    def rewrite_lines(self, force_all: bool = False) -> list[str]:
+        """Non-default settings (every setting with ``force_all``) as redis.conf lines (for
+        CONFIG REWRITE and DEBUG CONFIG-REWRITE-FORCE-ALL)."""
         lines = []
         for d in _TABLE:
             v = self.values[d.name]
-            if v != d.default:
+            if force_all or v != d.default:
                 lines.append(f"{d.name} {_quote(format_value(d, v))}")
         return lines
 

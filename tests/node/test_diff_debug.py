@@ -5,9 +5,12 @@ testing switches, CHANGE-REPL-ID; the crash subcommands our node refuses."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from slotgate.node.commands.server_cmds import write_config_file
+from slotgate.node.core import config as C
 from tests.node.diff import Case, Pair, check_cases
 from tests.node.test_replication import in_sync, make_replica, nodes  # noqa: F401
 from tests.support import ManagedProcess, RawClient, wait_until
@@ -57,7 +60,8 @@ CASES = [
         "DEBUG SET-SKIP-CHECKSUM-VALIDATION 1", "DEBUG SET-SKIP-CHECKSUM-VALIDATION 0",
         "DEBUG SET-SKIP-CHECKSUM-VALIDATION x", "DEBUG SET-SKIP-CHECKSUM-VALIDATION",
         "DEBUG PAUSE-CRON 0", "DEBUG PAUSE-CRON", "DEBUG PAUSE-CRON 1 2",
-        "DEBUG CHANGE-REPL-ID x", "DEBUG REPLICATE", "DEBUG REPLICATE SET k v", "GET k"]),
+        "DEBUG CHANGE-REPL-ID x", "DEBUG REPLICATE", "DEBUG REPLICATE SET k v", "GET k",
+        "DEBUG CONFIG-REWRITE-FORCE-ALL", "DEBUG CONFIG-REWRITE-FORCE-ALL x"]),
 ]
 
 
@@ -105,3 +109,17 @@ def test_replicate_reaches_replicas_only(nodes: Callable[..., ManagedProcess]) -
     wait_until(lambda: in_sync(m, r), what="offsets equal")
     assert r.get("diverged") == b"yes" and m.get("diverged") is None
     assert r.get("b") == b"2"
+
+
+def test_config_rewrite_force_all_writes_every_directive(tmp_path: Path) -> None:
+    """The file written by DEBUG CONFIG-REWRITE-FORCE-ALL names every directive, keeps the
+    lines it does not know, and loads back to the same values."""
+    conf = tmp_path / "node.conf"
+    conf.write_text("# kept\nhz 20\n")
+    cfg = C.load([str(conf)])
+    write_config_file(cfg, str(conf), force_all=True)
+    text = conf.read_text()
+    assert text.startswith("# kept\nhz 20\n")
+    names = {ln.split(" ", 1)[0] for ln in text.splitlines() if ln and ln[0] != "#"}
+    assert names == set(C.DIRECTIVES)
+    assert dict(C.load([str(conf)]).config_get(b"*")) == dict(cfg.config_get(b"*"))
