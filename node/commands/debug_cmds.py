@@ -17,7 +17,7 @@ from slotgate.node.core import keyspace as K
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
 from slotgate.node.replication.master import NO_ID, new_replid
-from slotgate.protocol.resp import simple
+from slotgate.protocol.resp import array_header, simple
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
@@ -226,6 +226,68 @@ def _switch(c: Client, argv: list[bytes]) -> bytes:
     return OK
 
 
+_HELP = [
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "REPLICATE <string>",
+    "    Replicates the provided string to replicas, allowing data divergence.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Accepted for compatibility; no effect on this server.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Accepted for compatibility; no effect on this server.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "STRINGMATCH-TEST",
+    "    Accepted for compatibility; no fuzz test is run.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key> (in the log).",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key> (in the log).",
+    "PAUSE-CRON <0|1>",
+    "    Accepted for compatibility; no effect on this server.",
+    "HELP",
+    "    Prints this help.",
+]
+
+
+def _help(c: Client, argv: list[bytes]) -> bytes:
+    return array_header(len(_HELP)) + b"".join(simple(ln.encode()) for ln in _HELP)
+
+
 def _refused(c: Client, argv: list[bytes]) -> bytes:
     raise CommandError(ERR_REFUSED.format(argv[1].decode("utf-8", "replace").upper()))
 
@@ -244,6 +306,7 @@ _HANDLERS: dict[bytes, Handler] = {
     b"stringmatch-test": _stringmatch_test,
     b"set-skip-checksum-validation": _switch,
     b"pause-cron": _switch,
+    b"help": _help,
 }
 for _name in (b"segfault", b"panic", b"restart", b"crash-and-recover", b"oom", b"assert",
               b"mallctl", b"mallctl-str", b"leak"):

@@ -464,21 +464,6 @@ def _debug_object(c: Client, argv: list[bytes]) -> bytes:
                   f"serializedlength:{ser} lru:0 lru_seconds_idle:0")
 
 
-def _debug_help(c: Client, argv: list[bytes]) -> bytes:
-    return _help([
-        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "DIGEST", "    Output a hex signature representing the current DB content.",
-        "DIGEST-VALUE <key> [<key> ...]",
-        "    Output a hex signature of the values of all the specified keys.",
-        "OBJECT <key>", "    Show low level info about the key and associated value.",
-        "POPULATE <count> [<prefix>] [<size>]",
-        "    Create <count> string keys named key:<num>.",
-        "SET-ACTIVE-EXPIRE <0|1>", "    Setting it to 0 disables expiring keys in background.",
-        "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
-        "HELP", "    Prints this help.",
-    ])
-
-
 DEBUG_SUBCOMMANDS: dict[bytes, Callable[[Client, list[bytes]], bytes]] = {
     b"sleep": _debug_sleep,
     b"set-active-expire": _debug_set_active_expire,
@@ -486,7 +471,6 @@ DEBUG_SUBCOMMANDS: dict[bytes, Callable[[Client, list[bytes]], bytes]] = {
     b"digest-value": _debug_digest_value,
     b"populate": _debug_populate,
     b"object": _debug_object,
-    b"help": _debug_help,
 }
 
 

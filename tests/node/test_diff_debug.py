@@ -123,3 +123,19 @@ def test_config_rewrite_force_all_writes_every_directive(tmp_path: Path) -> None
     names = {ln.split(" ", 1)[0] for ln in text.splitlines() if ln and ln[0] != "#"}
     assert names == set(C.DIRECTIVES)
     assert dict(C.load([str(conf)]).config_get(b"*")) == dict(cfg.config_get(b"*"))
+
+
+def test_help_lists_what_the_node_knows(diff_pair: Pair) -> None:
+    import slotgate.node.commands.cluster  # noqa: F401  (adds DROP-CLUSTER-PACKET-FILTER)
+    from slotgate.node.commands.debug_cmds import ERR_REFUSED
+    from slotgate.node.commands.server_cmds import DEBUG_SUBCOMMANDS
+
+    conn = RawClient(diff_pair.ours_port)
+    lines = [ln[1:] for ln in conn.call("DEBUG", "HELP").decode().split("\r\n")[1:]
+             if ln.startswith("+") and not ln.startswith("+ ")]
+    conn.close()
+    listed = {ln.split(" ", 1)[0].lower() for ln in lines[1:]}
+    refused = {b"segfault", b"panic", b"restart", b"crash-and-recover", b"oom", b"assert",
+               b"mallctl", b"mallctl-str", b"leak"}
+    assert "DEBUG" in ERR_REFUSED
+    assert listed == {k.decode() for k in DEBUG_SUBCOMMANDS} - {k.decode() for k in refused}
