@@ -219,8 +219,22 @@ def _stringmatch_test(c: Client, argv: list[bytes]) -> bytes:
     return simple(b"Apparently Redis did not crash: test passed")
 
 
+def _atoi(arg: bytes) -> int:
+    """C's atoi: optional blanks and sign, then the leading digits (0 when there are none)."""
+    m = re.match(rb"\s*([+-]?\d+)", arg)
+    return int(m.group(1)) if m else 0
+
+
+def _skip_checksum(c: Client, argv: list[bytes]) -> bytes:
+    """RESTORE accepts payloads whose CRC64 is wrong (version and length still checked)."""
+    if len(argv) != 3:
+        raise CommandError(debug_unknown(argv[1]))
+    c.server.skip_checksum_validation = _atoi(argv[2]) != 0
+    return OK
+
+
 def _switch(c: Client, argv: list[bytes]) -> bytes:
-    """SET-SKIP-CHECKSUM-VALIDATION and PAUSE-CRON <0|1>: accepted, no effect on our node."""
+    """PAUSE-CRON <0|1>: accepted, no effect on our node."""
     if len(argv) != 3:
         raise CommandError(debug_unknown(argv[1]))
     return OK
@@ -268,7 +282,7 @@ _HELP = [
     "QUICKLIST-PACKED-THRESHOLD <size>",
     "    Accepted for compatibility; no effect on this server.",
     "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
-    "    Accepted for compatibility; no effect on this server.",
+    "    Enables or disables checksum checks for RESTORE's payload.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "STRINGMATCH-TEST",
@@ -304,7 +318,7 @@ _HANDLERS: dict[bytes, Handler] = {
     b"error": _error,
     b"protocol": _protocol,
     b"stringmatch-test": _stringmatch_test,
-    b"set-skip-checksum-validation": _switch,
+    b"set-skip-checksum-validation": _skip_checksum,
     b"pause-cron": _switch,
     b"help": _help,
 }

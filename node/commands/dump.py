@@ -83,11 +83,11 @@ def dump_value(value: Any) -> bytes:
     return rdb.dump(adapter.kind, adapter.to_rdb(value))
 
 
-def load_value(payload: bytes) -> Any:
+def load_value(payload: bytes, *, check_crc: bool = True) -> Any:
     """A new keyspace value from a DUMP payload; CommandError with Redis' text on failure."""
     _wire_types()
     try:
-        kind, value = rdb.load(payload)
+        kind, value = rdb.load(payload, check_crc=check_crc)
     except rdb.RdbError as exc:
         raise CommandError(str(exc)) from None
     builder = BUILDERS.get(kind)
@@ -166,7 +166,7 @@ def restore_cmd(c: Client, argv: list[bytes]) -> bytes:
     ttl_ms = _int_arg(argv[2])
     if ttl_ms < 0:
         raise CommandError(INVALID_TTL)
-    value = load_value(argv[3])
+    value = load_value(argv[3], check_crc=not c.server.skip_checksum_validation)
     deleted = db.delete(key) if replace else False
     when_ms = 0
     if ttl_ms:

@@ -111,6 +111,7 @@ class Server:
         self.stat_net_output_bytes = 0
         self.blocked_clients = 0
         self.total_error_replies = 0
+        self.skip_checksum_validation = False  # DEBUG SET-SKIP-CHECKSUM-VALIDATION (RESTORE)
         self.error_counts: dict[str, int] = {}  # INFO errorstats: prefix -> count
         self.extra_stats: dict[str, int] = {}  # other modules' INFO stats fields
         self.ops_per_sec = 0

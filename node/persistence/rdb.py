@@ -491,21 +491,22 @@ _DECODERS: dict[int, tuple[str, Callable[[_Reader], Value]]] = {
 }
 
 
-def check_footer(payload: bytes) -> None:
-    """``verifyDumpPayload``: length, RDB version (≤ ours) and CRC64."""
+def check_footer(payload: bytes, *, check_crc: bool = True) -> None:
+    """``verifyDumpPayload``: length, RDB version (≤ ours) and CRC64 (unless ``check_crc`` is
+    off: DEBUG SET-SKIP-CHECKSUM-VALIDATION)."""
     if len(payload) < 10:
         raise RdbError(ERR_FOOTER)
     version = int.from_bytes(payload[-10:-8], "little")
     if version > RDB_VERSION:
         raise RdbError(ERR_FOOTER)
-    if crc64(memoryview(payload)[:-8]) != int.from_bytes(payload[-8:], "little"):
+    if check_crc and crc64(memoryview(payload)[:-8]) != int.from_bytes(payload[-8:], "little"):
         raise RdbError(ERR_FOOTER)
 
 
-def load(payload: bytes, *, verify: bool = True) -> tuple[str, Value]:
+def load(payload: bytes, *, verify: bool = True, check_crc: bool = True) -> tuple[str, Value]:
     """Decode a DUMP payload into ``(kind, value)``; raises RdbError with Redis' reply text."""
     if verify:
-        check_footer(payload)
+        check_footer(payload, check_crc=check_crc)
     r = _Reader(bytes(payload))
     entry = _DECODERS.get(r.byte())
     if entry is None:

@@ -139,3 +139,22 @@ def test_help_lists_what_the_node_knows(diff_pair: Pair) -> None:
                b"mallctl", b"mallctl-str", b"leak"}
     assert "DEBUG" in ERR_REFUSED
     assert listed == {k.decode() for k in DEBUG_SUBCOMMANDS} - {k.decode() for k in refused}
+
+
+def test_skip_checksum_validation_restore(diff_pair: Pair) -> None:
+    """RESTORE of a payload with a wrong CRC64: refused, accepted once skipped, refused again."""
+    bad = b"\x00\x01v\x0a\x00" + bytes(8)
+    for port in (diff_pair.ours_port, diff_pair.real_port):
+        conn = RawClient(port)
+        conn.call("DEL", "k")
+        assert conn.call("RESTORE", "k", "0", bad).startswith(b"-ERR DUMP payload version")
+        assert conn.call("DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1") == b"+OK\r\n"
+        try:
+            assert conn.call("RESTORE", "k", "0", bad) == b"+OK\r\n"
+            assert conn.call("GET", "k") == b"$1\r\nv\r\n"
+            assert conn.call("RESTORE", "k", "0", b"\x00\x01v\x0b\x00" + bytes(8),
+                             "REPLACE").startswith(b"-ERR DUMP payload version")
+        finally:
+            assert conn.call("DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "x") == b"+OK\r\n"
+        assert conn.call("RESTORE", "k", "0", bad, "REPLACE").startswith(b"-ERR DUMP")
+        conn.close()
