@@ -63,6 +63,12 @@ def _parse(raw: bytes) -> object:
     return r.gets()
 
 
+def both(pair: tuple[RawClient, RawClient], *args: str) -> tuple[object, object]:
+    """The parsed replies of (ours, real) to the same command."""
+    ours, real = pair
+    return _parse(ours.call(*args)), _parse(real.call(*args))
+
+
 def _frames_of_array(raw: bytes) -> list[bytes]:
     """The raw element frames of an array/set reply (one level)."""
     framer = ReplyFramer()

@@ -5,13 +5,11 @@ errors and the empty states exactly."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import hiredis
 import pytest
 
-from tests.node.diff import Case, Pair, check_cases
-from tests.support import RawClient, node_and_redis
+from tests.node.diff import Case, Pair, both, check_cases
+from tests.support import RawClient
 
 CASES = [
     Case("latency without events", [
@@ -28,12 +26,6 @@ def test_latency_exact(diff_pair: Pair, proto: int) -> None:
     assert check_cases(diff_pair, CASES, proto) == []
 
 
-def _parse(raw: bytes) -> object:
-    r = hiredis.Reader(notEnoughData=None)
-    r.feed(raw)
-    return r.gets()
-
-
 def _shape(v: object) -> object:
     """Integers as their type; lists and texts kept with digits masked."""
     if isinstance(v, int):
@@ -45,43 +37,31 @@ def _shape(v: object) -> object:
     return v
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RawClient, RawClient]]:
-    with node_and_redis(tmp_path_factory.mktemp("lat")) as procs:
-        with RawClient(procs["ours"].port) as ours, RawClient(procs["real"].port) as real:
-            yield ours, real
-
-
-def _both(pair: tuple[RawClient, RawClient], *args: str) -> tuple[object, object]:
-    ours, real = pair
-    return _parse(ours.call(*args)), _parse(real.call(*args))
-
-
-def test_latency_events_after_debug_sleep(pair: tuple[RawClient, RawClient]) -> None:
+def test_latency_events_after_debug_sleep(raw_pair: tuple[RawClient, RawClient]) -> None:
     for args in (("CONFIG", "SET", "latency-monitor-threshold", "5"), ("LATENCY", "RESET"),
                  ("DEBUG", "SLEEP", "0.02"), ("PING",)):
-        _both(pair, *args)
-    latest = _both(pair, "LATENCY", "LATEST")
+        both(raw_pair, *args)
+    latest = both(raw_pair, "LATENCY", "LATEST")
     assert _shape(latest[0]) == _shape(latest[1]) == [[b"command", "int", "int", "int"]]
     ours_latest = latest[0]
     assert isinstance(ours_latest, list) and 20 <= ours_latest[0][2] < 1000
-    history = _both(pair, "LATENCY", "HISTORY", "command")
+    history = both(raw_pair, "LATENCY", "HISTORY", "command")
     assert _shape(history[0]) == _shape(history[1]) == [["int", "int"]]
     for sub in ("GRAPH", "DOCTOR"):
-        texts = _both(pair, "LATENCY", sub, *(["command"] if sub == "GRAPH" else []))
+        texts = both(raw_pair, "LATENCY", sub, *(["command"] if sub == "GRAPH" else []))
         assert _shape(texts[0]) == _shape(texts[1]), sub
-    assert _both(pair, "LATENCY", "RESET", "command", "x", "command") == (1, 1)
-    assert _both(pair, "LATENCY", "LATEST") == ([], [])
-    _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
+    assert both(raw_pair, "LATENCY", "RESET", "command", "x", "command") == (1, 1)
+    assert both(raw_pair, "LATENCY", "LATEST") == ([], [])
+    both(raw_pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
 
 
-def test_latency_histogram_and_info(pair: tuple[RawClient, RawClient]) -> None:
-    _both(pair, "CONFIG", "RESETSTAT")
+def test_latency_histogram_and_info(raw_pair: tuple[RawClient, RawClient]) -> None:
+    both(raw_pair, "CONFIG", "RESETSTAT")
     for _ in range(3):
-        _both(pair, "SET", "a", "b")
-    _both(pair, "GET", "a")
-    _both(pair, "CONFIG", "SET", "hz", "10")
-    picked = _both(pair, "LATENCY", "HISTOGRAM", "set", "get", "nosuch", "config", "incr")
+        both(raw_pair, "SET", "a", "b")
+    both(raw_pair, "GET", "a")
+    both(raw_pair, "CONFIG", "SET", "hz", "10")
+    picked = both(raw_pair, "LATENCY", "HISTOGRAM", "set", "get", "nosuch", "config", "incr")
     for reply in picked:
         assert isinstance(reply, list)
         by_name = {reply[i]: reply[i + 1] for i in range(0, len(reply), 2)}
@@ -89,30 +69,30 @@ def test_latency_histogram_and_info(pair: tuple[RawClient, RawClient]) -> None:
         assert by_name[b"set"][:2] == [b"calls", 3] and by_name[b"get"][1] == 1
         levels = by_name[b"set"][3]
         assert levels[-1] == 3 and all(isinstance(x, int) for x in levels)
-    ours_all, real_all = _both(pair, "LATENCY", "HISTOGRAM")
+    ours_all, real_all = both(raw_pair, "LATENCY", "HISTOGRAM")
     assert isinstance(ours_all, list) and isinstance(real_all, list)
     assert sorted(ours_all[::2]) == sorted(real_all[::2])
 
     def fields(raw: bytes) -> list[str]:
         return sorted(re.sub(r"=[\d.]+", "=N", ln) for ln in raw.decode().split("\r\n")[1:] if ln)
 
-    ours, real = pair
+    ours, real = raw_pair
     for pcts in ("50 99 99.9", "0 100 12.5", ""):
-        _both(pair, "CONFIG", "SET", "latency-tracking-info-percentiles", pcts)
+        both(raw_pair, "CONFIG", "SET", "latency-tracking-info-percentiles", pcts)
         assert fields(ours.call("INFO", "latencystats")) == fields(real.call("INFO", "latencystats"))
-    _both(pair, "CONFIG", "SET", "latency-tracking", "no")
-    assert _both(pair, "INFO", "latencystats") == (b"# Latencystats\r\n",) * 2
-    _both(pair, "CONFIG", "SET", "latency-tracking", "yes")
-    _both(pair, "CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
+    both(raw_pair, "CONFIG", "SET", "latency-tracking", "no")
+    assert both(raw_pair, "INFO", "latencystats") == (b"# Latencystats\r\n",) * 2
+    both(raw_pair, "CONFIG", "SET", "latency-tracking", "yes")
+    both(raw_pair, "CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
 
 
-def test_slowlog_entry_has_client_address_and_name(pair: tuple[RawClient, RawClient]) -> None:
-    _both(pair, "CONFIG", "SET", "slowlog-log-slower-than", "0")
-    _both(pair, "CLIENT", "SETNAME", "lat-test")
-    _both(pair, "SLOWLOG", "RESET")
-    _both(pair, "SET", "k", "v")
-    got = _both(pair, "SLOWLOG", "GET", "1")
-    _both(pair, "CONFIG", "SET", "slowlog-log-slower-than", "10000")
+def test_slowlog_entry_has_client_address_and_name(raw_pair: tuple[RawClient, RawClient]) -> None:
+    both(raw_pair, "CONFIG", "SET", "slowlog-log-slower-than", "0")
+    both(raw_pair, "CLIENT", "SETNAME", "lat-test")
+    both(raw_pair, "SLOWLOG", "RESET")
+    both(raw_pair, "SET", "k", "v")
+    got = both(raw_pair, "SLOWLOG", "GET", "1")
+    both(raw_pair, "CONFIG", "SET", "slowlog-log-slower-than", "10000")
     assert _shape(got[0]) == _shape(got[1])
     for reply in got:
         assert isinstance(reply, list)
@@ -121,15 +101,15 @@ def test_slowlog_entry_has_client_address_and_name(pair: tuple[RawClient, RawCli
         assert re.fullmatch(rb"127\.0\.0\.1:\d+", entry[4])
 
 
-def test_latency_replies_in_resp3(pair: tuple[RawClient, RawClient]) -> None:
+def test_latency_replies_in_resp3(raw_pair: tuple[RawClient, RawClient]) -> None:
     """RESP3: HISTOGRAM answers maps, GRAPH and DOCTOR verbatim text, LATEST arrays."""
-    ours, real = pair
-    for c in pair:
+    ours, real = raw_pair
+    for c in raw_pair:
         c.call("HELLO", "3")
     try:
         for args in (("CONFIG", "SET", "latency-monitor-threshold", "5"), ("LATENCY", "RESET"),
                      ("DEBUG", "SLEEP", "0.02"), ("SET", "a", "b")):
-            _both(pair, *args)
+            both(raw_pair, *args)
         for args in (("LATENCY", "HISTOGRAM", "set"), ("LATENCY", "GRAPH", "command"),
                      ("LATENCY", "DOCTOR"), ("LATENCY", "LATEST"),
                      ("LATENCY", "HISTORY", "command")):
@@ -139,22 +119,22 @@ def test_latency_replies_in_resp3(pair: tuple[RawClient, RawClient]) -> None:
                         for x in (a, b))
             assert re.sub(rb"\d+", b"N", a) == re.sub(rb"\d+", b"N", b), args
     finally:
-        for c in pair:
+        for c in raw_pair:
             c.call("HELLO", "2")
-        _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
+        both(raw_pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
 
 
-def test_fast_command_event(pair: tuple[RawClient, RawClient]) -> None:
+def test_fast_command_event(raw_pair: tuple[RawClient, RawClient]) -> None:
     """A command flagged fast (EXISTS over many keys) is a ``fast-command`` event, with the
     doctor's scheduler advice."""
-    _both(pair, "LATENCY", "RESET")
-    _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "1")
+    both(raw_pair, "LATENCY", "RESET")
+    both(raw_pair, "CONFIG", "SET", "latency-monitor-threshold", "1")
     try:
-        _both(pair, "EXISTS", *[f"k{i}" for i in range(300_000)])
-        latest = _both(pair, "LATENCY", "LATEST")
+        both(raw_pair, "EXISTS", *[f"k{i}" for i in range(300_000)])
+        latest = both(raw_pair, "LATENCY", "LATEST")
         assert _shape(latest[0]) == _shape(latest[1]) == [[b"fast-command", "int", "int", "int"]]
-        doctor = _both(pair, "LATENCY", "DOCTOR")
+        doctor = both(raw_pair, "LATENCY", "DOCTOR")
         assert _shape(doctor[0]) == _shape(doctor[1])
     finally:
-        _both(pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
-        _both(pair, "LATENCY", "RESET")
+        both(raw_pair, "CONFIG", "SET", "latency-monitor-threshold", "0")
+        both(raw_pair, "LATENCY", "RESET")

@@ -6,13 +6,12 @@ MEMORY STATS by field names, order and reply types."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.node.diff import Case, Pair, _parse, check_cases
-from tests.support import RawClient, node_and_redis, redis_server, slotgate_node, wait_until
+from tests.node.diff import Case, Pair, _parse, both, check_cases
+from tests.support import RawClient, redis_server, slotgate_node, wait_until
 
 _MEMBERS_1000 = " ".join(f"m{i}" for i in range(1000))
 _PAIRS_1000 = " ".join(f"f{i} v{i}" for i in range(1000))
@@ -72,31 +71,19 @@ def _shape(v: object) -> object:
     return type(v).__name__
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RawClient, RawClient]]:
-    with node_and_redis(tmp_path_factory.mktemp("mem")) as procs:
-        with RawClient(procs["ours"].port) as ours, RawClient(procs["real"].port) as real:
-            yield ours, real
-
-
-def _both(pair: tuple[RawClient, RawClient], *args: str) -> tuple[object, object]:
-    ours, real = pair
-    return _parse(ours.call(*args)), _parse(real.call(*args))
-
-
 @pytest.mark.parametrize("proto", ["2", "3"])
-def test_memory_stats_shape(pair: tuple[RawClient, RawClient], proto: str) -> None:
-    _both(pair, "HELLO", proto)
-    _both(pair, "FLUSHALL")
-    empty = _both(pair, "MEMORY", "STATS")
+def test_memory_stats_shape(raw_pair: tuple[RawClient, RawClient], proto: str) -> None:
+    both(raw_pair, "HELLO", proto)
+    both(raw_pair, "FLUSHALL")
+    empty = both(raw_pair, "MEMORY", "STATS")
     assert _shape(empty[0]) == _shape(empty[1])
     for i in range(50):
-        _both(pair, "SET", f"k{i}", "v" * i)
-    _both(pair, "EXPIRE", "k1", "100")
-    _both(pair, "SELECT", "3")
-    _both(pair, "SET", "other", "v")
-    _both(pair, "SELECT", "0")
-    ours, real = _both(pair, "MEMORY", "STATS")
+        both(raw_pair, "SET", f"k{i}", "v" * i)
+    both(raw_pair, "EXPIRE", "k1", "100")
+    both(raw_pair, "SELECT", "3")
+    both(raw_pair, "SET", "other", "v")
+    both(raw_pair, "SELECT", "0")
+    ours, real = both(raw_pair, "MEMORY", "STATS")
     assert _shape(ours) == _shape(real)
     for reply in (ours, real):
         fields = dict(zip(reply[::2], reply[1::2], strict=True)) if isinstance(reply, list) \
@@ -108,33 +95,33 @@ def test_memory_stats_shape(pair: tuple[RawClient, RawClient], proto: str) -> No
         # the keyspace tables: entries, buckets and the key objects, as Redis counts them
         assert db0[b"overhead.hashtable.main"] == 50 * 24 + 64 * 8 + 50 * 16
         assert db0[b"overhead.hashtable.expires"] == 24 + 4 * 8
-    _both(pair, "FLUSHALL")
-    _both(pair, "HELLO", "2")
+    both(raw_pair, "FLUSHALL")
+    both(raw_pair, "HELLO", "2")
 
 
 @pytest.mark.parametrize("proto", ["2", "3"])
-def test_malloc_stats_as_a_build_without_jemalloc(pair: tuple[RawClient, RawClient],
+def test_malloc_stats_as_a_build_without_jemalloc(raw_pair: tuple[RawClient, RawClient],
                                                   proto: str) -> None:
     """redis-server built with libc malloc answers a plain bulk string in both protocols (the
     reference server has jemalloc and prints its report instead)."""
-    ours, _ = pair
+    ours, _ = raw_pair
     ours.call("HELLO", proto)
     assert ours.call("MEMORY", "MALLOC-STATS") == (
         b"$45\r\nStats not supported for the current allocator\r\n")
     ours.call("HELLO", "2")
 
 
-def test_doctor_with_data(pair: tuple[RawClient, RawClient]) -> None:
+def test_doctor_with_data(raw_pair: tuple[RawClient, RawClient]) -> None:
     """Past 5 MB of data neither server calls itself empty; ours has no finding (the issue
     detector's fragmentation and peak rules do not apply to it), Redis may have some."""
-    _both(pair, "FLUSHALL")
+    both(raw_pair, "FLUSHALL")
     for i in range(60):
-        _both(pair, "SET", f"big{i}", "x" * 100_000)
-    ours, real = _both(pair, "MEMORY", "DOCTOR")
+        both(raw_pair, "SET", f"big{i}", "x" * 100_000)
+    ours, real = both(raw_pair, "MEMORY", "DOCTOR")
     assert ours == (b"Hi Sam, I can't find any memory issue in your instance. I can only account "
                     b"for what occurs on this base.\n")
     assert isinstance(real, bytes) and b"is empty" not in real
-    _both(pair, "FLUSHALL")
+    both(raw_pair, "FLUSHALL")
 
 
 def test_cluster_mode_counts_slot_links(tmp_path: Path) -> None:
@@ -160,53 +147,53 @@ def test_cluster_mode_counts_slot_links(tmp_path: Path) -> None:
             p.stop()
 
 
-def test_object_idletime_counts_seconds_since_access(pair: tuple[RawClient, RawClient]) -> None:
-    _both(pair, "FLUSHALL")
-    _both(pair, "SET", "k", "v")
-    _both(pair, "RPUSH", "l", "a")
-    _both(pair, "HSET", "h", "f", "v")
-    assert _both(pair, "OBJECT", "IDLETIME", "k") == (0, 0)
+def test_object_idletime_counts_seconds_since_access(raw_pair: tuple[RawClient, RawClient]) -> None:
+    both(raw_pair, "FLUSHALL")
+    both(raw_pair, "SET", "k", "v")
+    both(raw_pair, "RPUSH", "l", "a")
+    both(raw_pair, "HSET", "h", "f", "v")
+    assert both(raw_pair, "OBJECT", "IDLETIME", "k") == (0, 0)
     time.sleep(2.2)
     for key in ("k", "l", "h"):
-        ours, real = _both(pair, "OBJECT", "IDLETIME", key)
+        ours, real = both(raw_pair, "OBJECT", "IDLETIME", key)
         assert isinstance(ours, int) and isinstance(real, int) and abs(ours - real) <= 1
         assert 1 <= ours <= 3
-    dump = pair[0].call("DUMP", "k")
+    dump = raw_pair[0].call("DUMP", "k")
     dump = dump[dump.index(b"\r\n") + 2:-2]
-    for c in pair:
+    for c in raw_pair:
         assert c.call("RESTORE", "r", "0", dump, "IDLETIME", "1000") == b"+OK\r\n"
-    assert _both(pair, "OBJECT", "IDLETIME", "r") == (1000, 1000)
-    _both(pair, "GET", "k")
-    _both(pair, "RPUSH", "l", "b")
-    _both(pair, "HSET", "h", "f", "w")
+    assert both(raw_pair, "OBJECT", "IDLETIME", "r") == (1000, 1000)
+    both(raw_pair, "GET", "k")
+    both(raw_pair, "RPUSH", "l", "b")
+    both(raw_pair, "HSET", "h", "f", "w")
     for key in ("k", "l", "h"):
-        assert _both(pair, "OBJECT", "IDLETIME", key) == (0, 0), key
+        assert both(raw_pair, "OBJECT", "IDLETIME", key) == (0, 0), key
 
 
-def test_object_freq_under_lfu(pair: tuple[RawClient, RawClient]) -> None:
+def test_object_freq_under_lfu(raw_pair: tuple[RawClient, RawClient]) -> None:
     """With lfu-log-factor 0 every access adds one: the counter is deterministic."""
-    _both(pair, "FLUSHALL")
-    _both(pair, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
-    _both(pair, "CONFIG", "SET", "lfu-log-factor", "0")
+    both(raw_pair, "FLUSHALL")
+    both(raw_pair, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    both(raw_pair, "CONFIG", "SET", "lfu-log-factor", "0")
     time.sleep(0.3)  # the node applies the policy at its next cron tick
     try:
-        _both(pair, "SET", "k", "v")
-        assert _both(pair, "OBJECT", "FREQ", "k") == (5, 5)
+        both(raw_pair, "SET", "k", "v")
+        assert both(raw_pair, "OBJECT", "FREQ", "k") == (5, 5)
         for _ in range(20):
-            _both(pair, "GET", "k")
-        assert _both(pair, "OBJECT", "FREQ", "k") == (25, 25)
-        _both(pair, "SET", "k", "w")
-        assert _both(pair, "OBJECT", "FREQ", "k") == (26, 26)
-        _both(pair, "HSET", "h", "f", "v")
-        _both(pair, "HGET", "h", "f")
-        assert _both(pair, "OBJECT", "FREQ", "h") == (6, 6)
-        ours = pair[0]
+            both(raw_pair, "GET", "k")
+        assert both(raw_pair, "OBJECT", "FREQ", "k") == (25, 25)
+        both(raw_pair, "SET", "k", "w")
+        assert both(raw_pair, "OBJECT", "FREQ", "k") == (26, 26)
+        both(raw_pair, "HSET", "h", "f", "v")
+        both(raw_pair, "HGET", "h", "f")
+        assert both(raw_pair, "OBJECT", "FREQ", "h") == (6, 6)
+        ours = raw_pair[0]
         dump = ours.call("DUMP", "k")
         dump = dump[dump.index(b"\r\n") + 2:-2]
-        for c in pair:
+        for c in raw_pair:
             assert c.call("RESTORE", "r", "0", dump, "FREQ", "100") == b"+OK\r\n"
-        assert _both(pair, "OBJECT", "FREQ", "r") == (100, 100)
+        assert both(raw_pair, "OBJECT", "FREQ", "r") == (100, 100)
     finally:
-        _both(pair, "CONFIG", "SET", "maxmemory-policy", "noeviction")
-        _both(pair, "CONFIG", "SET", "lfu-log-factor", "10")
+        both(raw_pair, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+        both(raw_pair, "CONFIG", "SET", "lfu-log-factor", "10")
         time.sleep(0.3)
