@@ -204,7 +204,8 @@ while True:
     # Replicas count as loading until their first offset is gossiped (after the writes)
     # and the proxy's next periodic refresh has seen it.
     synced = len(got["online"]) == 6 and all(s["value"][1] == "1" for s in got["online"])
-    if (got["sets"] and synced) or time.monotonic() > deadline:
+    # "up" is asked first: a first scrape landing between the questions must not end the wait.
+    if (got["up"] and got["sets"] and synced) or time.monotonic() > deadline:
         break
     time.sleep(0.5)
 with urllib.request.urlopen("http://prometheus:9090/api/v1/rules", timeout=5) as resp:
