@@ -26,7 +26,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -226,7 +225,6 @@ assert r.mget(keys) == [k.encode() for k in keys]
 
 
 def test_compose_stack_in_namespaces(stack: Stack) -> None:
-    started = time.monotonic()
     stack.up()
     assert set(stack.procs) == set(stack.services) - LEFT_OUT
     # Every long-running service passes its own health check.
@@ -266,4 +264,3 @@ def test_compose_stack_in_namespaces(stack: Stack) -> None:
     script.write_text(READER)
     r = stack.net.run(stack.net.hub, [sys.executable, str(script)], timeout_s=60)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:] + stack.log_tail("proxy")
-    assert time.monotonic() - started < 90
