@@ -28,6 +28,7 @@ from slotgate.protocol.slots import SLOT_COUNT
 from slotgate.proxy.backend.auth import login
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.topology")
 
@@ -159,9 +160,8 @@ async def query_node(address: str, argv: Sequence[bytes | str], timeout_s: float
     Raises ``OSError``/``trio.TooSlowError`` when unreachable or the node refuses the
     credentials (``BackendAuthError``), ``QueryError`` on an error reply.
     """
-    host, _, port = address.rpartition(":")
     with trio.fail_after(timeout_s):
-        stream = await trio.open_tcp_stream(host, int(port))
+        stream = await open_node_stream(address, settings)
         async with stream:
             if settings is not None and metrics is not None:
                 await login(stream, address, settings, metrics)
