@@ -89,6 +89,8 @@ def authenticate(s: Session, username: bytes, password: bytes, argv0: bytes) -> 
         _log_in(s, u, True)
         return True
     _log(s, acl.DENIED_AUTH, username, argv0)
+    s.metrics.client_auth_failed(
+        "no_such_user" if u is None else "wrong_password" if u.enabled else "disabled_user")
     return False
 
 
