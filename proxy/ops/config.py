@@ -630,6 +630,8 @@ def build(
     except ValueError as exc:  # the core's own checks; ours should have caught everything
         problems.append(str(exc))
     problems += tls.problems(settings)  # the files: readable, a certificate and its key
+    if settings.tls_port == 0 and own.get("workers", 1) > 1:
+        problems.append("tls.port: 0 (any free port) cannot be shared by workers; give a port")
     if problems:
         raise ConfigError(problems)
     return Config(proxy=settings, **own)

@@ -130,6 +130,14 @@ def test_redis_py_ssl_through_proxy(certs: Certs, proxy: tuple[ManagedProcess, i
         pipe.set(f"tls:py:{i}", i)
     pipe.execute()
     assert c.mget([f"tls:py:{i}" for i in range(300)]) == [str(i).encode() for i in range(300)]
+    # Many TLS records each way: a value larger than the socket buffers, and a deep pipeline.
+    big = os.urandom(3 * 1024 * 1024)
+    c.set("tls:big", big)
+    assert c.get("tls:big") == big
+    pipe = c.pipeline(transaction=False)
+    for i in range(3000):
+        pipe.get(f"tls:py:{i % 300}")
+    assert pipe.execute() == [str(i % 300).encode() for i in range(3000)]
     with c.pipeline(transaction=True) as tx:  # MULTI/EXEC on a connection of its own
         tx.incr("{tls}n").incr("{tls}n")
         assert tx.execute() == [1, 2]
@@ -261,6 +269,8 @@ def test_bundled_nodes_behind_a_tls_listener(certs: Certs, bundled_cluster: list
     ({"backend.tls": True, "backend.tls_ca_file": "/nonexistent-ca.crt"},
      "backend.tls_ca_file: cannot load CA certificates from '/nonexistent-ca.crt'"),
     ({"backend.tls_key_file": "/x.key"}, "backend.tls_key_file: needs backend.tls_cert_file"),
+    ({"workers": 2, "tls.port": 0, "tls.cert_file": "/x.crt", "tls.key_file": "/x.key"},
+     "tls.port: 0 (any free port) cannot be shared by workers"),
 ])
 def test_config_errors_name_the_key(tls: dict, expected: str) -> None:
     with pytest.raises(config.ConfigError) as exc:
