@@ -92,7 +92,12 @@ class Proxy:
         """
         new.validate()
         new.tls_port = self.settings.tls_port  # (restart only: the context follows the listener)
-        tls_config.load(new)  # the certificate files read again (rotation)
+        try:
+            tls_config.load(new)  # the certificate files read again (rotation)
+        except tls_config.TLSConfigError as exc:  # changed since the reload's check
+            log.error("reload: TLS files not taken, the running ones stay: %s", exc)
+            new.tls_context = self.settings.tls_context
+            new.backend_tls_context = self.settings.backend_tls_context
         auth.reload(self, new)
         for f in dataclasses.fields(new):
             if f.name not in RESTART_ONLY_FIELDS:

@@ -435,26 +435,33 @@ def _auth_clients(raw: object) -> str:
 
 
 FILE = optional(text("a file path", spaces=True))
+
+
+def _file_key(path: str, field: str, doc: str) -> Key:
+    """A TLS file (PEM) key: a path or null, taken on SIGHUP."""
+    return Key(path, FILE, (field,), True, doc, show=_show_path)
+
+
 TLS_KEYS: tuple[Key, ...] = (
     Key("tls.port", optional(integer(0, 65535)), ("tls_port",), False,
         "A TLS listener on the listen host and this port, beside the plain one; null: none. "
-        "Needs tls.cert_file and tls.key_file.", show=lambda vs: "null" if vs[0] is None else str(vs[0])),
-    Key("tls.cert_file", FILE, ("tls_cert_file",), True,
+        "Needs tls.cert_file and tls.key_file.",
+        show=lambda vs: "null" if vs[0] is None else str(vs[0])),
+    _file_key("tls.cert_file", "tls_cert_file",
         "The proxy's certificate (PEM, chain after it). Re-read on every SIGHUP, changed or "
-        "not: new handshakes use the new certificate, open connections keep theirs.",
-        show=_show_path),
-    Key("tls.key_file", FILE, ("tls_key_file",), True,
-        "The certificate's private key (PEM, not encrypted).", show=_show_path),
-    Key("tls.ca_file", FILE, ("tls_ca_file",), True,
-        "CA certificates that sign the clients' certificates (tls.auth_clients).",
-        show=_show_path),
+        "not: new handshakes use the new certificate, open connections keep theirs."),
+    _file_key("tls.key_file", "tls_key_file",
+        "The certificate's private key (PEM, not encrypted)."),
+    _file_key("tls.ca_file", "tls_ca_file",
+        "CA certificates that sign the clients' certificates (tls.auth_clients)."),
     Key("tls.auth_clients", _auth_clients, ("tls_auth_clients",), True,
         "As Redis' tls-auth-clients: yes: a client certificate signed by tls.ca_file is "
         "required; optional: checked when sent; no: not asked for.",
         show=lambda vs: f'"{vs[0]}"'),
     Key("tls.protocols", optional(_protocols), ("tls_protocols",), True,
         'TLS versions allowed, as Redis\' tls-protocols: "TLSv1.2 TLSv1.3"; null: '
-        "OpenSSL's defaults.", convert=lambda v: (v or (),), show=lambda vs: f'"{" ".join(vs[0])}"' if vs[0] else "null"),
+        "OpenSSL's defaults.", convert=lambda v: (v or (),),
+        show=lambda vs: f'"{" ".join(vs[0])}"' if vs[0] else "null"),
     Key("tls.ciphers", optional(text("an OpenSSL cipher list")), ("tls_ciphers",), True,
         "TLS 1.2 ciphers (OpenSSL syntax, as Redis' tls-ciphers); null: OpenSSL's defaults. "
         "TLS 1.3 suites are always OpenSSL's defaults.", show=_show_text),
@@ -464,14 +471,13 @@ BACKEND_TLS_KEYS: tuple[Key, ...] = (
         "Every node connection the proxy opens (data, topology, pub/sub, transactions, health "
         "checks) uses TLS (nodes with tls-port, tls-cluster yes). Applies to connections "
         "opened after a reload.", show=_show_bool),
-    Key("backend.tls_ca_file", FILE, ("backend_tls_ca_file",), True,
-        "CA certificates that sign the nodes' certificates; null: the system's.",
-        show=_show_path),
-    Key("backend.tls_cert_file", FILE, ("backend_tls_cert_file",), True,
+    _file_key("backend.tls_ca_file", "backend_tls_ca_file",
+        "CA certificates that sign the nodes' certificates; null: the system's."),
+    _file_key("backend.tls_cert_file", "backend_tls_cert_file",
         "Client certificate the proxy presents to the nodes (their tls-auth-clients); null: "
-        "none. Re-read on every SIGHUP.", show=_show_path),
-    Key("backend.tls_key_file", FILE, ("backend_tls_key_file",), True,
-        "Its private key; null: in backend.tls_cert_file.", show=_show_path),
+        "none. Re-read on every SIGHUP."),
+    _file_key("backend.tls_key_file", "backend_tls_key_file",
+        "Its private key; null: in backend.tls_cert_file."),
     Key("backend.tls_verify", choice(*tls.VERIFY), ("backend_tls_verify",), True,
         "full: the node's certificate must chain to the CA and name the node "
         "(backend.tls_server_name, else the host of its address); ca: the chain only; none: "

@@ -24,7 +24,9 @@ import yaml
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from slotgate.protocol.slots import SLOT_COUNT
 from slotgate.proxy.ops import config
+from slotgate.proxy.routing.topology import slot_map_from_shards
 from tests.proxy.test_backend_auth import metrics
 from tests.proxy.tls_support import (
     CA,
@@ -222,6 +224,12 @@ def test_rotation_with_sighup_under_load(certs: Certs, tls_cluster: list[Managed
             th.join(30)
     assert not errors, errors[:3]
     assert "reload: applied" in proc.log_text()
+    # A certificate file that does not load refuses the reload; the running one stays.
+    live.cert.write_text("not a certificate\n")
+    os.kill(proc.pid, signal.SIGHUP)
+    wait_until(lambda: "tls.cert_file/tls.key_file: not a certificate" in proc.log_text(), 20,
+               "the refused reload in the log")
+    assert peer_certificate(tls_port, certs.ca)["serialNumber"] == "02"
 
 
 def test_client_certificates_required(certs: Certs, tls_cluster: list[ManagedProcess],
@@ -295,3 +303,14 @@ def test_config_tls_with_files(certs: Certs) -> None:
     s = config.build(raw).proxy
     assert (s.tls_port, s.tls_auth_clients, s.tls_protocols) == (7390, "yes",
                                                                  ("TLSv1.2", "TLSv1.3"))
+
+
+def test_nodes_with_plain_and_tls_ports_are_reached_on_the_tls_one() -> None:
+    """CLUSTER SHARDS lists both ports of a node that has both; with backend.tls the proxy
+    takes its tls-port."""
+    entry = [b"id", b"a" * 40, b"port", 7000, b"tls-port", 7100, b"ip", b"10.0.0.1",
+             b"endpoint", b"10.0.0.1", b"role", b"master", b"replication-offset", 1,
+             b"health", b"online"]
+    reply = [[b"slots", [0, SLOT_COUNT - 1], b"nodes", [entry]]]
+    assert slot_map_from_shards(reply, "h", tls=True).masters == ["10.0.0.1:7100"]
+    assert slot_map_from_shards(reply, "h").masters == ["10.0.0.1:7000"]
