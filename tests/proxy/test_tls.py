@@ -314,3 +314,24 @@ def test_nodes_with_plain_and_tls_ports_are_reached_on_the_tls_one() -> None:
     reply = [[b"slots", [0, SLOT_COUNT - 1], b"nodes", [entry]]]
     assert slot_map_from_shards(reply, "h", tls=True).masters == ["10.0.0.1:7100"]
     assert slot_map_from_shards(reply, "h").masters == ["10.0.0.1:7000"]
+
+
+def test_workers_share_the_tls_port(certs: Certs, tls_cluster: list[ManagedProcess],
+                                    tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
+    """With workers, every worker listens on tls.port too (SO_REUSEPORT, as on listen)."""
+    doc = proxy_config(certs, [tls_cluster[0].port])
+    doc["workers"] = 2
+    _, tls_port, _ = start_proxy(tmp_path, doc, cleanup)
+
+    def pings() -> bool:
+        for i in range(20):  # fresh connections, spread over the workers by the kernel
+            c = tls_client(tls_port, certs.ca, None, socket_timeout=5, retry=NO_RETRY)
+            try:
+                c.set(f"tls:w:{i}", i)
+                if c.get(f"tls:w:{i}") != str(i).encode():
+                    return False
+            finally:
+                c.close()
+        return True
+
+    wait_until(pings, 30, "every worker serving TLS", ignore=(redis.ConnectionError,))
