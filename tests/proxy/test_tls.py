@@ -236,7 +236,7 @@ def test_client_certificates_required(certs: Certs, tls_cluster: list[ManagedPro
                                       tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
     doc = proxy_config(certs, [tls_cluster[0].port], auth_clients="yes",
                        ca_file=str(certs.ca.cert), protocols="TLSv1.2 TLSv1.3")
-    _, tls_port, metrics_port = start_proxy(tmp_path, doc, cleanup)
+    proc, tls_port, metrics_port = start_proxy(tmp_path, doc, cleanup)
     cli = ["-p", str(tls_port)]
     ok = redis_cli(*cli_tls_args(certs.ca, certs.client), *cli, "PING")
     assert ok.stdout.strip() == "PONG"
@@ -247,6 +247,16 @@ def test_client_certificates_required(certs: Certs, tls_cluster: list[ManagedPro
     assert failures >= 1
     other_ca = make_ca(tmp_path / "other", "other")
     stranger = other_ca.issue(tmp_path / "other", "stranger", 5)
+    c = tls_client(tls_port, certs.ca, stranger, socket_timeout=5, retry=NO_RETRY)
+    with pytest.raises((redis.ConnectionError, ssl.SSLError)):
+        c.ping()
+    # Reloaded as optional: a client without a certificate is served, a refused one is not.
+    doc["tls"]["auth_clients"] = "optional"
+    (tmp_path / "proxy.yaml").write_text(yaml.safe_dump(doc))
+    os.kill(proc.pid, signal.SIGHUP)
+    wait_until(lambda: tls_client(tls_port, certs.ca, None, socket_timeout=5,
+                                  retry=NO_RETRY).ping(), 20, "a client without a certificate",
+               ignore=(redis.ConnectionError,))
     c = tls_client(tls_port, certs.ca, stranger, socket_timeout=5, retry=NO_RETRY)
     with pytest.raises((redis.ConnectionError, ssl.SSLError)):
         c.ping()
