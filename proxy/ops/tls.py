@@ -17,6 +17,7 @@ OpenSSL's defaults.
 
 from __future__ import annotations
 
+import logging
 import ssl
 
 import trio
@@ -30,6 +31,10 @@ AUTH_CLIENTS = ("no", "optional", "yes")
 VERIFY = ("full", "ca", "none")
 # How long a client has to finish its TLS handshake before the proxy closes the connection.
 HANDSHAKE_TIMEOUT_S = 10.0
+
+log = logging.getLogger("slotgate.backend")
+# Nodes whose last TLS handshake failed: logged once until one succeeds again.
+_failing: set[str] = set()
 
 
 class TLSConfigError(ValueError):
@@ -148,7 +153,13 @@ async def open_node_stream(address: str, s: ProxySettings | None) -> tls.NodeStr
                     server_hostname=s.backend_tls_server_name or host)
     try:
         await tls.handshake(sock)
-    except BaseException:
+    except BaseException as exc:
         sockets.close(sock)
+        if isinstance(exc, ssl.SSLError) and address not in _failing:
+            _failing.add(address)
+            log.error("TLS handshake with node %s failed: %s (check backend.tls_ca_file, "
+                      "backend.tls_verify, backend.tls_server_name, backend.tls_cert_file; "
+                      "retrying with backoff)", address, exc)
         raise
+    _failing.discard(address)
     return tls.TLSStream(sock)

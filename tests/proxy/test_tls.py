@@ -345,3 +345,26 @@ def test_workers_share_the_tls_port(certs: Certs, tls_cluster: list[ManagedProce
         return True
 
     wait_until(pings, 30, "every worker serving TLS", ignore=(redis.ConnectionError,))
+
+
+def test_node_name_check(certs: Certs, tls_cluster: list[ManagedProcess], tmp_path: Path,
+                         cleanup: list[ManagedProcess]) -> None:
+    """backend.tls_verify full checks the name in the nodes' certificates (127.0.0.1 and
+    localhost here): another name fails with one clear log line; verify ca takes the chain
+    alone, and a reload applies it."""
+    doc = proxy_config(certs, [tls_cluster[0].port])
+    doc["backend"]["tls_server_name"] = "wrong.example"
+    doc["retry"] = {"deadline": "1s"}  # how long the request below waits for a master
+    proc, tls_port, _ = start_proxy(tmp_path, doc, cleanup)
+    wait_until(lambda: "TLS handshake with node" in proc.log_text(), 20, "the log line")
+    assert "wrong.example" in proc.log_text()
+    c = tls_client(tls_port, certs.ca, None, socket_timeout=20, retry=NO_RETRY)
+    with pytest.raises(redis.ResponseError):
+        c.get("tls:name")  # no node reachable: the slot has no master
+    doc["backend"]["tls_verify"] = "ca"
+    (tmp_path / "proxy.yaml").write_text(yaml.safe_dump(doc))
+    os.kill(proc.pid, signal.SIGHUP)
+    wait_until(lambda: c.set("tls:name", "ok"), 30, "the nodes reached after the reload",
+               ignore=(redis.ResponseError,))
+    assert c.get("tls:name") == b"ok"
+    c.close()
