@@ -205,7 +205,7 @@ def test_rotation_with_sighup_under_load(certs: Certs, tls_cluster: list[Managed
         th.start()
     try:
         wait_until(lambda: all(done), 20, "every client running")
-        time.sleep(0.5)
+        time.sleep(1.0)  # load before the rotation, and (below) after it
         for src, dst in ((new.cert, live.cert), (new.key, live.key)):
             shutil.copy(src, str(dst) + ".tmp")
         os.replace(str(live.key) + ".tmp", live.key)
@@ -218,6 +218,7 @@ def test_rotation_with_sighup_under_load(certs: Certs, tls_cluster: list[Managed
         before = list(done)
         wait_until(lambda: all(d > b + 20 for d, b in zip(done, before, strict=True)), 20,
                    "requests after the reload on the old connections")
+        time.sleep(1.0)
     finally:
         stop.set()
         for th in threads:
