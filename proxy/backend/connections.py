@@ -135,8 +135,9 @@ IDLE, CONNECTING, READY = 0, 1, 2
 
 async def connect(address: str, settings: ProxySettings, metrics: ProxyMetrics) -> tls.NodeStream:
     """A new connection to ``address``, TLS when configured (``ops/tls.py``), logged in
-    (``backend/auth.py``), within the connect timeout. Raises ``OSError``/``trio.TooSlowError``/``trio.BrokenResourceError`` when the node
-    is unreachable, ``BackendAuthError`` when it refuses the credentials; closes what it
+    (``backend/auth.py``), within the connect timeout. Raises ``OSError`` (``ssl.SSLError``
+    for a failed TLS handshake)/``trio.TooSlowError``/``trio.BrokenResourceError`` when the
+    node is unreachable, ``BackendAuthError`` when it refuses the credentials; closes what it
     opened on failure."""
     with trio.fail_after(settings.connect_timeout_ms / 1000):
         stream = await open_node_stream(address, settings)

@@ -431,7 +431,8 @@ def _protocols(raw: object) -> tuple[str, ...]:
 
 def _auth_clients(raw: object) -> str:
     """yes / optional / no; YAML reads a bare yes or no as a boolean."""
-    return choice(*tls.AUTH_CLIENTS)({True: "yes", False: "no"}.get(raw, raw))  # type: ignore[call-overload]
+    words: dict[object, object] = {True: "yes", False: "no"}
+    return choice(*tls.AUTH_CLIENTS)(words.get(raw, raw))
 
 
 FILE = optional(text("a file path", spaces=True))

@@ -343,8 +343,9 @@ class _Collector(Collector):
         yield _counter("backend_auth_failures", "Node connections whose AUTH the node refused "
                        "(wrong backend.username / backend.password), by node.", ("node",), auth)
 
-        client_auth: dict[tuple[str, ...], float] = {(r,): events.get("client_auth_failure", {}).get((r,), 0)
-                       for r in CLIENT_AUTH_REASONS}
+        refused = events.get("client_auth_failure", {})
+        client_auth: dict[tuple[str, ...], float] = {(r,): refused.get((r,), 0)
+                                                     for r in CLIENT_AUTH_REASONS}
         yield _counter("client_auth_failures", "Clients' AUTH / HELLO AUTH refused by the "
                        "proxy, by reason (wrong_password, disabled_user, no_such_user).",
                        ("reason",), client_auth)

@@ -62,7 +62,8 @@ def _load_chain(ctx: ssl.SSLContext, cert_key: str, cert: str, key_key: str,
     try:
         ctx.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:
-        raise _error(f"{cert_key}/{key_key}", "not a certificate and its private key", exc) from None
+        raise _error(f"{cert_key}/{key_key}", "not a certificate and its private key",
+                     exc) from None
 
 
 def _load_ca(ctx: ssl.SSLContext, key: str, path: str) -> None:
@@ -142,7 +143,8 @@ def load(s: ProxySettings) -> None:
 
 async def open_node_stream(address: str, s: ProxySettings | None) -> tls.NodeStream:
     """A connection to ``address`` (``host:port``), TLS-handshaken when ``backend.tls`` is on
-    (plain without settings); no deadline of its own. Raises ``OSError`` (``ssl.SSLError`` for a refused handshake)."""
+    (plain without settings); no deadline of its own. Raises ``OSError`` (``ssl.SSLError``
+    for a refused handshake; logged once per node until one succeeds)."""
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
     stream = await trio.open_tcp_stream(host, int(port))
