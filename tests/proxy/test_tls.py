@@ -369,3 +369,36 @@ def test_node_name_check(certs: Certs, tls_cluster: list[ManagedProcess], tmp_pa
                ignore=(redis.ResponseError,))
     assert c.get("tls:name") == b"ok"
     c.close()
+
+
+def test_node_client_certificate_rotation(certs: Certs, tls_cluster: list[ManagedProcess],
+                                          tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
+    """The client certificate the proxy shows the nodes is read again on SIGHUP: one the nodes
+    do not trust fails the node connections opened after the reload, while the open ones keep
+    serving; a good one again lets new connections through."""
+    live = Pair(tmp_path / "node-client.crt", tmp_path / "node-client.key")
+    shutil.copy(certs.client.cert, live.cert)
+    shutil.copy(certs.client.key, live.key)
+    doc = proxy_config(certs, [tls_cluster[0].port])
+    doc["backend"].update(tls_cert_file=str(live.cert), tls_key_file=str(live.key))
+    doc["retry"] = {"deadline": "1s"}  # how long the refused transaction below retries
+    proc, tls_port, _ = start_proxy(tmp_path / "proxy", doc, cleanup)
+    c = tls_client(tls_port, certs.ca, None, socket_timeout=20, retry=NO_RETRY)
+    assert c.set("{rot}k", "v")  # the shared node connection is open now
+
+    def rotate(pair: Pair, reloads: int) -> None:
+        shutil.copy(pair.key, live.key)
+        shutil.copy(pair.cert, live.cert)
+        os.kill(proc.pid, signal.SIGHUP)
+        wait_until(lambda: proc.log_text().count("reload: applied") >= reloads, 20, "the reload")
+
+    stranger_ca = make_ca(tmp_path / "other", "other")
+    rotate(stranger_ca.issue(tmp_path / "other", "stranger", 7), 1)
+    assert c.get("{rot}k") == b"v"  # the open connection stays
+    with pytest.raises(redis.RedisError):
+        with c.pipeline(transaction=True) as tx:  # a connection of its own: refused by the node
+            tx.incr("{rot}n").execute()
+    rotate(certs.ca.issue(tmp_path / "new", "client2", 21), 2)
+    with c.pipeline(transaction=True) as tx:
+        assert tx.incr("{rot}n").execute() == [1]
+    c.close()
