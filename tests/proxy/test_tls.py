@@ -335,7 +335,7 @@ def test_workers_share_the_tls_port(certs: Certs, tls_cluster: list[ManagedProce
     _, tls_port, _ = start_proxy(tmp_path, doc, cleanup)
 
     def pings() -> bool:
-        for i in range(20):  # fresh connections, spread over the workers by the kernel
+        for i in range(8):  # fresh connections, spread over the workers by the kernel
             c = tls_client(tls_port, certs.ca, None, socket_timeout=5, retry=NO_RETRY)
             try:
                 c.set(f"tls:w:{i}", i)
