@@ -328,8 +328,11 @@ IN_MULTI = """\
 Like redis-server 7.0.15: an unknown command or a wrong argument count is refused at once and
 `EXEC` then answers `-EXECABORT Transaction discarded because of previous errors.`; so are
 `SAVE`, `SHUTDOWN`, `SYNC` and `PSYNC`, with Redis' own `-ERR Command not allowed inside a
-transaction`. Redis queues every other command; the proxy refuses some of them at queue time
-(the transaction then ends in `EXECABORT`, as for Redis' own refusals):
+transaction`. Redis queues every other command, `AUTH` included: the proxy answers a queued
+`AUTH` itself at `EXEC`, in its place in `EXEC`'s reply, and checks the commands after it as
+the user it logged in (a failed `WATCH` runs nothing, the login included). The proxy refuses
+some commands at queue time (the transaction then ends in `EXECABORT`, as for Redis' own
+refusals):
 
 | commands | proxy's error | why |
 |---|---|---|

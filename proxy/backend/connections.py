@@ -43,7 +43,7 @@ from typing import Protocol
 
 import trio
 
-from slotgate.eventcore import sockets
+from slotgate.eventcore import sockets, tls
 from slotgate.eventcore.backoff import backoff_ms
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, run_poller
 from slotgate.eventcore.writer import Flusher, Writer
@@ -53,6 +53,7 @@ from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.proxy.backend.auth import BackendAuthError, login
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.backend")
 
@@ -132,14 +133,14 @@ DISCARD = _Discard()
 IDLE, CONNECTING, READY = 0, 1, 2
 
 
-async def connect(address: str, settings: ProxySettings, metrics: ProxyMetrics) -> trio.SocketStream:
-    """A new connection to ``address``, logged in (``backend/auth.py``), within the connect
-    timeout. Raises ``OSError``/``trio.TooSlowError``/``trio.BrokenResourceError`` when the node
-    is unreachable, ``BackendAuthError`` when it refuses the credentials; closes what it
+async def connect(address: str, settings: ProxySettings, metrics: ProxyMetrics) -> tls.NodeStream:
+    """A new connection to ``address``, TLS when configured (``ops/tls.py``), logged in
+    (``backend/auth.py``), within the connect timeout. Raises ``OSError`` (``ssl.SSLError``
+    for a failed TLS handshake)/``trio.TooSlowError``/``trio.BrokenResourceError`` when the
+    node is unreachable, ``BackendAuthError`` when it refuses the credentials; closes what it
     opened on failure."""
-    host, _, port = address.rpartition(":")
     with trio.fail_after(settings.connect_timeout_ms / 1000):
-        stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        stream = await open_node_stream(address, settings)
         try:
             await login(stream, address, settings, metrics)
         except BaseException:
@@ -224,7 +225,7 @@ class BackendConnection:
             w.unsent += 1
         self._state = READY
         self._failures = 0
-        sock = w.sock = sockets.take_over(stream.socket)  # None unless READY
+        sock = w.sock = tls.take_over(stream)  # None unless READY
         self._framer = ReplyFramer()
         w.write_now()  # what was queued while connecting
         try:
@@ -365,7 +366,7 @@ class BackendPool:
 class DirectConnection:
     """An exclusive request/reply connection (blocking commands, WATCH/MULTI/EXEC)."""
 
-    def __init__(self, address: str, proto: int, stream: trio.SocketStream) -> None:
+    def __init__(self, address: str, proto: int, stream: tls.NodeStream) -> None:
         self.address = address
         self.proto = proto
         self._stream = stream

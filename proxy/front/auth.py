@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,8 +89,16 @@ def authenticate(s: Session, username: bytes, password: bytes, argv0: bytes) -> 
     if u is not None and u.password_ok(password):
         _log_in(s, u, True)
         return True
-    _log(s, acl.DENIED_AUTH, username, argv0)
+    _auth_failed(s, u, username, argv0)
     return False
+
+
+def _auth_failed(s: Session, u: User | None, username: bytes, argv0: bytes,
+                 context: str = "") -> None:
+    """A refused login: the ACL log entry and the metric (by reason)."""
+    _log(s, acl.DENIED_AUTH, username, argv0, context)
+    s.metrics.client_auth_failed(
+        "no_such_user" if u is None else "wrong_password" if u.enabled else "disabled_user")
 
 
 # -- the check before routing -----------------------------------------------------------------
@@ -124,33 +133,67 @@ def refused(s: Session, argv: list[bytes]) -> bool:
     return True
 
 
-def recheck_queued(s: Session, queued: list[list[bytes]]) -> dict[int, bytes]:
-    """EXEC's check of the queued commands again (the rules may have changed since they were
-    queued): the error frame of each one no longer allowed, by its index (logged)."""
-    user = s.login.user
-    denied: dict[int, bytes] = {}
+def at_exec(s: Session, queued: list[list[bytes]]) -> tuple[dict[int, bytes], Callable[[], None]]:
+    """EXEC's part that is the proxy's own, in the queued order: each AUTH (Redis queues it and
+    runs it in its place; a node never sees it) and the check of every other command again as
+    the user logged in at that point (the rules may have changed since it was queued, or an
+    AUTH before it changed the user). Returns the replies the proxy gives, by index, and
+    ``commit``: the login and the ACL log entries, to apply once the transaction ran (an
+    EXEC that aborts, a failed WATCH, runs nothing)."""
+    users = s.proxy.users.users
+    user, authenticated = s.login.user, s.login.authenticated
+    replies: dict[int, bytes] = {}
+    effects: list[Callable[[], None]] = []
     for i, argv in enumerate(queued):
+        if argv[0].lower() == b"auth":
+            creds = _auth_args(s, argv)
+            if isinstance(creds, bytes):
+                replies[i] = creds
+                continue
+            u = users.get(creds[0])
+            if u is not None and u.password_ok(creds[1]):
+                user, authenticated = u, True
+                replies[i] = OK
+            else:
+                effects.append(partial(_auth_failed, s, u, creds[0], argv[0], "multi"))
+                replies[i] = error_frame(errors.WRONGPASS)
+            continue
+        if authenticated and user.unrestricted:
+            continue
         info = commands.lookup(argv)
         denial = None if info is None else user.check(info, argv, glob_match)
         if info is None or denial is None:
             continue
         obj = info.name.encode() if denial.reason == acl.DENIED_CMD else argv[denial.index]
-        _log(s, denial.reason, user.name, obj, "multi")
-        denied[i] = error_frame(acl_replies.NOPERM_EXEC + acl_replies.EXEC_REASONS[denial.reason])
-    return denied
+        effects.append(partial(_log, s, denial.reason, user.name, obj, "multi"))
+        replies[i] = error_frame(acl_replies.NOPERM_EXEC + acl_replies.EXEC_REASONS[denial.reason])
+
+    def commit() -> None:
+        for effect in effects:
+            effect()
+        if (user, authenticated) != (s.login.user, s.login.authenticated):
+            _log_in(s, user, authenticated)
+
+    return replies, commit
 
 
 # -- AUTH, HELLO, RESET -----------------------------------------------------------------------
-def auth_command(s: Session, argv: list[bytes]) -> bytes:
+def _auth_args(s: Session, argv: list[bytes]) -> tuple[bytes, bytes] | bytes:
+    """AUTH's (username, password), or the error frame of a call that checks nothing."""
     if len(argv) > 3:
         return error_frame(errors.SYNTAX)
     if len(argv) == 2:
         if s.proxy.users.default.nopass:
             return error_frame(errors.AUTH_NOT_CONFIGURED)
-        username, password = b"default", argv[1]
-    else:
-        username, password = argv[1], argv[2]
-    if not authenticate(s, username, password, argv[0]):
+        return b"default", argv[1]
+    return argv[1], argv[2]
+
+
+def auth_command(s: Session, argv: list[bytes]) -> bytes:
+    creds = _auth_args(s, argv)
+    if isinstance(creds, bytes):
+        return creds
+    if not authenticate(s, creds[0], creds[1], argv[0]):
         return error_frame(errors.WRONGPASS)
     return OK
 

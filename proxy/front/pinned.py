@@ -276,28 +276,33 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         if tx.shard_watch:
             return shardtx.release(s)
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
-    if s.checked:
-        # As Redis' EXEC: the queued commands checked again (auth.py imports this module).
+    if s.checked or any(argv[0].lower() == b"auth" for argv in queued):
+        # As Redis' EXEC: AUTH runs in its place and the queued commands are checked again
+        # (auth.py imports this module).
         from slotgate.proxy.front import auth
-        denied = auth.recheck_queued(s, queued)
-        if denied:
-            total = len(queued)
-            queued = [argv for i, argv in enumerate(queued) if i not in denied]
-            reply_slot = partial(_with_denied, reply_slot, denied, total)
+        own, commit = auth.at_exec(s, queued)
+        total = len(queued)
+        queued = [argv for i, argv in enumerate(queued) if i not in own]
+        reply_slot = partial(_with_own, reply_slot, own, commit, total)
     return _exec(s, queued, reply_slot)
 
 
-def _with_denied(reply_slot: Callable[[bytes], None], denied: dict[int, bytes], total: int,
-                 raw: bytes) -> None:
-    """EXEC's reply with the errors of the commands it did not send put back in their
-    places (a null or an error reply stays as it is)."""
+def _with_own(reply_slot: Callable[[bytes], None], own: dict[int, bytes],
+              commit: Callable[[], None], total: int, raw: bytes) -> None:
+    """EXEC's reply with the proxy's own replies (AUTH's, the refused commands' errors) put
+    back in their places, and their effects applied; a null or an error reply (nothing ran)
+    stays as it is, with no effect."""
     if raw[:1] != b"*" or raw[:2] == b"*-":
+        reply_slot(raw)
+        return
+    commit()
+    if not own:
         reply_slot(raw)
         return
     framer = ReplyFramer()
     framer.feed(raw[raw.index(b"\r\n") + 2:])
     ran = iter(frame for _, frame in framer.frames())
-    parts = [denied[i] if i in denied else next(ran) for i in range(total)]
+    parts = [own[i] if i in own else next(ran) for i in range(total)]
     reply_slot(b"*%d\r\n" % total + b"".join(parts))
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import hiredis
 import trio
 
+from slotgate.eventcore.tls import NodeStream
 from slotgate.protocol.commands import key_positions
 from slotgate.protocol.resp import ReplyFramer
 from slotgate.protocol.slots import key_slot
@@ -92,7 +93,7 @@ def reset(s: RouteSession) -> None:
 class Link:
     """One client's subscriber connection."""
 
-    def __init__(self, session: RouteSession, node: str, stream: trio.SocketStream) -> None:
+    def __init__(self, session: RouteSession, node: str, stream: NodeStream) -> None:
         self.session = session
         self.node = node
         self.stream = stream

@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from collections.abc import Sequence
+import socket
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
-from slotgate.eventcore import sockets
+from slotgate.eventcore import sockets, tls
 from slotgate.eventcore.listen import accept_loop, open_listeners, resolve
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.proxy import errors
@@ -28,6 +29,7 @@ from slotgate.proxy.front import auth, info
 from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.session import Session
 from slotgate.proxy.front.users import ProxyUsers
+from slotgate.proxy.ops import tls as tls_config
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing.redirect import error_frame
@@ -39,8 +41,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("slotgate.proxy")
 
+# What serves one accepted connection (plain, TLS).
+Serve = Callable[[trio.socket.SocketType], Awaitable[None]]
+
 # Settings fixed for the life of a Proxy: the listener and the pool's shape.
-RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node"})
+RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node",
+                                 "tls_port"})
 
 
 class Proxy:
@@ -51,12 +57,14 @@ class Proxy:
     def __init__(self, settings: ProxySettings, metrics: ProxyMetrics | None = None, *,
                  worker_index: int | None = None, worker_count: int = 1) -> None:
         settings.validate()
+        tls_config.load(settings)
         self.settings = settings
         self.metrics = metrics if metrics is not None else ProxyMetrics()
         self.topology = Topology(settings, self.metrics)
         self.users: ProxyUsers = ProxyUsers(settings)  # the proxy's own users (auth section)
         self.router: Router  # set in run()
         self.listen_address = ""
+        self.tls_address = ""  # the TLS listener's (tls.port), "" without one
         self.sessions: set[Session] = set()
         self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
@@ -83,6 +91,13 @@ class Proxy:
         components copy at start-up (the seed list, the redirect limit) are refreshed here.
         """
         new.validate()
+        new.tls_port = self.settings.tls_port  # (restart only: the context follows the listener)
+        try:
+            tls_config.load(new)  # the certificate files read again (rotation)
+        except tls_config.TLSConfigError as exc:  # changed since the reload's check
+            log.error("reload: TLS files not taken, the running ones stay: %s", exc)
+            new.tls_context = self.settings.tls_context
+            new.backend_tls_context = self.settings.backend_tls_context
         auth.reload(self, new)
         for f in dataclasses.fields(new):
             if f.name not in RESTART_ONLY_FIELDS:
@@ -118,8 +133,17 @@ class Proxy:
             host, port = listeners[0].getsockname()[:2]
             self.listen_address = f"{host}:{port}"
             log.info("listening on %s", self.listen_address)
+            serving: list[tuple[trio.socket.SocketType, Serve]] = [
+                (sock, self._serve) for sock in listeners]
+            if s.tls_port is not None:
+                tls_listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
+                    resolve(s.listen_host), s.tls_port, reuse_port=self.worker_index is not None)]
+                host, port = tls_listeners[0].getsockname()[:2]
+                self.tls_address = f"{host}:{port}"
+                log.info("listening for TLS on %s", self.tls_address)
+                serving += [(sock, self._serve_tls) for sock in tls_listeners]
             async with trio.open_nursery() as clients:
-                clients.start_soon(self._accept_loop, listeners, clients)
+                clients.start_soon(self._accept_loop, serving, clients)
                 task_status.started()
                 await self._shutdown.wait()
                 self.stop_deadline = trio.current_time() + s.shutdown_grace_ms / 1000
@@ -136,19 +160,39 @@ class Proxy:
         for session in list(self.sessions):
             session.abandon_pending()
 
-    async def _accept_loop(self, listeners: list[trio.socket.SocketType],
+    async def _accept_loop(self, listeners: list[tuple[trio.socket.SocketType, Serve]],
                            clients: trio.Nursery) -> None:
         with self._accepting:
             try:
                 async with trio.open_nursery() as accept_nursery:
-                    for listener in listeners:
-                        accept_nursery.start_soon(accept_loop, listener, self._serve, clients)
+                    for listener, serve in listeners:
+                        accept_nursery.start_soon(accept_loop, listener, serve, clients)
             finally:
-                for listener in listeners:
+                for listener, _ in listeners:
                     listener.close()
 
+    async def _serve_tls(self, tsock: trio.socket.SocketType) -> None:
+        """A TLS client: the handshake with the context of now (a reload's new certificate
+        serves the next handshake), then a session as for a plain client."""
+        ctx = self.settings.tls_context
+        if ctx is None:  # (no listener without a context)
+            tsock.close()
+            return
+        sock = tls.wrap(ctx, sockets.take_over(tsock), server_side=True)
+        try:
+            with trio.fail_after(tls_config.HANDSHAKE_TIMEOUT_S):
+                await tls.handshake(sock)
+        except (OSError, trio.TooSlowError) as exc:
+            self.metrics.tls_handshake_failed()
+            log.debug("TLS handshake failed: %r", exc)
+            sockets.close(sock)
+            return
+        await self._serve_socket(sock)
+
     async def _serve(self, tsock: trio.socket.SocketType) -> None:
-        sock = sockets.take_over(tsock)  # the session's from here on
+        await self._serve_socket(sockets.take_over(tsock))  # the session's from here on
+
+    async def _serve_socket(self, sock: socket.socket) -> None:
         self.stats.connections_received += 1
         if len(self.sessions) >= self.settings.max_clients:
             self.stats.rejected_connections += 1

@@ -17,6 +17,7 @@ with a message fit for an operator.
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,17 @@ class AdminError(Exception):
 Credentials = tuple[str | None, str] | None
 
 
+@dataclass
+class TLSOptions:
+    """TLS for every ``NodeClient`` of this process (``slotgate cluster --tls ...``)."""
+
+    context: ssl.SSLContext | None = None  # None: plain TCP
+    server_name: str | None = None  # the name the nodes' certificates must hold; None: the host
+
+
+TLS = TLSOptions()
+
+
 class NodeClient:
     """One blocking RESP2 connection to a node, logged in with ``auth`` when given. Error
     replies come back as ``hiredis.ReplyError`` values from ``call`` (not raised); ``check``
@@ -46,6 +58,9 @@ class NodeClient:
         self.addr = addr
         try:
             self._sock = socket.create_connection(addr, timeout=timeout_s)
+            if TLS.context is not None:
+                self._sock = TLS.context.wrap_socket(
+                    self._sock, server_hostname=TLS.server_name or addr[0])
         except OSError as exc:
             raise AdminError(f"cannot connect to {addr[0]}:{addr[1]}: {exc.strerror or exc}") from exc
         self._reader = hiredis.Reader()

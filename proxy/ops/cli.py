@@ -32,7 +32,7 @@ from slotgate.proxy.ops.admin import (
     create_cluster,
 )
 from slotgate.proxy.ops.cluster_args import ACTIONS as CLUSTER_ACTIONS
-from slotgate.proxy.ops.cluster_args import add_actions
+from slotgate.proxy.ops.cluster_args import add_actions, tls_flags, use_tls
 from slotgate.proxy.ops.cluster_args import address_arg as _address
 from slotgate.proxy.ops.cluster_args import count_arg as _positive
 from slotgate.proxy.ops.cluster_args import run as run_cluster_action
@@ -101,6 +101,7 @@ def arg_parser() -> argparse.ArgumentParser:
         action.add_argument("--user", help="ACL user to log in to the nodes as (AUTH user pass)")
         action.add_argument("--password", default=os.environ.get(NODE_PASSWORD_ENV),
                             help=f"the nodes' password (default: ${NODE_PASSWORD_ENV})")
+        tls_flags(action)
     return p
 
 
@@ -118,6 +119,7 @@ def _auth(ns: argparse.Namespace) -> Credentials:
 def cluster(ns: argparse.Namespace) -> int:
     try:
         auth = _auth(ns)
+        use_tls(ns)
         if ns.action in CLUSTER_ACTIONS:
             return run_cluster_action(ns, auth)
         if ns.action == "create":

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import sys
 from collections.abc import Callable
 
-from slotgate.proxy.ops import cluster_cmds, importer
+from slotgate.proxy.ops import admin, cluster_cmds, importer
 from slotgate.proxy.ops.admin import AdminError, Credentials
 from slotgate.proxy.ops.reshard import MoveOptions
 from slotgate.proxy.ops.reshard_plan import PlanError
@@ -61,6 +62,33 @@ def _credentials(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", help="ACL user to log in to the nodes as (AUTH user pass)")
     p.add_argument("--password", default=os.environ.get(NODE_PASSWORD_ENV),
                    help=f"the nodes' password (default: ${NODE_PASSWORD_ENV})")
+    tls_flags(p)
+
+
+def tls_flags(p: argparse.ArgumentParser) -> None:
+    """redis-cli's TLS flags: every node connection of the command uses TLS."""
+    p.add_argument("--tls", action="store_true", help="connect to the nodes with TLS")
+    p.add_argument("--cacert", help="CA certificates to verify the nodes with (PEM)")
+    p.add_argument("--cert", help="client certificate to present to the nodes (PEM)")
+    p.add_argument("--key", help="its private key (PEM)")
+    p.add_argument("--sni", help="the name the nodes' certificates must hold (default: the host)")
+    p.add_argument("--insecure", action="store_true", help="do not verify the nodes' certificates")
+
+
+def use_tls(ns: argparse.Namespace) -> None:
+    """The TLS flags into ``admin.TLS``; raises ``AdminError`` for unusable files."""
+    if not ns.tls:
+        return
+    ctx = ssl.create_default_context(cafile=ns.cacert)
+    if ns.insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    try:
+        if ns.cert is not None:
+            ctx.load_cert_chain(ns.cert, ns.key)
+    except (OSError, ssl.SSLError) as exc:
+        raise AdminError(f"--cert/--key: cannot load: {exc}") from exc
+    admin.TLS.context, admin.TLS.server_name = ctx, ns.sni
 
 
 def add_actions(clsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

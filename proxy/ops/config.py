@@ -34,6 +34,7 @@ import trio
 import yaml
 
 from slotgate.proxy.front import users
+from slotgate.proxy.ops import tls
 from slotgate.proxy.ops.settings import ProxySettings
 
 log = logging.getLogger("proxy.config")
@@ -412,6 +413,83 @@ AUTH_KEYS: tuple[Key, ...] = (
 )
 SCHEMA += AUTH_KEYS
 
+
+# -- TLS: the tls section (clients) and backend.tls* (nodes); proxy/ops/tls.py --------------
+
+def _protocols(raw: object) -> tuple[str, ...]:
+    words = raw.split() if isinstance(raw, str) else raw
+    names = ", ".join(tls.PROTOCOLS)
+    if not isinstance(words, list) or not words or not all(w in tls.PROTOCOLS for w in words):
+        raise _Bad(f'expected protocol names from {names} (like "TLSv1.2 TLSv1.3"), '
+                   f"got {_show(raw)}")
+    order = list(tls.PROTOCOLS)
+    picked = sorted({order.index(w) for w in words})
+    if picked != list(range(picked[0], picked[-1] + 1)):
+        raise _Bad(f"expected a range without gaps (from {names}), got {_show(raw)}")
+    return tuple(order[i] for i in picked)
+
+
+def _auth_clients(raw: object) -> str:
+    """yes / optional / no; YAML reads a bare yes or no as a boolean."""
+    words: dict[object, object] = {True: "yes", False: "no"}
+    return choice(*tls.AUTH_CLIENTS)(words.get(raw, raw))
+
+
+FILE = optional(text("a file path", spaces=True))
+
+
+def _file_key(path: str, field: str, doc: str) -> Key:
+    """A TLS file (PEM) key: a path or null, taken on SIGHUP."""
+    return Key(path, FILE, (field,), True, doc, show=_show_path)
+
+
+TLS_KEYS: tuple[Key, ...] = (
+    Key("tls.port", optional(integer(0, 65535)), ("tls_port",), False,
+        "A TLS listener on the listen host and this port, beside the plain one; null: none. "
+        "Needs tls.cert_file and tls.key_file.",
+        show=lambda vs: "null" if vs[0] is None else str(vs[0])),
+    _file_key("tls.cert_file", "tls_cert_file",
+        "The proxy's certificate (PEM, chain after it). Re-read on every SIGHUP, changed or "
+        "not: new handshakes use the new certificate, open connections keep theirs."),
+    _file_key("tls.key_file", "tls_key_file",
+        "The certificate's private key (PEM, not encrypted)."),
+    _file_key("tls.ca_file", "tls_ca_file",
+        "CA certificates that sign the clients' certificates (tls.auth_clients)."),
+    Key("tls.auth_clients", _auth_clients, ("tls_auth_clients",), True,
+        "As Redis' tls-auth-clients: yes: a client certificate signed by tls.ca_file is "
+        "required; optional: checked when sent; no: not asked for.",
+        show=lambda vs: f'"{vs[0]}"'),
+    Key("tls.protocols", optional(_protocols), ("tls_protocols",), True,
+        'TLS versions allowed, as Redis\' tls-protocols: "TLSv1.2 TLSv1.3"; null: '
+        "OpenSSL's defaults.", convert=lambda v: (v or (),),
+        show=lambda vs: f'"{" ".join(vs[0])}"' if vs[0] else "null"),
+    Key("tls.ciphers", optional(text("an OpenSSL cipher list")), ("tls_ciphers",), True,
+        "TLS 1.2 ciphers (OpenSSL syntax, as Redis' tls-ciphers); null: OpenSSL's defaults. "
+        "TLS 1.3 suites are always OpenSSL's defaults.", show=_show_text),
+)
+BACKEND_TLS_KEYS: tuple[Key, ...] = (
+    Key("backend.tls", boolean, ("backend_tls",), True,
+        "Every node connection the proxy opens (data, topology, pub/sub, transactions, health "
+        "checks) uses TLS (nodes with tls-port, tls-cluster yes). Applies to connections "
+        "opened after a reload.", show=_show_bool),
+    _file_key("backend.tls_ca_file", "backend_tls_ca_file",
+        "CA certificates that sign the nodes' certificates; null: the system's."),
+    _file_key("backend.tls_cert_file", "backend_tls_cert_file",
+        "Client certificate the proxy presents to the nodes (their tls-auth-clients); null: "
+        "none. Re-read on every SIGHUP."),
+    _file_key("backend.tls_key_file", "backend_tls_key_file",
+        "Its private key; null: in backend.tls_cert_file."),
+    Key("backend.tls_verify", choice(*tls.VERIFY), ("backend_tls_verify",), True,
+        "full: the node's certificate must chain to the CA and name the node "
+        "(backend.tls_server_name, else the host of its address); ca: the chain only; none: "
+        "not checked (tests only)."),
+    Key("backend.tls_server_name", optional(text("a host name")), ("backend_tls_server_name",),
+        True, "The name the nodes' certificates must hold (when they share one); null: each "
+        "node's own host.", show=_show_text),
+)
+_AFTER = [k.path for k in SCHEMA].index("backend.node_auth") + 1  # (one backend section)
+SCHEMA = SCHEMA[:_AFTER] + BACKEND_TLS_KEYS + SCHEMA[_AFTER:] + TLS_KEYS
+
 KEYS: dict[str, Key] = {k.path: k for k in SCHEMA}
 SECTIONS = frozenset(k.path.rpartition(".")[0] for k in SCHEMA if "." in k.path)
 # Pairs whose values must be ordered: (lower key, upper key).
@@ -420,7 +498,8 @@ ORDERED = (
     ("retry.backoff_min", "retry.backoff_max"),
 )
 # (key, key it needs): setting the first without the second is an error.
-REQUIRES = (("backend.username", "backend.password"),)
+REQUIRES = (("backend.username", "backend.password"), ("tls.port", "tls.cert_file"),
+            ("tls.port", "tls.key_file"), ("backend.tls_key_file", "backend.tls_cert_file"))
 # Fields that live on Config itself rather than on ProxySettings.
 CONFIG_FIELDS = frozenset({"metrics_listen", "log_level", "workers"})
 
@@ -557,6 +636,9 @@ def build(
         settings.validate()
     except ValueError as exc:  # the core's own checks; ours should have caught everything
         problems.append(str(exc))
+    problems += tls.problems(settings)  # the files: readable, a certificate and its key
+    if settings.tls_port == 0 and own.get("workers", 1) > 1:
+        problems.append("tls.port: 0 (any free port) cannot be shared by workers; give a port")
     if problems:
         raise ConfigError(problems)
     return Config(proxy=settings, **own)

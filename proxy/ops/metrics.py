@@ -47,6 +47,7 @@ from prometheus_client.utils import floatToGoString
 
 from slotgate.protocol.commands import ALL_COMMANDS
 from slotgate.protocol.slots import SLOT_COUNT
+from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.metrics")
 
@@ -88,6 +89,14 @@ class ProxyMetrics:
             return False
         self.auth_refusing.add(node)
         return True
+
+    def client_auth_failed(self, reason: str) -> None:
+        """A client's AUTH or HELLO AUTH at the proxy refused (one of ``CLIENT_AUTH_REASONS``)."""
+        self.counters["client_auth_failure", reason] += 1
+
+    def tls_handshake_failed(self) -> None:
+        """A client's TLS handshake failed or timed out (the connection was closed)."""
+        self.counters[("tls_handshake_failure",)] += 1
 
     def topology_refresh(self, reason: str, duration_s: float, ok: bool = True) -> None:
         self.counters["topology_refresh", reason, "ok" if ok else "failed"] += 1
@@ -139,6 +148,7 @@ LABEL_KINDS = ("moved", "ask", "tryagain", "clusterdown", "loading", "lost", "bu
 COMMAND_RESULTS = ("ok", "error")
 UPSTREAM_EVENTS = ("connected", "connect_failed", "lost", "timeout")
 REFRESH_REASONS = ("startup", "periodic", "moved", "conn_lost", "retry", "reload")
+CLIENT_AUTH_REASONS = ("wrong_password", "disabled_user", "no_such_user")
 REFRESH_OUTCOMES = ("ok", "failed")
 NODE_ROLES = ("master", "replica")
 MAX_ALIASES = 4096  # command-name spellings remembered for the fast path; bounded against abuse
@@ -333,6 +343,15 @@ class _Collector(Collector):
         yield _counter("backend_auth_failures", "Node connections whose AUTH the node refused "
                        "(wrong backend.username / backend.password), by node.", ("node",), auth)
 
+        refused = events.get("client_auth_failure", {})
+        client_auth: dict[tuple[str, ...], float] = {(r,): refused.get((r,), 0)
+                                                     for r in CLIENT_AUTH_REASONS}
+        yield _counter("client_auth_failures", "Clients' AUTH / HELLO AUTH refused by the "
+                       "proxy, by reason (wrong_password, disabled_user, no_such_user).",
+                       ("reason",), client_auth)
+        yield _counter("tls_handshake_failures", "Client TLS handshakes that failed or timed "
+                       "out.", (), {(): events.get("tls_handshake_failure", {}).get((), 0)})
+
         refreshes: dict[tuple[str, ...], float] = {
             (r, o): 0 for r in REFRESH_REASONS for o in REFRESH_OUTCOMES}
         for (reason, outcome), count in events.get("topology_refresh", {}).items():
@@ -459,11 +478,10 @@ class Health:
     async def _probe(self, node: str, down: list[str]) -> None:
         from slotgate.proxy.backend.auth import login  # (auth reports to this module)
 
-        host, _, port = node.rpartition(":")
-        settings = getattr(self.metrics.topology, "settings", None)  # the backend credentials
+        settings = getattr(self.metrics.topology, "settings", None)  # credentials, TLS
         try:
             with trio.fail_after(PROBE_TIMEOUT_S):
-                stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+                stream = await open_node_stream(node, settings)
                 async with stream:
                     if settings is not None:
                         await login(stream, node, settings, self.metrics)

@@ -6,6 +6,7 @@ field in its message so a config layer can pass it straight to the user.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 
 from slotgate.protocol.acl_lines import BOTH_SOURCES
@@ -87,6 +88,27 @@ class ProxySettings:
     auth_users: tuple[str, ...] = ()
     auth_aclfile: str | None = None
 
+    # TLS (proxy/ops/tls.py). Clients: a TLS listener on listen_host:tls_port beside the plain
+    # one; Redis' tls-auth-clients (no/optional/yes); protocol names as Redis' tls-protocols.
+    tls_port: int | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_auth_clients: str = "no"
+    tls_protocols: tuple[str, ...] = ()
+    tls_ciphers: str | None = None
+    # Nodes: every connection the proxy opens; verify "full" (CA and name), "ca" or "none".
+    backend_tls: bool = False
+    backend_tls_ca_file: str | None = None
+    backend_tls_cert_file: str | None = None
+    backend_tls_key_file: str | None = None
+    backend_tls_verify: str = "full"
+    backend_tls_server_name: str | None = None
+    # Not configuration keys: the contexts built from the above (tls.load), again at every
+    # reload, so that a certificate file replaced in place is read anew.
+    tls_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    backend_tls_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
         if not self.seeds:
@@ -107,6 +129,8 @@ class ProxySettings:
             raise ValueError("backend_username: set without backend_password")
         if self.auth_users and self.auth_aclfile:
             raise ValueError(f"auth.aclfile: {BOTH_SOURCES}")
+        if self.tls_port is not None and not 0 <= self.tls_port < 65536:
+            raise ValueError(f"tls_port: {self.tls_port} is not a TCP port")
         for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")

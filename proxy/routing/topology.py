@@ -28,6 +28,7 @@ from slotgate.protocol.slots import SLOT_COUNT
 from slotgate.proxy.backend.auth import login
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.topology")
 
@@ -80,11 +81,16 @@ def promoted(old: SlotMap, new: SlotMap) -> list[str]:
     return [m for m in new.masters if m in was_replica and m not in old.masters]
 
 
-def _node_address(node: dict[str, Any], default_host: str) -> str:
+def _node_address(node: dict[str, Any], default_host: str, tls: bool = False) -> str:
+    """``host:port`` of a CLUSTER SHARDS node entry; ``tls``: its TLS port first (a node with
+    both lists both)."""
     host = _text(node.get("endpoint") or b"")
     if not host or host == "?":
         host = _text(node.get("ip") or b"") or default_host
-    port = node.get("port") or node.get("tls-port") or 0
+    if tls:
+        port = node.get("tls-port") or node.get("port") or 0
+    else:
+        port = node.get("port") or node.get("tls-port") or 0
     return f"{host}:{int(port)}"
 
 
@@ -97,8 +103,9 @@ def _offset(node: dict[str, Any]) -> int | None:
         return None
 
 
-def slot_map_from_shards(reply: Sequence[Any], default_host: str) -> SlotMap:
-    """Build a map from a decoded ``CLUSTER SHARDS`` reply (RESP2 or RESP3 shape)."""
+def slot_map_from_shards(reply: Sequence[Any], default_host: str, tls: bool = False) -> SlotMap:
+    """Build a map from a decoded ``CLUSTER SHARDS`` reply (RESP2 or RESP3 shape); ``tls``:
+    the nodes' TLS ports."""
     owners: list[str | None] = [None] * SLOT_COUNT
     replicas: dict[str, list[str]] = {}
     members: dict[str, tuple[str, str]] = {}
@@ -107,20 +114,20 @@ def slot_map_from_shards(reply: Sequence[Any], default_host: str) -> SlotMap:
         shard = _pairs(shard_raw)
         nodes = [_pairs(n) for n in shard.get("nodes", [])]
         for n in nodes:
-            members[_node_address(n, default_host)] = (_text(n.get("role", b"")),
+            members[_node_address(n, default_host, tls)] = (_text(n.get("role", b"")),
                                                        _text(n.get("health", b"")))
         masters = [n for n in nodes if _text(n.get("role", b"")) == "master"]
         if not masters:
             continue
-        master = _node_address(masters[0], default_host)
+        master = _node_address(masters[0], default_host, tls)
         online = [n for n in nodes
                   if _text(n.get("role", b"")) != "master" and _text(n.get("health", b"")) == "online"]
-        replicas[master] = [_node_address(n, default_host) for n in online]
+        replicas[master] = [_node_address(n, default_host, tls) for n in online]
         master_offset = _offset(masters[0])
         for n in online:
             offset = _offset(n)
             if master_offset is not None and offset is not None:
-                lag[_node_address(n, default_host)] = (master, max(master_offset - offset, 0))
+                lag[_node_address(n, default_host, tls)] = (master, max(master_offset - offset, 0))
         ranges = shard.get("slots", [])
         for i in range(0, len(ranges) - 1, 2):
             for slot in range(int(ranges[i]), int(ranges[i + 1]) + 1):
@@ -159,9 +166,8 @@ async def query_node(address: str, argv: Sequence[bytes | str], timeout_s: float
     Raises ``OSError``/``trio.TooSlowError`` when unreachable or the node refuses the
     credentials (``BackendAuthError``), ``QueryError`` on an error reply.
     """
-    host, _, port = address.rpartition(":")
     with trio.fail_after(timeout_s):
-        stream = await trio.open_tcp_stream(host, int(port))
+        stream = await open_node_stream(address, settings)
         async with stream:
             if settings is not None and metrics is not None:
                 await login(stream, address, settings, metrics)
@@ -239,7 +245,7 @@ class Topology:
                 try:
                     reply = await query_node(addr, (b"CLUSTER", b"SHARDS"), timeout_s,
                                              self._settings, self._metrics)
-                    new_map = slot_map_from_shards(reply, host)
+                    new_map = slot_map_from_shards(reply, host, self._settings.backend_tls)
                 except QueryError:
                     reply = await query_node(addr, (b"CLUSTER", b"SLOTS"), timeout_s,
                                              self._settings, self._metrics)

@@ -58,7 +58,8 @@ def test_families_names_and_zero_series() -> None:
         "slotgate_fanout_subrequests": "counter", "slotgate_unknown_fate_writes": "counter",
         "slotgate_protocol_errors": "counter", "slotgate_backend_auth_failures": "counter",
         "slotgate_failovers": "counter", "slotgate_cluster_node_online": "gauge",
-        "slotgate_replica_lag_bytes": "gauge",
+        "slotgate_replica_lag_bytes": "gauge", "slotgate_client_auth_failures": "counter",
+        "slotgate_tls_handshake_failures": "counter",
     }
     # Counters are exposed with _total.
     assert ("slotgate_unknown_fate_writes_total", ()) in samples
@@ -67,6 +68,7 @@ def test_families_names_and_zero_series() -> None:
     assert value(samples, "slotgate_commands_total", command="other", result="error") == 0
     assert value(samples, "slotgate_topology_refreshes_total", reason="moved", outcome="ok") == 0
     assert value(samples, "slotgate_nodes", role="replica") == 0
+    assert value(samples, "slotgate_client_auth_failures_total", reason="disabled_user") == 0
 
 
 def test_labels_stay_bounded() -> None:

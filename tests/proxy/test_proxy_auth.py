@@ -90,6 +90,18 @@ SCRIPTS: dict[str, tuple[tuple[str, str] | None, list[Line]]] = {
         "ACL SETUSER zed (~x", "ACL SETUSER zed %X~a", "ACL SETUSER zed <nope",
         "ACL USERS", "ACL DELUSER zed nosuch", "ACL DELUSER default", "ACL USERS",
     ]),
+    # AUTH is queued in MULTI and runs at EXEC, in its place: later commands are checked as the
+    # user it logged in (Redis 7.0's EXEC checks every queued command again).
+    "AUTH inside MULTI": (ADMIN, [
+        "ACL LOG RESET", "MULTI", "AUTH alice alicepw", "GET app:1", "SET app:1 z", "EXEC",
+        "ACL WHOAMI", "GET app:1", "SET app:1 z", "AUTH admin adminpw",
+        "MULTI", "AUTH alice wrong", "AUTH bob bobpw", "AUTH nosuch x", "AUTH a b c",
+        "AUTH wrong", "GET app:1", "EXEC", "ACL WHOAMI", ("ACL LOG", "acl_log"),
+        "MULTI", "AUTH", "EXEC", "MULTI", "AUTH alice alicepw", "DISCARD", "ACL WHOAMI",
+        "MULTI", "AUTH alice alicepw", "AUTH admin adminpw", "SET app:1 y", "EXEC",
+        "ACL WHOAMI", "MULTI", "SET app:2 x", "AUTH alice alicepw", "EXEC", "ACL WHOAMI",
+        "GET app:2",
+    ]),
     "ACL LOG": (ADMIN, [
         "ACL LOG RESET", "AUTH alice wrong", "AUTH alice alicepw", "GET other", "GET other",
         "SET app:1 x", "AUTH dave davepw", "PUBLISH sports x", "AUTH admin adminpw",
