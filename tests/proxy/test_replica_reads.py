@@ -1,0 +1,329 @@
+"""Replica reads, read-your-writes and durable writes through the proxy, on a cluster of its
+own (3 masters, 1 replica each) per implementation: real redis-server 7.0 first, then ours.
+
+The tests run in file order on one cluster and change it as they go: the durable-writes test
+kills a master (its replica takes over, the old master comes back as a replica), the last one
+kills every replica.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import start_cluster, wait_replicas_up
+from tests.proxy.test_metrics import parse
+from tests.support import ManagedProcess, free_port, slotgate_proxy, wait_cluster_ok, wait_until
+
+NOT_DURABLE = "acknowledged by"
+UNKNOWN = ("may or may not have been applied", "connection was lost before its replicas",
+           "no connection to")
+
+
+@pytest.fixture(scope="module", params=["real", "bundled"])
+def cluster(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
+    nodes = start_cluster(request.param, tmp_path_factory.mktemp(f"reads-{request.param}"))
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def roles(nodes: list[ManagedProcess]) -> tuple[list[ManagedProcess], list[ManagedProcess]]:
+    """(masters, replicas) among the live nodes, by ROLE."""
+    masters, replicas = [], []
+    for n in nodes:
+        if n.alive():
+            role = n.client(socket_timeout=5).execute_command("ROLE")[0]
+            (masters if role in (b"master", "master") else replicas).append(n)
+    return masters, replicas
+
+
+def replica_of(nodes: list[ManagedProcess], master: ManagedProcess) -> ManagedProcess:
+    for n in nodes:
+        role = n.client(socket_timeout=5).execute_command("ROLE")
+        if role[0] in (b"slave", "slave") and int(role[2]) == master.port:
+            return n
+    raise AssertionError(f"no replica of {master.port}")
+
+
+def start_proxy(tmp_path: Path, nodes: list[ManagedProcess], config: str,
+                cleanup: list[ManagedProcess]) -> tuple[ManagedProcess, int]:
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text(config)
+    metrics_port = free_port()
+    live = [n.port for n in nodes if n.alive()]
+    proc = slotgate_proxy(tmp_path, live, ["--config", str(cfg), "--metrics",
+                                           f"127.0.0.1:{metrics_port}"])
+    cleanup.append(proc)
+    proc.start()
+    return proc, metrics_port
+
+
+def reads_by_role(metrics_port: int) -> dict[str, dict[str, float]]:
+    """slotgate_policy_reads_total as {role: {node: count}}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        samples = parse(r.read().decode())
+    out: dict[str, dict[str, float]] = {"master": {}, "replica": {}}
+    for (name, labels), v in samples.items():
+        if name == "slotgate_policy_reads_total":
+            d = dict(labels)
+            out[d["role"]][d["node"]] = v
+    return out
+
+
+def moved_total(metrics_port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        samples = parse(r.read().decode())
+    return sum(v for (name, labels), v in samples.items()
+               if name == "slotgate_redirects_total" and dict(labels)["kind"] == "MOVED")
+
+
+def gets_served(n: ManagedProcess) -> int:
+    stats = n.client(socket_timeout=5).info("commandstats")
+    return int(stats.get("cmdstat_get", {}).get("calls", 0))
+
+
+def test_reads_reach_replicas_writes_reach_masters(
+        cluster: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
+    masters, replicas = roles(cluster)
+    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n", cleanup)
+    c = proxy.client(socket_timeout=10)
+    keys = [f"rr:{i}" for i in range(300)]
+    for k in keys:
+        assert c.set(k, k)
+    before = {n.port: gets_served(n) for n in cluster}
+
+    def every_replica_read() -> bool:
+        for k in keys:
+            assert c.get(k) == k.encode()
+        return len(reads_by_role(mport)["replica"]) == len(replicas)
+
+    wait_until(every_replica_read, what="reads counted on every replica")
+    by_role = reads_by_role(mport)
+    assert set(by_role["replica"]) == {f"127.0.0.1:{n.port}" for n in replicas}
+    # The nodes agree: the GETs the proxy counted on replicas ran there.
+    served = {n.port: gets_served(n) - before[n.port] for n in cluster}
+    for n in replicas:
+        assert served[n.port] >= by_role["replica"][f"127.0.0.1:{n.port}"] > 0
+    for n in masters:
+        assert served[n.port] >= by_role["master"].get(f"127.0.0.1:{n.port}", 0)
+    # Writes went to masters only: a write sent to a replica would have come back MOVED.
+    for k in keys[:50]:
+        assert c.set(k, "again")
+    assert moved_total(mport) == 0
+    assert c.execute_command("EVAL_RO", "return redis.call('GET', KEYS[1])", 1, keys[0]) \
+        == b"again"  # scripts stay on the master: it sees the write at once
+
+
+def pairs(proxy: ManagedProcess, wid: int, n_pairs: int, stale: list[str],
+          errors: list[BaseException], pause_every: int) -> None:
+    """``n_pairs`` write-then-read pairs over the client's own 20 keys; a read must return
+    the client's last write to that key."""
+    try:
+        c = proxy.client(socket_timeout=30)
+        last: dict[str, int] = {}
+        keys = [f"ryw:{wid}:{j}" for j in range(20)]
+        for i in range(n_pairs):
+            k = keys[i % 20]
+            c.set(k, i)
+            last[k] = i
+            r = keys[(i * 7) % 20]
+            got = c.get(r)
+            want = last.get(r)
+            if (int(got) if got is not None else None) != want:
+                stale.append(f"client {wid} pair {i}: {r} read {got!r}, last wrote {want}")
+            if pause_every and i % pause_every == pause_every - 1:
+                time.sleep(0.3)  # the scenario: idle moments in which replicas catch up
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def run_read_your_writes(cluster: list[ManagedProcess], tmp_path: Path,
+                         cleanup: list[ManagedProcess], clients: int, n_pairs: int,
+                         pause_every: int) -> None:
+    _, replicas = roles(cluster)
+    proxy, mport = start_proxy(
+        tmp_path, cluster, "reads:\n  read_from: replica\n  read_your_writes: true\n"
+        "  check_interval: 50ms\n", cleanup)
+    slowed = replicas[0]
+    stop = threading.Event()
+
+    def bursts() -> None:  # SIGSTOP bursts on one replica: 30-80 ms stopped, then resumed
+        i = 0
+        while not stop.is_set():
+            os.kill(slowed.pid, signal.SIGSTOP)
+            time.sleep(0.03 + 0.01 * (i % 6))
+            os.kill(slowed.pid, signal.SIGCONT)
+            time.sleep(0.1)
+            i += 1
+
+    stale: list[str] = []
+    errors: list[BaseException] = []
+    workers = [threading.Thread(target=pairs, args=(proxy, w, n_pairs, stale, errors,
+                                                    pause_every)) for w in range(clients)]
+    burster = threading.Thread(target=bursts)
+    burster.start()
+    try:
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        stop.set()
+        burster.join()
+        os.kill(slowed.pid, signal.SIGCONT)
+    assert not errors, errors[:3]
+    assert not stale, stale[:5]
+    assert sum(reads_by_role(mport)["replica"].values()) > 0  # replicas did serve reads
+
+
+def test_read_your_writes_bounded(cluster: list[ManagedProcess], tmp_path: Path,
+                                  cleanup: list[ManagedProcess]) -> None:
+    run_read_your_writes(cluster, tmp_path, cleanup, clients=5, n_pairs=500, pause_every=100)
+
+
+@pytest.mark.slow
+def test_read_your_writes_full(cluster: list[ManagedProcess], tmp_path: Path,
+                               cleanup: list[ManagedProcess]) -> None:
+    """The issue's size: 10,000 pairs per client from 20 clients."""
+    run_read_your_writes(cluster, tmp_path, cleanup, clients=20, n_pairs=10_000,
+                         pause_every=1000)
+
+
+def write_through_kill(cluster: list[ManagedProcess], proxy: ManagedProcess,
+                       victim: ManagedProcess) -> tuple[dict[str, int], int, int]:
+    """Clients write unique values while ``victim`` (a master) is killed and its replica
+    takes over; returns (acknowledged writes, writes refused as not durable, unknown fate)."""
+    acked: dict[str, int] = {}
+    counts = {"short": 0, "unknown": 0}
+    unexpected: list[BaseException] = []
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def writer(wid: int) -> None:
+        c = proxy.client(socket_timeout=30)
+        i = 0
+        while not stop.is_set():
+            i += 1
+            k = f"dw:{wid}:{i}"
+            try:
+                c.set(k, i)
+            except redis.ResponseError as exc:
+                kind = "short" if NOT_DURABLE in str(exc) else \
+                    "unknown" if any(u in str(exc) for u in UNKNOWN) else ""
+                if not kind:
+                    unexpected.append(exc)
+                    return
+                with lock:
+                    counts[kind] += 1
+                continue
+            except BaseException as exc:
+                unexpected.append(exc)
+                return
+            with lock:
+                acked[k] = i
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    heir = replica_of(cluster, victim)
+    try:
+        wait_until(lambda: len(acked) > 300 or unexpected, what="writes under way")
+        victim.kill()
+        wait_until(lambda: heir.client(socket_timeout=5).execute_command("ROLE")[0]
+                   in (b"master", "master"), timeout_s=30, what="the replica promoted")
+        victim.start()  # back, as a replica of the new master: durable writes go on
+        after_failover = len(acked)
+        wait_until(lambda: len(acked) > after_failover + 300 or unexpected, timeout_s=60,
+                   what="writes acknowledged after the failover")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not unexpected, unexpected[:3]
+    wait_cluster_ok([n for n in cluster if n.alive()])
+    return acked, counts["short"], counts["unknown"]
+
+
+def lost_writes(proxy: ManagedProcess, acked: dict[str, int]) -> list[str]:
+    c = proxy.client(socket_timeout=30)
+    keys = sorted(acked)
+    lost = []
+    for i in range(0, len(keys), 200):
+        chunk = keys[i:i + 200]
+        for k, got in zip(chunk, [c.get(k) for k in chunk], strict=True):
+            if got is None or int(got) != acked[k]:
+                lost.append(k)
+    return lost
+
+
+def test_durable_writes_survive_master_kill(cluster: list[ManagedProcess], tmp_path: Path,
+                                            cleanup: list[ManagedProcess]) -> None:
+    wait_replicas_up(cluster)
+    masters, _ = roles(cluster)
+    victim = masters[0]
+    proxy, _ = start_proxy(tmp_path, cluster, "writes:\n  durable_writes: 1\n"
+                           "  durable_timeout: 500ms\n", cleanup)
+    acked, short, unknown = write_through_kill(cluster, proxy, victim)
+    lost = lost_writes(proxy, acked)
+    assert not lost, (len(lost), lost[:5])
+    print(f"durable_writes: 1: {len(acked)} acknowledged, 0 lost, {short} not durable, "
+          f"{unknown} unknown fate")
+    wait_replicas_up([n for n in cluster if n.alive()])
+
+
+def test_reads_fall_back_when_replicas_die(cluster: list[ManagedProcess], tmp_path: Path,
+                                           cleanup: list[ManagedProcess]) -> None:
+    wait_replicas_up(cluster)
+    _, replicas = roles(cluster)
+    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n", cleanup)
+    c = proxy.client(socket_timeout=30)
+    keys = [f"fb:{i}" for i in range(200)]
+    for k in keys:
+        c.set(k, k)
+
+    def read_all() -> None:
+        for k in keys:
+            assert c.get(k) == k.encode()
+
+    wait_until(lambda: read_all() or len(reads_by_role(mport)["replica"]) == len(replicas),
+               what="reads on every replica")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        rc = proxy.client(socket_timeout=30)
+        while not stop.is_set():
+            try:
+                for k in keys:
+                    assert rc.get(k) == k.encode()
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for n in replicas:
+            n.kill()
+        on_masters = sum(reads_by_role(mport)["master"].values())
+        wait_until(lambda: sum(reads_by_role(mport)["master"].values()) > on_masters + 1000
+                   or errors, what="reads served by masters")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]
+    read_all()
