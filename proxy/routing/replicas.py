@@ -82,30 +82,34 @@ def candidate(state: NodeState | None, now_s: float, stale_after_s: float, max_l
     return True
 
 
-def choose(policy: str, master: str, replicas: Sequence[str], states: dict[str, NodeState],
-           now_s: float, stale_after_s: float, max_lag_s: float, need_offset: int,
-           turn: int) -> str:
-    """The node for one read: ``master`` or one of ``replicas`` (``turn`` spreads reads over
-    equal candidates round-robin). ``need_offset``: the replica offset the read needs (-1:
-    none)."""
+def fit_replicas(replicas: Sequence[str], states: dict[str, NodeState], master: str,
+                 now_s: float, stale_after_s: float, max_lag_s: float) -> list[str]:
+    """The replicas of ``master`` that may serve reads now (before read-your-writes)."""
     mstate = states.get(master)
-    ok = [r for r in replicas
-          if candidate(states.get(r), now_s, stale_after_s, max_lag_s, mstate, need_offset)]
-    if not ok:
+    return [r for r in replicas
+            if candidate(states.get(r), now_s, stale_after_s, max_lag_s, mstate, -1)]
+
+
+def choose(policy: str, master: str, fit: Sequence[str], states: dict[str, NodeState],
+           master_ok: bool, need_offset: int, turn: int) -> str:
+    """The node for one read: ``master`` or one of the ``fit`` replicas (``turn`` spreads
+    reads over them round-robin). ``need_offset``: the offset the read needs a replica to
+    have processed (-1: none); ``master_ok``: the master's checks succeed."""
+    if need_offset >= 0:
+        fit = [r for r in fit if states[r].offset >= need_offset]
+    if not fit or policy == "master":
         return master
     if policy == "prefer-master":
-        master_ok = mstate is None or now_s - mstate.checked_s <= stale_after_s
-        return master if master_ok else ok[turn % len(ok)]
+        return master if master_ok else fit[turn % len(fit)]
     if policy == "nearest":
         best = master
+        mstate = states.get(master)
         best_rtt = mstate.rtt_s if mstate is not None else UNKNOWN_RTT_S
-        for r in ok:
+        for r in fit:
             if states[r].rtt_s < best_rtt:
                 best, best_rtt = r, states[r].rtt_s
         return best
-    if policy == "master":
-        return master
-    return ok[turn % len(ok)]  # replica, prefer-replica
+    return fit[turn % len(fit)]  # replica, prefer-replica
 
 
 def parse_role(reply: object) -> tuple[str, int, bool]:
@@ -131,20 +135,38 @@ class ReplicaReads:
         self.states: dict[str, NodeState] = {}
         self._conns: dict[str, DirectConnection] = {}
         self._inflight: set[str] = set()
+        self._fit: dict[str, list[str]] = {}  # master -> replicas fit for reads (_judge)
+        self._masters_down: set[str] = set()
         self._turn = 0
         self.checks = 0  # completed check rounds (tests wait for one)
 
     # --- the read path -----------------------------------------------------------------------
     def node_for(self, master: str, need_offset: int) -> str:
-        s = self.settings
-        replicas = self.topology.slot_map.replicas.get(master, ())
-        if not replicas:
+        fit = self._fit.get(master)
+        if not fit:
             return master
         self._turn += 1
-        interval_s = s.replica_check_interval_ms / 1000
-        return choose(s.read_from, master, replicas, self.states, trio.current_time(),
-                      max(3 * interval_s, 0.5), s.max_replica_lag_ms / 1000, need_offset,
-                      self._turn)
+        return choose(self.settings.read_from, master, fit, self.states,
+                      master not in self._masters_down, need_offset, self._turn)
+
+    def _judge(self) -> None:
+        """Which replicas may serve reads, which masters fail their checks: once per check
+        interval, not per read."""
+        s = self.settings
+        now = trio.current_time()
+        stale_after_s = max(3 * s.replica_check_interval_ms / 1000, 0.5)
+        max_lag_s = s.max_replica_lag_ms / 1000
+        slot_map = self.topology.slot_map
+        fit: dict[str, list[str]] = {}
+        down: set[str] = set()
+        for master in slot_map.masters:
+            fit[master] = fit_replicas(slot_map.replicas.get(master, ()), self.states, master,
+                                       now, stale_after_s, max_lag_s)
+            mstate = self.states.get(master)
+            if mstate is not None and now - mstate.checked_s > stale_after_s:
+                down.add(master)
+        self._fit = fit
+        self._masters_down = down
 
     # --- the checks --------------------------------------------------------------------------
     def _nodes(self) -> list[str]:
@@ -173,6 +195,7 @@ class ReplicaReads:
                             del self.states[gone]
                             await self._drop(gone)
                     await trio.sleep(interval_s)
+                    self._judge()
                     self.checks += 1
         finally:
             with trio.CancelScope(shield=True):

@@ -97,9 +97,10 @@ def gets_served(n: ManagedProcess) -> int:
 def test_reads_reach_replicas_writes_reach_masters(
         cluster: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
     masters, replicas = roles(cluster)
-    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n", cleanup)
+    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n"
+                               "  check_interval: 50ms\n", cleanup)
     c = proxy.client(socket_timeout=10)
-    keys = [f"rr:{i}" for i in range(300)]
+    keys = [f"rr:{i}" for i in range(100)]
     for k in keys:
         assert c.set(k, k)
     before = {n.port: gets_served(n) for n in cluster}
@@ -239,13 +240,20 @@ def write_through_kill(cluster: list[ManagedProcess], proxy: ManagedProcess,
         t.start()
     heir = replica_of(cluster, victim)
     try:
-        wait_until(lambda: len(acked) > 300 or unexpected, what="writes under way")
+        wait_until(lambda: len(acked) > 200 or unexpected, what="writes under way")
+        # The master loses its replica link, which cannot come back (a wrong masterauth),
+        # and dies a moment later: whatever it acknowledged in that moment never reached
+        # the replica that takes over.
+        heir.client(socket_timeout=5).config_set("masterauth", "not-the-password")
+        victim.client(socket_timeout=5).execute_command("CLIENT", "KILL", "TYPE", "replica")
+        time.sleep(0.3)  # the scenario: the master writing on without its replica
         victim.kill()
+        heir.client(socket_timeout=5).config_set("masterauth", "")
         wait_until(lambda: heir.client(socket_timeout=5).execute_command("ROLE")[0]
                    in (b"master", "master"), timeout_s=30, what="the replica promoted")
         victim.start()  # back, as a replica of the new master: durable writes go on
         after_failover = len(acked)
-        wait_until(lambda: len(acked) > after_failover + 300 or unexpected, timeout_s=60,
+        wait_until(lambda: len(acked) > after_failover + 200 or unexpected, timeout_s=60,
                    what="writes acknowledged after the failover")
     finally:
         stop.set()
@@ -268,28 +276,45 @@ def lost_writes(proxy: ManagedProcess, acked: dict[str, int]) -> list[str]:
     return lost
 
 
-def test_durable_writes_survive_master_kill(cluster: list[ManagedProcess], tmp_path: Path,
-                                            cleanup: list[ManagedProcess]) -> None:
+def durable_run(cluster: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess],
+                durable: int) -> tuple[int, int, int, int]:
+    """The kill -9 scenario with ``durable_writes: durable``: (acknowledged, lost, not
+    durable, unknown fate)."""
     wait_replicas_up(cluster)
     masters, _ = roles(cluster)
-    victim = masters[0]
-    proxy, _ = start_proxy(tmp_path, cluster, "writes:\n  durable_writes: 1\n"
+    proxy, _ = start_proxy(tmp_path, cluster, f"writes:\n  durable_writes: {durable}\n"
                            "  durable_timeout: 500ms\n", cleanup)
-    acked, short, unknown = write_through_kill(cluster, proxy, victim)
+    acked, short, unknown = write_through_kill(cluster, proxy, masters[0])
     lost = lost_writes(proxy, acked)
-    assert not lost, (len(lost), lost[:5])
-    print(f"durable_writes: 1: {len(acked)} acknowledged, 0 lost, {short} not durable, "
-          f"{unknown} unknown fate")
+    print(f"durable_writes: {durable}: {len(acked)} acknowledged, {len(lost)} of them lost, "
+          f"{short} refused as not durable, {unknown} of unknown fate")
     wait_replicas_up([n for n in cluster if n.alive()])
+    return len(acked), len(lost), short, unknown
+
+
+def test_durable_writes_survive_master_kill(cluster: list[ManagedProcess], tmp_path: Path,
+                                            cleanup: list[ManagedProcess]) -> None:
+    acked, lost, _, _ = durable_run(cluster, tmp_path, cleanup, 1)
+    assert acked > 400 and lost == 0
+
+
+@pytest.mark.slow
+def test_writes_without_durability_are_lost(cluster: list[ManagedProcess], tmp_path: Path,
+                                            cleanup: list[ManagedProcess]) -> None:
+    """The same run without durable writes: what the master acknowledged while its replica
+    was cut off is gone after the failover (the number is printed for docs/RELIABILITY.md)."""
+    acked, lost, short, _ = durable_run(cluster, tmp_path, cleanup, 0)
+    assert short == 0 and lost > 0
 
 
 def test_reads_fall_back_when_replicas_die(cluster: list[ManagedProcess], tmp_path: Path,
                                            cleanup: list[ManagedProcess]) -> None:
     wait_replicas_up(cluster)
     _, replicas = roles(cluster)
-    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n", cleanup)
+    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n"
+                               "  check_interval: 50ms\n", cleanup)
     c = proxy.client(socket_timeout=30)
-    keys = [f"fb:{i}" for i in range(200)]
+    keys = [f"fb:{i}" for i in range(100)]
     for k in keys:
         c.set(k, k)
 
@@ -319,7 +344,7 @@ def test_reads_fall_back_when_replicas_die(cluster: list[ManagedProcess], tmp_pa
         for n in replicas:
             n.kill()
         on_masters = sum(reads_by_role(mport)["master"].values())
-        wait_until(lambda: sum(reads_by_role(mport)["master"].values()) > on_masters + 1000
+        wait_until(lambda: sum(reads_by_role(mport)["master"].values()) > on_masters + 500
                    or errors, what="reads served by masters")
     finally:
         stop.set()
