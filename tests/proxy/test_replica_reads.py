@@ -1,9 +1,11 @@
-"""Replica reads, read-your-writes and durable writes through the proxy, on a cluster of its
-own (3 masters, 1 replica each) per implementation: real redis-server 7.0 first, then ours.
+"""Replica reads, read-your-writes and durable writes through the proxy, in front of real
+redis-server 7.0 and of our nodes (3 masters, 1 replica each).
 
-The tests run in file order on one cluster and change it as they go: the durable-writes test
-kills a master (its replica takes over, the old master comes back as a replica), the last one
-kills every replica.
+Reads and read-your-writes run on the session's clusters (``cluster_backend``: they only add
+keys, and the SIGSTOP bursts end with a SIGCONT). The tests that kill nodes run in file order
+on a cluster of their own: the durable-writes tests kill a master (its replica takes over, the
+old master comes back as a replica), the last one kills every replica. In the default run
+that cluster is a real one; with ``--run-slow`` ours too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import start_cluster, wait_replicas_up
+from tests.conftest import ClusterBackend, start_cluster, wait_replicas_up
 from tests.proxy.test_metrics import parse
 from tests.support import ManagedProcess, free_port, slotgate_proxy, wait_cluster_ok, wait_until
 
@@ -28,7 +30,14 @@ UNKNOWN = ("may or may not have been applied", "connection was lost before its r
            "no connection to")
 
 
-@pytest.fixture(scope="module", params=["real", "bundled"])
+@pytest.fixture
+def shared(cluster_backend: ClusterBackend) -> list[ManagedProcess]:
+    """The session's cluster of this implementation, every replica in sync."""
+    wait_replicas_up(cluster_backend.nodes)
+    return cluster_backend.nodes
+
+
+@pytest.fixture(scope="module", params=["real", pytest.param("bundled", marks=pytest.mark.slow)])
 def cluster(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
     nodes = start_cluster(request.param, tmp_path_factory.mktemp(f"reads-{request.param}"))
@@ -95,7 +104,8 @@ def gets_served(n: ManagedProcess) -> int:
 
 
 def test_reads_reach_replicas_writes_reach_masters(
-        cluster: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
+        shared: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
+    cluster = shared
     masters, replicas = roles(cluster)
     proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n"
                                "  check_interval: 50ms\n", cleanup)
@@ -189,16 +199,16 @@ def run_read_your_writes(cluster: list[ManagedProcess], tmp_path: Path,
     assert sum(reads_by_role(mport)["replica"].values()) > 0  # replicas did serve reads
 
 
-def test_read_your_writes_bounded(cluster: list[ManagedProcess], tmp_path: Path,
+def test_read_your_writes_bounded(shared: list[ManagedProcess], tmp_path: Path,
                                   cleanup: list[ManagedProcess]) -> None:
-    run_read_your_writes(cluster, tmp_path, cleanup, clients=5, n_pairs=500, pause_every=100)
+    run_read_your_writes(shared, tmp_path, cleanup, clients=5, n_pairs=500, pause_every=100)
 
 
 @pytest.mark.slow
-def test_read_your_writes_full(cluster: list[ManagedProcess], tmp_path: Path,
+def test_read_your_writes_full(shared: list[ManagedProcess], tmp_path: Path,
                                cleanup: list[ManagedProcess]) -> None:
     """The issue's size: 10,000 pairs per client from 20 clients."""
-    run_read_your_writes(cluster, tmp_path, cleanup, clients=20, n_pairs=10_000,
+    run_read_your_writes(shared, tmp_path, cleanup, clients=20, n_pairs=10_000,
                          pause_every=1000)
 
 
