@@ -160,8 +160,8 @@ class ReplicaReads:
         fit: dict[str, list[str]] = {}
         down: set[str] = set()
         for master in slot_map.masters:
-            fit[master] = fit_replicas(slot_map.replicas.get(master, ()), self.states, master,
-                                       now, stale_after_s, max_lag_s)
+            fit[master] = fit_replicas(self._replicas(master), self.states, master, now,
+                                       stale_after_s, max_lag_s)
             mstate = self.states.get(master)
             if mstate is not None and now - mstate.checked_s > stale_after_s:
                 down.add(master)
@@ -169,12 +169,15 @@ class ReplicaReads:
         self._masters_down = down
 
     # --- the checks --------------------------------------------------------------------------
-    def _nodes(self) -> list[str]:
+    def _replicas(self, master: str) -> list[str]:
+        """``master``'s replicas: all but those the cluster reports failed (CLUSTER SHARDS), or
+        those CLUSTER SLOTS lists."""
         slot_map = self.topology.slot_map
-        nodes = list(slot_map.masters)
-        for master in slot_map.masters:
-            nodes += slot_map.replicas.get(master, [])
-        return nodes
+        return slot_map.unfailed_replicas.get(master) or slot_map.replicas.get(master, [])
+
+    def _nodes(self) -> list[str]:
+        masters = self.topology.slot_map.masters
+        return list(masters) + [r for m in masters for r in self._replicas(m)]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start a check of every node each interval (a node whose check is still running,

@@ -7,8 +7,10 @@ from collections import deque
 
 import pytest
 
+from slotgate.protocol.slots import SLOT_COUNT
 from slotgate.proxy.routing.offsets import NEVER, master_offset
 from slotgate.proxy.routing.replicas import NodeState, choose, fit_replicas, lag_s, parse_role
+from slotgate.proxy.routing.topology import slot_map_from_shards
 
 M, R1, R2 = "m:1", "r:1", "r:2"
 
@@ -83,3 +85,18 @@ def test_role_replies() -> None:
     assert master_offset(b"*3\r\n$6\r\nmaster\r\n:4242\r\n*0\r\n") == 4242
     assert master_offset(b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:1\r\n") == NEVER
     assert master_offset(b"-ERR nope\r\n") == NEVER
+
+
+def test_loading_replicas_are_read_candidates_failed_ones_not() -> None:
+    """Redis 7.0 reports a replica "loading" while its gossiped offset is 0 (a cluster with no
+    writes yet): replica reads check it themselves; a failed one is left out."""
+    def node(port: int, role: str, health: str) -> list[object]:
+        return [b"port", port, b"ip", b"10.0.0.1", b"endpoint", b"10.0.0.1",
+                b"role", role.encode(), b"replication-offset", 0, b"health", health.encode()]
+
+    reply = [[b"slots", [0, SLOT_COUNT - 1], b"nodes", [
+        node(1, "master", "online"), node(2, "replica", "loading"), node(3, "replica", "fail"),
+        node(4, "replica", "online")]]]
+    m = slot_map_from_shards(reply, "h")
+    assert m.replicas == {"10.0.0.1:1": ["10.0.0.1:4"]}
+    assert m.unfailed_replicas == {"10.0.0.1:1": ["10.0.0.1:2", "10.0.0.1:4"]}

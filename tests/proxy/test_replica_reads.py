@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def cluster(request: pytest.FixtureRequest,
 
 def roles(nodes: list[ManagedProcess]) -> tuple[list[ManagedProcess], list[ManagedProcess]]:
     """(masters, replicas) among the live nodes, by ROLE."""
-    masters, replicas = [], []
+    masters: list[ManagedProcess] = []
+    replicas: list[ManagedProcess] = []
     for n in nodes:
         if n.alive():
             role = n.client(socket_timeout=5).execute_command("ROLE")[0]
@@ -103,16 +105,24 @@ def gets_served(n: ManagedProcess) -> int:
     return int(stats.get("cmdstat_get", {}).get("calls", 0))
 
 
+def replica_reads_proxy(cluster: list[ManagedProcess], tmp_path: Path,
+                        cleanup: list[ManagedProcess],
+                        prefix: str) -> tuple[ManagedProcess, int, redis.Redis, list[str]]:
+    """A proxy with read_from: replica (its metrics port, a client) and 100 keys written."""
+    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n"
+                               "  check_interval: 50ms\n", cleanup)
+    c = proxy.client(socket_timeout=30)
+    keys = [f"{prefix}:{i}" for i in range(100)]
+    for k in keys:
+        assert c.set(k, k)
+    return proxy, mport, c, keys
+
+
 def test_reads_reach_replicas_writes_reach_masters(
         shared: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess]) -> None:
     cluster = shared
     masters, replicas = roles(cluster)
-    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n"
-                               "  check_interval: 50ms\n", cleanup)
-    c = proxy.client(socket_timeout=10)
-    keys = [f"rr:{i}" for i in range(100)]
-    for k in keys:
-        assert c.set(k, k)
+    proxy, mport, c, keys = replica_reads_proxy(cluster, tmp_path, cleanup, "rr")
     before = {n.port: gets_served(n) for n in cluster}
 
     def every_replica_read() -> bool:
@@ -137,7 +147,7 @@ def test_reads_reach_replicas_writes_reach_masters(
         == b"again"  # scripts stay on the master: it sees the write at once
 
 
-def pairs(proxy: ManagedProcess, wid: int, n_pairs: int, stale: list[str],
+def pairs(proxy: ManagedProcess, wid: str, n_pairs: int, stale: list[str],
           errors: list[BaseException], pause_every: int) -> None:
     """``n_pairs`` write-then-read pairs over the client's own 20 keys; a read must return
     the client's last write to that key."""
@@ -145,17 +155,22 @@ def pairs(proxy: ManagedProcess, wid: int, n_pairs: int, stale: list[str],
         c = proxy.client(socket_timeout=30)
         last: dict[str, int] = {}
         keys = [f"ryw:{wid}:{j}" for j in range(20)]
+
+        def check(i: int, key: str) -> None:
+            got = c.get(key)
+            want = last.get(key)
+            if (int(got) if got is not None else None) != want:
+                stale.append(f"client {wid} pair {i}: {key} read {got!r}, last wrote {want}")
+
         for i in range(n_pairs):
             k = keys[i % 20]
             c.set(k, i)
             last[k] = i
-            r = keys[(i * 7) % 20]
-            got = c.get(r)
-            want = last.get(r)
-            if (int(got) if got is not None else None) != want:
-                stale.append(f"client {wid} pair {i}: {r} read {got!r}, last wrote {want}")
+            check(i, keys[(i * 7) % 20])
             if pause_every and i % pause_every == pause_every - 1:
-                time.sleep(0.3)  # the scenario: idle moments in which replicas catch up
+                time.sleep(0.3)  # the scenario: an idle moment in which replicas catch up
+                for key in keys:  # then reads only: replicas that have the writes serve them
+                    check(i, key)
     except BaseException as exc:
         errors.append(exc)
 
@@ -181,7 +196,8 @@ def run_read_your_writes(cluster: list[ManagedProcess], tmp_path: Path,
 
     stale: list[str] = []
     errors: list[BaseException] = []
-    workers = [threading.Thread(target=pairs, args=(proxy, w, n_pairs, stale, errors,
+    run = uuid.uuid4().hex[:8]  # keys of this run only (the cluster is shared)
+    workers = [threading.Thread(target=pairs, args=(proxy, f"{run}:{w}", n_pairs, stale, errors,
                                                     pause_every)) for w in range(clients)]
     burster = threading.Thread(target=bursts)
     burster.start()
@@ -321,19 +337,17 @@ def test_reads_fall_back_when_replicas_die(cluster: list[ManagedProcess], tmp_pa
                                            cleanup: list[ManagedProcess]) -> None:
     wait_replicas_up(cluster)
     _, replicas = roles(cluster)
-    proxy, mport = start_proxy(tmp_path, cluster, "reads:\n  read_from: replica\n"
-                               "  check_interval: 50ms\n", cleanup)
-    c = proxy.client(socket_timeout=30)
-    keys = [f"fb:{i}" for i in range(100)]
-    for k in keys:
-        c.set(k, k)
+    proxy, mport, c, keys = replica_reads_proxy(cluster, tmp_path, cleanup, "fb")
 
     def read_all() -> None:
         for k in keys:
             assert c.get(k) == k.encode()
 
-    wait_until(lambda: read_all() or len(reads_by_role(mport)["replica"]) == len(replicas),
-               what="reads on every replica")
+    def every_replica_read() -> bool:
+        read_all()
+        return len(reads_by_role(mport)["replica"]) == len(replicas)
+
+    wait_until(every_replica_read, what="reads on every replica")
     stop = threading.Event()
     errors: list[BaseException] = []
 
