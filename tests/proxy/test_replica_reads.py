@@ -147,6 +147,41 @@ def test_reads_reach_replicas_writes_reach_masters(
         == b"again"  # scripts stay on the master: it sees the write at once
 
 
+@pytest.mark.parametrize("policy, replica_reads", [
+    ("prefer-master", False), ("prefer-replica", True), ("nearest", None)])
+def test_other_policies(real_cluster: list[ManagedProcess], tmp_path: Path,
+                        cleanup: list[ManagedProcess], policy: str,
+                        replica_reads: bool | None) -> None:
+    """prefer-master keeps reads on healthy masters, prefer-replica sends them to replicas,
+    nearest to whichever answers its checks fastest; every read is right. (The choice is the
+    proxy's: one implementation of the nodes is enough.)"""
+    cluster = real_cluster
+    wait_replicas_up(cluster)
+    _, replicas = roles(cluster)
+    proxy, mport = start_proxy(tmp_path, cluster, f"reads:\n  read_from: {policy}\n"
+                               "  check_interval: 50ms\n", cleanup)
+    c = proxy.client(socket_timeout=30)
+    keys = [f"op:{policy}:{i}" for i in range(30)]
+    for k in keys:
+        c.set(k, k)
+
+    def counted() -> int:
+        for k in keys:
+            assert c.get(k) == k.encode()
+        by_role = reads_by_role(mport)
+        return sum(by_role["master"].values()) + sum(by_role["replica"].values())
+
+    wait_until(lambda: counted() > 300, what="reads counted")  # the checks have run by then
+    before = reads_by_role(mport)
+    for k in keys:
+        assert c.get(k) == k.encode()
+    after = reads_by_role(mport)
+    on_replicas = sum(after["replica"].values()) - sum(before["replica"].values())
+    if replica_reads is not None:
+        assert (on_replicas == len(keys)) if replica_reads else (on_replicas == 0)
+    assert set(after["replica"]) <= {f"127.0.0.1:{n.port}" for n in replicas}
+
+
 def pairs(proxy: ManagedProcess, wid: str, n_pairs: int, stale: list[str],
           errors: list[BaseException], pause_every: int) -> None:
     """``n_pairs`` write-then-read pairs over the client's own 20 keys; a read must return
