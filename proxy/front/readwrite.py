@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import trio
+
 from slotgate.protocol.commands import ALL_COMMANDS
 from slotgate.protocol.resp import encode_command
 from slotgate.proxy.backend.connections import DISCARD
@@ -62,7 +64,7 @@ class DurableCall(SlotCall):
 class ReadWrite:
     """One session's policies; ``send_single`` replaces the session's."""
 
-    __slots__ = ("session", "proxy", "replica_reads", "ryw", "durable", "tickets")
+    __slots__ = ("session", "proxy", "replica_reads", "ryw", "durable", "tickets", "blind_until")
 
     def __init__(self, session: Session, proxy: Proxy) -> None:
         s = session.settings
@@ -72,15 +74,13 @@ class ReadWrite:
         self.ryw = self.replica_reads and s.read_your_writes
         self.durable = s.durable_writes > 0
         self.tickets: dict[str, int] = {}  # master -> ticket of this client's last write there
+        self.blind_until = 0.0  # trio time: reads go to masters until then (ticketless write)
 
     def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         s = self.session
         owner = s.router.topology.owners[slot]
-        if owner is None:
-            Session.send_single(s, argv, slot, readonly, name)
-            return
         if readonly:
-            if self.replica_reads and name not in MASTER_ONLY:
+            if owner is not None and self.replica_reads and name not in MASTER_ONLY:
                 node = self._read_node(owner)
                 self.proxy.metrics.read(node, "master" if node == owner else "replica")
                 if node != owner:
@@ -94,13 +94,24 @@ class ReadWrite:
             else:
                 Session.send_single(s, argv, slot, readonly, name)
             if self.ryw:
-                self.tickets[owner] = self.proxy.write_offsets.ticket(s.conn_to(owner))
+                if owner is None:
+                    # Sent when its master is known, so no ticket: every read goes to
+                    # masters until the write is surely done and any fit replica has it
+                    # (a fit replica lags at most max_replica_lag).
+                    st = s.settings
+                    self.blind_until = trio.current_time() + (
+                        st.retry_deadline_ms + st.max_replica_lag_ms
+                        + 3 * st.replica_check_interval_ms) / 1000
+                else:
+                    self.tickets[owner] = self.proxy.write_offsets.ticket(s.conn_to(owner))
             return
         Session.send_single(s, argv, slot, readonly, name)
 
     def _read_node(self, owner: str) -> str:
         need = -1
         if self.ryw:
+            if self.blind_until and trio.current_time() < self.blind_until:
+                return owner
             ticket = self.tickets.get(owner)
             if ticket is not None:
                 needed = self.proxy.write_offsets.needed(ticket, owner)
@@ -120,11 +131,14 @@ class ReadWrite:
         conn.set_readonly(READONLY)
         conn.send(call.payload, call)
 
-    def _send_durable(self, argv: list[bytes], slot: int, name: str, owner: str) -> None:
+    def _send_durable(self, argv: list[bytes], slot: int, name: str, owner: str | None) -> None:
         s = self.session
         call = DurableCall(s, pack_command(tuple(argv)), slot, name)
         s.slots.append(call)
         s.unfilled += 1
+        if owner is None:
+            s.router.send(call)  # the retry path; DurableCall.transmit holds it when sent
+            return
         s.metrics.slot_requests[slot] += 1
         call.node = owner
         conn = s.conn_to(owner)
