@@ -65,3 +65,12 @@ MOVE_HALF_DONE = (
     "ERR slotgate: move across slots half done: its source could not be updated and its "
     "destination '{key}' was changed meanwhile"
 )
+# durable_writes (proxy/routing/durable.py): the write ran, its WAIT fell short or was lost.
+NOT_DURABLE = (
+    "ERR slotgate: write applied on {node} but acknowledged by {acked} of {wanted} replicas "
+    "within {timeout_ms} ms; it may be lost if that master fails"
+)
+DURABILITY_UNKNOWN = (
+    "ERR slotgate: write applied on {node} but the connection was lost before its replicas "
+    "acknowledged it; it may be lost if that master fails"
+)

@@ -165,6 +165,8 @@ class BackendConnection:
         self._failures = 0
         self._framer = ReplyFramer()
         self._batches = 0  # reply batches received; the watchdog looks for progress in it
+        # READONLY for replica reads: sent first on every connect once set (set_readonly).
+        self.readonly: bytes | None = None
 
     # --- hot path --------------------------------------------------------------------------
     def send(self, payload: bytes, pending: Pending) -> None:
@@ -183,6 +185,13 @@ class BackendConnection:
         w.out.append(payload)
         self._pending.append(pending)
         w.unsent += 1
+
+    def set_readonly(self, payload: bytes) -> None:
+        """Send ``payload`` (READONLY) now if connected, and first after every connect."""
+        if self.readonly is None:
+            self.readonly = payload
+            if self._state == READY:
+                self.send(payload, DISCARD)
 
     def send_many(self, payload: bytes, pending: Pending, n: int) -> None:
         """``n`` requests packed back to back in ``payload``, all answered to ``pending``
@@ -219,6 +228,10 @@ class BackendConnection:
             return
         self._pool.metrics.upstream(self.address, "connected")
         w = self._writer
+        if self.readonly is not None:
+            w.out.insert(0, self.readonly)
+            self._pending.appendleft(DISCARD)
+            w.unsent += 1
         if self.proto == 3:
             w.out.insert(0, HELLO3)
             self._pending.appendleft(DISCARD)

@@ -25,14 +25,17 @@ from slotgate.eventcore.listen import accept_loop, open_listeners, resolve
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
-from slotgate.proxy.front import auth, info
+from slotgate.proxy.front import auth, info, readwrite
 from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.session import Session
 from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops import tls as tls_config
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.routing.durable import DurableWrites
+from slotgate.proxy.routing.offsets import WriteOffsets
 from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.replicas import ReplicaReads
 from slotgate.proxy.routing.router import Router
 from slotgate.proxy.routing.topology import Topology
 
@@ -63,6 +66,10 @@ class Proxy:
         self.topology = Topology(settings, self.metrics)
         self.users: ProxyUsers = ProxyUsers(settings)  # the proxy's own users (auth section)
         self.router: Router  # set in run()
+        # Read and write policies (front/readwrite.py), set in run() with the pool.
+        self.replica_reads = ReplicaReads(settings, self.metrics, self.topology)
+        self.write_offsets: WriteOffsets
+        self.durable: DurableWrites
         self.listen_address = ""
         self.tls_address = ""  # the TLS listener's (tls.port), "" without one
         self.sessions: set[Session] = set()
@@ -127,6 +134,9 @@ class Proxy:
                                lambda node: self.topology.request_refresh("conn_lost"),
                                self.flusher.flush)
             self.router = Router(s, self.metrics, self.topology, pool, nursery)
+            self.write_offsets = WriteOffsets(pool.dirty)
+            self.durable = DurableWrites(s, self.metrics, pool.dirty)
+            nursery.start_soon(self.replica_reads.run)
             # A worker shares its address with its siblings (SO_REUSEPORT).
             listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
                 resolve(s.listen_host), s.listen_port, reuse_port=self.worker_index is not None)]
@@ -208,6 +218,7 @@ class Proxy:
         except OSError:
             peer = "?"
         session = Session(self, sock, next(self._ids), peer)
+        readwrite.attach(session, self)
         self.sessions.add(session)
         try:
             await session.run()

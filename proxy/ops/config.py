@@ -35,7 +35,7 @@ import yaml
 
 from slotgate.proxy.front import users
 from slotgate.proxy.ops import tls
-from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.ops.settings import READ_POLICIES, ProxySettings
 
 log = logging.getLogger("proxy.config")
 
@@ -489,6 +489,27 @@ BACKEND_TLS_KEYS: tuple[Key, ...] = (
 )
 _AFTER = [k.path for k in SCHEMA].index("backend.node_auth") + 1  # (one backend section)
 SCHEMA = SCHEMA[:_AFTER] + BACKEND_TLS_KEYS + SCHEMA[_AFTER:] + TLS_KEYS
+# -- replica reads and durable writes (proxy/front/readwrite.py) ------------------------------
+POLICY_KEYS: tuple[Key, ...] = (
+    Key("reads.read_from", choice(*READ_POLICIES), ("read_from",), True,
+        "Where read-only commands go: master, prefer-master (a replica when the master's "
+        "checks fail), replica / prefer-replica (a healthy replica, else the master), nearest "
+        "(lowest measured round trip). Clients connected after a reload take a new value."),
+    _ms_key("reads.max_replica_lag", duration_s(0.001), "max_replica_lag_ms", True,
+            "A replica further behind its master than this (seconds) serves no reads."),
+    Key("reads.read_your_writes", boolean, ("read_your_writes",), True,
+        "A client's reads go to a replica only once it has the client's own last write to "
+        "that shard (docs/PROXY.md, Replica reads).", show=_show_bool),
+    _ms_key("reads.check_interval", duration_s(0.01), "replica_check_interval_ms", True,
+            "How often every node's ROLE is read (health, offsets, round trip)."),
+    Key("writes.durable_writes", integer(0, 1000), ("durable_writes",), True,
+        "N > 0: each write is answered once N replicas acknowledged it (WAIT N, batched); "
+        "0: off."),
+    _ms_key("writes.durable_timeout", duration_s(0.001), "durable_timeout_ms", True,
+            "WAIT's timeout: a write not acknowledged by enough replicas within it gets an "
+            "error naming how many did."),
+)
+SCHEMA += POLICY_KEYS
 
 KEYS: dict[str, Key] = {k.path: k for k in SCHEMA}
 SECTIONS = frozenset(k.path.rpartition(".")[0] for k in SCHEMA if "." in k.path)

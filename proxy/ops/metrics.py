@@ -52,6 +52,7 @@ from slotgate.proxy.ops.tls import open_node_stream
 log = logging.getLogger("slotgate.metrics")
 
 REDIRECT_KINDS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+DURABLE_RESULTS = ("ok", "short", "lost")
 
 
 class ProxyMetrics:
@@ -110,6 +111,14 @@ class ProxyMetrics:
 
     def failover(self, node: str) -> None:
         self.counters["failover", node] += 1
+
+    def read(self, node: str, role: str) -> None:
+        """A read-only request a read policy sent to ``node`` (role master / replica)."""
+        self.counters["read", node, role] += 1
+
+    def durable_wait(self, result: str) -> None:
+        """A durable-writes WAIT answered: ok / short (fewer replicas) / lost (connection)."""
+        self.counters["durable_wait", result] += 1
 
     def client_connected(self) -> None:
         self.clients_connected += 1
@@ -380,6 +389,12 @@ class _Collector(Collector):
         yield g
 
         yield from _cluster_health(m, events)
+        yield _counter("policy_reads", "Read-only requests a read policy (read_from) routed, by "
+                       "node and its role.", ("node", "role"), events.get("read", {}))
+        waits: dict[tuple[str, ...], float] = {(r,): 0.0 for r in DURABLE_RESULTS}
+        waits.update(events.get("durable_wait", {}))
+        yield _counter("durable_waits", "durable_writes WAITs by result: ok, short (fewer "
+                       "replicas acknowledged), lost (connection).", ("result",), waits)
         yield GaugeMetricFamily(PREFIX + "connected_clients", "Client connections open now.",
                                 value=m.clients_connected)
         for name, event, doc in _SINGLE_COUNTERS:

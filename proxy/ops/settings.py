@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from slotgate.protocol.acl_lines import BOTH_SOURCES
 
 Address = tuple[str, int]
+READ_POLICIES = ("master", "prefer-master", "replica", "prefer-replica", "nearest")
 
 
 def parse_address(text: str) -> Address:
@@ -108,6 +109,15 @@ class ProxySettings:
     # reload, so that a certificate file replaced in place is read anew.
     tls_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
     backend_tls_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    # Replica reads and durable writes (front/readwrite.py, docs/PROXY.md "Replica reads").
+    # read_from: master | prefer-master | replica | prefer-replica | nearest.
+    read_from: str = "master"
+    max_replica_lag_ms: int = 5000
+    read_your_writes: bool = False
+    replica_check_interval_ms: int = 100
+    # durable_writes: N > 0: a write is acknowledged once N replicas have it (WAIT N timeout).
+    durable_writes: int = 0
+    durable_timeout_ms: int = 1000
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -120,11 +130,16 @@ class ProxySettings:
             "reconnect_backoff_min_ms", "reconnect_backoff_max_ms", "max_redirects",
             "retry_deadline_ms", "retry_backoff_min_ms", "retry_backoff_max_ms",
             "topology_refresh_interval_ms", "max_clients", "max_pipeline_depth",
-            "max_bulk_len", "max_inline_len", "max_multibulk_len",
+            "max_bulk_len", "max_inline_len", "max_multibulk_len", "max_replica_lag_ms",
+            "replica_check_interval_ms", "durable_timeout_ms",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if self.read_from not in READ_POLICIES:
+            raise ValueError(f"read_from: one of {', '.join(READ_POLICIES)}, got {self.read_from!r}")
+        if self.durable_writes < 0:
+            raise ValueError(f"durable_writes: must be >= 0, got {self.durable_writes}")
         if self.backend_username is not None and self.backend_password is None:
             raise ValueError("backend_username: set without backend_password")
         if self.auth_users and self.auth_aclfile:

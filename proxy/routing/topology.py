@@ -50,6 +50,10 @@ class SlotMap:
     # each online replica's master and replication lag behind it in bytes (offsets as gossiped).
     members: dict[str, tuple[str, str]] = field(default_factory=dict)
     replica_lag_bytes: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # From CLUSTER SHARDS: every replica not reported failed, "loading" ones included (Redis
+    # 7.0 reports a replica "loading" while its gossiped offset is 0, e.g. before any write);
+    # replica reads judge them by checks of their own (routing/replicas.py).
+    unfailed_replicas: dict[str, list[str]] = field(default_factory=dict)
 
     def covered(self) -> int:
         return sum(1 for o in self.owners if o is not None)
@@ -110,6 +114,7 @@ def slot_map_from_shards(reply: Sequence[Any], default_host: str, tls: bool = Fa
     replicas: dict[str, list[str]] = {}
     members: dict[str, tuple[str, str]] = {}
     lag: dict[str, tuple[str, int]] = {}
+    unfailed: dict[str, list[str]] = {}
     for shard_raw in reply:
         shard = _pairs(shard_raw)
         nodes = [_pairs(n) for n in shard.get("nodes", [])]
@@ -123,6 +128,9 @@ def slot_map_from_shards(reply: Sequence[Any], default_host: str, tls: bool = Fa
         online = [n for n in nodes
                   if _text(n.get("role", b"")) != "master" and _text(n.get("health", b"")) == "online"]
         replicas[master] = [_node_address(n, default_host, tls) for n in online]
+        unfailed[master] = [_node_address(n, default_host, tls) for n in nodes
+                            if _text(n.get("role", b"")) != "master"
+                            and _text(n.get("health", b"")) != "fail"]
         master_offset = _offset(masters[0])
         for n in online:
             offset = _offset(n)
@@ -135,6 +143,7 @@ def slot_map_from_shards(reply: Sequence[Any], default_host: str, tls: bool = Fa
     slot_map = _finish(owners, replicas)
     slot_map.members = members
     slot_map.replica_lag_bytes = lag
+    slot_map.unfailed_replicas = unfailed
     return slot_map
 
 

@@ -60,6 +60,7 @@ def test_families_names_and_zero_series() -> None:
         "slotgate_failovers": "counter", "slotgate_cluster_node_online": "gauge",
         "slotgate_replica_lag_bytes": "gauge", "slotgate_client_auth_failures": "counter",
         "slotgate_tls_handshake_failures": "counter",
+        "slotgate_policy_reads": "counter", "slotgate_durable_waits": "counter",
     }
     # Counters are exposed with _total.
     assert ("slotgate_unknown_fate_writes_total", ()) in samples
