@@ -24,7 +24,9 @@ if str(ROOT) not in sys.path:
 
 from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo  # noqa: E402
 from slotgate.protocol.overrides import MAY_RUN_LONG  # noqa: E402
+from slotgate.proxy.routing.blockmove import HANDLED as BLOCKMOVE_HANDLED  # noqa: E402
 from slotgate.proxy.routing.blockmulti import HANDLED as BLOCK_HANDLED  # noqa: E402
+from slotgate.proxy.routing.xreadmulti import HANDLED as XREAD_HANDLED  # noqa: E402
 from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
@@ -39,7 +41,7 @@ ROUTE_TEXT: dict[str, str] = {
     "pubsub": "subscriber mode on a node connection of the client's own",
     "transaction": "transaction handling: the session is pinned to one slot's master",
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
-                "its own to its keys' master (keys in several slots: `-CROSSSLOT`, except the pops of "
+                "its own to its keys' master (keys in several slots: see "
                 "[Blocking pops across slots](#blocking-pops-across-slots))",
     "gather": "keys in one slot: as `single`; keys in several slots: run by a real node on "
               "copies next to one key (see [Multi-key commands across slots]"
@@ -190,6 +192,13 @@ def handling(info: CommandInfo) -> str:
     note = NOTES.get(info.name) or _gather_note(info)
     if info.name in BLOCK_HANDLED:
         note = "Across slots: see [Blocking pops across slots](#blocking-pops-across-slots)."
+    elif info.name in BLOCKMOVE_HANDLED:
+        note = ("Across slots: waits on its source, then moves as LMOVE does "
+                "([Blocking pops across slots](#blocking-pops-across-slots)).")
+    elif info.name in XREAD_HANDLED:
+        note = ("Across slots: each slot's streams read, replies merged in the client's order; "
+                "BLOCK waits on every master ([Blocking pops across slots]"
+                "(#blocking-pops-across-slots)).")
     if note:
         text = f"{text} {note}"
     return text.replace("|", "\\|")
@@ -251,8 +260,10 @@ BLOCKING_CROSS = """\
 ## Blocking pops across slots
 
 `BLPOP`, `BRPOP`, `BZPOPMIN`, `BZPOPMAX`, `BLMPOP` and `BZMPOP` over keys in several slots
-(keys in one slot: unchanged, one connection to that slot's master). Code:
-`proxy/routing/blockmulti.py`; tests: `tests/proxy/test_blocking_crossslot.py`.
+(keys in one slot: unchanged, one connection to that slot's master), and the non-blocking
+`LMPOP` and `ZMPOP` (step 1 only: all keys empty, the null reply). Code:
+`proxy/routing/blockmulti.py`; tests: `tests/proxy/test_blocking_crossslot.py`,
+`tests/proxy/test_crossslot_pops.py`.
 
 1. **Try, in Redis' key order.** Each run of consecutive keys of one slot is sent to that
    slot's master as `MULTI`, the same command over those keys, `EXEC` (inside a transaction a
@@ -277,7 +288,53 @@ shorter, or block on it; it is put back at the head it left, but after elements 
 pushed meanwhile to that same end, its position may differ. A losing node whose connection is
 lost after popping (its reply unread) loses that element, as a client of that node would.
 `CLIENT UNBLOCK` through the proxy does not reach a cross-slot wait; `blocked_clients` is not
-counted for it. `BLMOVE`/`BRPOPLPUSH` across slots still answer `-CROSSSLOT`.
+counted for it.
+
+### BLMOVE and BRPOPLPUSH across slots
+
+A source and a destination in different slots (`proxy/routing/blockmove.py`). No element ever
+leaves the source except by the move of [Moves across slots](#moves-across-slots), so a
+failure while waiting loses nothing:
+
+1. **Check.** On the source's master, `MULTI`, the client's command over an always-empty key
+   of the source's slot (as source and destination), `EXEC`: Redis' own argument errors
+   (direction syntax, timeout), nothing else, and nothing changed.
+2. **Move.** `LMOVE` (`RPOPLPUSH`) across slots, as the moves above: the element, or
+   `WRONGTYPE` of either key, is the reply.
+3. **Wait.** The source was empty: `BLMOVE src src <end> <end> <timeout left>` on a
+   connection of its own to the source's master. It returns when the source has an element,
+   having popped it and pushed it back at the same end (the list is as it was); then step 2
+   again. Its null (the timeout) is the reply: `*-1` in RESP2, `_` in RESP3, as Redis.
+   A move whose source changed under each of its tries is tried again while the timeout lasts.
+
+Differs from one server: the wait touches the source (one pop and one push: keyspace
+notifications, `WATCH` of the source), and an element pushed while the client waits may be
+taken by another client between the wait's end and the move (the move then waits again).
+
+### XREAD and XREADGROUP across slots
+
+Streams in several slots (`proxy/routing/xreadmulti.py`):
+
+1. **Read.** Each run of consecutive streams of one slot, with their IDs, is sent in the
+   client's order to the slot's master inside `MULTI … EXEC` (`BLOCK` never blocks there).
+   Redis checks every stream (type, then ID) in key order before reading: the first run that
+   answers an error gives the client's reply, byte for byte. XREAD's `$` IDs are resolved in
+   the same transaction (the stream's last entry, `XREVRANGE k + - COUNT 1`; `0-0` when it has
+   none), so step 3 misses no entry added after the read.
+2. **Merge.** Every stream with entries, in the client's order (repeated names included), in
+   one reply: an array of `[stream, entries]` pairs, a map in RESP3. None and no `BLOCK`: the
+   null reply.
+3. **Wait.** With `BLOCK`, each slot's streams wait at once on a connection of their own to
+   its master, with what is left of the block time (`0` stays `0`). When one answers, the
+   others are ended (`CLIENT UNBLOCK`) and every stream that received entries meanwhile is in
+   the reply too, in the client's order: an XREADGROUP's entries read with `>` were delivered
+   (added to the consumer's pending list) by the node that answered, so none is dropped.
+
+Differs from one server: the runs are read one after another, not at one instant; an
+XREADGROUP with `>` whose later stream has an error (`NOGROUP`, `WRONGTYPE`) has already
+delivered the earlier streams' entries to the consumer (they are in its pending list, as
+after a lost reply) while the client gets the error; a woken wait may carry entries of
+several streams where Redis would give those of the stream that woke it.
 
 """
 

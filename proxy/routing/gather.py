@@ -38,7 +38,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
-from slotgate.proxy.routing import crossslot
+from slotgate.proxy.routing import blockmulti, crossslot
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -62,6 +62,11 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
     several slots hold up the session while the three steps run."""
     readonly = "readonly" in info.flags
     slot = s.slot_of(argv)
+    if slot is None and info.name in blockmulti.NON_BLOCKING:
+        pending = blockmulti.route(s, argv, info)  # LMPOP, ZMPOP: the first key with data
+        if pending is not None:
+            return pending
+        slot = s.any_slot  # malformed: the node's error
     p = None if slot is not None else crossslot.plan(argv, crossslot.SPECS[info.name])
     if p is None:
         s.send_single(argv, s.any_slot if slot is None else slot, readonly, info.name)
@@ -72,14 +77,18 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
 async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
                reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
+    reply_slot(await run_plan(s, p, readonly, name))
+
+
+async def run_plan(s: RouteSession, p: Plan, readonly: bool, name: str) -> bytes:
+    """Steps 1 to 3 of ``p``, once the client's earlier requests are answered: the reply."""
     async with KEY_LOCKS.hold(p.written + p.local_written):
         for _ in range(MOVE_ATTEMPTS):
             try:
-                reply_slot(await _attempt(s, p, readonly))
-                return
+                return await _attempt(s, p, readonly)
             except _Retry:
                 continue
-    reply_slot(error_frame(errors.MOVE_CONTENDED.format(name=name)))
+    return error_frame(errors.MOVE_CONTENDED.format(name=name))
 
 
 class KeyLocks:
