@@ -538,9 +538,16 @@ trip). Moves (and `MSETNX`) that share a key run one after the other inside one 
 process (a lock per key name, taken in sorted order), so moves through the proxy never race
 each other; `tests/proxy/test_crossslot.py` runs four clients making 600 random `LMOVE`s
 and `RPOPLPUSH`es between 30 lists and finds every element exactly once (without the lock
-the same test gets "half done" errors and duplicates). Writers the lock does not hold
-back — single-key commands, other proxy processes (`workers: N` are separate processes),
-clients of the nodes themselves — are handled by `WATCH` and compensation:
+the same test gets "half done" errors and duplicates). With `workers: N` (separate
+processes) each key's lock is also a key on the cluster, in the key's own slot:
+`{T}slotgate-lock:<key>`, taken with `SET … NX PX 30000` in sorted key order, tried again
+every few milliseconds for at most 10 s (then the move answers its "source kept changing"
+error), and deleted at the end only while it still holds the mover's token
+(`proxy/routing/movelock.py`; `tests/proxy/test_workers_moves.py`). It exists only while
+its move runs (a `KEYS` at that instant may list it); a holder that dies leaves it to
+expire; one lost in a failover weakens the exclusion back to `WATCH` and compensation.
+Writers the lock does not hold back — single-key commands, clients of the nodes themselves —
+are handled by `WATCH` and compensation:
 
 - Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
   Step 2's connection lost after sending: the destination may hold the copy while the

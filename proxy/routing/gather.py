@@ -38,7 +38,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
-from slotgate.proxy.routing import blockmulti, crossslot
+from slotgate.proxy.routing import blockmulti, crossslot, movelock
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -82,12 +82,18 @@ async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
 
 async def run_plan(s: RouteSession, p: Plan, readonly: bool, name: str) -> bytes:
     """Steps 1 to 3 of ``p``, once the client's earlier requests are answered: the reply."""
-    async with KEY_LOCKS.hold(p.written + p.local_written):
-        for _ in range(MOVE_ATTEMPTS):
-            try:
-                return await _attempt(s, p, readonly)
-            except _Retry:
-                continue
+    locked = p.written + p.local_written
+    try:
+        async with KEY_LOCKS.hold(locked), movelock.held(s, p.written and locked):
+            for _ in range(MOVE_ATTEMPTS):
+                try:
+                    return await _attempt(s, p, readonly)
+                except _Retry:
+                    continue
+    except movelock.Contended as exc:
+        reason = exc.args[0] if exc.args else b""
+        if reason[:1] in (b"-", b"!"):
+            return bytes(reason)  # the lock's master unreachable
     return error_frame(errors.MOVE_CONTENDED.format(name=name))
 
 
@@ -95,8 +101,9 @@ class KeyLocks:
     """Locks on key names, for the writes across slots of this proxy process: two moves (or
     MSETNX) sharing a key run one after the other, so they never undo each other's steps.
     Taken in sorted order (no deadlock); an entry lives while someone holds or awaits it.
-    Writers elsewhere (another process, a client of the nodes themselves, single-key
-    commands) are not held back: WATCH and compensation deal with them."""
+    Across the processes of ``workers: N``, ``movelock.py`` adds a lock key on the cluster.
+    Other writers (a client of the nodes themselves, single-key commands) are not held back:
+    WATCH and compensation deal with them."""
 
     def __init__(self) -> None:
         self._locks: dict[bytes, tuple[trio.Lock, list[int]]] = {}
