@@ -10,6 +10,8 @@ then returns the real payload. The test then counts every element of both lists.
 
 from __future__ import annotations
 
+import random
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -236,3 +238,122 @@ async def test_the_destinations_master_killed_between_steps_keeps_the_element(
     assert got_dst == [b"d0", b"e0"]
     assert master_of(cluster, dst).port != victim.port
     await c.call("DEL", src, dst)
+
+
+# --- the soak: random moves between many lists while a master is killed between steps -----
+_MOVES = (
+    (0.55, lambda rng, s, d: ["LMOVE", s, d, rng.choice(["LEFT", "RIGHT"]),
+                              rng.choice(["LEFT", "RIGHT"])]),
+    (0.15, lambda rng, s, d: ["RPOPLPUSH", s, d]),
+    (0.2, lambda rng, s, d: ["BLMOVE", s, d, rng.choice(["LEFT", "RIGHT"]), "LEFT", "0.05"]),
+    (0.1, lambda rng, s, d: ["BRPOPLPUSH", s, d, "0.05"]),
+)
+
+
+def _move(rng: random.Random, src: str, dst: str) -> list[str]:
+    pick = rng.random()
+    for share, build in _MOVES:
+        if pick < share:
+            return build(rng, src, dst)
+        pick -= share
+    return _MOVES[0][1](rng, src, dst)
+
+
+def _victim_slots(cluster: list[ManagedProcess], victim: ManagedProcess) -> set[int]:
+    for n in cluster:
+        if n.alive():
+            return {slot for lo, hi, master, *_ in
+                    n.client(socket_timeout=5).execute_command("CLUSTER", "SLOTS")
+                    if int(master[1]) == victim.port for slot in range(lo, hi + 1)}
+    return set()
+
+
+async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+               n_lists: int, n_moves: int, n_clients: int = 8) -> dict[str, int]:
+    """``n_moves`` random moves (LMOVE, RPOPLPUSH, BLMOVE, BRPOPLPUSH) by ``n_clients``
+    clients between ``n_lists`` lists on every master; when a third of them are done, the
+    next move whose source is on a replicated master has that master killed between its
+    steps 2 and 3. After the failover every element is counted."""
+    victim = next((n for n in cluster if n.alive() and n.port in replicated_masters(cluster)),
+                  None)
+    assert victim is not None, "no master left with a replica"
+    victim_slots = _victim_slots(cluster, victim)
+    prefix = f"soak{uuid.uuid4().hex[:6]}:"
+    keys = [f"{prefix}{i}" for i in range(n_lists)]
+    start = [f"e{i}" for i in range(n_lists * 5)]
+    c = await connect(p)
+    for i, key in enumerate(keys):
+        assert await c.call("RPUSH", key, *start[i::n_lists]) == b":5\r\n"
+    assert victim.client().wait(1, 5000) == 1
+    real = crossslot.commit_payload
+    done = [0]
+    killed: list[int] = []
+
+    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+        if (not killed and done[0] >= n_moves // 3
+                and any(key_slot(k) in victim_slots for k in changed)):
+            victim.client().wait(1, 2000)
+            victim.kill()
+            killed.append(done[0])
+        return real(changed)
+
+    monkeypatch.setattr(crossslot, "commit_payload", killing)
+    replies: dict[str, int] = {}
+
+    async def mover(seed: int, count: int) -> None:
+        rng = random.Random(seed)
+        me = await connect(p)
+        for _ in range(count):
+            src, dst = rng.sample(keys, 2)
+            reply = await me.call(*_move(rng, src, dst))
+            kind = reply[:1].decode() if reply[:1] != b"-" else reply.split(b" ")[0].decode()
+            replies[kind] = replies.get(kind, 0) + 1
+            done[0] += 1
+        await me.stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for seed in range(n_clients):
+            nursery.start_soon(mover, seed, n_moves // n_clients)
+    monkeypatch.undo()
+    assert killed, "no move had its source on the victim"
+    found: list[bytes] = []
+    for key in keys:
+        found.extend(elements(await c.call("LRANGE", key, "0", "-1")))
+    await c.call("DEL", *keys)
+    await c.stream.aclose()
+    counts: dict[bytes, int] = {}
+    for e in found:
+        counts[e] = counts.get(e, 0) + 1
+    want = {e.encode() for e in start}
+    return {"moves": done[0], "killed_at": killed[0], "elements": len(want),
+            "lost": len(want - counts.keys()), "duplicated": sum(n - 1 for n in counts.values()),
+            "unknown": sum(1 for e in counts if e not in want), **replies}
+
+
+async def test_moves_while_a_master_is_killed_lose_and_duplicate_nothing(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bounded soak: 400 moves between 40 lists."""
+    got = await soak(proxy, cluster, monkeypatch, n_lists=40, n_moves=400)
+    assert (got["lost"], got["duplicated"], got["unknown"]) == (0, 0, 0), got
+
+
+@pytest.mark.slow
+async def test_soak_10000_moves_200_lists_a_master_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The full soak on a cluster of its own: 10,000 moves between 200 lists."""
+    nodes = start_cluster("real", tmp_path)
+    try:
+        p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port) for n in nodes[:3]]))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(p.run)
+            started = trio.current_time()
+            got = await soak(p, nodes, monkeypatch, n_lists=200, n_moves=10_000)
+            got["seconds"] = int(trio.current_time() - started)
+            nursery.cancel_scope.cancel()
+    finally:
+        for n in nodes:
+            n.stop()
+    print("soak:", got)
+    assert (got["lost"], got["duplicated"], got["unknown"]) == (0, 0, 0), got
