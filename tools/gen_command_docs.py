@@ -26,8 +26,8 @@ from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo 
 from slotgate.protocol.overrides import MAY_RUN_LONG  # noqa: E402
 from slotgate.proxy.routing.blockmove import HANDLED as BLOCKMOVE_HANDLED  # noqa: E402
 from slotgate.proxy.routing.blockmulti import HANDLED as BLOCK_HANDLED  # noqa: E402
-from slotgate.proxy.routing.xreadmulti import HANDLED as XREAD_HANDLED  # noqa: E402
 from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
+from slotgate.proxy.routing.xreadmulti import HANDLED as XREAD_HANDLED  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
 
@@ -190,6 +190,10 @@ def handling(info: CommandInfo) -> str:
         text = ROUTE_TEXT[route]
     text = text[0].upper() + text[1:] + "."
     note = NOTES.get(info.name) or _gather_note(info)
+    if info.name in DATABASE_COMMANDS:
+        note = (f"{note} " if note else "") + (
+            "With `databases` above 1: per database, see [Numbered databases]"
+            "(#numbered-databases).")
     if info.name in BLOCK_HANDLED:
         note = "Across slots: see [Blocking pops across slots](#blocking-pops-across-slots)."
     elif info.name in BLOCKMOVE_HANDLED:
@@ -338,6 +342,49 @@ several streams where Redis would give those of the stream that woke it.
 
 """
 
+
+DATABASE_COMMANDS = frozenset({"select", "move", "swapdb", "copy", "keys", "scan", "dbsize",
+                               "flushdb", "randomkey"})
+
+DATABASES = """\
+## Numbered databases
+
+With `databases: N` above 1 (docs/CONFIG.md, Numbered databases), `SELECT 0..N-1` works as on
+one server; the keys of database `d > 0` are stored as `{T}slotgate-db<d>:<key>` (`T`: a hash
+tag of the key's own slot, so each key keeps its slot), database 0 as is. Code:
+`proxy/front/databases.py`; tests: `tests/proxy/test_databases.py` (a script of SELECT, MOVE,
+COPY … DB, SWAPDB, KEYS, DBSIZE, RANDOMKEY, FLUSHDB, blocking pops and moves in several
+databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPDB usage).
+
+- **Every keyed command** of a client in database `d > 0` has its keys (`COMMAND GETKEYS`'
+  positions) prefixed, then is routed as usual (one slot, split, across slots). Replies that
+  carry key names have the prefix taken off: `BLPOP`, `BRPOP`, `BZPOPMIN`, `BZPOPMAX`,
+  `BLMPOP`, `BZMPOP`, `LMPOP`, `ZMPOP`, `XREAD`, `XREADGROUP` (every bulk string of the reply
+  that starts with this database's prefix: a value that itself starts with it is cut too).
+  Such a client takes no fast route (one dictionary lookup more per request).
+- **Whole-database commands** are the proxy's in every database (database 0 leaves out the
+  other databases' keys): `KEYS` (`KEYS {*}slotgate-db<d>:<pattern>` on every master, prefix
+  taken off; database 0: every key without a prefix), `DBSIZE`, `RANDOMKEY` and `FLUSHDB`
+  (from that list: O(N) on every master, `FLUSHDB` then `UNLINK`s per slot, not atomic),
+  `SCAN` (one master after another, `MATCH` prefixed; the cursor is the node's cursor times
+  1024 plus the master's index; its guarantees hold while the slot map does not change).
+- **`MOVE key db`**: Redis' argument errors, then `RENAMENX` of the two stored names in the
+  key's slot (`:1` moved, `:0` absent or already in the target; TTL kept, as Redis).
+- **`COPY src dst DB d [REPLACE]`**: Redis' argument errors, then `COPY` of the two stored
+  names (in two slots: as [Multi-key commands across slots](#multi-key-commands-across-slots)).
+- **`SWAPDB a b`**: Redis' argument errors, then per key of either database, in its slot, one
+  `MULTI`, the `RENAME`s that swap it (through a temporary `{T}slotgate-swapdb:<key>`
+  when both hold it), `EXEC`. Atomic per key only: another client may see the two databases
+  half swapped; clients blocked on a key are not woken by the swap as Redis wakes them.
+- **`RESET`** returns the client to database 0.
+
+Not done: inside `MULTI` the whole-database commands and `MOVE`/`COPY … DB` are queued as
+plain commands (their keys prefixed: `MOVE` answers Redis Cluster's error), and `EXEC`'s
+replies keep prefixes; `SORT … BY/GET` patterns, Lua scripts' key names computed from
+arguments, keyspace notifications and `CLIENT LIST`'s `db=` are not translated; `FLUSHALL`
+empties every database (as Redis).
+
+"""
 
 OWN_FACTS = """\
 ## The proxy's own server facts
@@ -628,6 +675,7 @@ def render() -> str:
     out.append(CROSS_SLOT)
     out.append(MSETNX)
     out.append(BLOCKING_CROSS)
+    out.append(DATABASES)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
     out.append(_slow_commands())

@@ -42,6 +42,8 @@ class RouteSession(Protocol):
     proto: int
     name: bytes | None
     quit: bool
+    # The client's database (front/databases.py; changed only through set_db).
+    db: int
 
     @property
     def id(self) -> int: ...
@@ -93,6 +95,8 @@ class RouteSession(Protocol):
         """Close the client's connection now."""
     def set_checked(self, checked: bool) -> None:
         """Whether every request passes auth.refused before routing (set by auth.derive)."""
+    def set_db(self, db: int) -> None:
+        """SELECT's database (front/databases.py)."""
 
 
 # A route: None when the reply is on its way, or an awaitable the session must await before
