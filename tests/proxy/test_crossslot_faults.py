@@ -250,6 +250,17 @@ _MOVES = (
 )
 
 
+# A move whose step 2 (the destination written) lost its connection to the killed master:
+# the destination may hold the copy (docs/COMMANDS.md, Moves across slots).
+_UNKNOWN_FATE = b"-ERR slotgate: connection to "
+
+
+def _check(got: dict[str, int]) -> None:
+    """Nothing lost, nothing unknown; a duplicate only for a move answered unknown-fate."""
+    assert got["lost"] == 0 and got["unknown"] == 0, got
+    assert got["duplicated"] <= got.get("move_unknown_fate", 0), got
+
+
 def _move(rng: random.Random, src: str, dst: str) -> list[str]:
     pick = rng.random()
     for share, build in _MOVES:
@@ -270,8 +281,9 @@ def _victim_slots(cluster: list[ManagedProcess], victim: ManagedProcess) -> set[
 
 async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
                n_lists: int, n_moves: int, n_clients: int = 8) -> dict[str, int]:
-    """``n_moves`` random moves (LMOVE, RPOPLPUSH, BLMOVE, BRPOPLPUSH) by ``n_clients``
-    clients between ``n_lists`` lists on every master; when a third of them are done, the
+    """``n_moves`` random moves (LMOVE, RPOPLPUSH, BLMOVE, BRPOPLPUSH, and BLPOP over three
+    lists whose element the client pushes to another) by ``n_clients`` clients between
+    ``n_lists`` lists on every master; when a third of them are done, the
     next move whose source is on a replicated master has that master killed between its
     steps 2 and 3. After the failover every element is counted."""
     victim = next((n for n in cluster if n.alive() and n.port in replicated_masters(cluster)),
@@ -300,13 +312,37 @@ async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.Monk
     monkeypatch.setattr(crossslot, "commit_payload", killing)
     replies: dict[str, int] = {}
 
+    held: list[bytes] = []
+    safe = [k for k in keys if key_slot(k.encode()) not in victim_slots]
+
+    async def pop_and_push(me: Client, rng: random.Random) -> bytes:
+        """A blocking pop over three lists (three slots), its element pushed to a fourth by
+        the client, one whose master is not the victim (a push that dies with its master
+        leaves its fate unknown: the client could not tell whether to push again); a push
+        refused during the failover is tried again."""
+        reply = await me.call("BLPOP", *rng.sample(keys, 3), "0.05")
+        if reply[:1] != b"*" or reply == b"*-1\r\n":
+            return reply
+        elem = elements(reply)[1]
+        for _ in range(100):
+            if (await me.call("RPUSH", rng.choice(safe), elem))[:1] == b":":
+                return reply
+            await trio.sleep(0.1)
+        held.append(elem)
+        return reply
+
     async def mover(seed: int, count: int) -> None:
         rng = random.Random(seed)
         me = await connect(p)
         for _ in range(count):
             src, dst = rng.sample(keys, 2)
-            reply = await me.call(*_move(rng, src, dst))
-            kind = reply[:1].decode() if reply[:1] != b"-" else reply.split(b" ")[0].decode()
+            if rng.random() < 0.1:
+                reply = await pop_and_push(me, rng)
+            else:
+                reply = await me.call(*_move(rng, src, dst))
+                if reply.startswith(_UNKNOWN_FATE):
+                    replies["move_unknown_fate"] = replies.get("move_unknown_fate", 0) + 1
+            kind = reply[:1].decode() if reply[:1] != b"-" else reply[:40].decode()
             replies[kind] = replies.get(kind, 0) + 1
             done[0] += 1
         await me.stream.aclose()
@@ -316,6 +352,7 @@ async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.Monk
             nursery.start_soon(mover, seed, n_moves // n_clients)
     monkeypatch.undo()
     assert killed, "no move had its source on the victim"
+    assert held == []
     found: list[bytes] = []
     for key in keys:
         found.extend(elements(await c.call("LRANGE", key, "0", "-1")))
@@ -330,12 +367,13 @@ async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.Monk
             "unknown": sum(1 for e in counts if e not in want), **replies}
 
 
-async def test_moves_while_a_master_is_killed_lose_and_duplicate_nothing(
+async def test_moves_while_a_master_is_killed_lose_nothing(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The bounded soak: 400 moves between 40 lists."""
     got = await soak(proxy, cluster, monkeypatch, n_lists=40, n_moves=400)
-    assert (got["lost"], got["duplicated"], got["unknown"]) == (0, 0, 0), got
+    print("soak:", got)
+    _check(got)
 
 
 @pytest.mark.slow
@@ -356,4 +394,4 @@ async def test_soak_10000_moves_200_lists_a_master_killed(
         for n in nodes:
             n.stop()
     print("soak:", got)
-    assert (got["lost"], got["duplicated"], got["unknown"]) == (0, 0, 0), got
+    _check(got)
