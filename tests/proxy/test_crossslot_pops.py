@@ -13,7 +13,7 @@ import time
 import pytest
 
 from slotgate.proxy.routing.splitter import array_elements
-from tests.proxy.test_blocking_crossslot import _keys, _run
+from tests.proxy.test_blocking_crossslot import _keys, same_replies
 from tests.support import ManagedProcess, RawClient
 
 SCRIPT: list[list[str]] = [
@@ -66,11 +66,7 @@ SCRIPT: list[list[str]] = [
 @pytest.mark.parametrize("proto", [2, 3])
 def test_same_replies_as_one_redis_server(slotgate: ManagedProcess,
                                           redis_standalone: ManagedProcess, proto: int) -> None:
-    keys = _keys()
-    want = _run(redis_standalone.port, proto, keys, SCRIPT)
-    got = _run(slotgate.port, proto, keys, SCRIPT)
-    for cmd, w, g in zip(SCRIPT, want, got, strict=True):
-        assert g == w, cmd
+    same_replies(slotgate.port, redis_standalone.port, proto, SCRIPT)
 
 
 def _bulk(value: str) -> bytes:

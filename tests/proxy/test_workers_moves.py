@@ -3,8 +3,6 @@ processes (``proxy/routing/movelock.py``), against a real redis-server cluster."
 
 from __future__ import annotations
 
-import random
-import threading
 import uuid
 from collections.abc import Iterator
 
@@ -12,7 +10,7 @@ import pytest
 
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy.routing.movelock import LOCK_TTL_MS, lock_key
-from slotgate.proxy.routing.splitter import array_elements
+from tests.proxy.test_crossslot import concurrent_moves
 from tests.proxy.test_workers import start_workers
 from tests.support import ManagedProcess, RawClient
 
@@ -56,34 +54,6 @@ def test_a_move_waits_while_another_process_holds_its_key(workers: ManagedProces
 
 def test_concurrent_moves_over_two_workers_lose_and_duplicate_nothing(
         workers: ManagedProcess) -> None:
-    """Six clients (spread over both workers) move elements at random between 12 lists on
+    """Six clients (spread over both workers) make 360 random moves between 12 lists on
     every master: every element is found exactly once at the end, and no move failed."""
-    prefix = f"wsoak{uuid.uuid4().hex[:6]}:"
-    lists = [f"{prefix}{i}" for i in range(12)]
-    start = [f"e{i}".encode() for i in range(120)]
-    with RawClient(workers.port) as c:
-        c.pipeline([["RPUSH", lists[i], *start[i::12]] for i in range(12)])
-    errors: list[bytes] = []
-
-    def mover(seed: int) -> None:
-        rng = random.Random(seed)
-        with RawClient(workers.port) as c:
-            for _ in range(60):
-                src, dst = rng.sample(lists, 2)
-                reply = c.call("LMOVE", src, dst, rng.choice(["LEFT", "RIGHT"]), "RIGHT")
-                if reply[:1] not in (b"$", b"_"):
-                    errors.append(reply)
-
-    threads = [threading.Thread(target=mover, args=(seed,)) for seed in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads)
-    assert errors == []
-    with RawClient(workers.port) as c:
-        found = [e for raw in c.pipeline([["LRANGE", k, "0", "-1"] for k in lists])
-                 for e in array_elements(raw)]
-        assert c.call("KEYS", f"*slotgate-lock:{prefix}*") == b"*0\r\n"
-        c.call("DEL", *lists)
-    assert sorted(found) == sorted(b"$%d\r\n%s\r\n" % (len(e), e) for e in start)
+    concurrent_moves(workers.port, n_lists=12, n_elements=120, n_clients=6, moves_each=60)
