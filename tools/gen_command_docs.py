@@ -378,8 +378,9 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   half swapped; clients blocked on a key are not woken by the swap as Redis wakes them.
 - **`RESET`** returns the client to database 0.
 
-Not done: inside `MULTI` the whole-database commands and `MOVE`/`COPY … DB` are queued as
-plain commands (their keys prefixed: `MOVE` answers Redis Cluster's error), and `EXEC`'s
+Not done: inside `MULTI`, `SELECT`, the whole-database commands and `MOVE`/`COPY … DB` are
+queued as plain commands (`SELECT` of another database and `MOVE` answer Redis Cluster's
+errors at `EXEC`; `KEYS`, `SCAN` … there are not per database), and `EXEC`'s
 replies keep prefixes; `SORT … BY/GET` patterns, Lua scripts' key names computed from
 arguments, keyspace notifications and `CLIENT LIST`'s `db=` are not translated; `FLUSHALL`
 empties every database (as Redis).

@@ -116,7 +116,9 @@ def dispatch(s: RouteSession, argv: list[bytes]) -> Handled:
     if info is None or not arity_ok(info, len(argv)):
         return False, argv, None
     name = info.name
-    if s.tx.queued is None:
+    # Inside MULTI, or in subscriber mode, the session's own checks come first.
+    plain = s.tx.queued is None and s.sub.link is None
+    if plain:
         handler = _HANDLERS.get(name)
         if handler is not None:
             out = handler(s, argv)
@@ -133,7 +135,7 @@ def dispatch(s: RouteSession, argv: list[bytes]) -> Handled:
         argv = list(argv)
         for i in positions:
             argv[i] = prefixed(argv[i], db)
-    if name in NAMED_REPLIES and s.tx.queued is None:
+    if name in NAMED_REPLIES and plain:
         w = _Stripping(s, db)
         pending = ROUTES[info.route](cast("RouteSession", w), argv, info)
         return True, argv, pending if pending is not None else w.pending
