@@ -40,7 +40,7 @@ def dbs_proxy(cluster_backend: ClusterBackend,
         yield proc
 
 
-NAMES = ("a", "b", "c", "l", "z")
+NAMES = ("a", "b", "c", "l", "z", "x", "y")
 
 
 def _keys() -> dict[str, str]:
@@ -60,6 +60,9 @@ SCRIPT: list[list[str]] = [
     ["KEYS", "*"], ["KEYS", "db*a"], ["TYPE", "b"], ["RENAME", "a", "z"], ["GET", "z"],
     ["SUNIONSTORE", "a", "b", "b"], ["SMEMBERS", "a"], ["LMPOP", "2", "z", "l", "LEFT"],
     ["BLPOP", "nope", "l", "1"], ["RPUSH", "l", "q"], ["BLMOVE", "l", "z", "LEFT", "LEFT", "1"],
+    ["XADD", "x", "1-1", "f", "v"], ["XADD", "y", "1-2", "g", "w"],
+    ["XREAD", "STREAMS", "y", "x", "0", "0"], ["XREAD", "STREAMS", "x", "0"],
+    ["XREAD", "BLOCK", "50", "STREAMS", "x", "y", "$", "$"],
     ["SELECT", "0"], ["EXISTS", "a", "b", "c", "l", "z"], ["GET", "c"], ["SET", "a", "v0"],
     ["MOVE", "a", "3"], ["MOVE", "a", "0"], ["MOVE", "a", "16"], ["MOVE", "a", "x"],
     ["SELECT", "3"], ["MOVE", "a", "4"], ["EXISTS", "a"], ["SET", "a", "again"],
