@@ -598,8 +598,15 @@ Writers the lock does not hold back — single-key commands, clients of the node
 are handled by `WATCH` and compensation:
 
 - Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
-  Step 2's connection lost after sending: the destination may hold the copy while the
-  source is unchanged (a duplicate); the client gets the unknown-fate error above.
+  Step 2's connection lost after sending (its master failed, say): the destination may hold
+  the copy. Step 1 also read the destination (its *before* image); the proxy runs the same
+  command again on copies of what step 2 started from (made and deleted in one
+  transaction), which gives the *after* image step 2 would have left, then reads the
+  destination on its (maybe new) master until the retry deadline: *before*, step 2 did not
+  run; *after*, it ran and is put back (under `WATCH`, as compensation does). Either way
+  the client gets `ERR slotgate: '<name>' across slots not done: the master of its
+  destination (<node>) failed during the move; nothing was changed`; any other image (a
+  write by another client meanwhile) leaves the unknown-fate error, and the copy may stay.
 - Step 3's `EXEC` answers null (another client wrote the source since step 1): the
   destination is put back to its *before* image (under `WATCH`, only if it still holds the
   *after* image), and the command runs again from step 1, 3 times at most; then
@@ -631,20 +638,22 @@ another client creates between the commits (what was written is taken back, it a
 an `LMOVE` whose source master is killed between steps 2 and 3 (after the failover both
 lists are as before and the client got the error above), and an `LMOVE` whose destination
 master is killed between steps 2 and 3 (after the failover the element is in the
-destination, once); and a soak: eight clients make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`,
+destination, once); an `LMOVE` whose step 2 loses its reply because the destination's
+master is killed after running it, or before it arrives (after the failover both lists are
+as before, the client told "not done"); and a soak: eight clients make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`,
 `BRPOPLPUSH` and `BLPOP` over three lists (the client pushing the element to another list)
 between lists on every master, while the first move whose source is on a replicated master
 after a third of them has that master killed between its steps 2 and 3; after the failover
 every element is counted (400 operations between 40 lists in CI; 10,000 between 200 lists
-with `--run-slow`: 1,000 elements, none lost, none duplicated, 24 error replies during the
-failover, 6 of them moves with the unknown-fate error, 34 s). None is ever lost; a duplicate
-is possible for a move that answered the unknown-fate error (its step 2 was in flight on
-the master killed: the destination may hold the copy), and the test allows one per such
-reply: in repeated runs of the CI size about one run in three has one. That
-destination-kill test also passes without the `WAIT` (the write had reached
-the replica anyway): it does not prove the `WAIT` necessary. Not proven: a connection lost
-after step 2's or step 3's `EXEC` was sent (the unknown-fate paths), a replica lagging when
-the destination's master dies, and the issue's 10,000-random-moves soak with a failover.
+with `--run-slow`: 1,000 elements, none lost, none duplicated, 5 error replies during the
+failover, 3 of them "not done" moves, none unknown-fate, 19 s). None is ever lost. A
+duplicate is still possible for a move that answered the unknown-fate error: its step 3
+(the source's commit) lost its reply and the source changed meanwhile (a `BLPOP` of another client), so the proxy cannot tell whether
+the commit ran; the test allows one duplicate per such reply: in repeated runs of the CI
+size about one run in three has one. That destination-kill test also passes without the
+`WAIT` (the write had reached the replica anyway): it does not prove the `WAIT` necessary.
+Not proven: a connection lost after step 3's `EXEC` was sent while nobody else writes the
+source (the `_resolve` path), a replica lagging when the destination's master dies.
 """
 
 

@@ -79,7 +79,8 @@ async def _serve(s: RouteSession, argv: list[bytes], name: str) -> bytes:
     slot = key_slot(src)
     check = _check_key(slot)
     payload = _MULTI + encode_command(argv[0], check, check, *argv[3:]) + _EXEC
-    raw = await _on_owner(s, slot, payload, 3, False, partial(_direct, s))
+    # It changes nothing: safe to send again after a lost connection.
+    raw = await _on_owner(s, slot, payload, 3, True, partial(_direct, s))
     if raw[:1] != b"*" or is_null(raw):
         return raw  # the router's error, EXECABORT
     raw = array_elements(raw)[0]
