@@ -210,22 +210,30 @@ def replicated_masters(cluster: list[ManagedProcess]) -> set[int]:
     return out
 
 
+async def replicated_destination(p: Proxy, cluster: list[ManagedProcess],
+                                 prefix: str) -> tuple[Client, str, str]:
+    """A client, a source list e0..e9, and a destination list d0 on another master, one
+    with a replica."""
+    with_replica = replicated_masters(cluster)
+    assert with_replica
+    dst = next(k for k in (f"{prefix}:dst{i}" for i in range(200))
+               if master_of(cluster, k).port in with_replica)
+    src = next(k for k in (f"{prefix}:src{i}" for i in range(200))
+               if master_of(cluster, k).port != master_of(cluster, dst).port)
+    c = await connect(p)
+    await c.call("DEL", src, dst)
+    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
+    await c.call("RPUSH", dst, "d0")
+    return c, src, dst
+
+
 async def test_the_destinations_master_killed_between_steps_keeps_the_element(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Step 2 wrote the destination; its master is killed before step 3 removes the element
     from the source: the move waited for the destination's replica (WAIT), so after the
     failover the element is in the destination, once, and gone from the source."""
-    with_replica = replicated_masters(cluster)
-    assert with_replica
-    dst = next(k for k in (f"dkill:dst{i}" for i in range(200))
-               if master_of(cluster, k).port in with_replica)
-    src = next(k for k in (f"dkill:src{i}" for i in range(200))
-               if master_of(cluster, k).port != master_of(cluster, dst).port)
-    c = await connect(proxy)
-    await c.call("DEL", src, dst)
-    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
-    await c.call("RPUSH", dst, "d0")
+    c, src, dst = await replicated_destination(proxy, cluster, "dkill")
     victim = master_of(cluster, dst)
     real = crossslot.commit_payload
 
@@ -251,15 +259,7 @@ async def test_the_destinations_master_lost_during_step_2_leaves_nothing_changed
     """Step 2 (the destination written) loses its reply: the destination's master is killed
     after running it (``applied``) or before it arrives. After the failover the proxy finds
     out which and takes the copy back: both lists as before, the client told "not done"."""
-    with_replica = replicated_masters(cluster)
-    dst = next(k for k in (f"lost{applied}:dst{i}" for i in range(200))
-               if master_of(cluster, k).port in with_replica)
-    src = next(k for k in (f"lost{applied}:src{i}" for i in range(200))
-               if master_of(cluster, k).port != master_of(cluster, dst).port)
-    c = await connect(proxy)
-    await c.call("DEL", src, dst)
-    await c.call("RPUSH", src, *[f"e{i}" for i in range(10)])
-    await c.call("RPUSH", dst, "d0")
+    c, src, dst = await replicated_destination(proxy, cluster, f"lost{applied}")
     victim = master_of(cluster, dst)
     dst_slot = key_slot(dst.encode())
     real = gather._on_owner
