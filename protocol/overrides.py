@@ -113,6 +113,10 @@ OVERRIDES: dict[str, Row] = {
                      "zintercard", "pfcount", "lcs", "georadius", "georadiusbymember", "sort",
                      "copy", "rename", "renamenx", "lmove", "rpoplpush", "smove", "msetnx"),
                     _GATHER),
+    # Pops over several keys: across slots, the first key with data in key order
+    # (proxy/routing/blockmulti.py).
+    "lmpop": _GATHER,
+    "zmpop": _GATHER,
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report
     # as a key: use key_positions(argv, include_not_key=True).
     "spublish": Row("single"),

@@ -37,6 +37,7 @@ from slotgate.proxy.ops.config import (
 from slotgate.proxy.ops.metrics import MetricsServer, PrometheusMetrics, check_health
 from slotgate.proxy.ops.supervisor import Supervisor, WorkerStartError
 from slotgate.proxy.ops.workers import WorkerRole, announce_ready, wait_link_closed
+from slotgate.proxy.routing import movelock
 
 
 async def serve(config: Config, ns: argparse.Namespace, role: WorkerRole | None = None) -> None:
@@ -125,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(describe(config))
         return 0
     role = WorkerRole.parse(ns.worker_role) if ns.worker_role else None
+    if role is not None:
+        movelock.share_across_processes()  # moves across slots: locks that hold across workers
     who = "" if role is None else f"worker-{role.index} "
     logging.basicConfig(level=config.log_level.upper(),
                         format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")

@@ -61,6 +61,10 @@ MOVE_UNDONE = (
     "ERR slotgate: '{name}' across slots not done: the master of its source ({node}) failed "
     "before the source was updated; nothing was changed"
 )
+MOVE_NOT_DONE = (
+    "ERR slotgate: '{name}' across slots not done: the master of its destination ({node}) "
+    "failed during the move; nothing was changed"
+)
 MOVE_HALF_DONE = (
     "ERR slotgate: move across slots half done: its source could not be updated and its "
     "destination '{key}' was changed meanwhile"

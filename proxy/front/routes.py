@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
 from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub
-from slotgate.proxy.routing import blockmulti, fanout, gather
+from slotgate.proxy.routing import blockmove, blockmulti, fanout, gather, xreadmulti
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ class RouteSession(Protocol):
     proto: int
     name: bytes | None
     quit: bool
+    # The client's database (front/databases.py; changed only through set_db).
+    db: int
 
     @property
     def id(self) -> int: ...
@@ -93,6 +95,8 @@ class RouteSession(Protocol):
         """Close the client's connection now."""
     def set_checked(self, checked: bool) -> None:
         """Whether every request passes auth.refused before routing (set by auth.derive)."""
+    def set_db(self, db: int) -> None:
+        """SELECT's database (front/databases.py)."""
 
 
 # A route: None when the reply is on its way, or an awaitable the session must await before
@@ -154,10 +158,17 @@ def transaction(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaita
     return pinned.TRANSACTION[info.name](s, argv)
 
 
+# Blocking commands whose keys span slots, by name (the rest: blockmulti.route).
+_BLOCKING_ACROSS: dict[str, Route] = {
+    **dict.fromkeys(blockmove.HANDLED, blockmove.route),
+    **dict.fromkeys(xreadmulti.HANDLED, xreadmulti.route),
+}
+
+
 def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
     slot = s.slot_of(argv)
     if slot is None:
-        pending = blockmulti.route(s, argv, info)
+        pending = _BLOCKING_ACROSS.get(info.name, blockmulti.route)(s, argv, info)
         if pending is None:
             s.reply(info.name, CROSSSLOT)
         return pending

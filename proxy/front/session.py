@@ -66,7 +66,7 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import auth, clients, local, pinned, pubsub
+from slotgate.proxy.front import auth, clients, databases, local, pinned, pubsub
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -215,6 +215,10 @@ class Session:
         self.checked = False
         self._single = _SINGLE
         self._split = _SPLIT
+        # The client's database (databases.py; with ``databases: 1`` always 0).
+        self.db = 0
+        self._databases = self.settings.databases > 1
+        self._set_fast_routes()
         auth.derive(self)
         self._nursery: trio.Nursery | None = None
         self._flush_all = proxy.router.pool.after_batch  # node output, then client output
@@ -322,8 +326,18 @@ class Session:
 
     def set_checked(self, checked: bool) -> None:
         self.checked = checked
-        self._single = _NO_FAST_ROUTE if checked else _SINGLE
-        self._split = _NO_FAST_ROUTE if checked else _SPLIT
+        self._set_fast_routes()
+
+    def set_db(self, db: int) -> None:
+        """SELECT: a database above 0 has its keys prefixed, so takes no fast route."""
+        self.db = db
+        self._set_fast_routes()
+
+    def _set_fast_routes(self) -> None:
+        slow = self.checked or self.db != 0
+        self._single = (_NO_FAST_ROUTE if slow
+                        else _SINGLE_WITH_DATABASES if self._databases else _SINGLE)
+        self._split = _NO_FAST_ROUTE if slow else _SPLIT
 
     def _on_sent(self) -> None:
         self._progress.set()
@@ -508,6 +522,10 @@ class Session:
                 return None
         if self.checked and auth.refused(self, argv):
             return None
+        if self._databases:
+            done, argv, pending = databases.dispatch(self, argv)
+            if done:
+                return pending
         if self.tx.queued is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
@@ -601,6 +619,10 @@ for _name, _info in COMMANDS.items():
         for _spelling in (_name, _name.upper()):
             _SINGLE[_spelling] = (_info, key_finder(_info, include_not_key=True), _info.arity,
                                   "readonly" in _info.flags)
+
+# With numbered databases: the same, less the commands databases.py answers (MOVE).
+_SINGLE_WITH_DATABASES = {spelling: row for spelling, row in _SINGLE.items()
+                          if row[0].name not in databases.NOT_FAST}
 
 # Commands split by slot (MGET, MSET, DEL …), by the same spellings: their row.
 _SPLIT: dict[bytes, CommandInfo] = {}

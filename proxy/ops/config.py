@@ -322,6 +322,10 @@ SCHEMA: tuple[Key, ...] = (
         "naming this setting (Redis Cluster's rule); per_shard: one MULTI/EXEC per slot, "
         "watched shards first, replies in the client's order; atomic per slot only (docs/"
         "COMMANDS.md, Transactions across slots)."),
+    Key("databases", integer(1, 65536), ("databases",), False,
+        "Numbered databases: SELECT 0..N-1, keys of database d > 0 stored as {T}slotgate-db"
+        "<d>:<key> in their own slot (docs/COMMANDS.md, Numbered databases); 1: database 0 "
+        "only, SELECT of another answers Redis Cluster's error."),
     Key("cluster_emulation.enabled", boolean, ("cluster_emulation",), True,
         "Answer CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a cluster whose nodes are the proxies "
         "(all 16384 slots), so cluster-aware clients work through the proxy.", show=_show_bool),

@@ -75,6 +75,8 @@ class ProxySettings:
     admin_commands: bool = False
     # A MULTI whose commands touch several slots: "refuse" or "per_shard" (front/shardtx.py).
     cross_slot_transactions: str = "refuse"
+    # Numbered databases: SELECT 0..databases-1 (front/databases.py); 1: database 0 only.
+    databases: int = 1
 
     # Cluster emulation: CLUSTER SLOTS/SHARDS/NODES/... answered as a cluster of the proxies.
     cluster_emulation: bool = False

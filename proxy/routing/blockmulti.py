@@ -1,4 +1,6 @@
-"""Blocking pops over keys in several slots: BLPOP, BRPOP, BZPOPMIN, BZPOPMAX, BLMPOP, BZMPOP.
+"""Pops over keys in several slots: BLPOP, BRPOP, BZPOPMIN, BZPOPMAX, BLMPOP, BZMPOP, and the
+non-blocking LMPOP and ZMPOP (step 1 only). BLMOVE/BRPOPLPUSH (``blockmove.py``) and XREAD/
+XREADGROUP (``xreadmulti.py``) across slots are routed from here too.
 
 Two steps (docs/COMMANDS.md, "Blocking pops across slots"):
 
@@ -40,7 +42,9 @@ if TYPE_CHECKING:
 SLOT_NOT_SERVED = "CLUSTERDOWN Hash slot not served"
 # Where the timeout is, for the commands whose keys come first.
 _KEYS_FIRST = frozenset({"blpop", "brpop", "bzpopmin", "bzpopmax"})
-HANDLED = _KEYS_FIRST | {"blmpop", "bzmpop"}
+# The non-blocking pops over several keys: no timeout, the first key with data wins.
+NON_BLOCKING = frozenset({"lmpop", "zmpop"})
+HANDLED = _KEYS_FIRST | {"blmpop", "bzmpop"} | NON_BLOCKING
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
 _CLIENT_ID = encode_command(b"CLIENT", b"ID")
@@ -60,18 +64,23 @@ def parse(argv: list[bytes], name: str) -> Parsed | None:
     """None when the command is malformed (the node then answers its error)."""
     if name in _KEYS_FIRST:
         return Parsed(name, argv[1:-1], argv[-1], [argv[0]], [])
+    first = 1 if name in NON_BLOCKING else 2  # where numkeys is
     try:
-        numkeys = int(argv[2])
-    except ValueError:
+        numkeys = int(argv[first])
+    except (ValueError, IndexError):
         return None
-    if numkeys <= 0 or 3 + numkeys > len(argv):
+    if numkeys <= 0 or first + 1 + numkeys > len(argv):
         return None
-    return Parsed(name, argv[3:3 + numkeys], argv[1], [argv[0]], argv[3 + numkeys:])
+    keys_at = first + 1
+    return Parsed(name, argv[keys_at:keys_at + numkeys], argv[1] if first == 2 else b"",
+                  [argv[0]], argv[keys_at + numkeys:])
 
 
 def build(p: Parsed, keys: list[bytes], timeout: bytes) -> list[bytes]:
     if p.name in _KEYS_FIRST:
         return [*p.head, *keys, timeout]
+    if p.name in NON_BLOCKING:
+        return [*p.head, b"%d" % len(keys), *keys, *p.tail]
     return [*p.head, timeout, b"%d" % len(keys), *keys, *p.tail]
 
 
@@ -121,8 +130,8 @@ def push_back(name: str, raw: bytes, argv: list[bytes]) -> bytes | None:
 
 
 def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
-    """A blocking pop whose keys span slots; None when it is not one of ours (the caller
-    answers CROSSSLOT)."""
+    """A pop whose keys span slots; None when it is not one of ours (the caller answers
+    CROSSSLOT)."""
     if info.name not in HANDLED:
         return None
     p = parse(argv, info.name)
@@ -143,6 +152,9 @@ async def _run(s: RouteSession, p: Parsed, argv: list[bytes],
         if not is_null(raw):
             reply_slot(raw)
             return
+    if p.name in NON_BLOCKING:
+        reply_slot(raw)  # every key empty: the node's null
+        return
     # Every key was empty: wait on all of them with what is left of the timeout (its syntax
     # was checked by the nodes in step 1).
     timeout_s = float(p.timeout)
@@ -152,7 +164,7 @@ async def _run(s: RouteSession, p: Parsed, argv: list[bytes],
     reply_slot(await _wait(s, p, argv, left))
 
 
-class _Waiter:
+class Waiter:
     """One slot's blocking command on a connection of its own."""
 
     __slots__ = ("node", "conn", "client_id", "payload", "reply", "done")
@@ -166,36 +178,62 @@ class _Waiter:
         self.done = False
 
 
-async def _wait(s: RouteSession, p: Parsed, argv: list[bytes], left: bytes) -> bytes:
-    waiters: list[_Waiter] = []
-    for slot, keys in by_slot(p.keys):
+# Makes the client's reply from the raced waiters and the winner (None: all null), while
+# their connections are still open.
+Settle = Callable[[list[Waiter], Waiter | None], Awaitable[bytes]]
+
+
+async def wait_each(s: RouteSession, parts: list[tuple[int, bytes]], settle: Settle) -> bytes:
+    """Each ``(slot, payload)`` sent on a connection of its own to the slot's master, all at
+    once (``race``); the reply is ``settle``'s."""
+    waiters: list[Waiter] = []
+    for slot, payload in parts:
         node = s.router.topology.owners[slot]
         if node is None:
             return error_frame(SLOT_NOT_SERVED)
-        waiters.append(_Waiter(node, encode_command(*build(p, keys, left))))
+        waiters.append(Waiter(node, payload))
     try:
         for w in waiters:
             try:
-                await _open(s, w)
+                await open_waiter(s, w)
             except (BackendError, OSError) as exc:
                 return error_frame(f"ERR slotgate: {exc}")
-        return await _race(s, p, argv, waiters)
+        return await settle(waiters, await race(s, waiters))
     finally:
         for w in waiters:
             if w.conn is not None:
                 await w.conn.aclose()
 
 
-async def _open(s: RouteSession, w: _Waiter) -> None:
+async def _wait(s: RouteSession, p: Parsed, argv: list[bytes], left: bytes) -> bytes:
+    parts = [(slot, encode_command(*build(p, keys, left))) for slot, keys in by_slot(p.keys)]
+    return await wait_each(s, parts, partial(_settle, s, p, argv))
+
+
+async def open_waiter(s: RouteSession, w: Waiter) -> None:
     w.conn = await DirectConnection.open(w.node, s.proto, s.settings, s.metrics)
     raw = (await w.conn.roundtrip(_CLIENT_ID, 1))[0][1]
     w.client_id = int(raw[1:-2])
 
 
-async def _race(s: RouteSession, p: Parsed, argv: list[bytes], waiters: list[_Waiter]) -> bytes:
+async def _settle(s: RouteSession, p: Parsed, argv: list[bytes], waiters: list[Waiter],
+                  winner: Waiter | None) -> bytes:
+    """The winner's pop is the reply; every other pop is pushed back."""
+    with trio.CancelScope(shield=True):
+        await _push_back(s, p, argv, [w for w in waiters if w is not winner])
+    if winner is not None:
+        assert winner.reply is not None
+        return winner.reply
+    return waiters[0].reply or (b"_\r\n" if s.proto == 3 else b"*-1\r\n")
+
+
+async def race(s: RouteSession, waiters: list[Waiter]) -> Waiter | None:
+    """Every waiter's command at once, until the first reply that is not null (then every
+    other one is ended) or until all are null. The winner (None: all null); every waiter's
+    ``reply`` is then set, unless its connection was closed (``reply`` None)."""
     first, all_done = trio.Event(), trio.Event()
 
-    async def wait_one(w: _Waiter) -> None:
+    async def wait_one(w: Waiter) -> None:
         assert w.conn is not None
         with trio.CancelScope(shield=True):  # ended by CLIENT UNBLOCK, not by cancellation
             try:
@@ -210,7 +248,7 @@ async def _race(s: RouteSession, p: Parsed, argv: list[bytes], waiters: list[_Wa
         elif not is_null(reply):
             first.set()
 
-    winner: _Waiter | None = None
+    winner: Waiter | None = None
     async with trio.open_nursery() as nursery:
         for w in waiters:
             nursery.start_soon(wait_one, w)
@@ -221,15 +259,10 @@ async def _race(s: RouteSession, p: Parsed, argv: list[bytes], waiters: list[_Wa
         finally:
             with trio.CancelScope(shield=True):
                 await _end_others(s, waiters, all_done)
-    with trio.CancelScope(shield=True):
-        await _push_back(s, p, argv, [w for w in waiters if w is not winner])
-    if winner is not None:
-        assert winner.reply is not None
-        return winner.reply
-    return waiters[0].reply or (b"_\r\n" if s.proto == 3 else b"*-1\r\n")
+    return winner
 
 
-async def _end_others(s: RouteSession, waiters: list[_Waiter], all_done: trio.Event) -> None:
+async def _end_others(s: RouteSession, waiters: list[Waiter], all_done: trio.Event) -> None:
     """CLIENT UNBLOCK every connection still waiting, then wait for its reply (bounded: past
     ``command_timeout_ms`` the connection is closed)."""
     pending = [w for w in waiters if not w.done]
@@ -257,7 +290,7 @@ async def _end_others(s: RouteSession, waiters: list[_Waiter], all_done: trio.Ev
 
 
 async def _push_back(s: RouteSession, p: Parsed, argv: list[bytes],
-                     losers: list[_Waiter]) -> None:
+                     losers: list[Waiter]) -> None:
     """Elements popped by a connection that lost the race go back where they came from."""
     for w in losers:
         cmd = push_back(p.name, w.reply, argv) if w.reply is not None else None

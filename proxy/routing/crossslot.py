@@ -149,6 +149,26 @@ def plan(argv: list[bytes], spec: Spec) -> Plan | None:
     return p
 
 
+def scratch(p: Plan) -> Plan:
+    """``p``'s command over copies of all its keys, in the anchor's slot: its anchor-slot
+    keys that it may change (``p.local_written``) become the copies read after the command
+    (``written``). For ``run_payload`` with the values step 2 started from."""
+    tag = tag_for_slot(p.anchor_slot)
+    out = Plan(list(p.argv), p.anchor_slot, p.anchor_key)
+    copies: dict[bytes, bytes] = {}
+    for i in key_positions(p.argv):
+        key = p.argv[i]
+        original = next((k for k, t in p.temps.items() if t == key), key)
+        copy = copies.get(original)
+        if copy is None:
+            copy = b"{%s}%s%s:s%d" % (tag, TEMP_PREFIX, _TOKEN, len(copies))
+            copies[original] = copy
+        out.argv[i] = copy
+    out.temps = copies
+    out.written = list(p.local_written)
+    return out
+
+
 # --- step 1: gather ---------------------------------------------------------------------------
 def gather_payload(keys: list[bytes], watch: bool) -> tuple[bytes, int]:
     """The request that reads ``keys`` (one slot), and how many reply frames it gets.

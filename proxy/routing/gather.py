@@ -12,8 +12,10 @@ belongs to one connection, and a redirect there ends the request with ``TRYAGAIN
 Failure handling of a move (the order matters: destination first, then source; MSETNX:
 the first key's slot, then the other slots one by one):
 
-- step 2 fails: nothing was committed at the source; the client gets the error (a lost
-  connection after sending: ``UNKNOWN_FATE_WRITE``, the destination may hold the copy).
+- step 2 fails: nothing was committed at the source; the client gets the error. A lost
+  connection after sending (a move): ``_recover_run`` finds out whether it ran, from the
+  destination's image before it (read in step 1) and after it (the command run again on
+  copies), and takes it back if it did; the client gets ``MOVE_NOT_DONE``.
 - step 3's EXEC answers null (another client changed the source since step 1): every key
   already written is put back as it was (``_undo``), and the whole command starts again,
   ``MOVE_ATTEMPTS`` times at most.
@@ -38,7 +40,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
-from slotgate.proxy.routing import crossslot
+from slotgate.proxy.routing import blockmulti, crossslot, movelock
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -51,6 +53,8 @@ MOVE_ATTEMPTS = 3
 # How long a move waits for a replica to have its destination before committing its source.
 REPLICA_WAIT_MS = 500
 _REDIRECTS = (b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN", b"-LOADING")
+_UNKNOWN_FATE = error_frame(errors.UNKNOWN_FATE_WRITE).split(b"{node}")[0]
+_LOCAL = -1  # in a node's list of gather reads: the anchor's own keys (moves)
 
 
 class _Retry(Exception):
@@ -62,6 +66,11 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
     several slots hold up the session while the three steps run."""
     readonly = "readonly" in info.flags
     slot = s.slot_of(argv)
+    if slot is None and info.name in blockmulti.NON_BLOCKING:
+        pending = blockmulti.route(s, argv, info)  # LMPOP, ZMPOP: the first key with data
+        if pending is not None:
+            return pending
+        slot = s.any_slot  # malformed: the node's error
     p = None if slot is not None else crossslot.plan(argv, crossslot.SPECS[info.name])
     if p is None:
         s.send_single(argv, s.any_slot if slot is None else slot, readonly, info.name)
@@ -72,22 +81,33 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
 async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
                reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
-    async with KEY_LOCKS.hold(p.written + p.local_written):
-        for _ in range(MOVE_ATTEMPTS):
-            try:
-                reply_slot(await _attempt(s, p, readonly))
-                return
-            except _Retry:
-                continue
-    reply_slot(error_frame(errors.MOVE_CONTENDED.format(name=name)))
+    reply_slot(await run_plan(s, p, readonly, name))
+
+
+async def run_plan(s: RouteSession, p: Plan, readonly: bool, name: str) -> bytes:
+    """Steps 1 to 3 of ``p``, once the client's earlier requests are answered: the reply."""
+    locked = p.written + p.local_written
+    try:
+        async with KEY_LOCKS.hold(locked), movelock.held(s, p.written and locked):
+            for _ in range(MOVE_ATTEMPTS):
+                try:
+                    return await _attempt(s, p, readonly)
+                except _Retry:
+                    continue
+    except movelock.Contended as exc:
+        reason = exc.args[0] if exc.args else b""
+        if reason[:1] in (b"-", b"!"):
+            return bytes(reason)  # the lock's master unreachable
+    return error_frame(errors.MOVE_CONTENDED.format(name=name))
 
 
 class KeyLocks:
     """Locks on key names, for the writes across slots of this proxy process: two moves (or
     MSETNX) sharing a key run one after the other, so they never undo each other's steps.
     Taken in sorted order (no deadlock); an entry lives while someone holds or awaits it.
-    Writers elsewhere (another process, a client of the nodes themselves, single-key
-    commands) are not held back: WATCH and compensation deal with them."""
+    Across the processes of ``workers: N``, ``movelock.py`` adds a lock key on the cluster.
+    Other writers (a client of the nodes themselves, single-key commands) are not held back:
+    WATCH and compensation deal with them."""
 
     def __init__(self) -> None:
         self._locks: dict[bytes, tuple[trio.Lock, list[int]]] = {}
@@ -154,9 +174,21 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
         by_node: dict[str | None, list[int]] = {}
         for slot in p.by_slot:
             by_node.setdefault(_owner(s, slot), []).append(slot)
+        # A move also reads what it may change in the anchor's slot, for a step 2 whose
+        # reply is lost (``_recover_run``).
+        local_before: dict[bytes, Value] = {}
+        if p.written:
+            by_node.setdefault(_owner(s, p.anchor_slot), []).append(_LOCAL)
 
         async def gather_node(slots: list[int]) -> None:
             for slot in slots:
+                if slot == _LOCAL:
+                    local = await _read(s, p.anchor_slot, p.local_written)
+                    if isinstance(local, bytes):
+                        errors_by_slot[slot] = local
+                        return
+                    local_before.update(local)
+                    continue
                 keys = p.by_slot[slot]
                 if any(k in p.written for k in keys):
                     got = await _watched_read(s, slot, keys, watches)
@@ -173,14 +205,14 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
             async with trio.open_nursery() as nursery:
                 for slots in by_node.values():
                     nursery.start_soon(gather_node, slots)
-        for slot in p.by_slot:
+        for slot in [*p.by_slot, _LOCAL]:
             if slot in errors_by_slot:
                 return errors_by_slot[slot]
         # A move, once its destination may be written, runs to its end even if the client
         # goes away: stopping between steps 2 and 3 would leave the element in both keys.
         # Every wait in it is bounded (the router's deadline, ``_roundtrip``'s timeout).
         with trio.CancelScope(shield=bool(p.written)):
-            reply = await _run_and_commit(s, p, readonly, values, watches)
+            reply = await _run_and_commit(s, p, readonly, values, watches, local_before)
         return reply
     finally:
         with trio.CancelScope(shield=True):
@@ -188,10 +220,14 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
 
 
 async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
-                          values: dict[bytes, Value], watches: _Watches) -> bytes:
+                          values: dict[bytes, Value], watches: _Watches,
+                          local_before: dict[bytes, Value]) -> bytes:
     layout = crossslot.run_payload(p, values)
+    node = _owner(s, p.anchor_slot)
     raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, readonly,
                           partial(_direct, s))
+    if p.written and raw.startswith(_UNKNOWN_FATE):
+        return await _recover_run(s, p, values, local_before, raw, node or "?")
     if raw[:1] != b"*" or crossslot.is_null(raw):
         return raw  # the router's error (unreachable, unknown fate), EXECABORT
     elems = array_elements(raw)
@@ -202,6 +238,44 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
     if not p.written:
         return reply
     return await _commit(s, p, values, elems, layout, reply, watches)
+
+
+async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
+                       before: dict[bytes, Value], lost: bytes, node: str) -> bytes:
+    """A move's step 2 lost its connection after sending (its master failed, say): nothing
+    was committed at the source, but the destination may hold the copy. The same command
+    runs again on copies of what step 2 started from (``crossslot.scratch``), which tells
+    what the destination holds if step 2 ran; then the destination is read on its (maybe
+    new) master until the retry deadline: as before, step 2 did not run; as the copies'
+    result, it ran and is taken back. Either way the client gets "not done", nothing
+    changed; anything else leaves the unknown-fate error."""
+    s.router.topology.request_refresh("conn_lost")
+    keys = p.local_written
+    scratch = crossslot.scratch(p)
+    layout = crossslot.run_payload(scratch, {**values, **before})
+    # It changes nothing (copies made and deleted in one transaction): safe to send again.
+    raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, True,
+                          partial(_direct, s))
+    if raw[:1] != b"*" or crossslot.is_null(raw):
+        return lost
+    elems = array_elements(raw)
+    after = [v.payload for v in crossslot.read_values(keys, elems[layout.after_at:]).values()]
+    not_done = error_frame(errors.MOVE_NOT_DONE.format(
+        name=p.argv[0].decode(errors="replace").lower(), node=node))
+    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
+    while trio.current_time() < deadline:
+        got = await _read(s, p.anchor_slot, keys)
+        if isinstance(got, dict):
+            now = [got[k].payload for k in keys]
+            if now == [before[k].payload for k in keys]:
+                return not_done
+            if now == after:
+                undo = [Undo(k, p.anchor_slot, before[k], a)
+                        for k, a in zip(keys, after, strict=True)]
+                return not_done if await _undo(s, undo) else lost
+            return lost
+        await trio.sleep(0.1)
+    return lost
 
 
 async def _roundtrip(s: RouteSession, conn: DirectConnection, payload: bytes,

@@ -61,14 +61,20 @@ def _run(port: int, proto: int, keys: dict[str, str], script: Sequence[list[str]
     return out
 
 
+def same_replies(proxy_port: int, server_port: int, proto: int,
+                 script: Sequence[list[str]]) -> None:
+    """``script`` over fresh ``_keys`` gets the same replies from both, command by command."""
+    keys = _keys()
+    want = _run(server_port, proto, keys, script)
+    got = _run(proxy_port, proto, keys, script)
+    for cmd, w, g in zip(script, want, got, strict=True):
+        assert g == w, cmd
+
+
 @pytest.mark.parametrize("proto", [2, 3])
 def test_same_replies_as_one_redis_server(slotgate: ManagedProcess,
                                           redis_standalone: ManagedProcess, proto: int) -> None:
-    keys = _keys()
-    want = _run(redis_standalone.port, proto, keys, SCRIPT)
-    got = _run(slotgate.port, proto, keys, SCRIPT)
-    for cmd, w, g in zip(SCRIPT, want, got, strict=True):
-        assert g == w, cmd
+    same_replies(slotgate.port, redis_standalone.port, proto, SCRIPT)
 
 
 def test_blocked_until_a_push_on_either_key(slotgate: ManagedProcess) -> None:

@@ -80,8 +80,8 @@ def test_multikey_commands_without_a_cross_slot_form_get_crossslot(
 ) -> None:
     with RawClient(slotgate.port) as c:
         crossslot = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
-        assert c.call("LMPOP", "2", f"{prefix}a", f"{prefix}b", "LEFT") == crossslot
-        assert c.call("ZMPOP", "2", f"{prefix}a", f"{prefix}b", "MIN") == crossslot
+        assert c.call("EVAL", "return 1", "2", f"{prefix}a", f"{prefix}b") == crossslot
+        assert c.call("FCALL", "f", "2", f"{prefix}a", f"{prefix}b") == crossslot
         # Same slot via hash tag: served.
         assert c.call("MSETNX", f"{{{prefix}}}a", "1", f"{{{prefix}}}b", "2") == b":1\r\n"
         assert c.call("RENAME", f"{{{prefix}}}a", f"{{{prefix}}}c") == b"+OK\r\n"

@@ -171,22 +171,22 @@ def test_same_replies_as_one_redis_server(slotgate: ManagedProcess,
         assert g == w, cmd
 
 
-def test_concurrent_moves_lose_and_duplicate_nothing(slotgate: ManagedProcess) -> None:
-    """Four clients move elements at random between 30 lists spread over the masters
-    (LMOVE in all directions, RPOPLPUSH), many moves sharing their lists: at the end every
-    element is found exactly once, and no move failed."""
+def concurrent_moves(port: int, n_lists: int, n_elements: int, n_clients: int,
+                     moves_each: int) -> None:
+    """``n_clients`` clients move elements at random between ``n_lists`` lists (LMOVE in all
+    directions, RPOPLPUSH), ``moves_each`` moves each; then every element must be found
+    exactly once, and no move may have failed."""
     prefix = f"soak{uuid.uuid4().hex[:6]}:"
-    lists = [f"{prefix}{i}" for i in range(30)]
-    assert len({key_slot(k.encode()) for k in lists}) > 25
-    start = [f"e{i}".encode() for i in range(300)]
-    with RawClient(slotgate.port) as c:
-        c.pipeline([["RPUSH", lists[i % 30], *start[i::30]] for i in range(30)])
+    lists = [f"{prefix}{i}" for i in range(n_lists)]
+    start = [f"e{i}".encode() for i in range(n_elements)]
+    with RawClient(port) as c:
+        c.pipeline([["RPUSH", lists[i], *start[i::n_lists]] for i in range(n_lists)])
     errors: list[bytes] = []
 
     def mover(seed: int) -> None:
         rng = random.Random(seed)
-        with RawClient(slotgate.port) as c:
-            for _ in range(150):
+        with RawClient(port) as c:
+            for _ in range(moves_each):
                 src, dst = rng.sample(lists, 2)
                 if rng.random() < 0.2:
                     reply = c.call("RPOPLPUSH", src, dst)
@@ -196,15 +196,22 @@ def test_concurrent_moves_lose_and_duplicate_nothing(slotgate: ManagedProcess) -
                 if reply[:1] not in (b"$", b"_"):
                     errors.append(reply)
 
-    threads = [threading.Thread(target=mover, args=(seed,)) for seed in range(4)]
+    threads = [threading.Thread(target=mover, args=(seed,)) for seed in range(n_clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
-    with RawClient(slotgate.port) as c:
+    with RawClient(port) as c:
         found = [e for raw in c.pipeline([["LRANGE", k, "0", "-1"] for k in lists])
                  for e in array_elements(raw)]
+        assert c.call("KEYS", f"*slotgate-*{prefix}*") == b"*0\r\n"
         c.call("DEL", *lists)
     assert sorted(found) == sorted(b"$%d\r\n%s\r\n" % (len(e), e) for e in start)
+
+
+def test_concurrent_moves_lose_and_duplicate_nothing(slotgate: ManagedProcess) -> None:
+    """Four clients make 600 random moves between 30 lists spread over the masters, many
+    moves sharing their lists."""
+    concurrent_moves(slotgate.port, n_lists=30, n_elements=300, n_clients=4, moves_each=150)

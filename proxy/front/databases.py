@@ -1,0 +1,415 @@
+"""Numbered databases over a cluster (``databases: N``, N > 1): SELECT 0..N-1.
+
+A cluster has database 0 only. The proxy keeps each client's database (``Session.db``) and
+stores the keys of database ``d > 0`` under a prefix that keeps their slot::
+
+    {T}slotgate-db<d>:<key>      T: a short hash tag whose slot is the key's own slot
+
+``T`` (``crossslot.tag_for_slot``) is made of hex digits, so the prefixed key's hash tag is
+``T`` whatever braces the key itself holds, and its slot is the key's: a command's keys that
+share a slot in one database share it in every database, and a key moves between databases
+(MOVE, SWAPDB) by a RENAME within its slot. Database 0 is not prefixed: direct cluster
+clients see the same keys, and its requests take the usual fast path at no cost.
+
+With databases on, every request of a client in database ``d > 0`` has its keys prefixed
+(``COMMAND GETKEYS``' positions) before it is routed; the replies that carry key names
+(blocking pops, LMPOP/ZMPOP, XREAD/XREADGROUP) have the prefix taken off. The commands about
+a whole database are the proxy's in every database (database 0 leaves out the prefixed
+keys): KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB (a KEYS or SCAN of every master), MOVE
+(RENAMENX), COPY … DB, SWAPDB (per key, one transaction in its slot), SELECT.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+from slotgate.protocol.commands import arity_ok, key_positions, lookup
+from slotgate.protocol.resp import encode_command
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
+from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.front.routes import ROUTES
+from slotgate.proxy.routing.crossslot import tag_for_slot
+from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.splitter import array_elements
+
+if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import RouteSession
+
+DB_OUT_OF_RANGE = "ERR DB index is out of range"
+SAME_OBJECTS = "ERR source and destination objects are the same"
+INVALID_FIRST = "ERR invalid first DB index"
+INVALID_SECOND = "ERR invalid second DB index"
+MARK = b"slotgate-db"
+_ANY_DB = re.compile(rb"\A\{[0-9a-f]+\}slotgate-db\d+:")
+_SWAP = b"slotgate-swapdb:"
+_OK = b"+OK\r\n"
+# Replies that carry key names (the prefix is taken off them).
+NAMED_REPLIES = frozenset({"blpop", "brpop", "bzpopmin", "bzpopmax", "blmpop", "bzmpop",
+                           "lmpop", "zmpop", "xread", "xreadgroup"})
+# Commands of the session's fast route that this module answers in every database.
+NOT_FAST = frozenset({"move"})
+# SCAN's cursor: the node's cursor times this, plus the master's index.
+_CURSOR_STRIDE = 1024
+
+Handled = tuple[bool, list[bytes], Awaitable[None] | None]
+
+
+def prefixed(key: bytes, db: int) -> bytes:
+    if db == 0:
+        return key
+    return b"{%s}%s%d:%s" % (tag_for_slot(key_slot(key)), MARK, db, key)
+
+
+def _pattern(db: int, pattern: bytes) -> bytes:
+    return b"{*}%s%d:%s" % (MARK, db, pattern)
+
+
+def _bulk_re(db: int) -> re.Pattern[bytes]:
+    return re.compile(rb"\$(\d+)\r\n\{[0-9a-f]+\}" + MARK + b"%d:" % db)
+
+
+def strip(raw: bytes, db: int) -> bytes:
+    """``raw`` with the prefix of database ``db`` taken off every bulk string holding it."""
+    def cut(m: re.Match[bytes]) -> bytes:
+        return b"$%d\r\n" % (int(m.group(1)) - (m.end() - m.start() - len(m.group(1)) - 3))
+    return _bulk_re(db).sub(cut, raw)
+
+
+def _name_of(key: bytes, db: int) -> bytes | None:
+    """A node's key name as database ``db`` sees it (None: another database's)."""
+    if db == 0:
+        return None if _ANY_DB.match(key) else key
+    m = _ANY_DB.match(key)
+    if m is None or key[key.index(b"}") + 1:m.end()] != b"%s%d:" % (MARK, db):
+        return None
+    return key[m.end():]
+
+
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def _names(frames: list[bytes]) -> list[bytes]:
+    return [f[f.index(b"\r\n") + 2:-2] for f in frames]
+
+
+def _db_index(raw: bytes, n_dbs: int, invalid: str = errors.NOT_INTEGER) -> int | bytes:
+    try:
+        db = int(raw)
+    except ValueError:
+        return error_frame(invalid)
+    if not 0 <= db < n_dbs:
+        return error_frame(DB_OUT_OF_RANGE)
+    return db
+
+
+# --- the entry point from Session.dispatch ----------------------------------------------------
+def dispatch(s: RouteSession, argv: list[bytes]) -> Handled:
+    """``(True, argv, pending)``: answered here; ``(False, argv, None)``: route ``argv`` (the
+    client's, its keys prefixed in a database above 0) as usual."""
+    info = lookup(argv)
+    if info is None or not arity_ok(info, len(argv)):
+        return False, argv, None
+    name = info.name
+    # Inside MULTI, or in subscriber mode, the session's own checks come first.
+    plain = s.tx.queued is None and s.sub.link is None
+    if plain:
+        handler = _HANDLERS.get(name)
+        if handler is not None:
+            out = handler(s, argv)
+            if out is not None:
+                return True, argv, out if out is not _ANSWERED else None
+    if name == "reset":
+        s.set_db(0)
+        return False, argv, None
+    db = s.db
+    if db == 0:
+        return False, argv, None
+    positions = key_positions(argv)
+    if positions:
+        argv = list(argv)
+        for i in positions:
+            argv[i] = prefixed(argv[i], db)
+    if name in NAMED_REPLIES and plain:
+        w = _Stripping(s, db)
+        pending = ROUTES[info.route](cast("RouteSession", w), argv, info)
+        return True, argv, pending if pending is not None else w.pending
+    return False, argv, None
+
+
+class _Stripping:
+    """The session as route code sees it, with the prefix taken off the replies."""
+
+    def __init__(self, s: RouteSession, db: int) -> None:
+        self._s = s
+        self._db = db
+        self.pending: Awaitable[None] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s, name)
+
+    def new_slot(self, name: str) -> Callable[[bytes], None]:
+        fill = self._s.new_slot(name)
+        return lambda raw: fill(strip(raw, self._db))
+
+    def reply(self, name: str, raw: bytes) -> None:
+        self._s.reply(name, strip(raw, self._db))
+
+    def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        fill = self.new_slot(name)
+        s = self._s
+
+        async def run() -> None:
+            await s.wait_idle()
+            fill(await _on_owner(s, slot, encode_command(*argv), 1, readonly,
+                                 partial(_direct, s)))
+
+        self.pending = run()
+
+
+class _Answered:
+    pass
+
+
+_ANSWERED = cast("Awaitable[None]", _Answered())
+
+
+def _later(s: RouteSession, name: str,
+           work: Callable[[], Coroutine[Any, Any, bytes]]) -> Awaitable[None]:
+    """The reply computed by ``work`` once the client's earlier requests are answered."""
+    fill = s.new_slot(name)
+
+    async def run() -> None:
+        await s.wait_idle()
+        fill(await work())
+
+    return run()
+
+
+def _answer(s: RouteSession, name: str, raw: bytes) -> Awaitable[None]:
+    s.reply(name, raw)
+    return _ANSWERED
+
+
+# --- the whole-database commands ------------------------------------------------------------
+def _select(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
+    db = _db_index(argv[1], s.settings.databases)
+    if isinstance(db, bytes):
+        return _answer(s, "select", db)
+    s.set_db(db)
+    return _answer(s, "select", _OK)
+
+
+def _masters(s: RouteSession) -> list[tuple[str, int]]:
+    """Every master with one slot it owns, in address order."""
+    first: dict[str, int] = {}
+    for slot, node in enumerate(s.router.topology.owners):
+        if node is not None and node not in first:
+            first[node] = slot
+    return sorted(first.items())
+
+
+async def _call(s: RouteSession, slot: int, *args: bytes, readonly: bool = True) -> bytes:
+    return await _on_owner(s, slot, encode_command(*args), 1, readonly, partial(_direct, s))
+
+
+async def _all_keys(s: RouteSession, db: int, pattern: bytes = b"*") -> list[bytes] | bytes:
+    """Every key of database ``db`` matching ``pattern`` (KEYS on every master)."""
+    out: list[bytes] = []
+    for _, slot in _masters(s):
+        raw = await _call(s, slot, b"KEYS", _pattern(db, pattern) if db else pattern)
+        if raw[:1] != b"*":
+            return raw
+        out.extend(n for n in (_name_of(k, db) for k in _names(array_elements(raw)))
+                   if n is not None)
+    return out
+
+
+def _keys(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
+    async def work() -> bytes:
+        got = await _all_keys(s, s.db, argv[1])
+        if isinstance(got, bytes):
+            return got
+        return b"*%d\r\n" % len(got) + b"".join(_bulk(k) for k in got)
+    return _later(s, "keys", work)
+
+
+def _dbsize(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
+    async def work() -> bytes:
+        got = await _all_keys(s, s.db)
+        return got if isinstance(got, bytes) else b":%d\r\n" % len(got)
+    return _later(s, "dbsize", work)
+
+
+def _randomkey(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
+    async def work() -> bytes:
+        got = await _all_keys(s, s.db)
+        if isinstance(got, bytes):
+            return got
+        if not got:
+            return b"_\r\n" if s.proto == 3 else b"$-1\r\n"
+        return _bulk(random.choice(got))
+    return _later(s, "randomkey", work)
+
+
+def _flushdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"async", b"sync")):
+        return None  # the node's syntax error
+
+    async def work() -> bytes:
+        db = s.db
+        got = await _all_keys(s, db)
+        if isinstance(got, bytes):
+            return got
+        by_slot: dict[int, list[bytes]] = {}
+        for key in got:
+            by_slot.setdefault(key_slot(key), []).append(prefixed(key, db))
+        for slot, keys in by_slot.items():
+            raw = await _call(s, slot, b"UNLINK", *keys, readonly=False)
+            if raw[:1] == b"-":
+                return raw
+        return _OK
+    return _later(s, "flushdb", work)
+
+
+def _scan(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    try:
+        cursor = int(argv[1])
+    except ValueError:
+        return None  # the node's error
+    if cursor < 0:
+        return None
+    rest = list(argv[2:])
+    pattern = b"*"
+    for i in range(0, len(rest) - 1):
+        if rest[i].lower() == b"match":
+            pattern = rest[i + 1]
+            del rest[i:i + 2]
+            break
+    db = s.db
+
+    async def work() -> bytes:
+        masters = _masters(s)
+        at, node_cursor = cursor % _CURSOR_STRIDE, cursor // _CURSOR_STRIDE
+        if at >= len(masters):
+            return b"*2\r\n$1\r\n0\r\n*0\r\n"
+        match = _pattern(db, pattern) if db else pattern
+        raw = await _call(s, masters[at][1], b"SCAN", b"%d" % node_cursor, b"MATCH", match,
+                          *rest)
+        if raw[:1] != b"*":
+            return raw
+        head, names = array_elements(raw)
+        nxt = int(_names([head])[0])
+        if nxt == 0:
+            at, nxt = at + 1, 0
+            if at == len(masters):
+                at = 0
+        out = nxt * _CURSOR_STRIDE + at
+        got = [n for n in (_name_of(k, db) for k in _names(array_elements(names)))
+               if n is not None]
+        return (b"*2\r\n" + _bulk(b"%d" % out) + b"*%d\r\n" % len(got)
+                + b"".join(_bulk(k) for k in got))
+    return _later(s, "scan", work)
+
+
+def _move(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
+    to = _db_index(argv[2], s.settings.databases)
+    if isinstance(to, bytes):
+        return _answer(s, "move", to)
+    if to == s.db:
+        return _answer(s, "move", error_frame(SAME_OBJECTS))
+    key, here = argv[1], s.db
+
+    async def work() -> bytes:
+        raw = await _call(s, key_slot(key), b"RENAMENX", prefixed(key, here), prefixed(key, to),
+                          readonly=False)
+        return b":0\r\n" if raw.startswith(b"-ERR no such key") else raw
+    return _later(s, "move", work)
+
+
+def _copy(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
+    """COPY … DB d: the COPY of the two prefixed keys (keys in one slot: as is; in two: the
+    ``gather`` route); without DB: None (routed as usual, keys prefixed)."""
+    to: int | None = None
+    rest: list[bytes] = []
+    i = 3
+    while i < len(argv):
+        word = argv[i].lower()
+        if word == b"db" and i + 1 < len(argv):
+            try:
+                to = int(argv[i + 1])
+            except ValueError:
+                return _answer(s, "copy", error_frame(errors.NOT_INTEGER))
+            i += 2
+            continue
+        if word != b"replace":
+            return None  # the node's syntax error
+        rest.append(argv[i])
+        i += 1
+    if to is None:
+        return None
+    if not 0 <= to < s.settings.databases:
+        return _answer(s, "copy", error_frame(DB_OUT_OF_RANGE))
+    if to == s.db and argv[1] == argv[2]:
+        return _answer(s, "copy", error_frame(SAME_OBJECTS))
+    new = [argv[0], prefixed(argv[1], s.db), prefixed(argv[2], to), *rest]
+    info = lookup(new)
+    assert info is not None
+    return ROUTES[info.route](s, new, info) or _ANSWERED
+
+
+def _swapdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
+    n = s.settings.databases
+    a = _db_index(argv[1], n, INVALID_FIRST)
+    if isinstance(a, bytes):
+        return _answer(s, "swapdb", a)
+    b = _db_index(argv[2], n, INVALID_SECOND)
+    if isinstance(b, bytes):
+        return _answer(s, "swapdb", b)
+
+    async def work() -> bytes:
+        if a == b:
+            return _OK
+        keys_a = await _all_keys(s, a)
+        if isinstance(keys_a, bytes):
+            return keys_a
+        keys_b = await _all_keys(s, b)
+        if isinstance(keys_b, bytes):
+            return keys_b
+        in_a, in_b = set(keys_a), set(keys_b)
+        for key in sorted(in_a | in_b):
+            pa, pb = prefixed(key, a), prefixed(key, b)
+            if key in in_a and key in in_b:
+                tmp = b"{%s}%s%s" % (tag_for_slot(key_slot(key)), _SWAP, key)
+                cmds = [(pa, tmp), (pb, pa), (tmp, pb)]
+            elif key in in_a:
+                cmds = [(pa, pb)]
+            else:
+                cmds = [(pb, pa)]
+            payload = (encode_command(b"MULTI")
+                       + b"".join(encode_command(b"RENAME", x, y) for x, y in cmds)
+                       + encode_command(b"EXEC"))
+            raw = await _on_owner(s, key_slot(key), payload, len(cmds) + 2, False,
+                                  partial(_direct, s))
+            if raw[:1] == b"-":
+                return raw
+        return _OK
+    return _later(s, "swapdb", work)
+
+
+_HANDLERS: dict[str, Callable[[RouteSession, list[bytes]], Awaitable[None] | None]] = {
+    "select": _select,
+    "keys": _keys,
+    "dbsize": _dbsize,
+    "randomkey": _randomkey,
+    "flushdb": _flushdb,
+    "scan": _scan,
+    "move": _move,
+    "copy": _copy,
+    "swapdb": _swapdb,
+}

@@ -1,0 +1,186 @@
+"""Numbered databases through the proxy (``databases: 16``), against one redis-server of this
+module's own: the same scripts, keys without hash tags, RESP2 and RESP3 (a real cluster,
+then our nodes, behind the proxy).
+
+Whole-database commands (KEYS, SCAN, DBSIZE, FLUSHDB, SWAPDB) run in databases above 0 only:
+database 0 of the session's cluster holds other tests' keys.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy.front.databases import prefixed, strip
+from slotgate.proxy.routing.splitter import array_elements
+from tests.conftest import ClusterBackend
+from tests.support import ManagedProcess, RawClient, redis_server, running, slotgate_proxy
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
+    proc = redis_server(tmp_path_factory.mktemp("dbs-redis"))
+    with running(proc):
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def dbs_proxy(cluster_backend: ClusterBackend,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
+    workdir = Path(tmp_path_factory.mktemp("dbs-proxy"))
+    cfg = workdir / "proxy.yaml"
+    cfg.write_text("databases: 16\n")
+    proc = slotgate_proxy(workdir, cluster_backend.ports[:2], ["--config", str(cfg)])
+    with running(proc):
+        yield proc
+
+
+NAMES = ("a", "b", "c", "l", "z", "x", "y")
+
+
+def _keys() -> dict[str, str]:
+    """Fresh names without hash tags, each in a slot of its own (one with braces)."""
+    while True:
+        tag = uuid.uuid4().hex[:8]
+        keys = {n: f"db{tag}{n}" for n in NAMES}
+        keys["c"] = "}{" + keys["c"] + "}x"
+        if len({key_slot(k.encode()) for k in keys.values()}) == len(keys):
+            return keys
+
+
+SCRIPT: list[list[str]] = [
+    ["SELECT", "16"], ["SELECT", "-1"], ["SELECT", "x"], ["SELECT", "3"],
+    ["SET", "a", "v3"], ["RPUSH", "l", "x", "y"], ["SADD", "b", "m"], ["SET", "c", "braces"],
+    ["GET", "a"], ["MGET", "a", "b", "c", "nope"], ["EXISTS", "a", "b", "c", "l"], ["DBSIZE"],
+    ["KEYS", "*"], ["KEYS", "db*a"], ["TYPE", "b"], ["RENAME", "a", "z"], ["GET", "z"],
+    ["SUNIONSTORE", "a", "b", "b"], ["SMEMBERS", "a"], ["LMPOP", "2", "z", "l", "LEFT"],
+    ["BLPOP", "nope", "l", "1"], ["RPUSH", "l", "q"], ["BLMOVE", "l", "z", "LEFT", "LEFT", "1"],
+    ["XADD", "x", "1-1", "f", "v"], ["XADD", "y", "1-2", "g", "w"],
+    ["XREAD", "STREAMS", "y", "x", "0", "0"], ["XREAD", "STREAMS", "x", "0"],
+    ["XREAD", "BLOCK", "50", "STREAMS", "x", "y", "$", "$"],
+    ["SELECT", "0"], ["EXISTS", "a", "b", "c", "l", "z"], ["GET", "c"], ["SET", "a", "v0"],
+    ["MOVE", "a", "3"], ["MOVE", "a", "0"], ["MOVE", "a", "16"], ["MOVE", "a", "x"],
+    ["SELECT", "3"], ["MOVE", "a", "4"], ["EXISTS", "a"], ["SET", "a", "again"],
+    ["MOVE", "a", "4"], ["GET", "a"], ["MOVE", "nope", "4"], ["MOVE", "c", "0"],
+    ["SELECT", "0"], ["GET", "c"], ["DEL", "c"], ["SELECT", "4"], ["GET", "a"],
+    ["COPY", "a", "b", "DB", "5"], ["COPY", "a", "b", "DB", "5"],
+    ["COPY", "a", "b", "DB", "5", "REPLACE"], ["COPY", "a", "a", "DB", "4"],
+    ["COPY", "a", "a", "DB", "x"], ["COPY", "a", "a", "DB", "16"], ["COPY", "a", "a", "DB", "6"],
+    ["COPY", "nope", "a", "DB", "6"], ["COPY", "a", "c", "BOGUS"], ["COPY", "a", "c"],
+    ["GET", "c"], ["SELECT", "5"], ["GET", "b"], ["SELECT", "6"], ["GET", "a"],
+    ["SWAPDB", "4", "6"], ["SWAPDB", "x", "1"], ["SWAPDB", "1", "y"], ["SWAPDB", "1", "16"],
+    ["SWAPDB", "6", "6"], ["DBSIZE"], ["KEYS", "*"], ["GET", "c"], ["SELECT", "4"],
+    ["DBSIZE"], ["KEYS", "*"], ["GET", "a"], ["RANDOMKEY"], ["FLUSHDB", "BOGUS"],
+    ["FLUSHDB"], ["DBSIZE"], ["RANDOMKEY"], ["SELECT", "6"], ["DBSIZE"],
+    ["SELECT", "3"], ["DBSIZE"], ["FLUSHDB", "ASYNC"], ["SELECT", "5"], ["FLUSHDB"],
+    ["SELECT", "6"], ["FLUSHDB"], ["RESET"], ["GET", "a"],
+]
+# Replies compared as sets (key order is a server's own).
+UNORDERED = frozenset({"KEYS"})
+
+
+def _run(port: int, proto: int, keys: dict[str, str]) -> list[bytes]:
+    with RawClient(port) as c:
+        if proto == 3:
+            assert c.call("HELLO", "3")[:1] == b"%"
+        out = []
+        for cmd in SCRIPT:
+            reply = c.call(*[keys.get(a, a) for a in cmd])
+            if cmd[0] in UNORDERED and reply[:1] == b"*":
+                reply = b"".join(sorted(array_elements(reply)))
+            if cmd[0] == "RESET":
+                reply = reply[:6]
+            out.append(reply)
+    return out
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_same_replies_as_one_redis_server(dbs_proxy: ManagedProcess, standalone: ManagedProcess,
+                                          proto: int) -> None:
+    keys = _keys()
+    want = _run(standalone.port, proto, keys)
+    got = _run(dbs_proxy.port, proto, keys)
+    for cmd, w, g in zip(SCRIPT, want, got, strict=True):
+        assert g == w, cmd
+
+
+def test_scan_walks_one_database(dbs_proxy: ManagedProcess) -> None:
+    keys = [f"scan{uuid.uuid4().hex[:6]}:{i}" for i in range(40)]
+    with RawClient(dbs_proxy.port) as c:
+        assert c.call("SELECT", "7") == b"+OK\r\n"
+        c.call("MSET", *[x for k in keys[:30] for x in (k, "v")])
+        c.call("SELECT", "8")
+        c.call("MSET", *[x for k in keys[30:] for x in (k, "v")])
+        c.call("SELECT", "7")
+        seen: list[bytes] = []
+        cursor = b"0"
+        for _ in range(10_000):  # bounded
+            head, names = array_elements(c.call("SCAN", cursor, "COUNT", "50"))
+            seen.extend(n.split(b"\r\n")[1] for n in array_elements(names))
+            cursor = head.split(b"\r\n")[1]
+            if cursor == b"0":
+                break
+        assert sorted(set(seen)) == sorted(k.encode() for k in keys[:30])
+        c.call("FLUSHDB")
+        c.call("SELECT", "8")
+        c.call("FLUSHDB")
+
+
+def test_database_0_is_what_direct_cluster_clients_see(dbs_proxy: ManagedProcess,
+                                                      cluster_backend: ClusterBackend) -> None:
+    key = f"direct{uuid.uuid4().hex[:6]}"
+    with RawClient(dbs_proxy.port) as c:
+        c.call("SET", key, "zero")
+        c.call("SELECT", "2")
+        c.call("SET", key, "two")
+    direct = redis.RedisCluster(host="127.0.0.1", port=cluster_backend.ports[0])
+    try:
+        assert direct.get(key) == b"zero"
+        assert direct.get(prefixed(key.encode(), 2)) == b"two"
+        assert key_slot(prefixed(key.encode(), 2)) == key_slot(key.encode())
+        direct.delete(key, prefixed(key.encode(), 2))
+    finally:
+        direct.close()
+
+
+def test_redis_py_select_move_copy_swapdb(dbs_proxy: ManagedProcess,
+                                          standalone: ManagedProcess) -> None:
+    """What redis-py's own tests of MOVE, COPY … DB and SWAPDB do, on both servers."""
+    def run(port: int) -> list[object]:
+        k = "rp" + uuid.uuid4().hex[:6]
+        r9 = redis.Redis(port=port, db=9)
+        r10 = redis.Redis(port=port, db=10)
+        out: list[object] = []
+        try:
+            out.append(r9.set(k, "foo"))
+            out.append(r9.move(k, 10))
+            out.append(r9.get(k))
+            out.append(r10.get(k))
+            out.append(r10.copy(k, k + "c", destination_db=9))
+            out.append(r9.get(k + "c"))
+            r9.set(k + "x", "nine")
+            out.append(r9.swapdb(9, 10))
+            out.append(sorted(r9.keys(k + "*")))
+            out.append(sorted(r10.keys(k + "*")))
+            out.append(r10.get(k + "x"))
+        finally:
+            r9.flushdb()
+            r10.flushdb()
+            r9.close()
+            r10.close()
+        return [o.replace(k.encode(), b"K") if isinstance(o, bytes) else
+                [x.replace(k.encode(), b"K") for x in o] if isinstance(o, list) else o
+                for o in out]
+
+    assert run(dbs_proxy.port) == run(standalone.port)
+
+
+def test_strip_takes_off_its_own_database_only() -> None:
+    a, b = prefixed(b"k{x}", 3), prefixed(b"k", 31)
+    raw = b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$1\r\nv\r\n" % (len(a), a, len(b), b)
+    assert strip(raw, 3) == b"*3\r\n$4\r\nk{x}\r\n$%d\r\n%s\r\n$1\r\nv\r\n" % (len(b), b)
