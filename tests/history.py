@@ -11,7 +11,8 @@ a healed cluster; :func:`check` then reports
   before an acknowledged write started (or the key is gone); a counter ends below the number
   of acknowledged increments, or two acknowledged increments returned the same value;
 - stale reads: a read returned a value older than an acknowledged write that completed before
-  the read started (for a counter: less than the increments acknowledged before it);
+  the read started (for a counter: less than the reply of the last increment acknowledged
+  before it started);
 - reads of values never written (not even by a write of unknown fate);
 - dual-master windows: probes write to every node directly; two nodes that both accepted
   writes for one slot at once, i.e. one accepted a probe invoked after the other's accepted
@@ -193,9 +194,10 @@ def _check_counter(ops: list[Op], final: object, judged: bool, report: Report) -
         if r.kind != "read" or r.status != "ok":
             continue
         v = int(_decode(r.value) or 0)  # type: ignore[call-overload]
+        before = [op for op in acked if op.end_s < r.start_s]
         if v > attempted:
             report.never_written.append(r)
-        elif v < sum(op.end_s < r.start_s for op in acked):
+        elif before and v < int(max(before, key=lambda o: o.end_s).value):  # type: ignore[call-overload]
             report.stale.append(r)
 
 

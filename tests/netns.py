@@ -248,6 +248,13 @@ class Network:
             raise FaultUnavailable(f"tc netem: {r.stderr.strip()} (the kernel has no sch_netem)")
         self.delayed.add(service)
 
+    def netem_available(self) -> bool:
+        """Whether this kernel delays packets with netem (tried on the hub's bridge)."""
+        r = self.run(self.hub, [TC, "qdisc", "add", "dev", "br0", "root", "netem", "delay", "1ms"])
+        if r.returncode == 0:
+            self.run(self.hub, [TC, "qdisc", "del", "dev", "br0", "root"])
+        return r.returncode == 0
+
     def heal(self) -> None:
         """Every fault removed: the rules flushed, the netem qdiscs deleted."""
         for ns in sorted(self.fault_tables):

@@ -123,6 +123,14 @@ def test_counter_stale_and_never_written_reads() -> None:
     assert [op.value for op in rep.never_written] == [b"7"]
 
 
+def test_counter_reads_after_a_loss_follow_the_new_count() -> None:
+    # 1 and 2 lost; the new master counts 1, 2 again: reads of its count are not stale
+    ops = [incr("c", 1, 0, 1), incr("c", 2, 2, 3), incr("c", 1, 10, 11), r("c", b"1", 12, 13),
+           r("c", b"0", 14, 15)]
+    rep = check(ops, {"c": b"1"}, counters=["c"])
+    assert [op.value for op in rep.stale] == [b"0"]
+
+
 def test_dual_master_window() -> None:
     # a accepts until 5.0; b (promoted) accepts from 3.0: both accepted between 3.01 and 5.0
     probes = [probe("s1", "a", t) for t in (0, 1, 2, 3, 4, 5)] + [probe("s1", "a", 6, "fail")]
