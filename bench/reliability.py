@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for scenario in args.scenario or list(FAULTS):
         for kind in args.kind or list(KINDS):
-            for mode in args.mode or list(MODES):
+            for mode in args.mode or list(FAULTS[scenario].modes):
                 out = run_one(scenario, kind, mode)
                 rows.append(out.row())
                 print(json.dumps(out.row()), flush=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,8 @@ class NetCluster:
         net.write_hosts()
         self.ctl = ThreadPoolExecutor(4, "ctl", initializer=enter_netns, initargs=(net.ns("ctl"),))
         self.proxy_address = ""
+        self.proxy: subprocess.Popen[bytes] | None = None
+        self.proxy_yaml = ""
 
     # -- reaching nodes (from the ctl namespace) ------------------------------------------------
     def in_ctl(self, fn: Callable[..., T], *args: Any, timeout_s: float = 60.0) -> T:
@@ -163,9 +166,10 @@ class NetCluster:
         seeds = "".join(f"  - {self.net.address(n)}:{NODE_PORT}\n" for n in NODES)
         (d / "proxy.yaml").write_text(
             f'listen: "{address}:{PROXY_PORT}"\nseeds:\n{seeds}' + extra_yaml)
-        self.net.start(self.net.ns("proxy"), [sys.executable, "-m", "slotgate.proxy",
-                                              "--config", str(d / "proxy.yaml")],
-                       cwd=d, log=d / "proxy.log")
+        self.proxy_yaml = extra_yaml
+        self.proxy = self.net.start(self.net.ns("proxy"), [
+            sys.executable, "-m", "slotgate.proxy", "--config", str(d / "proxy.yaml")],
+            cwd=d, log=d / "proxy.log")
 
         def answers() -> bool:
             c = redis.Redis(host=address, port=PROXY_PORT, socket_timeout=2)
@@ -178,6 +182,14 @@ class NetCluster:
                    ignore=(redis.RedisError, OSError))
         self.proxy_address = address
         return address
+
+    def restart_proxy(self) -> None:
+        """SIGTERM to the proxy (it drains, then exits), and the same proxy started again."""
+        assert self.proxy is not None
+        self.proxy.terminate()
+        self.proxy.wait(30)
+        self.net.procs.remove(self.proxy)
+        self.start_proxy(self.proxy_yaml)
 
     def slow(self, node: str, on: bool) -> None:
         """``node``'s replies (and bus messages) leave ``SLOW_DELAY_MS`` late, or on time again:

@@ -6,7 +6,8 @@ slotgate proxy; "cluster": redis-py's cluster client talking to the nodes), givi
 
 The workload: four client threads in the ``client`` namespace, each the only writer of its
 own registers (SET of unique values, GET) and counters (INCR, GET), keys spread over every
-shard. The prober (``ctl`` namespace) writes every 100 ms to each node directly, in a slot of
+shard. The clients never retry on their own (a retried INCR could count twice): every error
+is in the history. The prober (``ctl`` namespace) writes every 100 ms to each node directly, in a slot of
 that node's original shard, without following redirects: who accepted writes, and when, is what
 the dual-master check reads. After the fault heals and the cluster is healthy again (same three
 masters, every replica in sync, every node agreeing), every key is read once more: the final
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from slotgate.protocol.slots import key_slot
 from tests.history import Op, Recorder, Report, Status, check
@@ -45,6 +48,7 @@ OP_PAUSE_S = 0.01
 PROBE_EVERY_S = 0.1
 UNKNOWN_FATE = "may or may not have been applied"  # the proxy's error for a write in flight
 MODES = ("proxy", "cluster")
+PROXY_YAML = 'backend:\n  command_timeout: "2s"\nretry:\n  deadline: "3s"\n'
 
 
 def judge(exc: BaseException) -> Status:
@@ -110,9 +114,9 @@ class Workload:
         net = self.cluster.net
         if self.mode == "proxy":
             return redis.Redis(host=net.address("proxy"), port=PROXY_PORT, socket_timeout=5,
-                               socket_connect_timeout=2)
+                               socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
         return redis.RedisCluster(host=net.address("n1"), port=NODE_PORT, socket_timeout=1,
-                                  socket_connect_timeout=1, cluster_error_retry_attempts=2,
+                                  socket_connect_timeout=1, retry=Retry(NoBackoff(), 0),
                                   require_full_coverage=False)
 
     def start(self) -> None:
@@ -201,12 +205,23 @@ class Fault:
     apply: Callable[[NetCluster, str], None]  # (cluster, victim master)
     hold_s: float  # how long the fault stays
     extra: tuple[str, ...] = ()  # node directives
-    expect_failover: bool = True
+    expect_failover: bool | None = True  # None: either may happen (Redis' own outcome varies)
     slow: bool = False  # the victim is made slow: started behind a relay if netem is missing
+    modes: tuple[str, ...] = ("proxy", "cluster")  # the clients it means something for
 
 
 def _isolate(cluster: NetCluster, victim: str) -> None:
     cluster.net.cut([victim], [n for n in NODES if n != victim])
+
+
+def _two_masters(cluster: NetCluster, victim: str) -> None:
+    other = sorted(cluster.masters())[1]
+    for v in (victim, other):
+        cluster.net.cut([v], [n for n in NODES if n != v])
+
+
+def _restart_proxy(cluster: NetCluster, victim: str) -> None:
+    cluster.restart_proxy()
 
 
 def _slow(cluster: NetCluster, victim: str) -> None:
@@ -233,6 +248,12 @@ FAULTS = {
         Fault("slow-node", f"a master answering {SLOW_DELAY_MS} ms late (its replies and bus "
               "messages; netem, or a relay in front of it where the kernel has no netem) "
               "for 8 s", _slow, 8.0, (), False, slow=True),
+        Fault("two-masters", "two of the three masters each cut off from every other node "
+              "for 8 s (no majority of masters is left to elect replacements while it lasts)",
+              _two_masters, 8.0, (), None),
+        Fault("proxy-restart", "the proxy stopped (SIGTERM: it drains) and started again "
+              "under load; its clients reconnect", _restart_proxy, 2.0, (), False,
+              modes=("proxy",)),
     )
 }
 
@@ -246,7 +267,7 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
     try:
         cluster.start()
         if mode == "proxy":
-            cluster.start_proxy('backend:\n  command_timeout: "2s"\nretry:\n  deadline: "3s"\n')
+            cluster.start_proxy(PROXY_YAML)
         victim = sorted(cluster.masters())[0]
         assert not relayed or victim in relayed, cluster.masters()
         victim_slots = cluster.slots_of(victim)
