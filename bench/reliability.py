@@ -53,6 +53,10 @@ def run_one(scenario: str, kind: str, mode: str) -> Outcome:
         out = Outcome(scenario, kind, mode)
         out.notes.append(f"skipped: {exc}")
         return out
+    except Exception as exc:  # one broken run is a row saying so, not the end of the matrix
+        out = Outcome(scenario, kind, mode)
+        out.notes.append(f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+        return out
     finally:
         net.close()
 
@@ -92,24 +96,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", action="append", choices=sorted(FAULTS))
     ap.add_argument("--kind", action="append", choices=KINDS)
     ap.add_argument("--mode", action="append", choices=MODES)
-    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here (after each run)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already in --json that did not fail; run the others")
     ap.add_argument("--write-doc", action="store_true",
                     help="replace the table in docs/RELIABILITY.md (the whole matrix only)")
     args = ap.parse_args(argv)
     if args.write_doc and (args.scenario or args.kind or args.mode):
         ap.error("--write-doc runs the whole matrix")
     t0 = time.monotonic()
+    done: dict[tuple[object, ...], dict[str, object]] = {}
+    if args.resume and args.json and args.json.exists():
+        for row in json.loads(args.json.read_text()):
+            if not any(str(n).startswith("failed") for n in row["notes"]):
+                done[(row["scenario"], row["kind"], row["mode"])] = row
     rows = []
     for scenario in args.scenario or list(FAULTS):
         for kind in args.kind or list(KINDS):
             for mode in args.mode or list(FAULTS[scenario].modes):
-                out = run_one(scenario, kind, mode)
-                rows.append(out.row())
-                print(json.dumps(out.row()), flush=True)
+                row = done.get((scenario, kind, mode)) or run_one(scenario, kind, mode).row()
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=1))
     seconds = time.monotonic() - t0
     print(table(rows))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
     if args.write_doc:
         write_doc(section(rows, seconds))
     return 0

@@ -133,8 +133,8 @@ class NetCluster:
         self.wait_healthy(60)
 
     def healthy(self) -> bool:
-        """Every node: cluster_state ok, the same three masters (each with one replica in
-        sync), no node flagged failing."""
+        """Every node: cluster_state ok, the same three masters with the same slots (each
+        with one replica in sync), no node flagged failing."""
         views = []
         for node in NODES:
             if b"cluster_state:ok" not in self.ask(node, "CLUSTER", "INFO"):
@@ -142,7 +142,7 @@ class NetCluster:
             view = self.nodes_view(node)
             if any("fail" in f[2] or f[7] != "connected" for f in view):
                 return False
-            views.append(sorted((f[0], f[2].replace("myself,", ""), f[3]) for f in view))
+            views.append(sorted((f[0], f[2].replace("myself,", ""), f[3], *f[8:]) for f in view))
             info = self.ask(node, "INFO", "replication")
             if info["role"] == "slave" and (info.get("master_link_status") != "up"
                                             or info.get("master_sync_in_progress")):

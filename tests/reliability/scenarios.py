@@ -40,6 +40,7 @@ from tests.reliability.netcluster import (
     SLOW_DELAY_MS,
     NetCluster,
 )
+from tests.support import wait_until
 
 REGISTERS = [f"r:{i}" for i in range(16)]
 COUNTERS = [f"c:{i}" for i in range(6)]
@@ -170,13 +171,15 @@ class Workload:
 
 
 def final_state(cluster: NetCluster) -> dict[str, object]:
+    """Every key, read on the healed cluster (retried while a node still catches up)."""
     def read() -> dict[str, object]:
         c = redis.RedisCluster(host=cluster.net.address("n1"), port=NODE_PORT, socket_timeout=5)
         try:
             return {k: c.get(k) for k in REGISTERS + COUNTERS}
         finally:
             c.close()
-    return cluster.in_ctl(read)
+    return wait_until(lambda: cluster.in_ctl(read), 60, "the final read",
+                      ignore=(redis.RedisError,), interval_s=0.5)
 
 
 def percentile_ms(latencies_s: list[float], pct: int) -> float | None:
