@@ -47,14 +47,20 @@ COUNTERS = [f"c:{i}" for i in range(6)]
 WORKERS = 4
 OP_PAUSE_S = 0.01
 PROBE_EVERY_S = 0.1
+WAIT_MS = 1000
 UNKNOWN_FATE = "may or may not have been applied"  # the proxy's error for a write in flight
 MODES = ("proxy", "cluster")
 PROXY_YAML = 'backend:\n  command_timeout: "2s"\nretry:\n  deadline: "3s"\n'
 
 
+class NotReplicated(Exception):
+    """A durable write's WAIT counted no replica: applied on the master, maybe not kept."""
+
+
 def judge(exc: BaseException) -> Status:
     """A refusal (an error reply) means the command did not run; a timeout or a lost
-    connection, and the proxy's own unknown-fate error, mean it may have."""
+    connection, the proxy's own unknown-fate error and a durable write no replica
+    acknowledged mean it may have."""
     if isinstance(exc, redis.ResponseError) and UNKNOWN_FATE not in str(exc):
         return "fail"
     return "info"
@@ -90,9 +96,11 @@ class Outcome:
 class Workload:
     """The client threads and the prober, recording into one history."""
 
-    def __init__(self, cluster: NetCluster, mode: str, seed: int = 1) -> None:
+    def __init__(self, cluster: NetCluster, mode: str, seed: int = 1,
+                 durable: bool = False) -> None:
         self.cluster = cluster
         self.mode = mode
+        self.durable = durable
         self.rec = Recorder()
         self.stop = threading.Event()
         self.seed = seed
@@ -146,15 +154,29 @@ class Workload:
                 key = rng.choice(registers)
                 seq += 1
                 value = f"{p}-{seq}"
-                self.rec.run(p, "write", key, value, partial(c.set, key, value), judge)
+                self.rec.run(p, "write", key, value, self._write(c, "SET", key, value), judge)
             elif roll < 0.8 or not counters:
                 key = rng.choice(registers + counters)
                 self.rec.run(p, "read", key, None, partial(c.get, key), judge)
             else:
                 key = rng.choice(counters)
-                self.rec.run(p, "incr", key, None, partial(c.incr, key), judge)
+                self.rec.run(p, "incr", key, None, self._write(c, "INCR", key), judge)
             time.sleep(OP_PAUSE_S)
         c.close()
+
+    def _write(self, c: Any, *command: str) -> Callable[[], object]:
+        """The write; when durable, followed by WAIT 1 on the key's master (cluster client),
+        and acknowledged only if a replica has it."""
+        if not self.durable:
+            return partial(c.execute_command, *command)
+
+        def durable() -> object:
+            reply = c.execute_command(*command)
+            node = c.get_node_from_key(command[1])
+            if c.execute_command("WAIT", 1, WAIT_MS, target_nodes=node) < 1:
+                raise NotReplicated(command[1])
+            return reply
+        return durable
 
     def _probe(self) -> None:
         net = self.cluster.net
@@ -211,6 +233,7 @@ class Fault:
     expect_failover: bool | None = True  # None: either may happen (Redis' own outcome varies)
     slow: bool = False  # the victim is made slow: started behind a relay if netem is missing
     modes: tuple[str, ...] = ("proxy", "cluster")  # the clients it means something for
+    durable: bool = False  # every write followed by WAIT 1 (acknowledged once a replica has it)
 
 
 def _isolate(cluster: NetCluster, victim: str) -> None:
@@ -244,6 +267,10 @@ FAULTS = {
               "reach it) for 8 s, then healed", _isolate, 8.0),
         Fault("minority-master-minrep", "the same with min-replicas-to-write 1 "
               "(min-replicas-max-lag 1)", _isolate, 8.0, MIN_REPLICAS),
+        Fault("minority-master-wait", "the same with min-replicas-to-write 1, every write "
+              f"followed by WAIT 1 {WAIT_MS} on its master (acknowledged only once the replica "
+              "has it; cluster client only: the proxy has no WAIT yet)", _isolate, 8.0,
+              MIN_REPLICAS, modes=("cluster",), durable=True),
         Fault("short-cut", "a master cut off for half of node_timeout (no failover due), "
               "then healed", _isolate, 1.0, (), False),
         Fault("bus-one-way", "a master's own links to every other node's bus cut (theirs to "
@@ -274,7 +301,7 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
         victim = sorted(cluster.masters())[0]
         assert not relayed or victim in relayed, cluster.masters()
         victim_slots = cluster.slots_of(victim)
-        load = Workload(cluster, mode)
+        load = Workload(cluster, mode, durable=fault.durable)
         load.start()
         try:
             time.sleep(settle_s)  # the workload runs undisturbed first (part of the scenario)
