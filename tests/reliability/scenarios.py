@@ -289,7 +289,10 @@ FAULTS = {
 
 
 def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str,
-                 node_timeout_ms: int = 2000, settle_s: float = 3.0) -> tuple[Outcome, Report]:
+                 node_timeout_ms: int = 2000, settle_s: float = 3.0,
+                 hold_s: float | None = None) -> tuple[Outcome, Report]:
+    """One run: the cluster started, the workload ``settle_s``, the fault for ``hold_s``
+    (the fault's own by default), healed, the workload ``settle_s`` more, the verdict."""
     out = Outcome(fault.name, kind, mode)
     relayed = ("n1",) if fault.slow and not net.netem_available() else ()
     cluster = NetCluster(net, kind, workdir, node_timeout_ms=node_timeout_ms,
@@ -307,7 +310,7 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
             time.sleep(settle_s)  # the workload runs undisturbed first (part of the scenario)
             cut_s = time.monotonic()
             fault.apply(cluster, victim)
-            time.sleep(fault.hold_s)  # the fault lasts this long (the scenario)
+            time.sleep(hold_s or fault.hold_s)  # the fault lasts this long (the scenario)
             cluster.heal()
             heal_s = time.monotonic()
             out.healthy_after_heal_s = round(cluster.wait_healthy(90), 2)
