@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -37,8 +39,10 @@ def seeds(target: str) -> list[bytes]:
     return [p.read_bytes() for p in sorted((CORPUS / target).iterdir()) if p.is_file()]
 
 
-def seed_ids(target: str) -> list[str]:
-    return [p.name for p in sorted((CORPUS / target).iterdir()) if p.is_file()]
+def corpus_params(target: str) -> list[Any]:
+    """The corpus of ``target`` as pytest parameters, one per file, named after it."""
+    return [pytest.param(p.read_bytes(), id=p.name)
+            for p in sorted((CORPUS / target).iterdir()) if p.is_file()]
 
 
 @st.composite

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotgate.node.cluster import bus
-from tests.fuzz.corpus import bounded, chunked, fuzz_settings, mutated, seed_ids, seeds
+from tests.fuzz.corpus import bounded, chunked, corpus_params, fuzz_settings, mutated
 
 NAMES = st.binary(min_size=bus.NAME_LEN, max_size=bus.NAME_LEN)
 U16 = st.integers(0, 0xFFFF)
@@ -86,9 +86,9 @@ def test_mangled_fields(m: bus.Message, edits: list[tuple[int, int]], cut: int) 
     decodes_or_refuses(data[:len(data) - cut % 64])
 
 
-@pytest.mark.parametrize("seed", seed_ids("bus"))
-def test_corpus(seed: str) -> None:
-    decodes_or_refuses(seeds("bus")[seed_ids("bus").index(seed)])
+@pytest.mark.parametrize("data", corpus_params("bus"))
+def test_corpus(data: bytes) -> None:
+    decodes_or_refuses(data)
 
 
 @fuzz_settings()

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotgate.proxy.ops.config import KEYS, ConfigError, build, read_yaml
-from tests.fuzz.corpus import bounded, fuzz_settings, mutated, seed_ids, seeds
+from tests.fuzz.corpus import bounded, corpus_params, fuzz_settings, mutated
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70), st.floats(),
@@ -47,9 +47,9 @@ def test_values(raw: dict[str, object]) -> None:
         assert exc.problems
 
 
-@pytest.mark.parametrize("seed", seed_ids("config"))
-def test_corpus(seed: str, tmp_path: Path) -> None:
-    loads_or_refuses(seeds("config")[seed_ids("config").index(seed)], tmp_path)
+@pytest.mark.parametrize("data", corpus_params("config"))
+def test_corpus(data: bytes, tmp_path: Path) -> None:
+    loads_or_refuses(data, tmp_path)
 
 
 @fuzz_settings()

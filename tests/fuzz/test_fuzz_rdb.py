@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotgate.node.persistence import rdb
-from tests.fuzz.corpus import bounded, fuzz_settings, mutated, seed_ids, seeds
+from tests.fuzz.corpus import bounded, corpus_params, fuzz_settings, mutated
 
 MEMBERS = st.binary(max_size=12) | st.integers(-(1 << 63), (1 << 63) - 1).map(
     lambda n: str(n).encode())
@@ -58,9 +58,9 @@ def test_mangled_dump(kv: tuple[str, rdb.Value], edits: list[tuple[int, int]], c
     loads_or_refuses(bytes(data[:max(0, len(data) - cut)]))
 
 
-@pytest.mark.parametrize("seed", seed_ids("dump"))
-def test_corpus(seed: str) -> None:
-    loads_or_refuses(seeds("dump")[seed_ids("dump").index(seed)])
+@pytest.mark.parametrize("data", corpus_params("dump"))
+def test_corpus(data: bytes) -> None:
+    loads_or_refuses(data)
 
 
 @fuzz_settings()

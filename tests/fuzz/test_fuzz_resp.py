@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotgate.protocol.resp import ProtocolError, ReplyFramer, RequestReader, encode_command
-from tests.fuzz.corpus import bounded, chunked, fuzz_settings, mutated, seed_ids, seeds
+from tests.fuzz.corpus import bounded, chunked, corpus_params, fuzz_settings, mutated
 
 SMALL_LIMITS = {"max_bulk_len": 4096, "max_inline_len": 1024, "max_multibulk_len": 1000}
 
@@ -50,9 +50,8 @@ def check_reader(data: bytes, cuts: list[int]) -> None:
             assert fast == whole or whole[1] == KNOWN_HIREDIS_DIFFERENCE, (fast, whole)
 
 
-@pytest.mark.parametrize("seed", seed_ids("resp_request"))
-def test_request_corpus(seed: str) -> None:
-    data = seeds("resp_request")[seed_ids("resp_request").index(seed)]
+@pytest.mark.parametrize("data", corpus_params("resp_request"))
+def test_request_corpus(data: bytes) -> None:
     check_reader(data, [1, 7, len(data) // 2])
 
 
@@ -116,9 +115,8 @@ def test_framer_round_trip(values: list[bytes], cuts: list[int]) -> None:
     assert frames_of(b"".join(values), cuts) == (values, False)
 
 
-@pytest.mark.parametrize("seed", seed_ids("resp_reply"))
-def test_reply_corpus(seed: str) -> None:
-    data = seeds("resp_reply")[seed_ids("resp_reply").index(seed)]
+@pytest.mark.parametrize("data", corpus_params("resp_reply"))
+def test_reply_corpus(data: bytes) -> None:
     check_framer(data, [3, len(data) // 2])
 
 
