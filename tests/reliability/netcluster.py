@@ -60,6 +60,8 @@ class NetCluster:
         self.proxy_address = ""
         self.proxy: subprocess.Popen[bytes] | None = None
         self.proxy_yaml = ""
+        self.nodes: dict[str, subprocess.Popen[bytes]] = {}
+        self.argvs: dict[str, list[str]] = {}
 
     # -- reaching nodes (from the ctl namespace) ------------------------------------------------
     def in_ctl(self, fn: Callable[..., T], *args: Any, timeout_s: float = 60.0) -> T:
@@ -121,7 +123,8 @@ class NetCluster:
                     "--listen", f"{address}:{NODE_PORT}", "--to", f"127.0.0.1:{NODE_PORT}",
                     "--listen", f"{address}:{BUS_PORT}", "--to", f"127.0.0.1:{BUS_PORT}",
                     "--delay-ms", str(SLOW_DELAY_MS)], cwd=ROOT, log=d / "relay.log").pid
-            self.net.start(self.net.ns(node), argv, cwd=d, log=d / "node.log")
+            self.argvs[node] = argv
+            self.nodes[node] = self.net.start(self.net.ns(node), argv, cwd=d, log=d / "node.log")
         for node in NODES:
             wait_until(partial(self.ask, node, "PING"), 90, f"{node} answering",
                        ignore=(redis.RedisError, OSError))
@@ -182,6 +185,19 @@ class NetCluster:
                    ignore=(redis.RedisError, OSError))
         self.proxy_address = address
         return address
+
+    def restart(self, node: str) -> None:
+        """``node`` stopped (SIGTERM: it saves what its persistence settings say) and started
+        again on the same directory, until it answers."""
+        proc = self.nodes[node]
+        proc.terminate()
+        proc.wait(60)
+        self.net.procs.remove(proc)
+        d = self.workdir / node
+        self.nodes[node] = self.net.start(self.net.ns(node), self.argvs[node], cwd=d,
+                                          log=d / "node.log")
+        wait_until(partial(self.ask, node, "PING"), 90, f"{node} answering again",
+                   ignore=(redis.RedisError, OSError))
 
     def restart_proxy(self) -> None:
         """SIGTERM to the proxy (it drains, then exits), and the same proxy started again."""

@@ -246,6 +246,12 @@ def _two_masters(cluster: NetCluster, victim: str) -> None:
         cluster.net.cut([v], [n for n in NODES if n != v])
 
 
+def _cascade(cluster: NetCluster, victim: str) -> None:
+    for node in NODES:
+        cluster.restart(node)
+        cluster.wait_healthy(120)
+
+
 def _restart_proxy(cluster: NetCluster, victim: str) -> None:
     cluster.restart_proxy()
 
@@ -281,6 +287,9 @@ FAULTS = {
         Fault("two-masters", "two of the three masters each cut off from every other node "
               "for 8 s (no majority of masters is left to elect replacements while it lasts)",
               _two_masters, 8.0, (), None),
+        Fault("cascading-restarts", "every node in turn stopped (SIGTERM) and started again "
+              "under load, the next once the cluster is healthy again (appendonly yes, "
+              "appendfsync everysec)", _cascade, 0.0, ("--appendonly", "yes"), None),
         Fault("proxy-restart", "the proxy stopped (SIGTERM: it drains) and started again "
               "under load; its clients reconnect", _restart_proxy, 2.0, (), False,
               modes=("proxy",)),
