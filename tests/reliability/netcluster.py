@@ -28,6 +28,7 @@ NODE_PORT = 7000
 BUS_PORT = 17000
 PROXY_PORT = 6379
 SLOW_DELAY_MS = 200
+SMALL_DISK_MB = 4
 ROOT = Path(__file__).resolve().parents[2]
 NODES = tuple(f"n{i}" for i in range(1, 7))
 KINDS = ("ours", "real")
@@ -45,8 +46,11 @@ def node_argv(kind: str, address: str, workdir: Path, node_timeout_ms: int,
 
 class NetCluster:
     def __init__(self, net: Network, kind: str, workdir: Path, *, node_timeout_ms: int = 2000,
-                 extra: Sequence[str] = (), relayed: Sequence[str] = ()) -> None:
+                 extra: Sequence[str] = (), relayed: Sequence[str] = (),
+                 small_disk: Sequence[str] = ()) -> None:
         self.net = net
+        self.small_disk = set(small_disk)  # nodes whose directory is a small tmpfs of their own
+        self.ballast: list[Path] = []  # files filling a small disk
         self.relayed = set(relayed)  # nodes behind a delaying relay (slowlink.py)
         self.relays: dict[str, int] = {}  # node -> the relay's PID
         self.kind = kind
@@ -123,6 +127,11 @@ class NetCluster:
                     "--listen", f"{address}:{NODE_PORT}", "--to", f"127.0.0.1:{NODE_PORT}",
                     "--listen", f"{address}:{BUS_PORT}", "--to", f"127.0.0.1:{BUS_PORT}",
                     "--delay-ms", str(SLOW_DELAY_MS)], cwd=ROOT, log=d / "relay.log").pid
+            if node in self.small_disk:
+                # a tmpfs in the node's own mount namespace (ip netns exec makes one): gone
+                # with the process, seen from outside through /proc/PID/root
+                argv = ["sh", "-c", f'mount -t tmpfs -o size={SMALL_DISK_MB}m tmpfs "$0" && '
+                        'exec "$@"', str(d), *argv]
             self.argvs[node] = argv
             self.nodes[node] = self.net.start(self.net.ns(node), argv, cwd=d, log=d / "node.log")
         for node in NODES:
@@ -215,7 +224,23 @@ class NetCluster:
         elif on:
             self.net.delay(node, SLOW_DELAY_MS)
 
+    def fill_disk(self, node: str) -> None:
+        """``node``'s small disk filled up (a ballast file written until ENOSPC)."""
+        path = Path(f"/proc/{self.nodes[node].pid}/root") / str(self.workdir / node).lstrip("/")
+        ballast = path / "ballast"
+        self.ballast.append(ballast)
+        with open(ballast, "wb") as f:
+            try:
+                while True:
+                    f.write(bytes(1 << 16))
+                    f.flush()
+            except OSError:
+                pass  # full
+
     def heal(self) -> None:
+        for ballast in self.ballast:
+            ballast.unlink(missing_ok=True)
+        self.ballast.clear()
         self.net.heal()
         for node in self.relays:
             self.slow(node, False)

@@ -234,6 +234,7 @@ class Fault:
     slow: bool = False  # the victim is made slow: started behind a relay if netem is missing
     modes: tuple[str, ...] = ("proxy", "cluster")  # the clients it means something for
     durable: bool = False  # every write followed by WAIT 1 (acknowledged once a replica has it)
+    small_disk: bool = False  # the victim's directory is a small tmpfs
 
 
 def _isolate(cluster: NetCluster, victim: str) -> None:
@@ -250,6 +251,10 @@ def _cascade(cluster: NetCluster, victim: str) -> None:
     for node in NODES:
         cluster.restart(node)
         cluster.wait_healthy(120)
+
+
+def _fill_disk(cluster: NetCluster, victim: str) -> None:
+    cluster.fill_disk(victim)
 
 
 def _restart_proxy(cluster: NetCluster, victim: str) -> None:
@@ -290,6 +295,9 @@ FAULTS = {
         Fault("cascading-restarts", "every node in turn stopped (SIGTERM) and started again "
               "under load, the next once the cluster is healthy again (appendonly yes, "
               "appendfsync everysec)", _cascade, 0.0, ("--appendonly", "yes"), None),
+        Fault("disk-full", "a master's data directory (appendonly yes, on a 4 MB tmpfs of "
+              "its own) filled up for 6 s, then space freed", _fill_disk, 6.0,
+              ("--appendonly", "yes"), False, small_disk=True),
         Fault("proxy-restart", "the proxy stopped (SIGTERM: it drains) and started again "
               "under load; its clients reconnect", _restart_proxy, 2.0, (), False,
               modes=("proxy",)),
@@ -305,13 +313,14 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
     out = Outcome(fault.name, kind, mode)
     relayed = ("n1",) if fault.slow and not net.netem_available() else ()
     cluster = NetCluster(net, kind, workdir, node_timeout_ms=node_timeout_ms,
-                         extra=fault.extra, relayed=relayed)
+                         extra=fault.extra, relayed=relayed,
+                         small_disk=("n1",) if fault.small_disk else ())
     try:
         cluster.start()
         if mode == "proxy":
             cluster.start_proxy(PROXY_YAML)
         victim = sorted(cluster.masters())[0]
-        assert not relayed or victim in relayed, cluster.masters()
+        assert victim == "n1" or not (relayed or fault.small_disk), cluster.masters()
         victim_slots = cluster.slots_of(victim)
         load = Workload(cluster, mode, durable=fault.durable)
         load.start()

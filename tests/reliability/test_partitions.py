@@ -3,7 +3,8 @@ what Redis Cluster guarantees (redis-server gives the same verdicts: the slow ru
 kinds): a master cut off into a minority refuses writes within twice node_timeout and is failed
 over; once healed it rejoins as a replica and no two nodes accept writes for one slot; a cut
 shorter than node_timeout, or a one-way cut of a master's bus links, changes nothing and loses
-nothing; a master answering 200 ms late slows its own slots only. No read returns a value never written. The acknowledged writes a cut-off master took
+nothing; a master answering 200 ms late slows its own slots only; a master whose disk is
+full refuses writes until there is room again. No read returns a value never written. The acknowledged writes a cut-off master took
 before it refused are lost, on redis-server as on ours, with or without min-replicas-to-write
 (it only shortens the window); writes acknowledged only once WAIT 1 counted the replica are
 never lost. docs/RELIABILITY.md has the figures (bench/reliability.py).
@@ -24,6 +25,8 @@ from tests.reliability.scenarios import FAULTS, run_scenario
 
 NODE_TIMEOUT_MS = 2000
 CI = {("minority-master", "ours", "proxy")}
+NO_MISCONF = ("the bundled node notes a failed AOF write (aof_last_write_status:err) but keeps "
+              "accepting writes; redis-server answers -MISCONF until a write succeeds again")
 
 
 def cases() -> list[Any]:
@@ -32,6 +35,8 @@ def cases() -> list[Any]:
         for kind in KINDS:
             for mode in FAULTS[fault].modes:
                 marks = [] if (fault, kind, mode) in CI else [pytest.mark.slow]
+                if fault == "disk-full" and kind == "ours":
+                    marks.append(pytest.mark.xfail(strict=True, reason=NO_MISCONF))
                 out.append(pytest.param(fault, kind, mode, marks=marks,
                                         id=f"{fault}-{kind}-{mode}"))
     return out
@@ -57,6 +62,9 @@ def test_partition(network: Network, tmp_path: Path, fault: str, kind: str, mode
         assert not out.failover, out
         assert rep.lost == [] and rep.stale == [] and rep.dual == [], out
         assert not rep.not_linearizable, out
+    if FAULTS[fault].small_disk:
+        # redis-server refuses writes (-MISCONF) once it failed to write its AOF
+        assert out.refused_after_s is not None, out
     if FAULTS[fault].durable:
         assert rep.lost == [], out  # what a replica acknowledged survives the failover
     if FAULTS[fault].slow:
