@@ -48,6 +48,7 @@ WORKERS = 4
 OP_PAUSE_S = 0.01
 PROBE_EVERY_S = 0.1
 WAIT_MS = 1000
+LOSS_PERCENT = 30
 UNKNOWN_FATE = "may or may not have been applied"  # the proxy's error for a write in flight
 MODES = ("proxy", "cluster")
 PROXY_YAML = 'backend:\n  command_timeout: "2s"\nretry:\n  deadline: "3s"\n'
@@ -265,6 +266,13 @@ def _slow(cluster: NetCluster, victim: str) -> None:
     cluster.slow(victim, True)
 
 
+def _lossy(cluster: NetCluster, victim: str) -> None:
+    for n in NODES:
+        if n != victim:
+            cluster.net.lose(victim, n, LOSS_PERCENT)
+            cluster.net.lose(n, victim, LOSS_PERCENT)
+
+
 def _bus_one_way(cluster: NetCluster, victim: str) -> None:
     for n in NODES:
         if n != victim:
@@ -286,6 +294,9 @@ FAULTS = {
               "then healed", _isolate, 1.0, (), False),
         Fault("bus-one-way", "a master's own links to every other node's bus cut (theirs to "
               "it work) for 8 s", _bus_one_way, 8.0, (), False),
+        Fault("lossy-links", f"{LOSS_PERCENT}% of the packets between a master and every "
+              "other node dropped (both ways; clients unaffected) for 8 s", _lossy, 8.0, (),
+              None),
         Fault("slow-node", f"a master answering {SLOW_DELAY_MS} ms late (its replies and bus "
               "messages; netem, or a relay in front of it where the kernel has no netem) "
               "for 8 s", _slow, 8.0, (), False, slow=True),
