@@ -94,9 +94,9 @@ class Transport:
         with trio.move_on_after(timeout_s):
             try:
                 stream = await trio.open_tcp_stream(node.ip, node.cport)
-            except OSError as e:
-                log.debug("Connecting with node %s at %s:%d failed: %s", node.name.decode(),
-                          node.ip, node.cport, e)
+            except (OSError, UnicodeError) as e:  # UnicodeError: an address no resolver takes
+                log.debug("Connecting with node %s at %s:%d failed: %s",
+                          node.name.decode(errors="replace"), node.ip, node.cport, e)
         if stream is None or link.closed:
             if stream is not None:
                 await stream.aclose()

@@ -32,9 +32,9 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.netns import NetnsUnavailable, Network
 from tests.deploy.promsupport import PROMETHEUS
 from tests.deploy.test_deploy import DEPLOY, NODE_SERVICES, compose, dockerfile_instructions
+from tests.netns import NetnsUnavailable, Network
 from tests.support import wait_until
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None or shutil.which("ip") is None,
