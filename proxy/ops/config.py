@@ -435,8 +435,9 @@ def _protocols(raw: object) -> tuple[str, ...]:
 
 def _auth_clients(raw: object) -> str:
     """yes / optional / no; YAML reads a bare yes or no as a boolean."""
-    words: dict[object, object] = {True: "yes", False: "no"}
-    return choice(*tls.AUTH_CLIENTS)(words.get(raw, raw))
+    if isinstance(raw, bool):
+        raw = "yes" if raw else "no"
+    return choice(*tls.AUTH_CLIENTS)(raw)
 
 
 FILE = optional(text("a file path", spaces=True))

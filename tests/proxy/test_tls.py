@@ -284,6 +284,7 @@ def test_bundled_nodes_behind_a_tls_listener(certs: Certs, bundled_cluster: list
     ({"tls.protocols": "TLSv1.1 TLSv1.3"}, "tls.protocols: expected a range without gaps"),
     ({"tls.protocols": "SSLv3"}, "tls.protocols: expected protocol names from TLSv1, TLSv1.1"),
     ({"tls.auth_clients": "maybe"}, "tls.auth_clients: expected one of no, optional, yes"),
+    ({"tls.auth_clients": ["yes"]}, "tls.auth_clients: expected one of no, optional, yes"),
     ({"backend.tls_verify": "some"}, "backend.tls_verify: expected one of full, ca, none"),
     ({"backend.tls": True, "backend.tls_ca_file": "/nonexistent-ca.crt"},
      "backend.tls_ca_file: cannot load CA certificates from '/nonexistent-ca.crt'"),
