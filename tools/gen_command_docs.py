@@ -36,7 +36,7 @@ ROUTE_TEXT: dict[str, str] = {
     "all_masters": "sent to every master",
     "all_nodes": "sent to every master and every replica",
     "proxy": "answered by the proxy itself",
-    "pubsub": "subscriber mode on a node connection of the client's own",
+    "pubsub": "subscriber mode on node connections of the client's own",
     "transaction": "transaction handling: the session is pinned to one slot's master",
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
                 "its own to its keys' master (keys in several slots: `-CROSSSLOT`, except the pops of "
@@ -107,13 +107,14 @@ NOTES: dict[str, str] = {
     "pubsub|channels": "To the pub/sub home node (master of slot 0).",
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
-    "ssubscribe": "All shard channels of one client must live on one node.",
+    "ssubscribe": "On the master of the channel's slot, followed across reshards and "
+                  "failovers (see [Pub/sub across the cluster](#pubsub-across-the-cluster)).",
     "subscribe": "Once answered, every later PUBLISH reaches and counts it; once an "
                  "UNSUBSCRIBE, RESET or QUIT is answered, none does. Differences: a RESP3 "
                  "subscriber's messages come over its link, apart from the replies to its other "
                  "commands, so a message may follow the reply of a command sent after it was "
-                 "published; a client whose link was opened by SSUBSCRIBE on another node than "
-                 "the pub/sub home subscribes there, where PUBLISH does not count it.",
+                 "published. Keyspace channels and patterns are gathered from every master (see "
+                 "[Pub/sub across the cluster](#pubsub-across-the-cluster)).",
     "scan": "The cursor packs the master's index and that master's own cursor; a key present "
             "for the whole scan is returned at least once.",
     "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
@@ -525,6 +526,48 @@ after step 2's or step 3's `EXEC` was sent (the unknown-fate paths), a replica l
 the destination's master dies, and the issue's 10,000-random-moves soak with a failover.
 """
 
+PUBSUB = """\
+## Pub/sub across the cluster
+
+A subscriber's subscriptions live on links of its own, one per node that must hold some of
+them (`proxy/front/pubsub.py`, `pubsub_link.py`):
+
+| subscription | held by | why |
+|---|---|---|
+| `SUBSCRIBE` channel, `PSUBSCRIBE` pattern | the pub/sub home (master of slot 0) | `PUBLISH` goes there, so its count is one server's; a `PUBLISH` reaches every node over the cluster bus |
+| keyspace channel (`__keyspace@…`, `__keyevent@…`), pattern that may match one | the home and every other master | each node notifies only its own keys' events; from the other masters only those notifications are passed on |
+| `SSUBSCRIBE` shard channel | the master of the channel's slot | one client may hold shard channels on every master |
+
+The confirmations are the proxy's, counted as one server counts the client's subscriptions,
+and sent once every node that must hold the subscription has confirmed it (or, for the
+unsubscribe family, its end). Messages arriving while a subscribe is being placed wait until
+its confirmations are out.
+
+Shard channels follow their slot: when a reshard (`SETSLOT … NODE`, `slotgate cluster
+reshard`) or a failover takes the slot from a node, that node pushes `sunsubscribe`; the
+proxy keeps the push from the client, finds the slot's new master (`MOVED` patches the slot
+map, a refresh follows) and subscribes the channel there. The client hears `sunsubscribe`
+only if the channel cannot be placed again within the retry deadline (`retry.deadline`), as
+from a server whose slot went away. A lost link (its node died) is replaced the same way once
+a replica has taken over; when the pub/sub home cannot be reached within the deadline the
+client's connection is closed, as a server going away would close it. The placement is
+checked again after every topology refresh, so a new master gets the keyspace subscriptions.
+Messages published while a subscription is being moved are lost (as for a cluster client
+that resubscribes); `tests/proxy/test_pubsub_follow.py` counts every message published
+after each move of a three-master subscriber, real Redis and bundled nodes.
+
+Keyspace notifications: `CONFIG SET notify-keyspace-events …` through the proxy reaches
+every node (replicas too, so a promoted replica keeps notifying). `PSUBSCRIBE
+__keyspace@0__:*` then gets the events of every master; `tests/proxy/test_keyspace_events.py`
+compares them with one redis-server's for the same script (as multisets, and per key in
+order: the order between masters is not one server's). Differences: a client's own
+`PUBLISH` to a keyspace channel reaches a subscriber once per master; events of the
+temporaries that multi-key commands across slots use are seen (see above); `SSUBSCRIBE` and
+`SUNSUBSCRIBE` naming channels of several slots get `-CROSSSLOT`, as from a cluster node.
+
+"""
+
+
 
 def _slow_commands() -> str:
     names = ", ".join(f"`{n.upper()}`" for n in sorted(MAY_RUN_LONG))
@@ -561,6 +604,7 @@ def render() -> str:
     out.append(BLOCKING_CROSS)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
+    out.append(PUBSUB)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")
