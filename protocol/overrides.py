@@ -136,6 +136,10 @@ OVERRIDES: dict[str, Row] = {
     "client|unblock": _PROXY,
     "client|no-evict": _PROXY,
     "client|reply": _PROXY,
+    "client|tracking": _PROXY,
+    "client|caching": _PROXY,
+    "client|getredir": _PROXY,
+    "client|trackinginfo": _PROXY,
     "cluster|keyslot": _PROXY,
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,

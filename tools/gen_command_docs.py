@@ -107,6 +107,11 @@ NOTES: dict[str, str] = {
     "pubsub|channels": "To the pub/sub home node (master of slot 0).",
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
+    "client|tracking": "The proxy keeps the tracking table itself, while every master feeds it "
+                       "its changes (see [Client-side caching](#client-side-caching)).",
+    "client|caching": "The proxy's (see [Client-side caching](#client-side-caching)).",
+    "client|trackinginfo": "The proxy's (see [Client-side caching](#client-side-caching)).",
+    "client|getredir": "The proxy's (see [Client-side caching](#client-side-caching)).",
     "ssubscribe": "On the master of the channel's slot, followed across reshards and "
                   "failovers (see [Pub/sub across the cluster](#pubsub-across-the-cluster)).",
     "subscribe": "Once answered, every later PUBLISH reaches and counts it; once an "
@@ -567,6 +572,41 @@ temporaries that multi-key commands across slots use are seen (see above); `SSUB
 
 """
 
+TRACKING = """\
+## Client-side caching
+
+`CLIENT TRACKING` (default mode, `BCAST` with `PREFIX`, `OPTIN`/`OPTOUT` with `CLIENT
+CACHING`, `NOLOOP`, `REDIRECT` to another client of the proxy), `CLIENT CACHING`, `CLIENT
+TRACKINGINFO` and `CLIENT GETREDIR` are answered by the proxy as one server
+(`proxy/front/tracking.py`; arguments, checks and replies shared with the node in
+`protocol/tracking.py`). A client's reads travel on node connections shared by many clients,
+so no node can tell whose read it served; the proxy sees every request and keeps the tracking
+table itself: the keys of a tracking client's read-only commands (subject to OPTIN/OPTOUT and
+CLIENT CACHING), forgotten once invalidated. The changes come from the nodes: while any
+client tracks, the proxy holds one connection per master in RESP3 `CLIENT TRACKING ON BCAST`
+(no prefix), which that master answers with an `invalidate` push for every key it changes
+(any client's writes, other proxies', expiry, eviction; `FLUSHALL` as a null key list). The
+proxy sends each invalidation to the clients that read the key (one message per key, as
+Redis' default mode) and to the `BCAST` clients whose prefixes match (the keys of one push
+together): a RESP3 push, or for a client that redirects, the `__redis__:invalidate` message
+to the redirect target if it is subscribed (RESP2), or a push if it speaks RESP3;
+`tracking-redir-broken` when the target is gone. `tests/proxy/test_transparency_tracking.py`
+compares the invalidations and replies with one redis-server's, real Redis and bundled nodes
+behind the proxy.
+
+Differences: while a client tracks, its requests leave the proxy's fast routes (its keys
+must be seen: slower requests, for that client only); keys are remembered when the request
+is dispatched (a read racing a write may bring one invalidation too many, never one too
+few); inside MULTI the queued reads are not remembered; NOLOOP skips the next invalidation
+of a key the client itself wrote through the proxy; a feed that is lost, or a new master,
+sends every tracking client an invalidation of everything (a null key list), since changes
+may have been missed meanwhile; the proxy's table has no `tracking-table-max-keys` bound;
+every master pushes every change to the proxy while any client tracks (network cost on the
+nodes, none when nobody tracks). With `workers: N`, REDIRECT reaches only the clients of the
+same worker.
+
+"""
+
 
 
 def _slow_commands() -> str:
@@ -605,6 +645,7 @@ def render() -> str:
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
     out.append(PUBSUB)
+    out.append(TRACKING)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

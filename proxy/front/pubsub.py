@@ -289,7 +289,7 @@ class Subscription:
         """The keeper: placement passes again whenever the cluster moved under the links."""
         s = self.session
         while not self.closed:
-            await _first_of(self.wake, s.router.topology.refreshed)
+            await s.router.topology.refreshed_or(self.wake)
             self.wake = trio.Event()
             deadline = None
             attempt = 0
@@ -361,16 +361,6 @@ async def _reset_link(link: Link) -> None:
         await link.request([b"RESET"])
     except LinkLost:
         pass  # the link is gone, and with it its subscriptions
-
-
-async def _first_of(*events: trio.Event) -> None:
-    async with trio.open_nursery() as nursery:
-        async def wait(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(wait, event)
 
 
 def _groups(set_name: str, names: set[bytes]) -> list[list[bytes]]:

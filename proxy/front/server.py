@@ -27,6 +27,7 @@ from slotgate.proxy.backend.connections import BackendPool
 from slotgate.proxy.front import auth, info
 from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.session import Session
+from slotgate.proxy.front.tracking import Tracker
 from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
@@ -60,6 +61,7 @@ class Proxy:
         self.sessions: set[Session] = set()
         self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
+        self.tracker = Tracker(self)  # CLIENT TRACKING: the proxy's table and its feeds
         self.worker_index = worker_index
         self.worker_count = worker_count
         first_id = 1 if worker_index is None else worker_index + 1

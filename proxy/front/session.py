@@ -66,7 +66,7 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import auth, clients, local, pinned, pubsub
+from slotgate.proxy.front import auth, clients, local, pinned, pubsub, tracking
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -209,6 +209,7 @@ class Session:
         self._give_up = False  # shutdown's deadline passed: no more shielded requests
         self.tx = pinned.Transaction()  # MULTI/WATCH state, changed only by pinned.py
         self.sub = pubsub.Subscriber()  # subscriber mode, changed only by pubsub.py
+        self.tracking: tracking.ClientTracking | None = None  # changed only by tracking.py
         # Who the client is (auth.py). ``checked``: every request passes auth.refused, and the
         # fast routes below are off (empty) so that every request reaches it.
         self.login = auth.Login(proxy.users)
@@ -321,9 +322,12 @@ class Session:
                 self.flush_ready()
 
     def set_checked(self, checked: bool) -> None:
+        """Whether requests pass auth.refused; the fast routes are off while they do, or
+        while the client tracks keys (tracking.remember sees every request)."""
         self.checked = checked
-        self._single = _NO_FAST_ROUTE if checked else _SINGLE
-        self._split = _NO_FAST_ROUTE if checked else _SPLIT
+        slow = checked or self.tracking is not None
+        self._single = _NO_FAST_ROUTE if slow else _SINGLE
+        self._split = _NO_FAST_ROUTE if slow else _SPLIT
 
     def _on_sent(self) -> None:
         self._progress.set()
@@ -363,6 +367,8 @@ class Session:
             self.closed = True
             self._writer.sock = None
             self.metrics.client_disconnected()
+            if self.tracking is not None:
+                tracking.reset(self)
             with trio.CancelScope(shield=True):
                 await self.tx.aclose()
                 await self.sub.aclose()
@@ -525,6 +531,8 @@ class Session:
             self.stats.reject(info.name)
             self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
             return None
+        if self.tracking is not None:
+            self.proxy.tracker.remember(self, argv, info)
         if self.sub.link is not None:
             name = argv[0].lower()
             if pubsub.refused_while_subscribed(self, name):
