@@ -140,6 +140,8 @@ OVERRIDES: dict[str, Row] = {
     "client|caching": _PROXY,
     "client|getredir": _PROXY,
     "client|trackinginfo": _PROXY,
+    "client|pause": _PROXY,
+    "client|unpause": _PROXY,
     "cluster|keyslot": _PROXY,
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,

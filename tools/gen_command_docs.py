@@ -107,6 +107,14 @@ NOTES: dict[str, str] = {
     "pubsub|channels": "To the pub/sub home node (master of slot 0).",
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
+    "client|pause": "The proxy holds its own clients, as one server: WRITE holds writes, "
+                    "PUBLISH, EVAL, FCALL, PFCOUNT, a write queued in MULTI and EXEC of one; ALL "
+                    "holds every request, CLIENT UNPAUSE included (only the timeout ends it, as "
+                    "in Redis 7.0); held requests run in order when it ends. The nodes are not "
+                    "paused: writes that do not come through this proxy (other proxies or "
+                    "workers, direct clients) still apply; a held client is not counted in "
+                    "`blocked_clients`. While paused, requests leave the fast routes.",
+    "client|unpause": "Ends the proxy's pause (see CLIENT PAUSE).",
     "client|tracking": "The proxy keeps the tracking table itself, while every master feeds it "
                        "its changes (see [Client-side caching](#client-side-caching)).",
     "client|caching": "The proxy's (see [Client-side caching](#client-side-caching)).",
@@ -340,7 +348,7 @@ transaction`. Redis queues every other command; the proxy refuses some of them a
 | commands | proxy's error | why |
 |---|---|---|
 | `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
-| `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ..., CLIENT PAUSE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
+| `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
 | a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |

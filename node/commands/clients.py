@@ -15,8 +15,9 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core import errors
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.pause import PAUSE_ALL, PAUSE_WRITE, Pause
+from slotgate.node.core.pause import Pause
 from slotgate.node.core.tracking import Tracking
+from slotgate.protocol import pause as pause_args
 from slotgate.protocol import tracking as tracking_args
 from slotgate.protocol.resp import array_header, integer
 
@@ -25,11 +26,8 @@ if TYPE_CHECKING:
     from slotgate.node.core.server import Server
 
 TIMEOUT_NOT_INT = "ERR timeout is not an integer or out of range"
-TIMEOUT_NEGATIVE = "ERR timeout is negative"
-PAUSE_MODE = "ERR CLIENT PAUSE mode must be WRITE or ALL"
 NO_SUCH_CLIENT = "ERR No such client"
 CLIENT_ID_POSITIVE = "ERR client-id should be greater than 0"
-_LONG_MAX = 2**63 - 1
 
 
 def install(srv: Server) -> None:
@@ -89,21 +87,12 @@ def client_trackinginfo(c: Client, argv: list[bytes]) -> bytes:
 # -- pausing -------------------------------------------------------------------------------------
 @command("client|pause")
 def client_pause(c: Client, argv: list[bytes]) -> bytes:
-    timeout_ms = parse_int(argv[2], TIMEOUT_NOT_INT)
-    if timeout_ms < 0:
-        raise CommandError(TIMEOUT_NEGATIVE)
-    kind = PAUSE_ALL
-    if len(argv) == 4:
-        mode = argv[3].lower()
-        if mode == b"write":
-            kind = PAUSE_WRITE
-        elif mode != b"all":
-            raise CommandError(PAUSE_MODE)
-    elif len(argv) > 4:
-        raise CommandError("ERR unknown subcommand or wrong number of arguments for "
-                           f"'{_text(argv[1])}'. Try CLIENT HELP.")
+    try:
+        kind, timeout_ms = pause_args.parse(argv, lambda raw: parse_int(raw, TIMEOUT_NOT_INT))
+    except pause_args.PauseError as exc:
+        raise CommandError(str(exc)) from None
     now_ms = int(time.time() * 1000)
-    c.server.pause.pause(kind, min(now_ms + timeout_ms, _LONG_MAX))
+    c.server.pause.pause(kind, min(now_ms + timeout_ms, pause_args.MAX_END_MS))
     return OK
 
 

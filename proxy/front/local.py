@@ -13,7 +13,7 @@ from slotgate.protocol import commands
 from slotgate.protocol.resp import OK, array, bulk, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front import clients, pinned, pubsub, tracking
+from slotgate.proxy.front import clients, pause, pinned, pubsub, tracking
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -135,6 +135,7 @@ HANDLERS: dict[str, Handler] = {
     "command|getkeys": command_getkeys,
     **clients.HANDLERS,
     **tracking.HANDLERS,
+    **pause.HANDLERS,
     "cluster|keyslot": cluster_keyslot,
 }
 

@@ -66,7 +66,7 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import auth, clients, local, pinned, pubsub, tracking
+from slotgate.proxy.front import auth, clients, local, pause, pinned, pubsub, tracking
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -322,10 +322,11 @@ class Session:
                 self.flush_ready()
 
     def set_checked(self, checked: bool) -> None:
-        """Whether requests pass auth.refused; the fast routes are off while they do, or
-        while the client tracks keys (tracking.remember sees every request)."""
+        """Whether requests pass auth.refused; the fast routes are off while they do, while
+        the client tracks keys (tracking.remember sees every request) and while a CLIENT
+        PAUSE is on (pause.check sees every request)."""
         self.checked = checked
-        slow = checked or self.tracking is not None
+        slow = checked or self.tracking is not None or self.proxy.pause.kind != 0
         self._single = _NO_FAST_ROUTE if slow else _SINGLE
         self._split = _NO_FAST_ROUTE if slow else _SPLIT
 
@@ -514,6 +515,10 @@ class Session:
                 return None
         if self.checked and auth.refused(self, argv):
             return None
+        if self.proxy.pause.kind:
+            held = pause.check(self, argv)
+            if held is not None:
+                return held
         if self.tx.queued is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
