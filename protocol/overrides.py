@@ -196,8 +196,7 @@ OVERRIDES: dict[str, Row] = {
     "sync": _REPLICATION_LINK,
     "psync": _REPLICATION_LINK,
     "replconf": _REPLICATION_LINK,
-    "monitor": _unsupported("streams one server's commands; the proxy has no one server to "
-                            "watch"),
+    "monitor": _PROXY,
     "swapdb": _unsupported("a cluster has database 0 only"),
 }
 

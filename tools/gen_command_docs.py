@@ -107,6 +107,13 @@ NOTES: dict[str, str] = {
     "pubsub|channels": "To the pub/sub home node (master of slot 0).",
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
+    "monitor": "Streams the commands the proxy's clients send, in Redis' line format (passwords "
+               "redacted, admin commands and refused requests left out). Differences: a line is "
+               "written when the proxy dispatches the request (a transaction's commands when "
+               "queued, not at EXEC; between clients, in the order the proxy read them); the "
+               "address is the client's, the database 0; a monitoring client's own requests "
+               "are served as usual; with `workers: N`, a monitor sees its own worker's clients "
+               "only. While anyone monitors, requests leave the proxy's fast routes.",
     "client|pause": "The proxy holds its own clients, as one server: WRITE holds writes, "
                     "PUBLISH, EVAL, FCALL, PFCOUNT, a write queued in MULTI and EXEC of one; ALL "
                     "holds every request, CLIENT UNPAUSE included (only the timeout ends it, as "
@@ -348,7 +355,7 @@ transaction`. Redis queues every other command; the proxy refuses some of them a
 | commands | proxy's error | why |
 |---|---|---|
 | `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
-| `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
+| `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
 | a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |

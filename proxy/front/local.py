@@ -13,7 +13,7 @@ from slotgate.protocol import commands
 from slotgate.protocol.resp import OK, array, bulk, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front import clients, pause, pinned, pubsub, tracking
+from slotgate.proxy.front import clients, monitor, pause, pinned, pubsub, tracking
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ def reset(s: Session, argv: list[bytes]) -> bytes:
     s.name = None
     clients.reset(s)
     tracking.reset(s)
+    monitor.reset(s)
     return b"+RESET\r\n"
 
 
@@ -136,6 +137,7 @@ HANDLERS: dict[str, Handler] = {
     **clients.HANDLERS,
     **tracking.HANDLERS,
     **pause.HANDLERS,
+    **monitor.HANDLERS,
     "cluster|keyslot": cluster_keyslot,
 }
 

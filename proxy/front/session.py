@@ -66,7 +66,7 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import auth, clients, local, pause, pinned, pubsub, tracking
+from slotgate.proxy.front import auth, clients, local, monitor, pause, pinned, pubsub, tracking
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -324,9 +324,11 @@ class Session:
     def set_checked(self, checked: bool) -> None:
         """Whether requests pass auth.refused; the fast routes are off while they do, while
         the client tracks keys (tracking.remember sees every request) and while a CLIENT
-        PAUSE is on (pause.check sees every request)."""
+        PAUSE is on (pause.check sees every request) and while anyone MONITORs."""
         self.checked = checked
-        slow = checked or self.tracking is not None or self.proxy.pause.kind != 0
+        proxy = self.proxy
+        slow = (checked or self.tracking is not None or proxy.pause.kind != 0
+                or bool(proxy.monitors.sessions))
         self._single = _NO_FAST_ROUTE if slow else _SINGLE
         self._split = _NO_FAST_ROUTE if slow else _SPLIT
 
@@ -370,6 +372,7 @@ class Session:
             self.metrics.client_disconnected()
             if self.tracking is not None:
                 tracking.reset(self)
+            monitor.reset(self)
             with trio.CancelScope(shield=True):
                 await self.tx.aclose()
                 await self.sub.aclose()
@@ -518,7 +521,9 @@ class Session:
         if self.proxy.pause.kind:
             held = pause.check(self, argv)
             if held is not None:
-                return held
+                return held  # dispatched again when the pause ends
+        if self.proxy.monitors.sessions:
+            self.proxy.monitors.feed(self, argv)
         if self.tx.queued is not None and argv[0].lower() not in pinned.OUTSIDE_MULTI:
             pinned.queue(self, argv)
             return None
