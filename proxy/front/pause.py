@@ -77,7 +77,7 @@ class Pause:
             s.set_checked(s.checked)  # fast routes off while paused, on again after
 
     def holds(self, s: Session, argv: list[bytes]) -> bool:
-        """Whether the pause holds this request of ``s`` now."""
+        """Whether the pause holds this request of ``s`` now (QUIT too, as in 7.0.15)."""
         if self.kind == args.PAUSE_ALL:
             return True
         if self.kind != args.PAUSE_WRITE:

@@ -89,6 +89,7 @@ class Tracker:
         self.proxy = proxy
         self.table: dict[bytes, dict[Session, None]] = {}
         self.clients: dict[Session, None] = {}  # every tracking session
+        self.bcast: dict[Session, None] = {}  # those in BCAST mode
         self.feeds: dict[str, trio.CancelScope] = {}
         self.connected: set[str] = set()
         self.changed = trio.Event()
@@ -101,6 +102,8 @@ class Tracker:
         if st is None:
             s.tracking = st = ClientTracking(o)
             self.clients[s] = None
+            if o.bcast:
+                self.bcast[s] = None
             s.set_checked(s.checked)  # its fast routes off
         else:
             st.redirect, st.noloop = o.redirect, o.noloop
@@ -118,6 +121,7 @@ class Tracker:
             return
         s.tracking = None
         self.clients.pop(s, None)
+        self.bcast.pop(s, None)
         for key in st.keys:
             readers = self.table.get(key)
             if readers is not None:
@@ -164,9 +168,9 @@ class Tracker:
                 st.keys.discard(key)
                 if not self._own(st, key):
                     self._send(s, [key])  # one message per key, as Redis' default mode
-            for s in self.clients:
+            for s in self.bcast:
                 st = s.tracking
-                if st is not None and st.bcast and (
+                if st is not None and (
                         not st.prefixes or any(key.startswith(p) for p in st.prefixes)):
                     if not self._own(st, key):
                         bcast_out.setdefault(s, []).append(key)
