@@ -113,3 +113,36 @@ def test_shard_channels_follow_reshard_and_failover(slotgate: ManagedProcess,
         assert sub.call("PING") == b"+PONG\r\n"  # out of subscriber mode
     wait_cluster_ok(cluster_backend.nodes, timeout_s=60)
     wait_replicas_up(cluster_backend.nodes, 60)
+
+
+def _numsub(node: ManagedProcess, ch: str, shard: bool) -> int:
+    cmd = "SHARDNUMSUB" if shard else "NUMSUB"
+    return int(node.client(socket_timeout=5).execute_command("PUBSUB", cmd, ch)[1])
+
+
+def test_subscriptions_placed_again_after_a_lost_link(slotgate: ManagedProcess,
+                                                      cluster_backend: ClusterBackend) -> None:
+    """Every subscriber link of the proxy is killed on its node: the subscriptions (a shard
+    channel on each master, a classic channel at the home) come back on new links and the
+    client, which heard nothing of it, receives again."""
+    ms = masters(cluster_backend)
+    run = uuid.uuid4().hex[:6]
+    chans = [_channel_on(cluster_backend, m, f"lost{run}:{i}:") for i, m in enumerate(ms)]
+    classic = f"lostc{run}"
+    home = slot_owner(cluster_backend, 0)
+    proxy = slotgate.client(socket_timeout=20)
+    with RawClient(slotgate.port) as sub:
+        for ch in chans:
+            sub.call("SSUBSCRIBE", ch)
+        sub.call("SUBSCRIBE", classic)
+        for m in ms:
+            m.client().execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        for m, ch in zip(ms, chans, strict=True):
+            wait_until(lambda m=m, ch=ch: _numsub(m, ch, True) == 1,
+                       what=f"{ch} subscribed again on {m.port}")
+        wait_until(lambda: _numsub(home, classic, False) == 1, what="the classic channel back")
+        for ch in chans:
+            _publish_all_received(proxy, sub, ch, "after-kill")
+        assert proxy.publish(classic, "m") == 1
+        assert sub.read() == b"*3\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$1\r\nm\r\n" % (
+            len(classic), classic.encode())

@@ -12,7 +12,10 @@ import uuid
 
 import pytest
 
-from tests.support import ManagedProcess, RawClient
+from slotgate.protocol.slots import key_slot
+from tests.conftest import ClusterBackend
+from tests.proxy.test_redirects import slot_owner
+from tests.support import ManagedProcess, RawClient, wait_until
 
 # Steps: (who, argv) sends and reads the reply; ("A", "push") / ("R", "push") reads one frame
 # the client must have been sent; (who, "quiet") checks nothing else arrived (a PING's PONG
@@ -104,3 +107,35 @@ def test_tracking_matches_standalone(slotgate: ManagedProcess, redis_standalone:
     assert any(f.startswith(b">2\r\n$10\r\ninvalidate") or b"__redis__:invalidate\r\n*1" in f
                for f in want)
     assert _run(slotgate.port, steps) == want
+
+
+def _feeds(node: ManagedProcess) -> list[str]:
+    """Ids of the node's clients in BCAST tracking mode (the proxy's feeds)."""
+    text = node.client().execute_command("CLIENT", "LIST")
+    text = text.decode() if isinstance(text, bytes) else text
+    fields = [dict(f.split("=", 1) for f in line.split() if "=" in f)
+              for line in text.splitlines()]
+    return [f["id"] for f in fields if "B" in f.get("flags", "")]
+
+
+def test_lost_feed_invalidates_everything(slotgate: ManagedProcess,
+                                          cluster_backend: ClusterBackend) -> None:
+    """A master's feed is cut: tracking clients are told everything may have changed (an
+    invalidation with a null key list, as after FLUSHALL), once when it is lost and once
+    when a new feed is up, and tracking goes on."""
+    key = f"trfeed{uuid.uuid4().hex[:6]}"
+    owner = slot_owner(cluster_backend, key_slot(key.encode()))
+    null_push = b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+    with RawClient(slotgate.port) as a, RawClient(slotgate.port) as b:
+        a.call("HELLO", "3")
+        assert a.call("CLIENT", "TRACKING", "ON") == b"+OK\r\n"
+        feeds = wait_until(lambda: _feeds(owner), what="the proxy's feed on the key's master")
+        for feed_id in feeds:
+            owner.client().execute_command("CLIENT", "KILL", "ID", feed_id)
+        assert a.read(timeout_s=10) == null_push  # the feed is lost
+        assert a.read(timeout_s=10) == null_push  # a new feed: what changed meanwhile?
+        assert a.call("GET", key) == b"_\r\n"
+        b.call("SET", key, "v")
+        assert a.read(timeout_s=10) == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$%d\r\n%s\r\n" % (
+            len(key), key.encode())
+        b.call("DEL", key)
