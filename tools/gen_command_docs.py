@@ -612,8 +612,9 @@ behind the proxy.
 Differences: while a client tracks, its requests leave the proxy's fast routes (its keys
 must be seen: slower requests, for that client only); keys are remembered when the request
 is dispatched (a read racing a write may bring one invalidation too many, never one too
-few); inside MULTI the queued reads are not remembered; NOLOOP skips the next invalidation
-of a key the client itself wrote through the proxy; a feed that is lost, or a new master,
+few); inside MULTI the queued reads are not remembered; with NOLOOP, a write of the client
+through the proxy ends its tracking of the key at once and the change's invalidation is not
+sent to it; a feed that is lost, or a new master,
 sends every tracking client an invalidation of everything (a null key list), since changes
 may have been missed meanwhile; the proxy's table has no `tracking-table-max-keys` bound;
 every master pushes every change to the proxy while any client tracks (network cost on the

@@ -90,6 +90,7 @@ class Tracker:
         self.table: dict[bytes, dict[Session, None]] = {}
         self.clients: dict[Session, None] = {}  # every tracking session
         self.bcast: dict[Session, None] = {}  # those in BCAST mode
+        self.noloop: dict[Session, None] = {}  # those with NOLOOP
         self.feeds: dict[str, trio.CancelScope] = {}
         self.connected: set[str] = set()
         self.changed = trio.Event()
@@ -110,6 +111,10 @@ class Tracker:
             st.optin, st.optout = st.optin or o.optin, st.optout or o.optout
             st.prefixes += o.prefixes
         st.broken_redirect = False
+        if st.noloop:
+            self.noloop[s] = None
+        else:
+            self.noloop.pop(s, None)
         if not self.running:
             self.running = True
             self.proxy.router.nursery.start_soon(self._manage)
@@ -122,6 +127,7 @@ class Tracker:
         s.tracking = None
         self.clients.pop(s, None)
         self.bcast.pop(s, None)
+        self.noloop.pop(s, None)
         for key in st.keys:
             readers = self.table.get(key)
             if readers is not None:
@@ -143,9 +149,13 @@ class Tracker:
                 self.table.setdefault(key, {})[s] = None
                 st.keys.add(key)
         elif st.noloop and "write" in flags:
+            # The client's own write ends its tracking of the key at once, silently (as in
+            # Redis); the change's invalidation, when it comes, is not for this client.
             if len(st.own_writes) > _OWN_WRITES_MAX:
                 st.own_writes.clear()
-            st.own_writes.update(get_keys(argv))
+            for key in get_keys(argv):
+                st.own_writes[key] += 1
+                self._forget(s, key)
         if s.tx.queued is None and not info.name.startswith("client"):
             st.caching = False
 
@@ -161,26 +171,37 @@ class Tracker:
             return
         bcast_out: dict[Session, list[bytes]] = {}
         for key in keys:
-            for s in self.table.pop(key, ()):
-                st = s.tracking
-                if st is None:
+            # NOLOOP clients whose own write this change is: not told (a default-mode one
+            # stopped tracking the key at its write; if it read the key since, it still does).
+            own = [s for s in self.noloop if self._own(s, key)]
+            for s in list(self.table.get(key, ())):
+                if s in own:
                     continue
-                st.keys.discard(key)
-                if not self._own(st, key):
+                self._forget(s, key)
+                if s.tracking is not None:
                     self._send(s, [key])  # one message per key, as Redis' default mode
             for s in self.bcast:
                 st = s.tracking
-                if st is not None and (
+                if st is not None and s not in own and (
                         not st.prefixes or any(key.startswith(p) for p in st.prefixes)):
-                    if not self._own(st, key):
-                        bcast_out.setdefault(s, []).append(key)
+                    bcast_out.setdefault(s, []).append(key)
         for s, ks in bcast_out.items():
             self._send(s, ks)
 
+    def _forget(self, s: Session, key: bytes) -> None:
+        readers = self.table.get(key)
+        if readers is not None:
+            readers.pop(s, None)
+            if not readers:
+                del self.table[key]
+        if s.tracking is not None:
+            s.tracking.keys.discard(key)
+
     @staticmethod
-    def _own(st: ClientTracking, key: bytes) -> bool:
+    def _own(s: Session, key: bytes) -> bool:
         """NOLOOP: this change is the client's own write (counted down once)."""
-        if not st.noloop or not st.own_writes.get(key):
+        st = s.tracking
+        if st is None or not st.own_writes.get(key):
             return False
         st.own_writes[key] -= 1
         if not st.own_writes[key]:
