@@ -140,6 +140,12 @@ OVERRIDES: dict[str, Row] = {
     "client|unblock": _PROXY,
     "client|no-evict": _PROXY,
     "client|reply": _PROXY,
+    "client|tracking": _PROXY,
+    "client|caching": _PROXY,
+    "client|getredir": _PROXY,
+    "client|trackinginfo": _PROXY,
+    "client|pause": _PROXY,
+    "client|unpause": _PROXY,
     "cluster|keyslot": _PROXY,
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,
@@ -194,8 +200,7 @@ OVERRIDES: dict[str, Row] = {
     "sync": _REPLICATION_LINK,
     "psync": _REPLICATION_LINK,
     "replconf": _REPLICATION_LINK,
-    "monitor": _unsupported("streams one server's commands; the proxy has no one server to "
-                            "watch"),
+    "monitor": _PROXY,
     "swapdb": _unsupported("a cluster has database 0 only"),
 }
 

@@ -38,7 +38,7 @@ ROUTE_TEXT: dict[str, str] = {
     "all_masters": "sent to every master",
     "all_nodes": "sent to every master and every replica",
     "proxy": "answered by the proxy itself",
-    "pubsub": "subscriber mode on a node connection of the client's own",
+    "pubsub": "subscriber mode on node connections of the client's own",
     "transaction": "transaction handling: the session is pinned to one slot's master",
     "blocking": "waits for the client's earlier requests, then runs alone on a connection of "
                 "its own to its keys' master (keys in several slots: see "
@@ -109,13 +109,34 @@ NOTES: dict[str, str] = {
     "pubsub|channels": "To the pub/sub home node (master of slot 0).",
     "pubsub|numsub": "To the pub/sub home node (master of slot 0).",
     "pubsub|numpat": "To the pub/sub home node (master of slot 0).",
-    "ssubscribe": "All shard channels of one client must live on one node.",
+    "monitor": "Streams the commands the proxy's clients send, in Redis' line format (passwords "
+               "redacted, admin commands and refused requests left out). Differences: a line is "
+               "written when the proxy dispatches the request (a transaction's commands when "
+               "queued, not at EXEC; between clients, in the order the proxy read them); the "
+               "address is the client's, the database 0; a monitoring client's own requests "
+               "are served as usual; with `workers: N`, a monitor sees its own worker's clients "
+               "only. While anyone monitors, requests leave the proxy's fast routes.",
+    "client|pause": "The proxy holds its own clients, as one server: WRITE holds writes, "
+                    "PUBLISH, EVAL, FCALL, PFCOUNT, a write queued in MULTI and EXEC of one; ALL "
+                    "holds every request, CLIENT UNPAUSE included (only the timeout ends it, as "
+                    "in Redis 7.0); held requests run in order when it ends. The nodes are not "
+                    "paused: writes that do not come through this proxy (other proxies or "
+                    "workers, direct clients) still apply; a held client is not counted in "
+                    "`blocked_clients`. While paused, requests leave the fast routes.",
+    "client|unpause": "Ends the proxy's pause (see CLIENT PAUSE).",
+    "client|tracking": "The proxy keeps the tracking table itself, while every master feeds it "
+                       "its changes (see [Client-side caching](#client-side-caching)).",
+    "client|caching": "The proxy's (see [Client-side caching](#client-side-caching)).",
+    "client|trackinginfo": "The proxy's (see [Client-side caching](#client-side-caching)).",
+    "client|getredir": "The proxy's (see [Client-side caching](#client-side-caching)).",
+    "ssubscribe": "On the master of the channel's slot, followed across reshards and "
+                  "failovers (see [Pub/sub across the cluster](#pubsub-across-the-cluster)).",
     "subscribe": "Once answered, every later PUBLISH reaches and counts it; once an "
                  "UNSUBSCRIBE, RESET or QUIT is answered, none does. Differences: a RESP3 "
                  "subscriber's messages come over its link, apart from the replies to its other "
                  "commands, so a message may follow the reply of a command sent after it was "
-                 "published; a client whose link was opened by SSUBSCRIBE on another node than "
-                 "the pub/sub home subscribes there, where PUBLISH does not count it.",
+                 "published. Keyspace channels and patterns are gathered from every master (see "
+                 "[Pub/sub across the cluster](#pubsub-across-the-cluster)).",
     "scan": "The cursor packs the master's index and that master's own cursor; a key present "
             "for the whole scan is returned at least once.",
     "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
@@ -442,7 +463,7 @@ refusals):
 | commands | proxy's error | why |
 |---|---|---|
 | `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
-| `unsupported` rows (BGSAVE, DEBUG, MONITOR, CLUSTER ..., CLIENT PAUSE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
+| `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
 | a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |
@@ -659,6 +680,84 @@ Not proven: a connection lost after step 3's `EXEC` was sent while nobody else w
 source (the `_resolve` path), a replica lagging when the destination's master dies.
 """
 
+PUBSUB = """\
+## Pub/sub across the cluster
+
+A subscriber's subscriptions live on links of its own, one per node that must hold some of
+them (`proxy/front/pubsub.py`, `pubsub_link.py`):
+
+| subscription | held by | why |
+|---|---|---|
+| `SUBSCRIBE` channel, `PSUBSCRIBE` pattern | the pub/sub home (master of slot 0) | `PUBLISH` goes there, so its count is one server's; a `PUBLISH` reaches every node over the cluster bus |
+| keyspace channel (`__keyspace@…`, `__keyevent@…`), pattern that may match one | the home and every other master | each node notifies only its own keys' events; from the other masters only those notifications are passed on |
+| `SSUBSCRIBE` shard channel | the master of the channel's slot | one client may hold shard channels on every master |
+
+The confirmations are the proxy's, counted as one server counts the client's subscriptions,
+and sent once every node that must hold the subscription has confirmed it (or, for the
+unsubscribe family, its end). Messages arriving while a subscribe is being placed wait until
+its confirmations are out.
+
+Shard channels follow their slot: when a reshard (`SETSLOT … NODE`, `slotgate cluster
+reshard`) or a failover takes the slot from a node, that node pushes `sunsubscribe`; the
+proxy keeps the push from the client, finds the slot's new master (`MOVED` patches the slot
+map, a refresh follows) and subscribes the channel there. The client hears `sunsubscribe`
+only if the channel cannot be placed again within the retry deadline (`retry.deadline`), as
+from a server whose slot went away. A lost link (its node died) is replaced the same way once
+a replica has taken over; when the pub/sub home cannot be reached within the deadline the
+client's connection is closed, as a server going away would close it. The placement is
+checked again after every topology refresh, so a new master gets the keyspace subscriptions.
+Messages published while a subscription is being moved are lost (as for a cluster client
+that resubscribes); `tests/proxy/test_pubsub_follow.py` counts every message published
+after each move of a three-master subscriber, real Redis and bundled nodes.
+
+Keyspace notifications: `CONFIG SET notify-keyspace-events …` through the proxy reaches
+every node (replicas too, so a promoted replica keeps notifying). `PSUBSCRIBE
+__keyspace@0__:*` then gets the events of every master; `tests/proxy/test_keyspace_events.py`
+compares them with one redis-server's for the same script (as multisets, and per key in
+order: the order between masters is not one server's). Differences: a client's own
+`PUBLISH` to a keyspace channel reaches a subscriber once per master; events of the
+temporaries that multi-key commands across slots use are seen (see above); `SSUBSCRIBE` and
+`SUNSUBSCRIBE` naming channels of several slots get `-CROSSSLOT`, as from a cluster node.
+
+"""
+
+TRACKING = """\
+## Client-side caching
+
+`CLIENT TRACKING` (default mode, `BCAST` with `PREFIX`, `OPTIN`/`OPTOUT` with `CLIENT
+CACHING`, `NOLOOP`, `REDIRECT` to another client of the proxy), `CLIENT CACHING`, `CLIENT
+TRACKINGINFO` and `CLIENT GETREDIR` are answered by the proxy as one server
+(`proxy/front/tracking.py`; arguments, checks and replies shared with the node in
+`protocol/tracking.py`). A client's reads travel on node connections shared by many clients,
+so no node can tell whose read it served; the proxy sees every request and keeps the tracking
+table itself: the keys of a tracking client's read-only commands (subject to OPTIN/OPTOUT and
+CLIENT CACHING), forgotten once invalidated. The changes come from the nodes: while any
+client tracks, the proxy holds one connection per master in RESP3 `CLIENT TRACKING ON BCAST`
+(no prefix), which that master answers with an `invalidate` push for every key it changes
+(any client's writes, other proxies', expiry, eviction; `FLUSHALL` as a null key list). The
+proxy sends each invalidation to the clients that read the key (one message per key, as
+Redis' default mode) and to the `BCAST` clients whose prefixes match (the keys of one push
+together): a RESP3 push, or for a client that redirects, the `__redis__:invalidate` message
+to the redirect target if it is subscribed (RESP2), or a push if it speaks RESP3;
+`tracking-redir-broken` when the target is gone. `tests/proxy/test_transparency_tracking.py`
+compares the invalidations and replies with one redis-server's, real Redis and bundled nodes
+behind the proxy.
+
+Differences: while a client tracks, its requests leave the proxy's fast routes (its keys
+must be seen: slower requests, for that client only); keys are remembered when the request
+is dispatched (a read racing a write may bring one invalidation too many, never one too
+few); inside MULTI the queued reads are not remembered; with NOLOOP, a write of the client
+through the proxy ends its tracking of the key at once and the change's invalidation is not
+sent to it; a feed that is lost, or a new master,
+sends every tracking client an invalidation of everything (a null key list), since changes
+may have been missed meanwhile; the proxy's table has no `tracking-table-max-keys` bound;
+every master pushes every change to the proxy while any client tracks (network cost on the
+nodes, none when nobody tracks). With `workers: N`, REDIRECT reaches only the clients of the
+same worker.
+
+"""
+
+
 
 def _slow_commands() -> str:
     names = ", ".join(f"`{n.upper()}`" for n in sorted(MAY_RUN_LONG))
@@ -696,6 +795,8 @@ def render() -> str:
     out.append(DATABASES)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
+    out.append(PUBSUB)
+    out.append(TRACKING)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

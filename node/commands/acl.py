@@ -213,39 +213,6 @@ class NodeAcl:
         return True
 
 
-# -- secrets kept out of MONITOR and SLOWLOG ------------------------------------------------------
-REDACTED = b"(redacted)"
-
-
-def _after_keywords(argv: list[bytes], words: dict[bytes, int]) -> set[int]:
-    """Indexes of the arguments after each keyword of ``words`` (keyword -> how many)."""
-    hidden: set[int] = set()
-    for i, arg in enumerate(argv):
-        n = words.get(arg.lower(), 0)
-        hidden.update(range(i + 1, min(i + 1 + n, len(argv))))
-    return hidden
-
-
-_REDACT = {
-    b"auth": lambda argv: set(range(1, len(argv))),
-    b"hello": lambda argv: _after_keywords(argv, {b"auth": 2}),
-    b"migrate": lambda argv: _after_keywords(argv, {b"auth": 1, b"auth2": 2}),
-}
-
-
-def redacted(argv: list[bytes]) -> list[bytes]:
-    """``argv`` as MONITOR and SLOWLOG show it: passwords and ACL SETUSER's rules replaced by
-    ``(redacted)``, as Redis' redactClientCommandArgument does."""
-    name = argv[0].lower()
-    if name == b"acl" and len(argv) > 2 and argv[1].lower() == b"setuser":
-        return argv[:2] + [REDACTED] * (len(argv) - 2)
-    find = _REDACT.get(name)
-    if find is None:
-        return argv
-    hidden = find(argv)
-    return [REDACTED if i in hidden else a for i, a in enumerate(argv)]
-
-
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 

@@ -15,37 +15,19 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core import errors
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.pause import PAUSE_ALL, PAUSE_WRITE, Pause
+from slotgate.node.core.pause import Pause
 from slotgate.node.core.tracking import Tracking
-from slotgate.protocol.resp import array_header, bulk, integer, map_header, set_header
+from slotgate.protocol import pause as pause_args
+from slotgate.protocol import tracking as tracking_args
+from slotgate.protocol.resp import array_header, integer
 
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
 
-CACHING_NOT_TRACKING = ("ERR CLIENT CACHING can be called only when the client is in tracking "
-                        "mode with OPTIN or OPTOUT mode enabled")
-CACHING_YES_NOT_OPTIN = "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."
-CACHING_NO_NOT_OPTOUT = "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."
-REDIRECT_ONE = "ERR A client can only redirect to a single other client"
-REDIRECT_MISSING = "ERR The client ID you want redirect to does not exist"
-PREFIX_NEEDS_BCAST = "ERR PREFIX option requires BCAST mode to be enabled"
-SWITCH_BCAST = ("ERR You can't switch BCAST mode on/off before disabling tracking for this "
-                "client, and then re-enabling it with a different mode.")
-BCAST_OPTS = "ERR OPTIN and OPTOUT are not compatible with BCAST"
-OPTIN_AND_OPTOUT = "ERR You can't specify both OPTIN mode and OPTOUT mode"
-SWITCH_OPT = ("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this "
-              "client, and then re-enabling it with a different mode.")
-PREFIX_OVERLAP_EXISTING = ("ERR Prefix '%s' overlaps with an existing prefix '%s'. "
-                           "Prefixes for a single client must not overlap.")
-PREFIX_OVERLAP_GIVEN = ("ERR Prefix '%s' overlaps with another provided prefix '%s'. "
-                        "Prefixes for a single client must not overlap.")
 TIMEOUT_NOT_INT = "ERR timeout is not an integer or out of range"
-TIMEOUT_NEGATIVE = "ERR timeout is negative"
-PAUSE_MODE = "ERR CLIENT PAUSE mode must be WRITE or ALL"
 NO_SUCH_CLIENT = "ERR No such client"
 CLIENT_ID_POSITIVE = "ERR client-id should be greater than 0"
-_LONG_MAX = 2**63 - 1
 
 
 def install(srv: Server) -> None:
@@ -69,86 +51,26 @@ def _text(raw: bytes) -> str:
 # -- client-side caching ------------------------------------------------------------------------
 @command("client|tracking")
 def client_tracking(c: Client, argv: list[bytes]) -> bytes:
-    redirect = 0
-    bcast = optin = optout = noloop = False
-    prefixes: list[bytes] = []
-    j = 3
-    n = len(argv)
-    while j < n:
-        opt = argv[j].lower()
-        more = j + 1 < n
-        if opt == b"redirect" and more:
-            j += 1
-            if redirect != 0:
-                raise CommandError(REDIRECT_ONE)
-            redirect = parse_int(argv[j])
-            if redirect not in c.server.clients:
-                raise CommandError(REDIRECT_MISSING)
-        elif opt == b"bcast":
-            bcast = True
-        elif opt == b"optin":
-            optin = True
-        elif opt == b"optout":
-            optout = True
-        elif opt == b"noloop":
-            noloop = True
-        elif opt == b"prefix" and more:
-            j += 1
-            prefixes.append(argv[j])
-        else:
-            raise CommandError(errors.SYNTAX)
-        j += 1
-    mode = argv[2].lower()
-    tracking = c.server.tracker
-    if mode == b"off":
-        tracking.disable(c)
-        return OK
-    if mode != b"on":
-        raise CommandError(errors.SYNTAX)
-    st = c.tracking
-    if not bcast and prefixes:
-        raise CommandError(PREFIX_NEEDS_BCAST)
-    if st is not None and st.bcast != bcast:
-        raise CommandError(SWITCH_BCAST)
-    if bcast and (optin or optout):
-        raise CommandError(BCAST_OPTS)
-    if optin and optout:
-        raise CommandError(OPTIN_AND_OPTOUT)
-    if st is not None and ((optin and st.optout) or (optout and st.optin)):
-        raise CommandError(SWITCH_OPT)
-    if bcast:
-        _check_prefixes(c, prefixes)
-    tracking.enable(c, redirect, bcast, optin, optout, noloop, prefixes)
+    try:
+        o = tracking_args.parse(argv, parse_int, c.server.clients.__contains__, c.tracking)
+    except tracking_args.TrackingError as exc:
+        raise CommandError(str(exc)) from None
+    if not o.on:
+        c.server.tracker.disable(c)
+    else:
+        c.server.tracker.enable(c, o.redirect, o.bcast, o.optin, o.optout, o.noloop,
+                                o.prefixes)
     return OK
-
-
-def _check_prefixes(c: Client, prefixes: list[bytes]) -> None:
-    """checkPrefixCollisionsOrReply: no prefix may be a prefix of another."""
-    existing = sorted(c.tracking.prefixes) if c.tracking is not None else []
-    for i, p in enumerate(prefixes):
-        for old in existing:
-            if old.startswith(p) or p.startswith(old):
-                raise CommandError(PREFIX_OVERLAP_EXISTING % (_text(p), _text(old)))
-        for other in prefixes[i + 1:]:
-            if other.startswith(p) or p.startswith(other):
-                raise CommandError(PREFIX_OVERLAP_GIVEN % (_text(p), _text(other)))
 
 
 @command("client|caching")
 def client_caching(c: Client, argv: list[bytes]) -> bytes:
-    st = c.tracking
-    if st is None:
-        raise CommandError(CACHING_NOT_TRACKING)
-    opt = argv[2].lower()
-    if opt == b"yes":
-        if not st.optin:
-            raise CommandError(CACHING_YES_NOT_OPTIN)
-    elif opt == b"no":
-        if not st.optout:
-            raise CommandError(CACHING_NO_NOT_OPTOUT)
-    else:
-        raise CommandError(errors.SYNTAX)
-    st.caching = True
+    try:
+        tracking_args.check_caching(c.tracking, argv[2])
+    except tracking_args.TrackingError as exc:
+        raise CommandError(str(exc)) from None
+    assert c.tracking is not None
+    c.tracking.caching = True
     return OK
 
 
@@ -159,35 +81,18 @@ def client_getredir(c: Client, argv: list[bytes]) -> bytes:
 
 @command("client|trackinginfo")
 def client_trackinginfo(c: Client, argv: list[bytes]) -> bytes:
-    st = c.tracking
-    flags = c.server.tracker.trackinginfo_flags(c)
-    prefixes = sorted(st.prefixes) if st is not None else []
-    return (
-        map_header(3, c.resp)
-        + bulk(b"flags") + set_header(len(flags), c.resp) + b"".join(bulk(f) for f in flags)
-        + bulk(b"redirect") + integer(-1 if st is None else st.redirect)
-        + bulk(b"prefixes") + array_header(len(prefixes)) + b"".join(bulk(p) for p in prefixes)
-    )
+    return tracking_args.info_reply(c.tracking, c.resp)
 
 
 # -- pausing -------------------------------------------------------------------------------------
 @command("client|pause")
 def client_pause(c: Client, argv: list[bytes]) -> bytes:
-    timeout_ms = parse_int(argv[2], TIMEOUT_NOT_INT)
-    if timeout_ms < 0:
-        raise CommandError(TIMEOUT_NEGATIVE)
-    kind = PAUSE_ALL
-    if len(argv) == 4:
-        mode = argv[3].lower()
-        if mode == b"write":
-            kind = PAUSE_WRITE
-        elif mode != b"all":
-            raise CommandError(PAUSE_MODE)
-    elif len(argv) > 4:
-        raise CommandError("ERR unknown subcommand or wrong number of arguments for "
-                           f"'{_text(argv[1])}'. Try CLIENT HELP.")
+    try:
+        kind, timeout_ms = pause_args.parse(argv, lambda raw: parse_int(raw, TIMEOUT_NOT_INT))
+    except pause_args.PauseError as exc:
+        raise CommandError(str(exc)) from None
     now_ms = int(time.time() * 1000)
-    c.server.pause.pause(kind, min(now_ms + timeout_ms, _LONG_MAX))
+    c.server.pause.pause(kind, min(now_ms + timeout_ms, pause_args.MAX_END_MS))
     return OK
 
 

@@ -21,19 +21,15 @@ import trio
 
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import BLOCKED, BlockState
+from slotgate.protocol.pause import PAUSE_OFF, PAUSE_WRITE, may_replicate
 
 if TYPE_CHECKING:
     from slotgate.node.commands.registry import Command
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
 
-PAUSE_OFF, PAUSE_WRITE, PAUSE_ALL = 0, 1, 2
-# Redis' CMD_MAY_REPLICATE commands (not shown by COMMAND INFO)
-MAY_REPLICATE = frozenset({"eval", "evalsha", "fcall", "publish", "spublish", "pfcount"})
-
-
 def _may_replicate(cmd: Command) -> bool:
-    return cmd.write or cmd.full_name in MAY_REPLICATE
+    return may_replicate(cmd.full_name, cmd.write)
 
 
 class Pause:

@@ -30,7 +30,6 @@ from slotgate.eventcore import sockets
 from slotgate.eventcore.listen import open_listeners, redis_bind
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, receive_ready
 from slotgate.node.commands import load_all
-from slotgate.node.commands.acl import redacted
 from slotgate.node.commands.registry import Command, build_table
 from slotgate.node.commands.server_cmds import parse_notify_flags
 from slotgate.node.core import dispatch
@@ -40,8 +39,9 @@ from slotgate.node.core.config import Config, oblimit_class
 from slotgate.node.core.keyspace import Keyspace
 from slotgate.node.core.latency import LatencyMonitor
 from slotgate.node.types import hashes, stream_rdb
+from slotgate.protocol import monitor
+from slotgate.protocol.monitor import redacted
 from slotgate.protocol.resp import ProtocolError, RequestReader
-from slotgate.protocol.sdsrepr import sds_repr
 
 if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded by name
     from slotgate.node.cluster.node import ClusterNode
@@ -289,9 +289,7 @@ class Server:
             self.slowlog.pop()
 
     def feed_monitors(self, c: Client, argv: list[bytes]) -> None:
-        now = time.time()
-        args = " ".join([sds_repr(a) for a in redacted(argv)])
-        line = f"+{now:.6f} [{c.db.index} {c.addr}] {args}\r\n".encode()
+        line = monitor.line(time.time(), c.db.index, c.addr, argv)
         for m in self.monitors:
             if m is not c:
                 m.out.append(line)

@@ -325,26 +325,6 @@ class Tracking:
             self.current = current
         self.over_limit_rounds += 1
 
-    # -- introspection ------------------------------------------------------------------------
-    def trackinginfo_flags(self, c: Client) -> list[bytes]:
-        st = c.tracking
-        if st is None:
-            return [b"off"]
-        flags = [b"on"]
-        if st.bcast:
-            flags.append(b"bcast")
-        for mode_on, mode, caching in ((st.optin, b"optin", b"caching-yes"),
-                                       (st.optout, b"optout", b"caching-no")):
-            if mode_on:
-                flags.append(mode)
-                if st.caching:
-                    flags.append(caching)
-        if st.noloop:
-            flags.append(b"noloop")
-        if st.broken_redirect:
-            flags.append(b"broken_redirect")
-        return flags
-
 
 def _one_key(key: bytes) -> bytes:
     return b"*1\r\n" + bulk(key)

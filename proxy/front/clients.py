@@ -235,8 +235,8 @@ def _kill_all(s: Session, me: FullSession, killed: list[FullSession], reply: byt
     killed client at once: nothing pushed after the reply is popped for it, no PUBLISH after
     it counts it)."""
     waiting = [c.tx.blocked for c in killed if c.tx.blocked is not None]
-    waiting += [(link.node, link.node_client_id) for c in killed
-                if (link := c.sub.link) is not None and link.node_client_id]
+    waiting += [pair for c in killed if (state := c.sub.link) is not None
+                for pair in state.node_clients()]
     for c in killed:
         if c is me:
             s.quit = True  # the reply is sent, then the connection closes (CLOSE_AFTER_REPLY)

@@ -13,7 +13,7 @@ from slotgate.protocol import commands
 from slotgate.protocol.resp import OK, array, bulk, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front import clients, pinned, pubsub
+from slotgate.proxy.front import clients, monitor, pause, pinned, pubsub, tracking
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ def reset(s: Session, argv: list[bytes]) -> bytes:
     s.proto = 2
     s.name = None
     clients.reset(s)
+    tracking.reset(s)
+    monitor.reset(s)
     return b"+RESET\r\n"
 
 
@@ -133,6 +135,9 @@ HANDLERS: dict[str, Handler] = {
     "command|list": command_list,
     "command|getkeys": command_getkeys,
     **clients.HANDLERS,
+    **tracking.HANDLERS,
+    **pause.HANDLERS,
+    **monitor.HANDLERS,
     "cluster|keyslot": cluster_keyslot,
 }
 

@@ -1,69 +1,106 @@
-"""Subscriber mode: a client's SUBSCRIBE family runs on a node connection of its own.
+"""Subscriber mode: a client's subscriptions, placed on links of its own to the nodes.
 
-    client ─(P|S)SUBSCRIBE/UNSUBSCRIBE, PING─▶ link (one node) ─frames─▶ pump ─▶ client
+    client ─(P|S)SUBSCRIBE/UNSUBSCRIBE─▶ Subscription.sets (what the client holds)
+                                          │ placement pass (under the lock)
+                                          ▼
+         Link per node (pubsub_link.py) ◀─ SUBSCRIBE/UNSUBSCRIBE so each node holds its part
+         messages ─▶ filtered ─▶ client     confirmations ─▶ built by the proxy, counted as
+                                                            one server counts them
 
-The first subscribe command opens the *link*: a connection to one master. Classic pub/sub
-uses a fixed home, the master of ``PUBSUB_HOME_SLOT``; the proxy sends PUBLISH and PUBSUB
-introspection there too, so PUBLISH counts every subscriber that came through the proxy as one
-server would (Redis Cluster delivers messages to every node but counts only local
-subscribers). SSUBSCRIBE goes to the master of the shard channel's slot. From then on:
+Where each subscription lives:
+- classic channels and patterns: the *pub/sub home*, the master of ``PUBSUB_HOME_SLOT``, where
+  the proxy sends PUBLISH and PUBSUB introspection, so PUBLISH counts every subscriber that
+  came through the proxy as one server would (Redis Cluster delivers messages to every node
+  but counts only local subscribers);
+- keyspace notification channels (``__keyspace@…`` / ``__keyevent@…``) and patterns that may
+  match them: every master too, since each node notifies its own keys' events only. From a
+  master other than the home only those notifications are passed on (a PUBLISH reaches
+  every node through the cluster bus and comes from the home's link already);
+- shard channels: the master of the channel's slot, so one client may hold shard channels
+  on several nodes.
 
-- RESP2 clients: subscribe commands and PING go to the link (Redis answers PING in its
-  subscriber form); QUIT and RESET stay local; anything else gets Redis' "Can't execute"
-  error from the proxy (a cluster node would answer MOVED first for keyed commands).
-- RESP3 clients: subscribe commands go to the link, other commands are routed as usual.
+The client's confirmations are the proxy's, sent once every node that must hold the new
+subscription has confirmed it (after that every later PUBLISH reaches it) and, for the
+unsubscribe family, once the nodes confirmed its end (no later PUBLISH counts it). Messages
+that arrive while a subscribe command is being placed are held until its confirmations are
+out, so no message precedes the confirmation of its channel.
 
-Every frame the link sends — confirmations, messages, PING replies, errors — is forwarded to
-the client as is, in arrival order. The session reads the client's next command only after
-the link has answered the forwarded one (``expected`` confirmations counted by the pump), so
-replies stay in order. When the last subscription is gone the link closes and the client is
-back in normal mode. If the link's node connection is lost, the client connection is closed
-too (as a Redis server going away would do), so the client resubscribes.
+Following the cluster: a node pushes ``sunsubscribe`` when a shard channel's slot leaves it
+(reshard, failover), a link's connection may die, and the topology changes. Each wakes the
+subscription's *keeper*, which runs placement passes again (MOVED patches the slot map, a
+lost node waits for a refresh) until every subscription is where it belongs. A shard channel
+that cannot be placed again within ``retry_deadline_ms`` is given up: the client gets the
+``sunsubscribe`` push then, as from a server whose slot went away. Classic subscriptions
+whose home cannot be reached within the deadline close the client's connection, as a server
+going away would (the client resubscribes). Messages published while a subscription is
+being moved are lost, as they are for a cluster client that resubscribes.
 
-Limitation: the sharded channels of one client must all live on the link's node.
-
-The client's subscriber state is a ``Subscriber`` the session holds; only this module
-changes it.
+RESP2 subscribers may run only the subscribe family, PING (answered in subscriber form),
+QUIT and RESET; RESP3 subscribers route their other commands as usual. The client's state is
+the ``Subscriber`` its session holds; only this module changes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
-import hiredis
 import trio
 
-from slotgate.eventcore.tls import NodeStream
+from slotgate.eventcore.backoff import backoff_ms
 from slotgate.protocol.commands import key_positions
-from slotgate.protocol.resp import ReplyFramer
+from slotgate.protocol.resp import bulk, integer, null, push_header
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.backend.connections import HELLO3, connect
+from slotgate.proxy.front.pubsub_link import Link, LinkLost, open_link
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession
 
-RECV_BUFFER_BYTES = 64 * 1024
-MESSAGE_KINDS = frozenset({b"message", b"pmessage", b"smessage"})
-# Confirmation kind -> (which set it changes, added?)
-CONFIRMATIONS = {
+# Command -> (the set it changes, adds?)
+COMMANDS = {
     b"subscribe": ("channels", True), b"unsubscribe": ("channels", False),
     b"psubscribe": ("patterns", True), b"punsubscribe": ("patterns", False),
     b"ssubscribe": ("shard", True), b"sunsubscribe": ("shard", False),
 }
-# Command -> the set its no-argument form empties.
-UNSUBSCRIBE_SETS = {b"unsubscribe": "channels", b"punsubscribe": "patterns",
-                    b"sunsubscribe": "shard"}
+_SUBSCRIBE = {"channels": b"SUBSCRIBE", "patterns": b"PSUBSCRIBE", "shard": b"SSUBSCRIBE"}
+_UNSUBSCRIBE = {"channels": b"UNSUBSCRIBE", "patterns": b"PUNSUBSCRIBE",
+                "shard": b"SUNSUBSCRIBE"}
 SHARD_COMMANDS = frozenset({b"ssubscribe", b"sunsubscribe"})
-LEAVING = frozenset({b"reset", b"quit"})  # end the subscriptions on the node first
-SUBSCRIBER_ALLOWED = frozenset(CONFIRMATIONS) | {b"ping", b"quit", b"reset"}
+LEAVING = frozenset({b"reset", b"quit"})  # end the subscriptions on the nodes first
+SUBSCRIBER_ALLOWED = frozenset(COMMANDS) | {b"ping", b"quit", b"reset"}
 CANT_EXECUTE = ("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
                 "QUIT / RESET are allowed in this context")
 PUBSUB_HOME_SLOT = 0
-_CLIENT_ID = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n"
-NOT_ONE_NODE = "ERR slotgate: a client's shard channels must all live on one node"
+KEYSPACE_PREFIXES = (b"__keyspace@", b"__keyevent@")
+_GLOB_SPECIAL = frozenset(b"*?[\\")
+_CLASSIC = ("channels", "patterns")
+# Node errors after which a placement is tried again (the slot moved, the cluster is busy).
+_RETRIED = (b"-MOVED ", b"-ASK ", b"-TRYAGAIN", b"-CLUSTERDOWN", b"-LOADING", b"-BUSY")
+_SOFT_RETRY_S = 1.0  # the pause before placing a master's keyspace subscriptions again
+
+Item = tuple[str, bytes]  # (set name, channel or pattern)
+
+
+def everywhere_channel(channel: bytes) -> bool:
+    """A keyspace notification channel: every master publishes its own."""
+    return channel.startswith(KEYSPACE_PREFIXES)
+
+
+def everywhere_pattern(pattern: bytes) -> bool:
+    """Whether the pattern may match a keyspace notification channel (judged on its literal
+    prefix, so it may say yes for a pattern that matches none)."""
+    end = next((i for i, c in enumerate(pattern) if c in _GLOB_SPECIAL), len(pattern))
+    prefix = pattern[:end]
+    return any(k.startswith(prefix) or prefix.startswith(k) for k in KEYSPACE_PREFIXES)
+
+
+def confirmation(proto: int, kind: bytes, name: bytes | None, count: int) -> bytes:
+    """``[kind, name, count]`` as a server confirms a (un)subscription (a push in RESP3)."""
+    return (push_header(3, proto) + bulk(kind)
+            + (null(proto) if name is None else bulk(name)) + integer(count))
 
 
 class Subscriber:
@@ -72,115 +109,288 @@ class Subscriber:
     __slots__ = ("link",)
 
     def __init__(self) -> None:
-        self.link: Link | None = None
+        self.link: Subscription | None = None
 
     async def aclose(self) -> None:
-        """The client is gone: close its link."""
-        link, self.link = self.link, None
-        if link is not None:
-            await link.aclose()
+        """The client is gone: close its links."""
+        state, self.link = self.link, None
+        if state is not None:
+            await state.aclose()
 
 
-def reset(s: RouteSession) -> None:
-    """RESET: out of subscriber mode (the link closes in the background)."""
-    sub = s.sub
-    if sub.link is not None:
-        link, sub.link = sub.link, None
-        link.closed = True
-        s.router.nursery.start_soon(link.aclose)
+class Subscription:
+    """What one client subscribed to (``sets``) and its links to the nodes holding it."""
 
-
-class Link:
-    """One client's subscriber connection."""
-
-    def __init__(self, session: RouteSession, node: str, stream: NodeStream) -> None:
+    def __init__(self, session: RouteSession) -> None:
         self.session = session
-        self.node = node
-        self.stream = stream
-        self.sets: dict[str, set[bytes]] = {"channels": set(), "patterns": set(), "shard": set()}
-        self.expected = 0
-        self.answered = trio.Event()
+        self.sets: dict[str, set[bytes]] = {"channels": set(), "patterns": set(),
+                                            "shard": set()}
+        self.links: dict[str, Link] = {}
+        self.lock = trio.Lock()
+        self.home = ""  # the node holding the classic subscriptions
+        self.held: list[bytes] | None = None  # messages held while a subscribe is placed
+        self.wake = trio.Event()
         self.closed = False
-        self.swallow = 0  # replies the node owes that are the proxy's, not the client's
-        self.node_client_id = 0  # the link's client id on its node
 
-    def subscriptions(self) -> int:
+    # --- what the client sees ----------------------------------------------------------------
+    def count(self, set_name: str) -> int:
+        """The count a server's confirmation carries for this kind."""
+        if set_name == "shard":
+            return len(self.sets["shard"])
+        return len(self.sets["channels"]) + len(self.sets["patterns"])
+
+    def total(self) -> int:
         return sum(len(s) for s in self.sets.values())
 
-    async def pump(self) -> None:
-        """Forward every frame from the node to the client; track confirmations."""
-        framer = ReplyFramer()
-        s = self.session
-        try:
-            while not self.closed:
-                data = await self.stream.receive_some(RECV_BUFFER_BYTES)
-                if not data:
-                    raise trio.BrokenResourceError(f"{self.node} closed the subscriber link")
-                framer.feed(data)
-                for type_byte, raw in framer.frames():
-                    if self._is_message(type_byte, raw):
-                        s.write_raw(raw)
-                        continue
-                    if self.swallow:
-                        self.swallow -= 1
-                    else:
-                        s.write_raw(raw)
-                    self._answered_one()
-                s.flush_output()
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            if not self.closed:
-                # The node went away: so does this client's connection (it resubscribes).
-                self.closed = True
-                self.answered.set()
-                s.abort()
+    def node_clients(self) -> list[tuple[str, int]]:
+        """(node, the link's client id there) of every link (CLIENT KILL waits for them)."""
+        return [(n, link.node_client_id) for n, link in self.links.items()
+                if link.node_client_id]
 
-    def _is_message(self, type_byte: int, raw: bytes) -> bool:
-        if type_byte not in (ord("*"), ord(">")):
-            return False
-        reader = hiredis.Reader()
-        reader.feed(raw)
-        value = reader.gets()
-        if not isinstance(value, list) or len(value) < 3 or not isinstance(value[0], bytes):
-            return False
-        kind = value[0].lower()
-        if kind in MESSAGE_KINDS:
+    def _on_message(self, link: Link, raw: bytes, kind: bytes, channel: bytes) -> None:
+        if kind != b"smessage" and link.node != self.home and not everywhere_channel(channel):
+            return  # a PUBLISH the home's link delivers already
+        if self.held is not None:
+            self.held.append(raw)
+        else:
+            self.session.write_raw(raw)
+
+    def _on_dropped(self, link: Link, channel: bytes) -> None:
+        if channel in self.sets["shard"]:
+            self.wake.set()  # its slot left that node: place it again
+
+    def _on_closed(self, link: Link) -> None:
+        if self.links.get(link.node) is link:
+            del self.links[link.node]
+        if not self.closed:
+            self.session.router.topology.request_refresh("subscriber link lost")
+            self.wake.set()
+
+    # --- placement ---------------------------------------------------------------------------
+    def _wanted(self) -> tuple[dict[str, dict[str, set[bytes]]], dict[Item, bytes]]:
+        """Node -> what it must hold for this client; items no node can hold now."""
+        topo = self.session.router.topology
+        home = topo.owners[PUBSUB_HOME_SLOT]
+        self.home = home or ""
+        masters = topo.slot_map.masters
+        want: dict[str, dict[str, set[bytes]]] = {}
+        unplaced: dict[Item, bytes] = {}
+
+        def put(node: str, set_name: str, name: bytes) -> None:
+            want.setdefault(node, {"channels": set(), "patterns": set(), "shard": set()})[
+                set_name].add(name)
+
+        for set_name, everywhere in (("channels", everywhere_channel),
+                                     ("patterns", everywhere_pattern)):
+            for name in self.sets[set_name]:
+                if home is None:
+                    unplaced[(set_name, name)] = error_frame(errors.SLOT_NOT_SERVED)
+                else:
+                    put(home, set_name, name)
+                if everywhere(name):
+                    for node in masters:
+                        put(node, set_name, name)
+        for name in self.sets["shard"]:
+            owner = topo.owners[key_slot(name)]
+            if owner is None:
+                unplaced[("shard", name)] = error_frame(errors.SLOT_NOT_SERVED)
+            else:
+                put(owner, "shard", name)
+        return want, unplaced
+
+    async def place(self) -> tuple[dict[Item, bytes], bool]:
+        """One placement pass (the lock held): every node asked to hold exactly its part.
+        Returns the items whose required node (home, slot owner) did not take them, with
+        the error, and whether some other master's part failed."""
+        want, failed = self._wanted()
+        soft = [False]
+        async with trio.open_nursery() as nursery:
+            for node in set(want) | set(self.links):
+                nursery.start_soon(self._sync_node, node, want.get(node), failed, soft)
+        for node, link in list(self.links.items()):
+            if node not in want and not link.holds():
+                del self.links[node]
+                await link.aclose()
+        return failed, soft[0]
+
+    def _required(self, node: str, set_name: str, name: bytes) -> bool:
+        """Whether ``node`` is the one node that must hold the item (else it is one of the
+        masters a keyspace subscription is also placed on)."""
+        if set_name == "shard":
             return True
-        change = CONFIRMATIONS.get(kind)
-        if change is not None and isinstance(value[1], bytes):
-            name, added = change
-            (self.sets[name].add if added else self.sets[name].discard)(value[1])
-        return False
+        return node == self.home
 
-    def _answered_one(self) -> None:
-        self.expected -= 1
-        if self.expected <= 0:
-            self.answered.set()
+    async def _sync_node(self, node: str, want: dict[str, set[bytes]] | None,
+                         failed: dict[Item, bytes], soft: list[bool]) -> None:
+        link = self.links.get(node)
+        held = link.confirmed if link is not None else None
+        adds = {k: want[k] - (held[k] if held else set()) for k in want} if want else {}
+        removes = {k: held[k] - (want[k] if want else set()) for k in held} if held else {}
+        if not any(adds.values()) and not any(removes.values()):
+            return
 
-    async def forward(self, argv: list[bytes], replies: int, *, own: bool = False) -> None:
-        """Send one command and wait until its ``replies`` non-message frames came back
-        (``own``: they answer the proxy, not the client, and are not forwarded)."""
-        self.expected = replies
-        self.swallow = replies if own else 0
-        self.answered = trio.Event()
-        await self.stream.send_all(_pack(argv))
-        await self.answered.wait()
+        def fail(names: Iterable[Item], err: bytes) -> None:
+            for item in names:
+                if self._required(node, *item):
+                    failed[item] = err
+                else:
+                    soft[0] = True
+
+        adding = [(k, n) for k, names in adds.items() for n in names]
+        s = self.session
+        if link is None:
+            try:
+                link = await open_link(node, s.proto, s.settings, s.metrics)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError):
+                s.router.topology.request_refresh("subscriber link failed")
+                fail(adding, error_frame(errors.NODE_UNREACHABLE.format(node=node)))
+                return
+            if self.closed:
+                await link.aclose()
+                return
+            self.links[node] = link
+            s.spawn(partial(link.pump, self._on_message, self._on_dropped, self._on_closed,
+                            s.flush_output))
+        try:
+            for set_name, names in removes.items():
+                if names:
+                    await link.request([_UNSUBSCRIBE[set_name], *sorted(names)])
+            for set_name, names in adds.items():
+                for group in _groups(set_name, names):
+                    err = await link.request([_SUBSCRIBE[set_name], *group])
+                    if err is not None:
+                        if err.startswith(b"-MOVED "):
+                            _moved(s, err)
+                        fail(((set_name, n) for n in group), err)
+        except LinkLost:
+            fail(adding, error_frame(errors.NODE_UNREACHABLE.format(node=node)))
+
+    async def place_until(self, items: list[Item]) -> bytes | None:
+        """Placement passes until ``items`` are held where they must be: None, or the error
+        that ends trying (a final node error, or the retry deadline's)."""
+        s = self.session
+        deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
+        attempt = 0
+        while True:
+            failed, _ = await self.place()
+            errs = [failed[i] for i in items if i in failed]
+            if not errs:
+                return None
+            final = [e for e in errs if not e.startswith(_RETRIED) and not _unreachable(e)]
+            if final or trio.current_time() >= deadline:
+                return (final or errs)[0]
+            if not all(e.startswith(b"-MOVED ") for e in errs):
+                s.router.topology.request_refresh("subscriber placement")
+                await trio.sleep(backoff_ms(attempt, s.settings.retry_backoff_min_ms,
+                                            s.settings.retry_backoff_max_ms) / 1000)
+                attempt += 1
+
+    async def keep(self) -> None:
+        """The keeper: placement passes again whenever the cluster moved under the links."""
+        s = self.session
+        while not self.closed:
+            await s.router.topology.refreshed_or(self.wake)
+            self.wake = trio.Event()
+            deadline = None
+            attempt = 0
+            while not self.closed:
+                async with self.lock:
+                    if self.closed:
+                        return
+                    failed, soft = await self.place()
+                if not failed and not soft:
+                    break
+                now = trio.current_time()
+                if failed:
+                    if deadline is None:
+                        deadline = now + s.settings.retry_deadline_ms / 1000
+                    if now >= deadline:
+                        await self._give_up(failed)
+                        deadline = None
+                        continue
+                    s.router.topology.request_refresh("subscriber placement")
+                    await trio.sleep(backoff_ms(attempt, s.settings.retry_backoff_min_ms,
+                                                s.settings.retry_backoff_max_ms) / 1000)
+                    attempt += 1
+                else:
+                    await trio.sleep(_SOFT_RETRY_S)
+
+    async def _give_up(self, failed: dict[Item, bytes]) -> None:
+        """Placement failed past the deadline: shard channels are dropped with the push a
+        server sends when their slot goes; a lost home closes the client's connection."""
+        s = self.session
+        async with self.lock:
+            if any(set_name in _CLASSIC for set_name, _ in failed):
+                s.abort()
+                return
+            for _, name in sorted(failed):
+                if name in self.sets["shard"]:
+                    self.sets["shard"].discard(name)
+                    s.write_raw(confirmation(s.proto, b"sunsubscribe", name, self.count("shard")))
+            s.flush_output()
+            if self.total() == 0:
+                await self._end()
+
+    async def _end(self) -> None:
+        """No subscription left: out of subscriber mode, every link closed."""
+        self.closed = True
+        self.wake.set()
+        if self.session.sub.link is self:
+            self.session.sub.link = None
+        await self.aclose()
+
+    async def leave(self) -> None:
+        """RESET / QUIT: every node drops the link's subscriptions and answers before the
+        client hears its own answer (no later PUBLISH counts or reaches them)."""
+        async with self.lock:
+            async with trio.open_nursery() as nursery:
+                for link in list(self.links.values()):
+                    nursery.start_soon(_reset_link, link)
+            await self._end()
 
     async def aclose(self) -> None:
         self.closed = True
-        await self.stream.aclose()
+        self.wake.set()
+        links, self.links = list(self.links.values()), {}
+        for link in links:
+            await link.aclose()
 
 
-def _pack(argv: list[bytes]) -> bytes:
-    return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in argv)
+async def _reset_link(link: Link) -> None:
+    try:
+        await link.request([b"RESET"])
+    except LinkLost:
+        pass  # the link is gone, and with it its subscriptions
 
 
-def _replies_owed(link: Link, argv: list[bytes]) -> int:
-    name = argv[0].lower()
-    if name in CONFIRMATIONS:
-        if len(argv) > 1:
-            return len(argv) - 1
-        return max(1, len(link.sets[UNSUBSCRIBE_SETS.get(name, "channels")]))
-    return 1
+def _groups(set_name: str, names: set[bytes]) -> list[list[bytes]]:
+    """One command's worth of names: shard channels one slot per command (a cluster node
+    refuses several), the others all together."""
+    if set_name != "shard":
+        return [sorted(names)]
+    by_slot: dict[int, list[bytes]] = {}
+    for name in sorted(names):
+        by_slot.setdefault(key_slot(name), []).append(name)
+    return list(by_slot.values())
+
+
+def _moved(s: RouteSession, err: bytes) -> None:
+    """``-MOVED slot host:port``: the slot map patched at once."""
+    parts = err.split()
+    if len(parts) >= 3 and parts[1].isdigit():
+        s.router.topology.moved(int(parts[1]), parts[2].decode())
+
+
+def _unreachable(err: bytes) -> bool:
+    return err.startswith((b"-ERR slotgate: no connection", b"-CLUSTERDOWN"))
+
+
+def reset(s: RouteSession) -> None:
+    """RESET: out of subscriber mode (the links close in the background)."""
+    state, s.sub.link = s.sub.link, None
+    if state is not None:
+        state.closed = True
+        s.router.nursery.start_soon(state.aclose)
 
 
 def _shard_slot(argv: list[bytes]) -> int | None:
@@ -191,94 +401,93 @@ def _shard_slot(argv: list[bytes]) -> int | None:
     return slots.pop() if slots else -1
 
 
-async def _open_link(s: RouteSession, node: str) -> Link:
-    stream = await connect(node, s.settings, s.metrics)
-    with trio.fail_after(s.settings.connect_timeout_ms / 1000):
-        # The link's client id on its node (for CLIENT KILL of this client), and RESP3 if
-        # the client speaks it: both answered before the link is used.
-        await stream.send_all(_CLIENT_ID + (HELLO3 if s.proto == 3 else b""))
-        framer = ReplyFramer()
-        frames: list[tuple[int, bytes]] = []
-        while len(frames) < (2 if s.proto == 3 else 1):
-            frame = framer.next_frame()
-            if frame is not None:
-                frames.append(frame)
-                continue
-            data = await stream.receive_some(RECV_BUFFER_BYTES)
-            if not data:
-                raise trio.BrokenResourceError(f"{node} closed the connection")
-            framer.feed(data)
-    link = Link(s, node, stream)
-    raw = frames[0][1]
-    link.node_client_id = int(raw[1:-2]) if raw[:1] == b":" else 0
-    return link
+def _confirmations(s: RouteSession, state: Subscription | None, cmd: bytes,
+                   names: list[bytes], before: set[bytes]) -> None:
+    """The client's confirmations of ``cmd`` over ``names``, counted one by one from the
+    set as it was ``before`` (a repeated name counts once, as in a server)."""
+    set_name, adding = COMMANDS[cmd]
+    other = 0
+    if set_name != "shard" and state is not None:
+        other = len(state.sets["patterns" if set_name == "channels" else "channels"])
+    if not names:
+        s.write_raw(confirmation(s.proto, cmd, None, other + len(before)))
+        return
+    current = set(before)
+    for name in names:
+        (current.add if adding else current.discard)(name)
+        s.write_raw(confirmation(s.proto, cmd, name, other + len(current)))
 
 
 async def _run(s: RouteSession, argv: list[bytes], name: str) -> None:
-    """Enter subscriber mode if needed, forward, and leave it when nothing is left."""
     await s.wait_idle(own=0)
     cmd = argv[0].lower()
-    sub = s.sub
-    link = sub.link
-    if cmd in SHARD_COMMANDS:
-        slot = _shard_slot(argv)
-        if slot is None:
-            s.reply(name, error_frame(errors.CROSSSLOT))
-            return
-        owner = s.router.topology.owners[slot] if slot >= 0 else None
-        if link is not None and owner is not None and owner != link.node:
-            s.reply(name, error_frame(NOT_ONE_NODE))
-            return
-        node = owner or s.router.topology.owners[PUBSUB_HOME_SLOT]
-    else:
-        node = s.router.topology.owners[PUBSUB_HOME_SLOT]
-    if link is None:
-        if node is None:
-            s.reply(name, error_frame(errors.SLOT_NOT_SERVED))
-            return
-        try:
-            link = await _open_link(s, node)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError):
-            s.reply(name, error_frame(errors.NODE_UNREACHABLE.format(node=node)))
-            return
-        sub.link = link
-        s.spawn(link.pump)
-    try:
-        await link.forward(argv, _replies_owed(link, argv))
-    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-        s.abort()
+    if cmd == b"ping":  # a RESP2 subscriber's: answered in subscriber form
+        s.write_raw(push_header(2, 2) + bulk(b"pong") + bulk(argv[1] if len(argv) > 1 else b""))
+        s.flush_output()
         return
-    if link.subscriptions() == 0 and sub.link is link:
-        sub.link = None
-        await link.aclose()
+    if cmd in SHARD_COMMANDS and _shard_slot(argv) is None:
+        s.reply(name, error_frame(errors.CROSSSLOT))
+        return
+    set_name, adding = COMMANDS[cmd]
+    state = s.sub.link
+    if state is None and not adding:
+        _confirmations(s, None, cmd, argv[1:], set())
+        s.flush_output()
+        return
+    if state is None:
+        state = Subscription(s)
+    async with state.lock:
+        names = argv[1:] or list(state.sets[set_name])
+        before = set(state.sets[set_name])
+        if adding:
+            new = [n for n in dict.fromkeys(names) if n not in before]
+            state.sets[set_name].update(new)
+            if s.sub.link is None:
+                s.sub.link = state
+                s.spawn(state.keep)
+            state.held = []
+            try:
+                err = await state.place_until([(set_name, n) for n in new])
+                if err is not None:
+                    state.sets[set_name].difference_update(new)
+                    if state.total() == 0:
+                        await state._end()
+                    else:
+                        await state.place()  # what was placed of it is taken back
+                    s.reply(name, err)
+                    return
+                _confirmations(s, state, cmd, names, before)
+            finally:
+                held, state.held = state.held or [], None
+                for raw in held:
+                    s.write_raw(raw)
+        else:
+            state.sets[set_name].difference_update(names)
+            await state.place()
+            _confirmations(s, state, cmd, names, before)
+            if state.total() == 0:
+                await state._end()
+    s.flush_output()
 
 
 def command(s: RouteSession, argv: list[bytes], name: str) -> Awaitable[None]:
-    """A subscribe-family command (any mode), or any command of a RESP2 subscriber."""
+    """A subscribe-family command (any mode), or a RESP2 subscriber's PING."""
     return _run(s, argv, name)
 
 
 async def _leave(s: RouteSession, then: Callable[[], Awaitable[None] | None]) -> None:
     await s.wait_idle(own=0)
-    link = s.sub.link
-    if link is not None:
-        # The node drops every subscription of the link and answers: from then on no
-        # PUBLISH counts or reaches them, before the client hears its RESET / QUIT answered.
-        try:
-            await link.forward([b"RESET"], 1, own=True)
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the link is gone, and with it its subscriptions
-        if s.sub.link is link:
-            s.sub.link = None
-        await link.aclose()
+    state = s.sub.link
+    if state is not None:
+        await state.leave()
     pending = then()
     if pending is not None:
         await pending
 
 
 def leave(s: RouteSession, then: Callable[[], Awaitable[None] | None]) -> Awaitable[None]:
-    """RESET or QUIT of a subscriber: its subscriptions end on the node first, then ``then``
-    (the command itself) runs."""
+    """RESET or QUIT of a subscriber: its subscriptions end on the nodes first, then
+    ``then`` (the command itself) runs."""
     return _leave(s, then)
 
 
@@ -288,5 +497,5 @@ def refused_while_subscribed(s: RouteSession, name: bytes) -> bool:
 
 
 def forwarded_ping(s: RouteSession, name: bytes) -> bool:
-    """A RESP2 subscriber's PING is answered by the link, in Redis' subscriber form."""
+    """A RESP2 subscriber's PING is answered in Redis' subscriber form."""
     return s.sub.link is not None and s.proto == 2 and name == b"ping"

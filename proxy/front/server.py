@@ -27,7 +27,10 @@ from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
 from slotgate.proxy.front import auth, info, readwrite
 from slotgate.proxy.front.clients import ServerStats
+from slotgate.proxy.front.monitor import Monitors
+from slotgate.proxy.front.pause import Pause
 from slotgate.proxy.front.session import Session
+from slotgate.proxy.front.tracking import Tracker
 from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops import tls as tls_config
 from slotgate.proxy.ops.metrics import ProxyMetrics
@@ -75,6 +78,9 @@ class Proxy:
         self.sessions: set[Session] = set()
         self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
+        self.tracker = Tracker(self)  # CLIENT TRACKING: the proxy's table and its feeds
+        self.pause = Pause(self)  # CLIENT PAUSE: the proxy's clients held
+        self.monitors = Monitors(self)  # MONITOR: the sessions that watch every request
         self.worker_index = worker_index
         self.worker_count = worker_count
         first_id = 1 if worker_index is None else worker_index + 1

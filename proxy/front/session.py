@@ -66,7 +66,17 @@ from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.protocol.slots import SLOT_COUNT, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendConnection
-from slotgate.proxy.front import auth, clients, databases, local, pinned, pubsub
+from slotgate.proxy.front import (
+    auth,
+    clients,
+    databases,
+    local,
+    monitor,
+    pause,
+    pinned,
+    pubsub,
+    tracking,
+)
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -209,6 +219,7 @@ class Session:
         self._give_up = False  # shutdown's deadline passed: no more shielded requests
         self.tx = pinned.Transaction()  # MULTI/WATCH state, changed only by pinned.py
         self.sub = pubsub.Subscriber()  # subscriber mode, changed only by pubsub.py
+        self.tracking: tracking.ClientTracking | None = None  # changed only by tracking.py
         # Who the client is (auth.py). ``checked``: every request passes auth.refused, and the
         # fast routes below are off (empty) so that every request reaches it.
         self.login = auth.Login(proxy.users)
@@ -325,6 +336,9 @@ class Session:
                 self.flush_ready()
 
     def set_checked(self, checked: bool) -> None:
+        """Whether requests pass auth.refused; the fast routes are off while they do, while
+        the client tracks keys (tracking.remember sees every request) and while a CLIENT
+        PAUSE is on (pause.check sees every request) and while anyone MONITORs."""
         self.checked = checked
         self._set_fast_routes()
 
@@ -334,7 +348,9 @@ class Session:
         self._set_fast_routes()
 
     def _set_fast_routes(self) -> None:
-        slow = self.checked or self.db != 0
+        proxy = self.proxy
+        slow = (self.checked or self.db != 0 or self.tracking is not None
+                or proxy.pause.kind != 0 or bool(proxy.monitors.sessions))
         self._single = (_NO_FAST_ROUTE if slow
                         else _SINGLE_WITH_DATABASES if self._databases else _SINGLE)
         self._split = _NO_FAST_ROUTE if slow else _SPLIT
@@ -377,6 +393,9 @@ class Session:
             self.closed = True
             self._writer.sock = None
             self.metrics.client_disconnected()
+            if self.tracking is not None:
+                tracking.reset(self)
+            monitor.reset(self)
             with trio.CancelScope(shield=True):
                 await self.tx.aclose()
                 await self.sub.aclose()
@@ -522,6 +541,12 @@ class Session:
                 return None
         if self.checked and auth.refused(self, argv):
             return None
+        if self.proxy.pause.kind:
+            held = pause.check(self, argv)
+            if held is not None:
+                return held  # dispatched again when the pause ends
+        if self.proxy.monitors.sessions:
+            self.proxy.monitors.feed(self, argv)
         if self._databases:
             done, argv, pending = databases.dispatch(self, argv)
             if done:
@@ -543,6 +568,8 @@ class Session:
             self.stats.reject(info.name)
             self.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
             return None
+        if self.tracking is not None:
+            self.proxy.tracker.remember(self, argv, info)
         if self.sub.link is not None:
             name = argv[0].lower()
             if pubsub.refused_while_subscribed(self, name):

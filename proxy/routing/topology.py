@@ -232,6 +232,17 @@ class Topology:
             self._pending_reason = reason
         self._wakeup.set()
 
+    async def refreshed_or(self, event: trio.Event) -> None:
+        """Until the next successful refresh, or ``event``, whichever comes first."""
+        refreshed = self.refreshed
+        async with trio.open_nursery() as nursery:
+            async def wait(e: trio.Event) -> None:
+                await e.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(wait, refreshed)
+            nursery.start_soon(wait, event)
+
     # --- the refresher ---------------------------------------------------------------------
     def _candidates(self) -> list[str]:
         """Known masters, seeds, replicas; nodes that refused the proxy's login last."""

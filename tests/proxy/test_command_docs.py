@@ -45,7 +45,7 @@ def test_documented_refusals_are_what_the_proxy_answers(slotgate: ManagedProcess
     text = DOC.read_text(encoding="utf-8")
     refused = re.findall(r"Refused: `(-ERR slotgate: '([a-z_\-]+(?:\\\|[a-z_\-]+)?)' is not "
                          r"supported through the proxy)`", text)
-    assert len(refused) > 40
+    assert len(refused) > 30  # the regex finds the rows (fewer as the proxy learns more)
     commands = [_argv_for(name.replace("\\|", "|")) for _, name in refused]
     with RawClient(slotgate.port) as c:
         replies = c.pipeline(commands)
