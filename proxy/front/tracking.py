@@ -244,19 +244,24 @@ class Tracker:
     async def _manage(self) -> None:
         """Feeds to exactly the current masters while any client tracks."""
         topology = self.proxy.router.topology
-        async with trio.open_nursery() as nursery:
-            while self.clients:
-                masters = set(topology.slot_map.masters)
-                for node in masters - set(self.feeds):
-                    self.feeds[node] = trio.CancelScope()
-                    nursery.start_soon(self._feed, node, self.feeds[node])
-                for node in set(self.feeds) - masters:
-                    self.feeds.pop(node).cancel()
-                self.changed = trio.Event()
-                await topology.refreshed_or(self.changed)
-            for scope in self.feeds.values():
-                scope.cancel()
-            self.feeds.clear()
+        while self.clients:
+            async with trio.open_nursery() as nursery:
+                while self.clients:
+                    masters = set(topology.slot_map.masters)
+                    for node in masters - set(self.feeds):
+                        self.feeds[node] = trio.CancelScope()
+                        nursery.start_soon(self._feed, node, self.feeds[node])
+                    for node in set(self.feeds) - masters:
+                        self.feeds.pop(node).cancel()
+                    self.changed = trio.Event()
+                    await topology.refreshed_or(self.changed)
+                # Nobody tracks: the feeds stop, with no one to tell. Marked down at once, so
+                # that a client enabling tracking while they close waits for new ones (the
+                # loop around starts them) and is not sent the old feeds' loss.
+                self.connected.clear()
+                for scope in self.feeds.values():
+                    scope.cancel()
+                self.feeds.clear()
         self.running = False
 
     async def _feed(self, node: str, scope: trio.CancelScope) -> None:

@@ -143,3 +143,29 @@ def test_lost_feed_invalidates_everything(slotgate: ManagedProcess,
         assert a.read(timeout_s=10) == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$%d\r\n%s\r\n" % (
             len(key), key.encode())
         b.call("DEL", key)
+
+
+def test_tracking_off_then_on_keeps_its_feeds(slotgate: ManagedProcess) -> None:
+    """The last tracking client turns tracking off and at once on again: the
+    feeds that were closing must not leave it with none, nor send it their loss. Each round,
+    a key read after ON is invalidated by another client's write, and nothing else arrives."""
+    key = f"tronoff{uuid.uuid4().hex[:6]}"
+    push = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$%d\r\n%s\r\n" % (len(key), key.encode())
+    with RawClient(slotgate.port) as a, RawClient(slotgate.port) as b:
+        a.call("HELLO", "3")
+        assert a.call("CLIENT", "TRACKING", "ON") == b"+OK\r\n"
+        for i in range(20):
+            if i % 2:
+                a.send_raw(b"CLIENT TRACKING OFF\r\nCLIENT TRACKING ON\r\n")
+                assert a.read(timeout_s=10) == b"+OK\r\n"
+            else:  # ON lands while the closing feeds are being cancelled
+                assert a.call("CLIENT", "TRACKING", "OFF") == b"+OK\r\n"
+                time.sleep(0.0005 * i)
+                a.send("CLIENT", "TRACKING", "ON")
+            assert a.read(timeout_s=10) == b"+OK\r\n"
+            assert a.call("GET", key) in (b"_\r\n", b"$1\r\nv\r\n")
+            b.call("SET", key, "v")
+            assert a.read(timeout_s=10) == push
+        a.send("PING")
+        assert a.read(timeout_s=10) == b"+PONG\r\n"
+        b.call("DEL", key)
