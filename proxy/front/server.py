@@ -149,6 +149,7 @@ class Proxy:
 
     async def _serve(self, tsock: trio.socket.SocketType) -> None:
         sock = sockets.take_over(tsock)  # the session's from here on
+        del tsock  # (the detached trio socket is not kept for the connection's life)
         self.stats.connections_received += 1
         if len(self.sessions) >= self.settings.max_clients:
             self.stats.rejected_connections += 1

@@ -171,6 +171,17 @@ class SlotCall(Call):
 
 
 class Session:
+    # Fixed fields (one Session lives per client connection: the memory per idle connection,
+    # bench/bench_conn_memory.py); ``__dict__`` only for what is set on an instance now and
+    # then (``dispatch`` while CLIENT REPLY is not ON).
+    __slots__ = ("proxy", "router", "metrics", "_slot_requests", "settings", "_sock", "_flusher",
+                 "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd", "created_s",
+                 "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet", "proto",
+                 "name", "any_slot", "slots", "unfilled", "_out", "_progress", "quit",
+                 "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login", "checked",
+                 "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader", "_batch",
+                 "_next", "_pending", "_depth", "_conns", "_conns_proto", "__dict__")
+
     def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
         self.proxy = proxy
         self.router = proxy.router
@@ -179,7 +190,7 @@ class Session:
         self.settings = proxy.settings
         self._sock = sock  # the client's, non-blocking (eventcore.sockets); closed by run()
         self._flusher: Flusher = proxy.flusher  # sessions with replies to write
-        self._writer = Writer(sock=sock)
+        self._writer = Writer(sock=sock, on_rest=self._start_writer)
         # Set before the socket closes (with the writer's socket): late backend replies must
         # never be written to it.
         self.closed = False
@@ -194,7 +205,8 @@ class Session:
         self.stats = proxy.stats
         self.no_evict = False
         self.reply_mode = clients.REPLY_ON
-        self._quiet: set[ReplySlot | SlotCall] = set()  # replies CLIENT REPLY drops
+        # replies CLIENT REPLY drops (made when the first one is dropped)
+        self._quiet: set[ReplySlot | SlotCall] | None = None
         self.proto = 2
         self.name: bytes | None = None
         # A slot whose owner answers this client's keyless commands (stable per client).
@@ -242,8 +254,8 @@ class Session:
         slots = self.slots
         out = self._out
         was_empty = not out
-        if self._quiet:
-            quiet = self._quiet
+        quiet = self._quiet
+        if quiet:
             while slots and slots[0].data is not None:
                 slot = slots.popleft()
                 if slot in quiet:
@@ -315,6 +327,8 @@ class Session:
             for slot in reversed(slots):  # the slots this request took, after the hold
                 if slot is hold:
                     break
+                if self._quiet is None:
+                    self._quiet = set()
                 self._quiet.add(slot)
             hold.data = b""
             if slots and slots[0] is hold:
@@ -324,6 +338,18 @@ class Session:
         self.checked = checked
         self._single = _NO_FAST_ROUTE if checked else _SINGLE
         self._split = _NO_FAST_ROUTE if checked else _SPLIT
+
+    def _start_writer(self) -> None:
+        """The first time the socket did not take all the output: from now on the writer
+        task sends the rests (an idle or quick client never costs a task for it)."""
+        nursery = self._nursery
+        if nursery is None:
+            return
+        self._writer.on_rest = None
+        try:
+            nursery.start_soon(self._writer.run, self._on_sent)
+        except RuntimeError:  # the session is ending (its nursery takes no new task): the
+            pass  # output is dropped with the connection, as when its writer task is cancelled
 
     def _on_sent(self) -> None:
         self._progress.set()
@@ -345,7 +371,6 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._writer.run, self._on_sent)
                 eof = await self._read_loop()
                 if not eof:
                     deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
