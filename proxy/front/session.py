@@ -214,7 +214,8 @@ class Session:
         self.slots: deque[ReplySlot | SlotCall] = deque()
         self.unfilled = 0
         self._out = self._writer.out  # replies ready, in order
-        self._progress = trio.Event()  # set whenever replies were flushed
+        # Set whenever replies were flushed; made by whoever waits for it (most never do).
+        self._progress: trio.Event | None = None
         self.quit = False
         self._read_scope = trio.CancelScope()
         self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
@@ -267,7 +268,8 @@ class Session:
         if was_empty and out and not self._writer.dirty and not self.closed:
             self._writer.dirty = True
             self._flusher.pending.append(self._writer)
-        self._progress.set()
+        if self._progress is not None:
+            self._progress.set()
 
     async def wait_idle(self, own: int = 1) -> None:
         """Until every request dispatched before the caller's has its reply (``own``: how
@@ -352,7 +354,8 @@ class Session:
             pass  # output is dropped with the connection, as when its writer task is cancelled
 
     def _on_sent(self) -> None:
-        self._progress.set()
+        if self._progress is not None:
+            self._progress.set()
 
     async def _drain(self) -> None:
         """Until every owed reply has been written."""
