@@ -12,8 +12,8 @@ fill slots in whatever order they arrive; the filled prefix of the queue moves t
 buffer and the session is marked dirty. At the end of each batch of work (a backend read, a
 client read, a retry) the proxy's ``Flusher`` writes every dirty session's buffer with one
 non-blocking ``os.write`` — no task switch per reply. Whatever the socket does not take goes
-to the session's writer task (``eventcore.writer``), which also keeps the order while it is
-busy. Requests are dispatched as they are read
+to the session's writer task (``eventcore.writer``; started the first time that happens),
+which also keeps the order while it is busy. Requests are dispatched as they are read
 (no task per request): most complete through callbacks. Requests that need the session's
 earlier requests to have finished first (transactions, WATCH, blocking commands) wait until
 the session is idle, run on a connection of their own, and hold up later requests meanwhile,
