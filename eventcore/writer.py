@@ -24,10 +24,11 @@ import trio
 class Writer:
     """Output of one socket (not its owner: closing the socket is the caller's)."""
 
-    __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup")
+    __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup", "on_rest")
 
     def __init__(self, out: list[bytes] | None = None,
-                 sock: socket.socket | None = None) -> None:
+                 sock: socket.socket | None = None,
+                 on_rest: Callable[[], None] | None = None) -> None:
         self.out: list[bytes] = [] if out is None else out  # to send, in order
         # A non-blocking socket; None: not connected yet, or closed (set to None before the
         # socket closes: nothing may be written to it after that).
@@ -35,7 +36,12 @@ class Writer:
         self.sending = False  # a task is in send_rest: it takes what is queued, in order
         self.dirty = False  # listed in a Flusher for the end of the batch
         self.unsent = 0  # owner's count of items queued since out was last taken (never sent)
-        self._wakeup = trio.Event()
+        # Set when a rest is left for the writer task; made by the task when it waits (an
+        # owner that never runs ``run`` never pays for one).
+        self._wakeup: trio.Event | None = None
+        # Called when a rest is left and no writer task waits for one: an owner that starts
+        # its writer task only when it is first needed (most connections never need it).
+        self.on_rest = on_rest
 
     def write_now(self) -> int:
         """Write everything queued with one non-blocking write; bytes written. A rest stays
@@ -55,7 +61,10 @@ class Writer:
             written = 0
         if written < len(data):
             out.append(data[written:] if written else data)
-            self._wakeup.set()
+            if self._wakeup is not None:
+                self._wakeup.set()
+            elif self.on_rest is not None:
+                self.on_rest()
         return written
 
     async def send_rest(self, after_chunk: Callable[[], None] | None = None) -> int:

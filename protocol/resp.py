@@ -189,6 +189,12 @@ _PROBE = b"*0\r\n"
 _HIREDIS_FAILURES = (hiredis.HiredisError, MemoryError, TypeError)
 
 
+# The hiredis reader every RequestReader parses its spans with (about 1 KiB of C state each,
+# so not one per connection): a span is handed over whole and the probe that ends ``_fast``
+# proves the reader holds nothing afterwards; after any failure it is replaced.
+_hiredis = [hiredis.Reader()]
+
+
 class RequestReader:
     """Parse client requests: ``feed(data)`` then ``get_request()`` / ``get_requests()``.
 
@@ -215,7 +221,6 @@ class RequestReader:
         self._ready: list[list[bytes]] = []
         self._head = 0  # next request of _ready to hand out
         self._error: ProtocolError | None = None
-        self._hiredis = hiredis.Reader()
         self._slow_until = 0  # parse with the exact parser up to here (a span hiredis failed)
         # Exact parser state for a multibulk request in progress.
         self._mb_left = 0  # arguments still to read; 0 = between requests
@@ -331,7 +336,7 @@ class RequestReader:
         if unsafe or _BIG_COUNT.search(buf, pos, stop) is not None:
             self._slow_until = stop
             return False
-        reader = self._hiredis
+        reader = _hiredis[0]
         out: list[list[bytes]] = []
         append = out.append
         join = b"".join
@@ -354,9 +359,12 @@ class RequestReader:
                     if len(argv) > self.max_multibulk_len or max(map(len, argv)) > self.max_bulk_len:
                         raise TypeError
         except _HIREDIS_FAILURES:
-            self._hiredis = hiredis.Reader()
+            _hiredis[0] = hiredis.Reader()
             self._slow_until = stop
             return False
+        except BaseException:
+            _hiredis[0] = hiredis.Reader()  # never left holding part of a request
+            raise
         self._pos = stop
         self._ready += out
         return True

@@ -77,6 +77,17 @@ class Client:
     # their setters (``set_<name>``), which recompute the flag.
     SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking", "acl_user",
                    "tracking")
+    # Fixed fields, no per-instance dict: one of these lives for every connection (the
+    # memory per idle connection, bench/bench_conn_memory.py).
+    __slots__ = ("server", "ks", "id", "addr", "laddr", "name", "created_ms",
+                 "last_interaction_ms", "db", "resp", "null_bulk", "null_array", "authenticated",
+                 "multi", "reply_mode", "subscriptions", "asking", "acl_user", "tracking",
+                 "user", "multi_error", "dirty_cas", "in_exec", "reply_mode_applied", "script",
+                 "watched", "blocked", "monitor", "readonly", "no_evict", "close_after_reply",
+                 "killed", "last_cmd", "propagate_as", "out", "writer", "wake", "fd",
+                 "query_buffered", "cancel_scope", "running", "flush_scheduled", "unblock_event",
+                 "obuf_soft_since_s", "exec_multi_propagated", "pubsub", "is_replica",
+                 "is_master", "repl_listening_port", "repl_ip", "repl_capa_eof", "slow")
 
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server

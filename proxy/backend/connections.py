@@ -57,7 +57,9 @@ from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.backend")
 
-RECV_BUFFER_BYTES = 256 * 1024
+# Bytes per read. Below glibc's mmap threshold (128 KiB): a bigger read buffer is an
+# mmap, an mremap (trimmed to what came) and a munmap per read, three system calls.
+RECV_BUFFER_BYTES = 64 * 1024
 HELLO3 = encode_command(b"HELLO", b"3")
 PING = encode_command(b"PING")
 # First words (lower case) of the requests that may keep a node busy long.

@@ -195,6 +195,7 @@ class Proxy:
             tsock.close()
             return
         sock = tls.wrap(ctx, sockets.take_over(tsock), server_side=True)
+        del tsock  # (as in _serve)
         try:
             with trio.fail_after(tls_config.HANDSHAKE_TIMEOUT_S):
                 await tls.handshake(sock)
@@ -206,7 +207,9 @@ class Proxy:
         await self._serve_socket(sock)
 
     async def _serve(self, tsock: trio.socket.SocketType) -> None:
-        await self._serve_socket(sockets.take_over(tsock))  # the session's from here on
+        sock = sockets.take_over(tsock)  # the session's from here on
+        del tsock  # (the detached trio socket is not kept for the connection's life)
+        await self._serve_socket(sock)
 
     async def _serve_socket(self, sock: socket.socket) -> None:
         self.stats.connections_received += 1

@@ -12,8 +12,8 @@ fill slots in whatever order they arrive; the filled prefix of the queue moves t
 buffer and the session is marked dirty. At the end of each batch of work (a backend read, a
 client read, a retry) the proxy's ``Flusher`` writes every dirty session's buffer with one
 non-blocking ``os.write`` — no task switch per reply. Whatever the socket does not take goes
-to the session's writer task (``eventcore.writer``), which also keeps the order while it is
-busy. Requests are dispatched as they are read
+to the session's writer task (``eventcore.writer``; started the first time that happens),
+which also keeps the order while it is busy. Requests are dispatched as they are read
 (no task per request): most complete through callbacks. Requests that need the session's
 earlier requests to have finished first (transactions, WATCH, blocking commands) wait until
 the session is idle, run on a connection of their own, and hold up later requests meanwhile,
@@ -181,6 +181,17 @@ class SlotCall(Call):
 
 
 class Session:
+    # Fixed fields (one Session lives per client connection: the memory per idle connection,
+    # bench/bench_conn_memory.py); ``__dict__`` only for what is set on an instance now and
+    # then (``dispatch`` while CLIENT REPLY is not ON).
+    __slots__ = ("proxy", "router", "metrics", "_slot_requests", "settings", "_sock", "_flusher",
+                 "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd", "created_s",
+                 "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet", "proto",
+                 "name", "any_slot", "slots", "unfilled", "_out", "_progress", "quit",
+                 "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login", "checked",
+                 "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader", "_batch",
+                 "_next", "_pending", "_depth", "_conns", "_conns_proto", "__dict__")
+
     def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
         self.proxy = proxy
         self.router = proxy.router
@@ -189,7 +200,7 @@ class Session:
         self.settings = proxy.settings
         self._sock = sock  # the client's, non-blocking (eventcore.sockets); closed by run()
         self._flusher: Flusher = proxy.flusher  # sessions with replies to write
-        self._writer = Writer(sock=sock)
+        self._writer = Writer(sock=sock, on_rest=self._start_writer)
         # Set before the socket closes (with the writer's socket): late backend replies must
         # never be written to it.
         self.closed = False
@@ -204,7 +215,8 @@ class Session:
         self.stats = proxy.stats
         self.no_evict = False
         self.reply_mode = clients.REPLY_ON
-        self._quiet: set[ReplySlot | SlotCall] = set()  # replies CLIENT REPLY drops
+        # replies CLIENT REPLY drops (made when the first one is dropped)
+        self._quiet: set[ReplySlot | SlotCall] | None = None
         self.proto = 2
         self.name: bytes | None = None
         # A slot whose owner answers this client's keyless commands (stable per client).
@@ -212,7 +224,8 @@ class Session:
         self.slots: deque[ReplySlot | SlotCall] = deque()
         self.unfilled = 0
         self._out = self._writer.out  # replies ready, in order
-        self._progress = trio.Event()  # set whenever replies were flushed
+        # Set whenever replies were flushed; made by whoever waits for it (most never do).
+        self._progress: trio.Event | None = None
         self.quit = False
         self._read_scope = trio.CancelScope()
         self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
@@ -257,8 +270,8 @@ class Session:
         slots = self.slots
         out = self._out
         was_empty = not out
-        if self._quiet:
-            quiet = self._quiet
+        quiet = self._quiet
+        if quiet:
             while slots and slots[0].data is not None:
                 slot = slots.popleft()
                 if slot in quiet:
@@ -270,7 +283,8 @@ class Session:
         if was_empty and out and not self._writer.dirty and not self.closed:
             self._writer.dirty = True
             self._flusher.pending.append(self._writer)
-        self._progress.set()
+        if self._progress is not None:
+            self._progress.set()
 
     async def wait_idle(self, own: int = 1) -> None:
         """Until every request dispatched before the caller's has its reply (``own``: how
@@ -330,6 +344,8 @@ class Session:
             for slot in reversed(slots):  # the slots this request took, after the hold
                 if slot is hold:
                     break
+                if self._quiet is None:
+                    self._quiet = set()
                 self._quiet.add(slot)
             hold.data = b""
             if slots and slots[0] is hold:
@@ -355,8 +371,21 @@ class Session:
                         else _SINGLE_WITH_DATABASES if self._databases else _SINGLE)
         self._split = _NO_FAST_ROUTE if slow else _SPLIT
 
+    def _start_writer(self) -> None:
+        """The first time the socket did not take all the output: from now on the writer
+        task sends the rests (an idle or quick client never costs a task for it)."""
+        nursery = self._nursery
+        if nursery is None:
+            return
+        self._writer.on_rest = None
+        try:
+            nursery.start_soon(self._writer.run, self._on_sent)
+        except RuntimeError:  # the session is ending (its nursery takes no new task): the
+            pass  # output is dropped with the connection, as when its writer task is cancelled
+
     def _on_sent(self) -> None:
-        self._progress.set()
+        if self._progress is not None:
+            self._progress.set()
 
     async def _drain(self) -> None:
         """Until every owed reply has been written."""
@@ -375,7 +404,6 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._writer.run, self._on_sent)
                 eof = await self._read_loop()
                 if not eof:
                     deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown

@@ -8,6 +8,7 @@ split and how to merge come from the request's command table row (``first_key``,
 
 from __future__ import annotations
 
+from binascii import crc_hqx
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import hiredis
 
 from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo
+from slotgate.protocol.slots import SLOT_MASK, key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.routing import control, splitter
 from slotgate.proxy.routing.redirect import error_frame
@@ -34,6 +36,9 @@ WRONGTYPE = b"-WRONGTYPE "
 # frames cheaper than a one-element array. MGET answers a null where GET refuses a key of
 # another type, so that one error becomes the null (RESP2, RESP3).
 _GET_HEAD = b"*2\r\n$3\r\nGET\r\n"
+CRLF = b"\r\n"
+_HEADS = 1024  # "$<n>\r\n" made once for arguments shorter than this
+_BULK_HEADS = [b"$%d\r\n" % n for n in range(_HEADS)]
 _NULLS = {2: b"$-1\r\n", 3: b"_\r\n"}
 _MINUS = ord("-")
 
@@ -43,17 +48,26 @@ class _Split:
     the client's reply slot (no task, no event: the last reply's callback finishes it)."""
 
     __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
-                 "remaining", "merge", "total_keys", "get_nil", "failed")
+                 "remaining", "merge", "total_keys", "get_nil", "failed", "argv", "first",
+                 "step", "part_name")
 
     def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
-                 parts: list[splitter.Part] | None, payloads: list[bytes], readonly: bool,
-                 merge: Callable[[_Split], bytes], total_keys: int,
-                 get_nil: bytes = b"") -> None:
+                 parts: list[splitter.Part] | None, payloads: list[bytes] | None,
+                 readonly: bool, merge: Callable[[_Split], bytes], total_keys: int,
+                 get_nil: bytes = b"", argv: list[bytes] | None = None, first: int = 0,
+                 step: int = 1, part_name: bytes = b"") -> None:
         self.session = session
         self.reply_slot = reply_slot
         self.slots = slots  # per part
         self.parts = parts  # only for an MGET whose parts are not in key order
+        # Each part's own request, or None when each key is a part of its own and the
+        # nodes' payloads were encoded straight from ``argv`` (``part_payload`` makes one
+        # request again, for the rare paths).
         self.payloads = payloads
+        self.argv = argv
+        self.first = first
+        self.step = step
+        self.part_name = part_name  # the command a one-key part runs (GET for MGET)
         self.readonly = readonly
         self.replies: list[bytes] = [b""] * len(slots)
         self.remaining = len(slots)
@@ -76,11 +90,19 @@ class _Split:
         if self.remaining == 0:
             self.reply_slot(self.merge(self))
 
+    def part_payload(self, index: int) -> bytes:
+        """Part ``index``'s request on its own."""
+        if self.payloads is not None:
+            return self.payloads[index]
+        assert self.argv is not None
+        i = self.first + index * self.step
+        return pack_command((self.part_name, *self.argv[i : i + self.step]))  # type: ignore[arg-type]
+
     def part_call(self, index: int, node: str) -> Call:
         """Part ``index`` as a ``Call`` of its own: only for the rare paths (redirects,
         retries, lost connections), which then run exactly as for any other request."""
         s = self.session
-        call = Call(s.router, self.payloads[index], self.slots[index], self.readonly,
+        call = Call(s.router, self.part_payload(index), self.slots[index], self.readonly,
                     s.proto, s.id, partial(self.part_done, index))
         call.node = node
         return call
@@ -148,37 +170,25 @@ _MERGE_MGET = SPLIT_MERGES["mget"]
 def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     """MGET / MSET / DEL / UNLINK / EXISTS / TOUCH across slots.
 
-    One pass plans the parts (one per slot); each node's parts go out as one payload with one
-    pending entry; the last reply merges into the client's reply slot."""
+    Each node's parts go out as one payload with one pending entry (``_NodeBatch``); the
+    last reply merges into the client's reply slot. The usual request, every key in a slot
+    of its own, is planned and encoded in one pass over the keys (``_split_by_node``)."""
     first, step = info.first_key, info.step
-    merge = SPLIT_MERGES[info.merge or ""]
     if (len(argv) - first) % step:
         s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
         return
+    if step <= 2 and _split_by_node(s, argv, info):
+        return
+    merge = SPLIT_MERGES[info.merge or ""]
     readonly = "readonly" in info.flags
-    name = argv[0]
     slots = splitter.distinct_slots(argv, first, step)
     parts: list[splitter.Part] | None = None
     if slots is not None:  # each key a part of its own, in key order
         if len(slots) == 1:
             s.send_single(argv, slots[0], readonly, info.name)
             return
-        get_nil = b""
-        if step == 1:
-            if merge is _MERGE_MGET:  # a GET per key
-                head = _GET_HEAD
-                get_nil = _NULLS[s.proto]
-                merge = _merge_gets
-            else:  # each part's multibulk: the command name's header, then the key
-                head = b"*2\r\n$%d\r\n%s\r\n" % (len(name), name)
-            payloads = [b"%s$%d\r\n%s\r\n" % (head, len(key), key) for key in argv[first:]]
-        elif step == 2:
-            head = b"*3\r\n$%d\r\n%s\r\n" % (len(name), name)
-            payloads = [b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(k), k, len(v), v)
-                        for k, v in zip(argv[first::2], argv[first + 1 :: 2], strict=True)]
-        else:
-            payloads = [pack_command((name, *argv[i : i + step]))  # type: ignore[arg-type]
-                        for i in range(first, len(argv), step)]
+        payloads = [pack_command((argv[0], *argv[i : i + step]))  # type: ignore[arg-type]
+                    for i in range(first, len(argv), step)]
     else:
         parts, in_order = splitter.plan_split(argv, first, step)
         if len(parts) == 1:
@@ -188,9 +198,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
             merge = _merge_mget_in_order
         slots = [part.slot for part in parts]
         payloads = [pack_command(tuple(part.argv)) for part in parts]
-        get_nil = b""
     sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
-                (len(argv) - first) // step, get_nil)
+                (len(argv) - first) // step)
     s.metrics.fanout(len(slots))
     owners = s.router.topology.owners
     by_node: dict[str, list[int]] = {}
@@ -213,6 +222,70 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         else:
             payload = b"".join([payloads[i] for i in indices])
         conn.send_many(payload, _NodeBatch(sp, indices, node), len(indices))
+
+
+def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
+    """A split row of ``step`` 1 or 2 whose keys are each in a slot of their own, in one
+    pass over the keys: slot, owner, and the key's request encoded straight into its node's
+    payload (no request object per key; MGET's keys as GETs), then one write and one
+    pending entry per node. False, with nothing sent or queued, when two keys share a slot
+    (the general path plans parts then)."""
+    first, step = info.first_key, info.step
+    owners = s.router.topology.owners
+    merge = SPLIT_MERGES[info.merge or ""]
+    get_nil = b""
+    if step == 1 and merge is _MERGE_MGET:
+        head = _GET_HEAD
+        part_name = b"GET"
+        get_nil = _NULLS[s.proto]
+        merge = _merge_gets
+    else:
+        part_name = argv[0]
+        head = b"*%d\r\n$%d\r\n%s\r\n" % (step + 1, len(part_name), part_name)
+    slots: list[int] = []
+    # owner (None: slot unserved) -> (the parts' indices, the pieces of its payload)
+    by_node: dict[str | None, tuple[list[int], list[bytes]]] = {}
+    heads = _BULK_HEADS
+    index = 0
+    for k in range(first, len(argv), step):
+        key = argv[k]
+        slot = key_slot(key) if b"{" in key else crc_hqx(key, 0) & SLOT_MASK
+        slots.append(slot)
+        owner = owners[slot]
+        group = by_node.get(owner)
+        if group is None:
+            group = by_node[owner] = ([], [])
+        group[0].append(index)
+        n = len(key)
+        if step == 1:
+            group[1].extend((head, heads[n] if n < _HEADS else b"$%d\r\n" % n, key, CRLF))
+        else:
+            value = argv[k + 1]
+            v = len(value)
+            group[1].extend((head, heads[n] if n < _HEADS else b"$%d\r\n" % n, key, CRLF,
+                             heads[v] if v < _HEADS else b"$%d\r\n" % v, value, CRLF))
+        index += 1
+    if len(set(slots)) != index:
+        return False
+    readonly = "readonly" in info.flags
+    if index == 1:
+        s.send_single(argv, slots[0], readonly, info.name)
+        return True
+    sp = _Split(s, s.new_slot(info.name), slots, None, None, readonly, merge, index, get_nil,
+                argv, first, step, part_name)
+    metrics = s.metrics
+    metrics.fanout(index)
+    counts = metrics.slot_requests
+    for owner, (indices, pieces) in by_node.items():
+        if owner is None:
+            for i in indices:  # unserved slot: the router's retry path (which counts it)
+                s.router.send(sp.part_call(i, ""))
+            continue
+        for i in indices:
+            counts[slots[i]] += 1
+        s.conn_to(owner).send_many(b"".join(pieces), _NodeBatch(sp, indices, owner),
+                                   len(indices))
+    return True
 
 
 def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:
