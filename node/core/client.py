@@ -122,6 +122,9 @@ class Client:
         self.last_cmd = "NULL"
         # set by a handler to replicate something other than its argv (list of argvs)
         self.propagate_as: list[list[bytes]] | None = None
+        # Redis' c->woff: the replication offset when this client's last command ended (WAIT
+        # waits for replicas to reach it; node/core/dispatch.py's call() sets it).
+        self.woff = 0
         self.out: list[bytes] = []
         self.writer = Writer(self.out)  # writes ``out`` to the socket (set up by the server)
         # Set by the server: called when the client must wake (unblocked, killed).
