@@ -24,6 +24,8 @@ Routes:
                 copied next to one of them and the real command runs there
                 (``proxy/routing/crossslot.py``).
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
+``wait``        WAIT: on the client's own connection to the master of its last write
+                (``proxy/front/wait.py``).
 ``cluster``     CLUSTER SLOTS/SHARDS/NODES/INFO/MYID/COUNTKEYSINSLOT/GETKEYSINSLOT, ASKING:
                 the proxies as a cluster with cluster emulation on, else as a keyless or an
                 unsupported row (``proxy/front/cluster_emu.py``).
@@ -63,7 +65,7 @@ from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
-    "blocking", "gather", "unsupported", "cluster", "guarded",
+    "blocking", "gather", "unsupported", "cluster", "guarded", "wait",
 })
 MERGES = frozenset({
     "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
@@ -193,6 +195,7 @@ OVERRIDES: dict[str, Row] = {
     "monitor": _unsupported("streams one server's commands; the proxy has no one server to "
                             "watch"),
     "swapdb": _unsupported("a cluster has database 0 only"),
+    "wait": Row("wait"),
 }
 
 # Commands that may keep a node busy for long (first word of the request, lower case; every

@@ -45,6 +45,8 @@ ROUTE_TEXT: dict[str, str] = {
               "copies next to one key (see [Multi-key commands across slots]"
               "(#multi-key-commands-across-slots))",
     "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
+    "wait": "waits for the client's earlier requests, then runs on the client's own "
+            "connection to the master of its last write (see [WAIT](#wait))",
     "cluster": "with `cluster_emulation.enabled`, answered as a cluster of the proxies that own "
                "all 16384 slots (docs/CONFIG.md, Cluster emulation)",
     "guarded": "may change the credentials the proxy logs in with: refused with `-NOPERM "
@@ -54,7 +56,7 @@ ROUTE_TEXT: dict[str, str] = {
 }
 
 ROUTE_ORDER = ("single", "split", "gather", "keyless", "all_masters", "all_nodes", "blocking",
-               "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
+               "wait", "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
 
 MERGE_TEXT: dict[str, str] = {
     "mget": "values put back in the order of the client's keys",
@@ -116,7 +118,7 @@ NOTES: dict[str, str] = {
                  "the pub/sub home subscribes there, where PUBLISH does not count it.",
     "scan": "The cursor packs the master's index and that master's own cursor; a key present "
             "for the whole scan is returned at least once.",
-    "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
+    "wait": "Counts the replicas that have the client's last write: see [WAIT](#wait).",
     "select": "Only database 0, as a cluster node.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
@@ -321,6 +323,31 @@ Remaining differences, and why:
   connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
   (docs/PROXY.md "Workers"); combined values are on /metrics.
 """
+
+WAIT = """\
+## WAIT
+
+A master's `WAIT` counts the replicas that acknowledged the replication offset where the
+asking connection's previous command ended (Redis' `c->woff`); the proxy's shared node
+connections carry every client's commands, so the proxy remembers the slot of each client's
+last write and, once the client's earlier requests have their replies, sends on the client's
+own connection to that slot's master `FUNCTION RESTORE <an empty payload> APPEND` (replicated,
+changes nothing: that connection's offset is now the master's, past the client's write) and
+then the client's `WAIT`: the count is the replicas that have the client's write. A client
+with no write yet gets `WAIT` as the first command of its own connection to the master of its
+keyless commands: answered at once with that master's replicas (or after the timeout, with
+fewer than asked), as a server with nothing pending for the client answers. While it waits
+the client counts in `blocked_clients` and `CLIENT UNBLOCK` ends it, as in Redis. Code:
+`proxy/front/wait.py`; tests: `tests/proxy/test_transparency_wait.py`.
+
+**What differs from one server.** A write that reached several masters (`MSET`/`DEL` across
+slots, a command sent to every master such as `FLUSHALL`, a multi-key command across slots)
+is waited for on one of them only (the first part's, or the destination's); the replicas
+counted are that master's. The backend user needs `FUNCTION RESTORE` (the default user has
+it); if it is refused, the `WAIT` counts from the connection's earlier offset.
+
+"""
+
 
 IN_MULTI = """\
 ## Inside MULTI
@@ -561,6 +588,7 @@ def render() -> str:
     out.append(BLOCKING_CROSS)
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
+    out.append(WAIT)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

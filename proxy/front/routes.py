@@ -5,6 +5,7 @@
         split / all_*    ─▶ fanout.py          proxy       ─▶ local.py (or one master)
         gather           ─▶ gather.py (keys in several slots: run on copies next to one key)
         transaction      ─▶ pinned.py          blocking    ─▶ pinned.py
+        wait             ─▶ wait.py (on the client's own connection to its last write's master)
         pubsub           ─▶ pubsub.py          unsupported ─▶ the proxy's error
 
 ``ROUTES`` is built once, at import, from the route names the command table's rows use: a row
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
-from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub
+from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub, wait
 from slotgate.proxy.routing import blockmulti, fanout, gather
 from slotgate.proxy.routing.redirect import error_frame
 
@@ -53,6 +54,8 @@ class RouteSession(Protocol):
     @property
     def any_slot(self) -> int:
         """The slot whose master answers this client's keyless commands."""
+    # The slot of the client's last write, -1 before any (WAIT waits there: wait.py).
+    last_write_slot: int
     @property
     def proxy(self) -> Proxy: ...
     @property
@@ -161,6 +164,8 @@ def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable
         if pending is None:
             s.reply(info.name, CROSSSLOT)
         return pending
+    if "write" in info.flags:
+        s.last_write_slot = slot
     return pinned.blocking(s, argv, info, slot)
 
 
@@ -178,6 +183,7 @@ _BY_NAME: dict[str, Route] = {
     "cluster": cluster_emu.route,
     "guarded": guard.route,
     "gather": gather.route,
+    "wait": wait.route,
 }
 
 

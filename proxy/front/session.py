@@ -199,6 +199,7 @@ class Session:
         self.name: bytes | None = None
         # A slot whose owner answers this client's keyless commands (stable per client).
         self.any_slot = (client_id * 2654435761) % SLOT_COUNT
+        self.last_write_slot = -1  # the slot of the client's last write (WAIT), -1: none yet
         self.slots: deque[ReplySlot | SlotCall] = deque()
         self.unfilled = 0
         self._out = self._writer.out  # replies ready, in order
@@ -568,6 +569,8 @@ class Session:
         call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
         self.slots.append(call)
         self.unfilled += 1
+        if not readonly:
+            self.last_write_slot = slot
         owner = self.router.topology.owners[slot]
         if owner is None:
             self.router.send(call)  # unserved slot: the router's retry path (it counts it)

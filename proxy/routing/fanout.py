@@ -189,6 +189,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         slots = [part.slot for part in parts]
         payloads = [pack_command(tuple(part.argv)) for part in parts]
         get_nil = b""
+    if not readonly:
+        s.last_write_slot = slots[0]  # WAIT waits on one master (proxy/front/wait.py)
     sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
                 (len(argv) - first) // step, get_nil)
     s.metrics.fanout(len(slots))
@@ -233,6 +235,8 @@ def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo,
         return
     payload = pack_command(tuple(argv))
     readonly = "readonly" in info.flags
+    if "write" in info.flags:
+        s.last_write_slot = targets[0][0]  # WAIT waits on one master (proxy/front/wait.py)
     gather = Gather(len(targets), lambda replies: slot(merge(replies)))
     s.metrics.fanout(len(targets))
     for i, (target_slot, node) in enumerate(targets):
