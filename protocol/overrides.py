@@ -26,6 +26,8 @@ Routes:
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
 ``wait``        WAIT: on the client's own connection to the master of its last write
                 (``proxy/front/wait.py``).
+``functions``   FUNCTION LOAD/DELETE/FLUSH/RESTORE on every master, all or nothing; LIST/DUMP
+                from one master once all agree; STATS combined (``proxy/routing/functions.py``).
 ``cluster``     CLUSTER SLOTS/SHARDS/NODES/INFO/MYID/COUNTKEYSINSLOT/GETKEYSINSLOT, ASKING:
                 the proxies as a cluster with cluster emulation on, else as a keyless or an
                 unsupported row (``proxy/front/cluster_emu.py``).
@@ -65,7 +67,7 @@ from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
-    "blocking", "gather", "unsupported", "cluster", "guarded", "wait",
+    "blocking", "gather", "unsupported", "cluster", "guarded", "wait", "functions",
 })
 MERGES = frozenset({
     "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
@@ -153,6 +155,8 @@ OVERRIDES: dict[str, Row] = {
     "script|load": Row("all_masters", "all_ok"),
     "script|exists": Row("all_masters", "and"),
     "script|flush": Row("all_masters", "all_ok"),
+    **dict.fromkeys(("function|load", "function|delete", "function|flush", "function|restore",
+                     "function|list", "function|dump", "function|stats"), Row("functions")),
     "info": Row("all_masters", "info"),
     "randomkey": Row("all_masters", "any"),
     # Cluster introspection: the proxies as a cluster with cluster emulation on, else any

@@ -47,6 +47,8 @@ ROUTE_TEXT: dict[str, str] = {
     "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
     "wait": "waits for the client's earlier requests, then runs on the client's own "
             "connection to the master of its last write (see [WAIT](#wait))",
+    "functions": "after the client's earlier requests, on every master over the client's "
+                 "own connections (see [Functions](#functions))",
     "cluster": "with `cluster_emulation.enabled`, answered as a cluster of the proxies that own "
                "all 16384 slots (docs/CONFIG.md, Cluster emulation)",
     "guarded": "may change the credentials the proxy logs in with: refused with `-NOPERM "
@@ -56,7 +58,7 @@ ROUTE_TEXT: dict[str, str] = {
 }
 
 ROUTE_ORDER = ("single", "split", "gather", "keyless", "all_masters", "all_nodes", "blocking",
-               "wait", "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
+               "wait", "functions", "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
 
 MERGE_TEXT: dict[str, str] = {
     "mget": "values put back in the order of the client's keys",
@@ -100,9 +102,12 @@ NOTES: dict[str, str] = {
     "fcall_ro": _KEYLESS_SCRIPT.format(""),
     "script|load": "Replicas do not get it: a replica promoted later answers `-NOSCRIPT` "
                    "for it until it is loaded again.",
-    "function|load": "Replicas get the library from their master. No rollback: a master that "
-                     "refuses (`-ERR Library 'x' already exists` where only some masters have "
-                     "it) leaves the others with what they loaded, and the error is the reply.",
+    "function|load": "All or nothing: a master that refuses (`-ERR Library 'x' already "
+                     "exists` where only some masters have it) has the others put back as "
+                     "they were, and its error is the reply.",
+    "function|list": "From one master, once every master's libraries are the same.",
+    "function|dump": "From one master, once every master's libraries are the same.",
+    "function|stats": "The reply of the master running a function, else the first master's.",
     "spublish": "Routed by the slot of its shard channel.",
     "publish": "Always to the pub/sub home node (master of slot 0), where the proxy's "
                "subscribers are, so the count is that of one server.",
@@ -349,6 +354,37 @@ it); if it is refused, the `WAIT` counts from the connection's earlier offset.
 """
 
 
+FUNCTIONS = """\
+## Functions
+
+Every master holds the same function libraries, so that `FCALL` finds its function on
+whichever master its keys live. Code: `proxy/routing/functions.py`; tests:
+`tests/proxy/test_functions_through_proxy.py`. Each step runs after the client's earlier
+requests, on the client's own connections to the masters (not behind a long script on the
+shared ones):
+
+- `FUNCTION LOAD`, `DELETE`, `FLUSH`, `RESTORE`: all or nothing. Every master's
+  `FUNCTION DUMP` is saved, then the command goes to every master at once; if one refuses (or
+  cannot be reached), every master that took it gets its saved dump back
+  (`FUNCTION RESTORE <dump> FLUSH`, which its replicas follow) and the refusal is the reply.
+- `FUNCTION LIST`, `DUMP`: every master's `FUNCTION LIST WITHCODE` is compared (as sets: a
+  server lists its libraries in no fixed order); when they agree, the command goes to one
+  master (the one of the client's keyless commands); when they differ, the reply is
+  `-ERR slotgate: the masters' function libraries differ (<masters> | <masters>); 'slotgate
+  cluster fix' gives every master the most common set`. `slotgate cluster fix` does that: it
+  copies the libraries of the largest group of agreeing masters to the others
+  (`FUNCTION RESTORE <dump> FLUSH`).
+- `FUNCTION STATS`: the reply of the master running a function (`running_script`), else the
+  first master's (the engines' library and function counts are the same on every master).
+
+**What differs from one server.** The masters change one after another, not at one instant:
+an `FCALL` sent meanwhile by another client may find the new library on one master and not
+yet on another. A `FUNCTION` change made by another client between the saved dump and a
+rollback is rolled back with it.
+
+"""
+
+
 IN_MULTI = """\
 ## Inside MULTI
 
@@ -589,6 +625,7 @@ def render() -> str:
     out.append(OWN_FACTS)
     out.append(IN_MULTI)
     out.append(WAIT)
+    out.append(FUNCTIONS)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

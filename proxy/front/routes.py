@@ -6,6 +6,7 @@
         gather           ─▶ gather.py (keys in several slots: run on copies next to one key)
         transaction      ─▶ pinned.py          blocking    ─▶ pinned.py
         wait             ─▶ wait.py (on the client's own connection to its last write's master)
+        functions        ─▶ functions.py (FUNCTION on every master, all or nothing)
         pubsub           ─▶ pubsub.py          unsupported ─▶ the proxy's error
 
 ``ROUTES`` is built once, at import, from the route names the command table's rows use: a row
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.proxy import errors
 from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub, wait
-from slotgate.proxy.routing import blockmulti, fanout, gather
+from slotgate.proxy.routing import blockmulti, fanout, functions, gather
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ _BY_NAME: dict[str, Route] = {
     "guarded": guard.route,
     "gather": gather.route,
     "wait": wait.route,
+    "functions": functions.route,
 }
 
 
