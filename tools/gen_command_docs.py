@@ -306,7 +306,7 @@ connections, with redis-server 7.0.15's line format, argument rules and errors (
 | Stats | the proxy's: `total_connections_received`, `total_commands_processed` (rejected requests not counted, as in Redis), `instantaneous_ops_per_sec` (between two INFO calls at least 100 ms apart), `rejected_connections`, `total_error_replies`; every other integer summed over the masters (`keyspace_hits`/`misses`, expired and evicted keys, pub/sub channels, net bytes ...) |
 | Replication, Modules | the first master's |
 | CPU | the proxy process' own (getrusage) |
-| Commandstats | counted by the proxy: `calls`, `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command; `usec` is 0 |
+| Commandstats | counted by the proxy: `calls`, `usec` and `usec_per_call` (the time from reading the request to its reply being ready, end to end through the nodes), `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command |
 | Errorstats | the error replies the proxy sent, by their first word |
 | Latencystats | empty |
 | Cluster | `cluster_enabled:0` |
@@ -321,9 +321,9 @@ Remaining differences, and why:
 - `CLIENT REPLY OFF`/`SKIP` drop the replies to requests; a subscriber's confirmations and
   messages still arrive, as Redis 7.0 sends pushes; `CLIENT` subcommands about the client
   itself are refused inside MULTI (below).
-- Commandstats have no `usec` (the proxy keeps one latency histogram for all commands, on
-  /metrics); a command refused by the proxy's own routing (CROSSSLOT, a refused row) counts
-  as a failed call, where a server would have run it.
+- Commandstats' `usec` is the proxy's end-to-end time (node round trips included), not a
+  node's execution time; a command refused by the proxy's own routing (CROSSSLOT, a refused
+  row) counts as a failed call, where a server would have run it.
 - With workers (`workers: N`), every value of the proxy's own is that of the worker the
   connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
   (docs/PROXY.md "Workers"); combined values are on /metrics.
