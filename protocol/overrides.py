@@ -141,6 +141,11 @@ OVERRIDES: dict[str, Row] = {
     "client|no-evict": _PROXY,
     "client|reply": _PROXY,
     "cluster|keyslot": _PROXY,
+    # The proxy's own slow log (proxy/front/slowlog.py).
+    "slowlog|get": _PROXY,
+    "slowlog|len": _PROXY,
+    "slowlog|reset": _PROXY,
+    "config|get": _PROXY,  # the proxy's own directives (proxy/front/own_config.py)
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,
     "command|getkeysandflags": _KEYLESS,

@@ -125,6 +125,12 @@ NOTES: dict[str, str] = {
             "for the whole scan is returned at least once.",
     "wait": "Counts the replicas that have the client's last write: see [WAIT](#wait).",
     "select": "Only database 0, as a cluster node.",
+    "slowlog|get": "The proxy's own slow log: see [Slow log](#slow-log).",
+    "slowlog|len": "The proxy's own slow log: see [Slow log](#slow-log).",
+    "slowlog|reset": "The proxy's own slow log: see [Slow log](#slow-log).",
+    "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`) "
+                  "with the proxy's values; asked only for those, answered by the proxy, else "
+                  "by one master with those values replaced.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
                   "the stream key no longer exists`) and the node now redirects its keys, it "
@@ -177,7 +183,10 @@ NOTES: dict[str, str] = {
               "is not supported through the proxy`; the proxy follows ASK redirects itself).",
     "config|set": "Refused only with `requirepass`, `masterauth` or `masteruser` among its "
                   "parameters; with admin commands allowed, a new `requirepass` becomes the "
-                  "proxy's own backend password before the reply.",
+                  "proxy's own backend password before the reply. The proxy's own directives "
+                  "(`slowlog-log-slower-than`, `slowlog-max-len`) are checked and set in the "
+                  "proxy (Redis' errors) and not sent on; the other parameters of the same "
+                  "command go to the nodes after them (not atomic together).",
 }
 
 
@@ -381,6 +390,33 @@ shared ones):
 an `FCALL` sent meanwhile by another client may find the new library on one master and not
 yet on another. A `FUNCTION` change made by another client between the saved dump and a
 rollback is rolled back with it.
+
+"""
+
+
+SLOWLOG = """\
+## Slow log
+
+`SLOWLOG GET/LEN/RESET` are the proxy's own: requests as the proxy served them, timed from
+reading the request to its reply being ready (node round trips, redirects and retries
+included), with the directives a server has, `slowlog-log-slower-than` (µs; -1 off, 0 every
+request) and `slowlog-max-len`, set in the config file (`slowlog.log_slower_than_us`,
+`slowlog.max_len`, docs/CONFIG.md) or with `CONFIG SET`/`CONFIG GET` through the proxy. An
+entry has Redis' six fields and limits (32 arguments, 128 bytes each, AUTH and HELLO AUTH
+redacted); its client-name field is the client's name followed by ` node=<host:port>`, the
+master that served the request (client names have no spaces), or the name alone for a request
+the proxy answered itself or sent to several nodes. Blocking commands, `WAIT` and `EXEC` are
+not logged (Redis logs execution time, not waiting). Code: `proxy/front/slowlog.py`,
+`proxy/front/own_config.py`; tests: `tests/proxy/test_transparency_slowlog.py`.
+
+The nodes' own slow logs: `slotgate cluster call HOST:PORT SLOWLOG GET` runs it on every node
+(docs/ADMIN.md).
+
+**What differs from one server.** The times are end to end, not a node's execution time; the
+client-name field carries the node; a request sent to several nodes (a split `MGET`, a fan-out)
+has one entry. `LATENCY LATEST/HISTORY/HISTOGRAM/DOCTOR` and INFO `latencystats` are not yet
+the proxy's own (LATENCY's are refused, latencystats is empty); `LATENCY RESET` still goes to
+every node.
 
 """
 
@@ -626,6 +662,7 @@ def render() -> str:
     out.append(IN_MULTI)
     out.append(WAIT)
     out.append(FUNCTIONS)
+    out.append(SLOWLOG)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

@@ -21,8 +21,18 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from slotgate.protocol.commands import COMMANDS, CommandInfo
+from slotgate.protocol.resp import OK
 from slotgate.proxy import errors
-from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub, wait
+from slotgate.proxy.front import (
+    auth,
+    cluster_emu,
+    guard,
+    local,
+    own_config,
+    pinned,
+    pubsub,
+    wait,
+)
 from slotgate.proxy.routing import blockmulti, fanout, functions, gather
 from slotgate.proxy.routing.redirect import error_frame
 
@@ -150,6 +160,17 @@ def subscribe(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitabl
     return pubsub.command(s, argv, info.name)
 
 
+def guarded(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    """CONFIG SET: the proxy's own parameters here (own_config.py), the rest to guard.py."""
+    if info.name == "config|set":
+        err, rest = own_config.config_set(s, argv)
+        if err is not None or not rest:
+            s.reply(info.name, err or OK)
+            return
+        argv = rest
+    guard.route(s, argv, info)
+
+
 def unsupported(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
     s.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
 
@@ -182,7 +203,7 @@ _BY_NAME: dict[str, Route] = {
     "transaction": transaction,
     "blocking": blocking,
     "cluster": cluster_emu.route,
-    "guarded": guard.route,
+    "guarded": guarded,
     "gather": gather.route,
     "wait": wait.route,
     "functions": functions.route,

@@ -27,6 +27,7 @@ from slotgate.proxy.backend.connections import BackendPool
 from slotgate.proxy.front import auth, info
 from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.session import Session
+from slotgate.proxy.front.slowlog import SlowLog
 from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
@@ -59,6 +60,8 @@ class Proxy:
         self.listen_address = ""
         self.sessions: set[Session] = set()
         self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
+        self.slowlog: SlowLog = SlowLog(settings.slowlog_log_slower_than_us,
+                                        settings.slowlog_max_len)
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
         self.worker_index = worker_index
         self.worker_count = worker_count
@@ -88,6 +91,7 @@ class Proxy:
             if f.name not in RESTART_ONLY_FIELDS:
                 setattr(self.settings, f.name, getattr(new, f.name))
         self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
+        self.slowlog.configure(new.slowlog_log_slower_than_us, new.slowlog_max_len)
         router = getattr(self, "router", None)
         if router is not None:
             router._max_redirects = new.max_redirects
