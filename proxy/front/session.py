@@ -128,17 +128,9 @@ def _log_slow(slot: ReplySlot | SlotCall, took_s: float) -> None:
         return
     s = slot.session
     if isinstance(slot, SlotCall):
-        reader = hiredis.Reader()
-        reader.feed(slot.payload)
-        argv = reader.gets()
-        node = slot.node
+        s.slowlog.add(slot.payload, took_s, s.peer, s.name, slot.node)
     else:
-        argv = slot.argv
-        node = ""
-    name = (s.name or b"").decode("utf-8", "replace")
-    if node:
-        name = f"{name} node={node}" if name else f"node={node}"
-    s.slowlog.add(argv or [slot.name.encode()], took_s, s.peer, name)
+        s.slowlog.add(slot.argv or [slot.name.encode()], took_s, s.peer, s.name, "")
 
 
 class ReplySlot:

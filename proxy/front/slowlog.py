@@ -24,6 +24,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
+import hiredis
+
 from slotgate.protocol.resp import array, bulk, integer, string2ll
 
 MAX_ARGS = 32  # Redis' SLOWLOG_ENTRY_MAX_ARGC
@@ -65,12 +67,32 @@ def entry_args(argv: Sequence[bytes]) -> list[bytes]:
     return out
 
 
+# What ``add`` keeps of a request: id, unix seconds, seconds taken, the request (argv, or its
+# multibulk as sent to a node), client address, client name, node ("": none).
+Entry = tuple[int, float, float, "Sequence[bytes] | bytes", str, "bytes | None", str]
+
+
+def _encode(e: Entry) -> bytes:
+    entry_id, when_s, took_s, request, addr, client_name, node = e
+    if isinstance(request, bytes):
+        reader = hiredis.Reader()
+        reader.feed(request)
+        request = reader.gets()
+    name = (client_name or b"").decode("utf-8", "replace")
+    if node:
+        name = f"{name} node={node}" if name else f"node={node}"
+    return array([integer(entry_id), integer(int(when_s)), integer(int(took_s * 1_000_000)),
+                  array(bulk(a) for a in entry_args(request)), bulk(addr), bulk(name)])
+
+
 class SlowLog:
     """The entries (newest first) and the two directives. ``threshold_s`` is what the hot
-    path compares with: infinite when off."""
+    path compares with: infinite when off. An entry is kept as ``add`` got it and encoded
+    only when SLOWLOG GET asks: a saturated proxy, whose every request may be slow end to
+    end, pays one tuple per request, not an encoding."""
 
     def __init__(self, slower_than_us: int = 10000, max_len: int = 128) -> None:
-        self.entries: deque[bytes] = deque()  # each entry's six fields, encoded (RESP2 = RESP3)
+        self.entries: deque[Entry] = deque(maxlen=max_len)
         self.next_id = 0
         self.slower_than_us = slower_than_us
         self.max_len = max_len
@@ -79,21 +101,17 @@ class SlowLog:
 
     def configure(self, slower_than_us: int, max_len: int) -> None:
         self.slower_than_us = slower_than_us
-        self.max_len = max_len
         self.threshold_s = math.inf if slower_than_us < 0 else slower_than_us / 1_000_000
-        while len(self.entries) > max_len:
-            self.entries.pop()
+        if max_len != self.entries.maxlen:
+            self.entries = deque(list(self.entries)[:max_len], maxlen=max_len)
+        self.max_len = max_len
 
-    def add(self, argv: Sequence[bytes], took_s: float, addr: str, name: str) -> None:
-        if self.max_len == 0:
-            return
-        fields = [integer(self.next_id), integer(int(time.time())),
-                  integer(int(took_s * 1_000_000)), array(bulk(a) for a in entry_args(argv)),
-                  bulk(addr.encode()), bulk(name.encode())]
+    def add(self, request: Sequence[bytes] | bytes, took_s: float, addr: str,
+            client_name: bytes | None, node: str) -> None:
+        """One slow request (``request``: its argv, or its multibulk as sent)."""
+        self.entries.appendleft((self.next_id, time.time(), took_s, request, addr,
+                                 client_name, node))
         self.next_id += 1
-        self.entries.appendleft(array(fields))
-        if len(self.entries) > self.max_len:
-            self.entries.pop()
 
     # --- SLOWLOG GET / LEN / RESET ----------------------------------------------------------
     def get(self, argv: Sequence[bytes]) -> bytes | str:
@@ -104,7 +122,7 @@ class SlowLog:
             if parsed is None or parsed < -1:
                 return COUNT_ERROR
             count = len(self.entries) if parsed == -1 else parsed
-        return array(list(self.entries)[:count])
+        return array(_encode(e) for e in list(self.entries)[:count])
 
     def length(self) -> bytes:
         return integer(len(self.entries))
