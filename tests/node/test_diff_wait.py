@@ -15,19 +15,11 @@ from tests.support import (
     ManagedProcess,
     RawClient,
     redis_server,
+    replica_in_sync,
     running,
     slotgate_node,
     wait_until,
 )
-
-
-def _synced(master: int, replica: int) -> bool:
-    with RawClient(master) as m, RawClient(replica) as r:
-        mi, ri = m.call("INFO", "replication"), r.call("INFO", "replication")
-    if b"master_link_status:up" not in ri:
-        return False
-    offset = mi.split(b"master_repl_offset:")[1].split(b"\r\n")[0]
-    return b"offset=%s," % offset in mi
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +36,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[
         }
         with running(*replicas.values()):
             for name, m in masters.items():
-                wait_until(lambda m=m, r=replicas[name]: _synced(m.port, r.port), 30,
+                wait_until(lambda m=m, r=replicas[name]: replica_in_sync(m.port, r.port), 30,
                            f"{name} replica in sync", ignore=(OSError,))
             yield {name: (m.port, replicas[name].pid) for name, m in masters.items()}
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hiredis
 import pytest
 
 from tests.conftest import ClusterBackend
-from tests.support import ManagedProcess, RawClient, redis_server, running, slotgate_proxy
+from tests.support import ManagedProcess, RawClient, proxy_and_redis
 
 PROTOCOLS = [2, 3]
 
@@ -22,11 +21,8 @@ PROTOCOLS = [2, 3]
 @pytest.fixture(scope="module")
 def pair(cluster_backend: ClusterBackend, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[dict[str, ManagedProcess]]:
-    work: Path = tmp_path_factory.mktemp("slowlog")
-    real = redis_server(work)
-    proxy = slotgate_proxy(work, cluster_backend.ports[:2])
-    with running(real, proxy):
-        yield {"proxy": proxy, "real": real}
+    with proxy_and_redis(tmp_path_factory.mktemp("slowlog"), cluster_backend.ports[:2]) as procs:
+        yield procs
 
 
 def _parse(raw: bytes) -> Any:

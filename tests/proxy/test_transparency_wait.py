@@ -18,20 +18,12 @@ from tests.support import (
     RawClient,
     nodes_lines,
     redis_server,
+    replica_in_sync,
     running,
     wait_until,
 )
 
 PROTOCOLS = [2, 3]
-
-
-def _synced(master: int, replica: int) -> bool:
-    with RawClient(master) as m, RawClient(replica) as r:
-        mi, ri = m.call("INFO", "replication"), r.call("INFO", "replication")
-    if b"master_link_status:up" not in ri:
-        return False
-    offset = mi.split(b"master_repl_offset:")[1].split(b"\r\n")[0]
-    return b"offset=%s," % offset in mi
 
 
 @pytest.fixture(scope="module")
@@ -42,21 +34,15 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     with running(master):
         replica = redis_server(work, extra=["--replicaof", "127.0.0.1", str(master.port)])
         with running(replica):
-            wait_until(lambda: _synced(master.port, replica.port), 30, "replica in sync",
+            wait_until(lambda: replica_in_sync(master.port, replica.port), 30, "replica in sync",
                        ignore=(OSError,))
             yield master.port
 
 
-def _client(port: int, proto: int) -> RawClient:
-    c = RawClient(port)
-    if proto == 3:
-        c.call("HELLO", "3")
-    return c
-
-
 def _script(port: int, proto: int) -> list[bytes]:
-    with _client(port, proto) as c:
-        return [
+    with RawClient(port) as c:
+        hello = [c.call("HELLO", "3")[:1]] if proto == 3 else []
+        return hello + [
             c.call("WAIT", "1", "0"),  # nothing written yet: the replica counts at once
             c.call("SET", "wait:{a}", "1"),
             c.call("WAIT", "1", "0"),  # until the replica has the write
@@ -74,7 +60,7 @@ def test_wait_answers_as_one_server_with_a_replica(slotgate: ManagedProcess, sta
                                                    proto: int) -> None:
     got = {"proxy": _script(slotgate.port, proto), "real": _script(standalone, proto)}
     assert got["proxy"] == got["real"]
-    assert got["real"][:4] == [b":1\r\n", b"+OK\r\n", b":1\r\n", b":1\r\n"]
+    assert got["real"][proto - 2:][:4] == [b":1\r\n", b"+OK\r\n", b":1\r\n", b":1\r\n"]
 
 
 def _replica_pid(backend: ClusterBackend, key: bytes) -> int:
