@@ -24,6 +24,10 @@ Routes:
                 copied next to one of them and the real command runs there
                 (``proxy/routing/crossslot.py``).
 ``blocking``    may block (flag ``blocking``): single-slot, on a connection of its own.
+``wait``        WAIT: on the client's own connection to the master of its last write
+                (``proxy/front/wait.py``).
+``functions``   FUNCTION LOAD/DELETE/FLUSH/RESTORE on every master, all or nothing; LIST/DUMP
+                from one master once all agree; STATS combined (``proxy/routing/functions.py``).
 ``cluster``     CLUSTER SLOTS/SHARDS/NODES/INFO/MYID/COUNTKEYSINSLOT/GETKEYSINSLOT, ASKING:
                 the proxies as a cluster with cluster emulation on, else as a keyless or an
                 unsupported row (``proxy/front/cluster_emu.py``).
@@ -63,7 +67,7 @@ from typing import NamedTuple
 
 ROUTES = frozenset({
     "single", "keyless", "split", "all_masters", "all_nodes", "proxy", "pubsub", "transaction",
-    "blocking", "gather", "unsupported", "cluster", "guarded",
+    "blocking", "gather", "unsupported", "cluster", "guarded", "wait", "functions",
 })
 MERGES = frozenset({
     "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
@@ -147,6 +151,11 @@ OVERRIDES: dict[str, Row] = {
     "client|pause": _PROXY,
     "client|unpause": _PROXY,
     "cluster|keyslot": _PROXY,
+    # The proxy's own slow log (proxy/front/slowlog.py).
+    "slowlog|get": _PROXY,
+    "slowlog|len": _PROXY,
+    "slowlog|reset": _PROXY,
+    "config|get": _PROXY,  # the proxy's own directives (proxy/front/own_config.py)
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,
     "command|getkeysandflags": _KEYLESS,
@@ -161,6 +170,8 @@ OVERRIDES: dict[str, Row] = {
     "script|load": Row("all_masters", "all_ok"),
     "script|exists": Row("all_masters", "and"),
     "script|flush": Row("all_masters", "all_ok"),
+    **dict.fromkeys(("function|load", "function|delete", "function|flush", "function|restore",
+                     "function|list", "function|dump", "function|stats"), Row("functions")),
     "info": Row("all_masters", "info"),
     "randomkey": Row("all_masters", "any"),
     # Cluster introspection: the proxies as a cluster with cluster emulation on, else any
@@ -202,6 +213,7 @@ OVERRIDES: dict[str, Row] = {
     "replconf": _REPLICATION_LINK,
     "monitor": _PROXY,
     "swapdb": _unsupported("a cluster has database 0 only"),
+    "wait": Row("wait"),
 }
 
 # Commands that may keep a node busy for long (first word of the request, lower case; every

@@ -374,6 +374,25 @@ def node_and_redis(workdir: Path, extra: Sequence[str] = (), *,
         yield procs
 
 
+@contextmanager
+def proxy_and_redis(workdir: Path, seeds: Sequence[int]) -> Iterator[dict[str, ManagedProcess]]:
+    """A proxy in front of ``seeds`` and a standalone redis-server, both this caller's own
+    (for transparency tests), as ``{"proxy": ..., "real": ...}``; stopped by PID after."""
+    procs = {"proxy": slotgate_proxy(workdir, seeds), "real": redis_server(workdir)}
+    with running(*procs.values()):
+        yield procs
+
+
+def replica_in_sync(master_port: int, replica_port: int) -> bool:
+    """The replica's link is up and the master lists it at the master's own offset."""
+    with RawClient(master_port) as m, RawClient(replica_port) as r:
+        mi, ri = m.call("INFO", "replication"), r.call("INFO", "replication")
+    if b"master_link_status:up" not in ri:
+        return False
+    offset = mi.split(b"master_repl_offset:")[1].split(b"\r\n")[0]
+    return b"offset=%s," % offset in mi
+
+
 def _answers_ping(port: int) -> bool:
     with RawClient(port) as c:
         return bool(c.call("PING"))

@@ -47,6 +47,10 @@ ROUTE_TEXT: dict[str, str] = {
               "copies next to one key (see [Multi-key commands across slots]"
               "(#multi-key-commands-across-slots))",
     "unsupported": "refused: `-ERR slotgate: '<name>' is not supported through the proxy`",
+    "wait": "waits for the client's earlier requests, then runs on the client's own "
+            "connection to the master of its last write (see [WAIT](#wait))",
+    "functions": "after the client's earlier requests, on every master over the client's "
+                 "own connections (see [Functions](#functions))",
     "cluster": "with `cluster_emulation.enabled`, answered as a cluster of the proxies that own "
                "all 16384 slots (docs/CONFIG.md, Cluster emulation)",
     "guarded": "may change the credentials the proxy logs in with: refused with `-NOPERM "
@@ -56,7 +60,7 @@ ROUTE_TEXT: dict[str, str] = {
 }
 
 ROUTE_ORDER = ("single", "split", "gather", "keyless", "all_masters", "all_nodes", "blocking",
-               "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
+               "wait", "functions", "transaction", "pubsub", "proxy", "cluster", "guarded", "unsupported")
 
 MERGE_TEXT: dict[str, str] = {
     "mget": "values put back in the order of the client's keys",
@@ -100,9 +104,12 @@ NOTES: dict[str, str] = {
     "fcall_ro": _KEYLESS_SCRIPT.format(""),
     "script|load": "Replicas do not get it: a replica promoted later answers `-NOSCRIPT` "
                    "for it until it is loaded again.",
-    "function|load": "Replicas get the library from their master. No rollback: a master that "
-                     "refuses (`-ERR Library 'x' already exists` where only some masters have "
-                     "it) leaves the others with what they loaded, and the error is the reply.",
+    "function|load": "All or nothing: a master that refuses (`-ERR Library 'x' already "
+                     "exists` where only some masters have it) has the others put back as "
+                     "they were, and its error is the reply.",
+    "function|list": "From one master, once every master's libraries are the same.",
+    "function|dump": "From one master, once every master's libraries are the same.",
+    "function|stats": "The reply of the master running a function, else the first master's.",
     "spublish": "Routed by the slot of its shard channel.",
     "publish": "Always to the pub/sub home node (master of slot 0), where the proxy's "
                "subscribers are, so the count is that of one server.",
@@ -139,8 +146,14 @@ NOTES: dict[str, str] = {
                  "[Pub/sub across the cluster](#pubsub-across-the-cluster)).",
     "scan": "The cursor packs the master's index and that master's own cursor; a key present "
             "for the whole scan is returned at least once.",
-    "wait": "Measures nothing useful: the masters' connections are shared by all clients.",
+    "wait": "Counts the replicas that have the client's last write: see [WAIT](#wait).",
     "select": "Only database 0, as a cluster node.",
+    "slowlog|get": "The proxy's own slow log: see [Slow log](#slow-log).",
+    "slowlog|len": "The proxy's own slow log: see [Slow log](#slow-log).",
+    "slowlog|reset": "The proxy's own slow log: see [Slow log](#slow-log).",
+    "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`) "
+                  "with the proxy's values; asked only for those, answered by the proxy, else "
+                  "by one master with those values replaced.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
                   "the stream key no longer exists`) and the node now redirects its keys, it "
@@ -193,7 +206,10 @@ NOTES: dict[str, str] = {
               "is not supported through the proxy`; the proxy follows ASK redirects itself).",
     "config|set": "Refused only with `requirepass`, `masterauth` or `masteruser` among its "
                   "parameters; with admin commands allowed, a new `requirepass` becomes the "
-                  "proxy's own backend password before the reply.",
+                  "proxy's own backend password before the reply. The proxy's own directives "
+                  "(`slowlog-log-slower-than`, `slowlog-max-len`) are checked and set in the "
+                  "proxy (Redis' errors) and not sent on; the other parameters of the same "
+                  "command go to the nodes after them (not atomic together).",
 }
 
 
@@ -425,7 +441,7 @@ connections, with redis-server 7.0.15's line format, argument rules and errors (
 | Stats | the proxy's: `total_connections_received`, `total_commands_processed` (rejected requests not counted, as in Redis), `instantaneous_ops_per_sec` (between two INFO calls at least 100 ms apart), `rejected_connections`, `total_error_replies`; every other integer summed over the masters (`keyspace_hits`/`misses`, expired and evicted keys, pub/sub channels, net bytes ...) |
 | Replication, Modules | the first master's |
 | CPU | the proxy process' own (getrusage) |
-| Commandstats | counted by the proxy: `calls`, `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command; `usec` is 0 |
+| Commandstats | counted by the proxy: `calls`, `usec` and `usec_per_call` (the time from reading the request to its reply being ready, end to end through the nodes), `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command |
 | Errorstats | the error replies the proxy sent, by their first word |
 | Latencystats | empty |
 | Cluster | `cluster_enabled:0` |
@@ -440,13 +456,96 @@ Remaining differences, and why:
 - `CLIENT REPLY OFF`/`SKIP` drop the replies to requests; a subscriber's confirmations and
   messages still arrive, as Redis 7.0 sends pushes; `CLIENT` subcommands about the client
   itself are refused inside MULTI (below).
-- Commandstats have no `usec` (the proxy keeps one latency histogram for all commands, on
-  /metrics); a command refused by the proxy's own routing (CROSSSLOT, a refused row) counts
-  as a failed call, where a server would have run it.
+- Commandstats' `usec` is the proxy's end-to-end time (node round trips included), not a
+  node's execution time; a command refused by the proxy's own routing (CROSSSLOT, a refused
+  row) counts as a failed call, where a server would have run it.
 - With workers (`workers: N`), every value of the proxy's own is that of the worker the
   connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
   (docs/PROXY.md "Workers"); combined values are on /metrics.
 """
+
+WAIT = """\
+## WAIT
+
+A master's `WAIT` counts the replicas that acknowledged the replication offset where the
+asking connection's previous command ended (Redis' `c->woff`); the proxy's shared node
+connections carry every client's commands, so the proxy remembers the slot of each client's
+last write and, once the client's earlier requests have their replies, sends on the client's
+own connection to that slot's master `FUNCTION RESTORE <an empty payload> APPEND` (replicated,
+changes nothing: that connection's offset is now the master's, past the client's write) and
+then the client's `WAIT`: the count is the replicas that have the client's write. A client
+with no write yet gets `WAIT` as the first command of its own connection to the master of its
+keyless commands: answered at once with that master's replicas (or after the timeout, with
+fewer than asked), as a server with nothing pending for the client answers. While it waits
+the client counts in `blocked_clients` and `CLIENT UNBLOCK` ends it, as in Redis. Code:
+`proxy/front/wait.py`; tests: `tests/proxy/test_transparency_wait.py`.
+
+**What differs from one server.** A write that reached several masters (`MSET`/`DEL` across
+slots, a command sent to every master such as `FLUSHALL`, a multi-key command across slots)
+is waited for on one of them only (the first part's, or the destination's); the replicas
+counted are that master's. The backend user needs `FUNCTION RESTORE` (the default user has
+it); if it is refused, the `WAIT` counts from the connection's earlier offset.
+
+"""
+
+
+FUNCTIONS = """\
+## Functions
+
+Every master holds the same function libraries, so that `FCALL` finds its function on
+whichever master its keys live. Code: `proxy/routing/functions.py`; tests:
+`tests/proxy/test_functions_through_proxy.py`. Each step runs after the client's earlier
+requests, on the client's own connections to the masters (not behind a long script on the
+shared ones):
+
+- `FUNCTION LOAD`, `DELETE`, `FLUSH`, `RESTORE`: all or nothing. Every master's
+  `FUNCTION DUMP` is saved, then the command goes to every master at once; if one refuses (or
+  cannot be reached), every master that took it gets its saved dump back
+  (`FUNCTION RESTORE <dump> FLUSH`, which its replicas follow) and the refusal is the reply.
+- `FUNCTION LIST`, `DUMP`: every master's `FUNCTION LIST WITHCODE` is compared (as sets: a
+  server lists its libraries in no fixed order); when they agree, the command goes to one
+  master (the one of the client's keyless commands); when they differ, the reply is
+  `-ERR slotgate: the masters' function libraries differ (<masters> | <masters>); 'slotgate
+  cluster fix' gives every master the most common set`. `slotgate cluster fix` does that: it
+  copies the libraries of the largest group of agreeing masters to the others
+  (`FUNCTION RESTORE <dump> FLUSH`).
+- `FUNCTION STATS`: the reply of the master running a function (`running_script`), else the
+  first master's (the engines' library and function counts are the same on every master).
+
+**What differs from one server.** The masters change one after another, not at one instant:
+an `FCALL` sent meanwhile by another client may find the new library on one master and not
+yet on another. A `FUNCTION` change made by another client between the saved dump and a
+rollback is rolled back with it.
+
+"""
+
+
+SLOWLOG = """\
+## Slow log
+
+`SLOWLOG GET/LEN/RESET` are the proxy's own: requests as the proxy served them, timed from
+reading the request to its reply being ready (node round trips, redirects and retries
+included), with the directives a server has, `slowlog-log-slower-than` (µs; -1 off, 0 every
+request) and `slowlog-max-len`, set in the config file (`slowlog.log_slower_than_us`,
+`slowlog.max_len`, docs/CONFIG.md) or with `CONFIG SET`/`CONFIG GET` through the proxy. An
+entry has Redis' six fields and limits (32 arguments, 128 bytes each, AUTH and HELLO AUTH
+redacted); its client-name field is the client's name followed by ` node=<host:port>`, the
+master that served the request (client names have no spaces), or the name alone for a request
+the proxy answered itself or sent to several nodes. Blocking commands, `WAIT` and `EXEC` are
+not logged (Redis logs execution time, not waiting). Code: `proxy/front/slowlog.py`,
+`proxy/front/own_config.py`; tests: `tests/proxy/test_transparency_slowlog.py`.
+
+The nodes' own slow logs: `slotgate cluster call HOST:PORT SLOWLOG GET` runs it on every node
+(docs/ADMIN.md).
+
+**What differs from one server.** The times are end to end, not a node's execution time; the
+client-name field carries the node; a request sent to several nodes (a split `MGET`, a fan-out)
+has one entry. `LATENCY LATEST/HISTORY/HISTOGRAM/DOCTOR` and INFO `latencystats` are not yet
+the proxy's own (LATENCY's are refused, latencystats is empty); `LATENCY RESET` still goes to
+every node.
+
+"""
+
 
 IN_MULTI = """\
 ## Inside MULTI
@@ -797,6 +896,9 @@ def render() -> str:
     out.append(IN_MULTI)
     out.append(PUBSUB)
     out.append(TRACKING)
+    out.append(WAIT)
+    out.append(FUNCTIONS)
+    out.append(SLOWLOG)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

@@ -87,7 +87,7 @@ class Client:
                  "killed", "last_cmd", "propagate_as", "out", "writer", "wake", "fd",
                  "query_buffered", "cancel_scope", "running", "flush_scheduled", "unblock_event",
                  "obuf_soft_since_s", "exec_multi_propagated", "pubsub", "is_replica",
-                 "is_master", "repl_listening_port", "repl_ip", "repl_capa_eof", "slow")
+                 "is_master", "repl_listening_port", "repl_ip", "repl_capa_eof", "slow", "woff")
 
     def __init__(self, server: Server, cid: int, addr: str, laddr: str) -> None:
         self.server = server
@@ -133,6 +133,9 @@ class Client:
         self.last_cmd = "NULL"
         # set by a handler to replicate something other than its argv (list of argvs)
         self.propagate_as: list[list[bytes]] | None = None
+        # Redis' c->woff: the replication offset when this client's last command ended (WAIT
+        # waits for replicas to reach it; node/core/dispatch.py's call() sets it).
+        self.woff = 0
         self.out: list[bytes] = []
         self.writer = Writer(self.out)  # writes ``out`` to the socket (set up by the server)
         # Set by the server: called when the client must wake (unblocked, killed).

@@ -300,12 +300,18 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     reply = call_unobserved(c, cmd, argv)
     if c.tracking is not None:
         srv.tracker.remember(c, cmd, argv)
-    if ks.propagate_hooks and ks.dirty != dirty_before and (cmd.write or c.propagate_as):
-        if c.in_exec and not c.exec_multi_propagated:
-            c.exec_multi_propagated = True
-            ks.propagate(db_index, [b"MULTI"])
-        for p_argv in c.propagate_as or (argv,):
-            ks.propagate(db_index, p_argv)
+    if ks.propagate_hooks:
+        if ks.dirty != dirty_before and (cmd.write or c.propagate_as):
+            if c.in_exec and not c.exec_multi_propagated:
+                c.exec_multi_propagated = True
+                ks.propagate(db_index, [b"MULTI"])
+            for p_argv in c.propagate_as or (argv,):
+                ks.propagate(db_index, p_argv)
+        # Redis' processCommand: after every command, c->woff = master_repl_offset (WAIT
+        # waits for replicas to reach it). Without propagation hooks the offset stands still.
+        repl = srv.replication
+        if repl is not None:
+            c.woff = repl.backlog.master_repl_offset
     c.propagate_as = None
     return reply
 

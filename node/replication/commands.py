@@ -143,7 +143,9 @@ def wait_cmd(c: Client, argv: list[bytes]) -> bytes:
         raise CommandError(ERR_TIMEOUT_NOT_INT) from None
     if timeout_ms < 0:
         raise CommandError("ERR timeout is negative")
-    target = repl.backlog.master_repl_offset
+    # The offset at the end of this client's previous command, as Redis: a first command
+    # (or a client whose offset every replica has acknowledged) is answered at once.
+    target = c.woff
     n = repl.acked(target)
     if n >= want or c.in_exec:
         return integer(n)

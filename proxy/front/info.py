@@ -174,20 +174,24 @@ def _commandstats(s: Session) -> Fields:
     """Per command: calls that ran (ok or failed) and calls rejected before running; unknown
     commands have no line, as in Redis."""
     counts: dict[tuple[str, str], int] = getattr(s.metrics, "command_counts", {})
+    seconds: dict[tuple[str, str], float] = getattr(s.metrics, "command_seconds", {})
     rejected = s.proxy.stats.rejected
-    calls: dict[str, list[int]] = {}
+    calls: dict[str, list[float]] = {}
     for (name, result), n in counts.items():
         if n and name != "other":
-            entry = calls.setdefault(name, [0, 0])
+            entry = calls.setdefault(name, [0, 0, 0.0])
             entry[0] += n
+            entry[2] += seconds.get((name, result), 0.0)
             if result != "ok":
                 entry[1] += n
     out = []
-    for name, (n, errors_n) in calls.items():
+    for name, (total, errors_n, took_s) in calls.items():
         refused = rejected.get(name, 0)
+        ran = int(total) - refused
+        usec = int(took_s * 1_000_000)
         out.append((b"cmdstat_" + name.encode(),
-                    b"calls=%d,usec=0,usec_per_call=0.00,rejected_calls=%d,failed_calls=%d"
-                    % (n - refused, refused, errors_n - refused)))
+                    b"calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d"
+                    % (ran, usec, usec / ran if ran else 0.0, refused, int(errors_n) - refused)))
     return out
 
 

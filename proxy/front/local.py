@@ -13,7 +13,7 @@ from slotgate.protocol import commands
 from slotgate.protocol.resp import OK, array, bulk, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front import clients, monitor, pause, pinned, pubsub, tracking
+from slotgate.proxy.front import clients, monitor, own_config, pause, pinned, pubsub, tracking
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -86,6 +86,24 @@ def client_setinfo(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
+def slowlog_get(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) > 3:
+        sub = argv[1].decode("utf-8", "replace")
+        return error_frame(f"ERR unknown subcommand or wrong number of arguments for '{sub}'. "
+                           "Try SLOWLOG HELP.")
+    reply = s.proxy.slowlog.get(argv)
+    return error_frame(reply) if isinstance(reply, str) else reply
+
+
+def slowlog_len(s: Session, argv: list[bytes]) -> bytes:
+    return s.proxy.slowlog.length()
+
+
+def slowlog_reset(s: Session, argv: list[bytes]) -> bytes:
+    s.proxy.slowlog.reset()
+    return OK
+
+
 def cluster_keyslot(s: Session, argv: list[bytes]) -> bytes:
     return integer(key_slot(argv[2]))
 
@@ -139,6 +157,10 @@ HANDLERS: dict[str, Handler] = {
     **pause.HANDLERS,
     **monitor.HANDLERS,
     "cluster|keyslot": cluster_keyslot,
+    "config|get": own_config.config_get,
+    "slowlog|get": slowlog_get,
+    "slowlog|len": slowlog_len,
+    "slowlog|reset": slowlog_reset,
 }
 
 # Commands Redis 7.0 does not know but clients send (matched on "name|sub" lower case).

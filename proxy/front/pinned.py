@@ -224,6 +224,7 @@ async def _exec(s: RouteSession, queued: list[list[bytes]],
         return
     if slot < 0:
         slot = s.any_slot
+    s.last_write_slot = slot  # WAIT waits there (wait.py)
     reply_slot(await _on_owner(s, slot, payload, n_replies, False, partial(_direct, s)))
 
 
@@ -369,12 +370,14 @@ async def _blocking_conn(s: RouteSession, node: str) -> DirectConnection:
 
 
 async def _blocking(s: RouteSession, argv: list[bytes], info: CommandInfo, slot: int,
-                    reply_slot: Callable[[bytes], None]) -> None:
+                    reply_slot: Callable[[bytes], None], prefix: bytes) -> None:
     await s.wait_idle()
     readonly = "readonly" in info.flags
+    payload = prefix + encode_command(*argv)
+    n_replies = 2 if prefix else 1
     try:
         for _ in range(s.settings.max_redirects + 1):
-            call = AwaitedCall(s.router, encode_command(*argv), slot, readonly, s.proto, s.id, 1)
+            call = AwaitedCall(s.router, payload, slot, readonly, s.proto, s.id, n_replies)
             reply = await call.run(partial(_blocking_conn, s))
             if not (stream_gone.key_left_in_migration(argv, reply) and await
                     stream_gone.slot_migrating(partial(_direct, s, call.node), argv)):
@@ -385,6 +388,7 @@ async def _blocking(s: RouteSession, argv: list[bytes], info: CommandInfo, slot:
 
 
 def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo,
-             slot: int) -> Awaitable[None]:
-    """BLPOP & co.: on the session's own connection to the slot's master, no timeout."""
-    return _blocking(s, argv, info, slot, s.new_slot(info.name))
+             slot: int, prefix: bytes = b"") -> Awaitable[None]:
+    """BLPOP & co.: on the session's own connection to the slot's master, no timeout.
+    ``prefix``: one command sent first on that connection, its reply dropped (WAIT's)."""
+    return _blocking(s, argv, info, slot, s.new_slot(info.name), prefix)

@@ -5,6 +5,8 @@
         split / all_*    ─▶ fanout.py          proxy       ─▶ local.py (or one master)
         gather           ─▶ gather.py (keys in several slots: run on copies next to one key)
         transaction      ─▶ pinned.py          blocking    ─▶ pinned.py
+        wait             ─▶ wait.py (on the client's own connection to its last write's master)
+        functions        ─▶ functions.py (FUNCTION on every master, all or nothing)
         pubsub           ─▶ pubsub.py          unsupported ─▶ the proxy's error
 
 ``ROUTES`` is built once, at import, from the route names the command table's rows use: a row
@@ -19,9 +21,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from slotgate.protocol.commands import COMMANDS, CommandInfo
+from slotgate.protocol.resp import OK
 from slotgate.proxy import errors
-from slotgate.proxy.front import auth, cluster_emu, guard, local, pinned, pubsub
-from slotgate.proxy.routing import blockmove, blockmulti, fanout, gather, xreadmulti
+from slotgate.proxy.front import auth, cluster_emu, guard, local, own_config, pinned, pubsub, wait
+from slotgate.proxy.routing import blockmove, blockmulti, fanout, functions, gather, xreadmulti
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -55,6 +58,8 @@ class RouteSession(Protocol):
     @property
     def any_slot(self) -> int:
         """The slot whose master answers this client's keyless commands."""
+    # The slot of the client's last write, -1 before any (WAIT waits there: wait.py).
+    last_write_slot: int
     @property
     def proxy(self) -> Proxy: ...
     @property
@@ -150,6 +155,17 @@ def subscribe(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitabl
     return pubsub.command(s, argv, info.name)
 
 
+def guarded(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+    """CONFIG SET: the proxy's own parameters here (own_config.py), the rest to guard.py."""
+    if info.name == "config|set":
+        err, rest = own_config.config_set(s, argv)
+        if err is not None or not rest:
+            s.reply(info.name, err or OK)
+            return
+        argv = rest
+    guard.route(s, argv, info)
+
+
 def unsupported(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
     s.reply(info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
 
@@ -172,6 +188,8 @@ def blocking(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable
         if pending is None:
             s.reply(info.name, CROSSSLOT)
         return pending
+    if "write" in info.flags:
+        s.last_write_slot = slot
     return pinned.blocking(s, argv, info, slot)
 
 
@@ -187,8 +205,10 @@ _BY_NAME: dict[str, Route] = {
     "transaction": transaction,
     "blocking": blocking,
     "cluster": cluster_emu.route,
-    "guarded": guard.route,
+    "guarded": guarded,
     "gather": gather.route,
+    "wait": wait.route,
+    "functions": functions.route,
 }
 
 

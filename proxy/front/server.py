@@ -30,6 +30,7 @@ from slotgate.proxy.front.clients import ServerStats
 from slotgate.proxy.front.monitor import Monitors
 from slotgate.proxy.front.pause import Pause
 from slotgate.proxy.front.session import Session
+from slotgate.proxy.front.slowlog import SlowLog
 from slotgate.proxy.front.tracking import Tracker
 from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops import tls as tls_config
@@ -77,6 +78,8 @@ class Proxy:
         self.tls_address = ""  # the TLS listener's (tls.port), "" without one
         self.sessions: set[Session] = set()
         self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
+        self.slowlog: SlowLog = SlowLog(settings.slowlog_log_slower_than_us,
+                                        settings.slowlog_max_len)
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
         self.tracker = Tracker(self)  # CLIENT TRACKING: the proxy's table and its feeds
         self.pause = Pause(self)  # CLIENT PAUSE: the proxy's clients held
@@ -116,6 +119,7 @@ class Proxy:
             if f.name not in RESTART_ONLY_FIELDS:
                 setattr(self.settings, f.name, getattr(new, f.name))
         self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
+        self.slowlog.configure(new.slowlog_log_slower_than_us, new.slowlog_max_len)
         router = getattr(self, "router", None)
         if router is not None:
             router._max_redirects = new.max_redirects

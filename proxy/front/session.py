@@ -53,6 +53,7 @@ from slotgate.eventcore import sockets
 from slotgate.eventcore.poller import EOF, HandlerError, receive_ready
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.commands import (
+    ALL_COMMANDS,
     COMMANDS,
     CommandInfo,
     KeyFn,
@@ -118,25 +119,41 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     name = s.last_cmd = slot.name  # CLIENT LIST's cmd= and idle=
     start_s = s.last_s = slot.start_s
     # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
+    took_s = time.perf_counter() - start_s
     if raw[:1] == b"-":
-        s.metrics.command(name, "error", time.perf_counter() - start_s)
+        s.metrics.command(name, "error", took_s)
         s.stats.error_reply(raw)
     else:
-        s.metrics.command(name, "ok", time.perf_counter() - start_s)
+        s.metrics.command(name, "ok", took_s)
+    if took_s >= s.slowlog.threshold_s:
+        _log_slow(slot, took_s)
     if s.slots[0] is slot:
         s.flush_ready()
+
+
+def _log_slow(slot: ReplySlot | SlotCall, took_s: float) -> None:
+    """The proxy's SLOWLOG entry of a request (slowlog.py); not for the time a blocking
+    command or WAIT spent waiting (Redis logs only execution), nor EXEC (skip_slowlog)."""
+    if slot.name in _NOT_SLOWLOGGED or not slot.name:
+        return
+    s = slot.session
+    if isinstance(slot, SlotCall):
+        s.slowlog.add(slot.payload, took_s, s.peer, s.name, slot.node)
+    else:
+        s.slowlog.add(slot.argv or [slot.name.encode()], took_s, s.peer, s.name, "")
 
 
 class ReplySlot:
     """A place in the client's reply order; calling it with the raw reply fills it."""
 
-    __slots__ = ("session", "data", "name", "start_s")
+    __slots__ = ("session", "data", "name", "start_s", "argv")
 
     def __init__(self, session: Session, name: str, start_s: float) -> None:
         self.session = session
         self.data: bytes | None = None
         self.name = name
         self.start_s = start_s
+        self.argv = session.argv  # the request being dispatched (for the slow log)
 
     __call__ = _fill
 
@@ -213,6 +230,8 @@ class Session:
         self.last_s = time.perf_counter()  # when the last request came (perf_counter)
         self.last_cmd = "NULL"  # the last request's command name
         self.stats = proxy.stats
+        self.slowlog = proxy.slowlog
+        self.argv: list[bytes] = []  # the request being dispatched (routes other than single)
         self.no_evict = False
         self.reply_mode = clients.REPLY_ON
         # replies CLIENT REPLY drops (made when the first one is dropped)
@@ -221,6 +240,7 @@ class Session:
         self.name: bytes | None = None
         # A slot whose owner answers this client's keyless commands (stable per client).
         self.any_slot = (client_id * 2654435761) % SLOT_COUNT
+        self.last_write_slot = -1  # the slot of the client's last write (WAIT), -1: none yet
         self.slots: deque[ReplySlot | SlotCall] = deque()
         self.unfilled = 0
         self._out = self._writer.out  # replies ready, in order
@@ -562,6 +582,7 @@ class Session:
                 else:
                     self.send_single(argv, slot, readonly, row.name)
                 return None
+        self.argv = argv
         split = self._split.get(argv[0])
         if split is not None and self.tx.queued is None and self.sub.link is None:
             if arity_ok(split, len(argv)):
@@ -641,6 +662,8 @@ class Session:
         call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
         self.slots.append(call)
         self.unfilled += 1
+        if not readonly:
+            self.last_write_slot = slot
         owner = self.router.topology.owners[slot]
         if owner is None:
             self.router.send(call)  # unserved slot: the router's retry path (it counts it)
@@ -682,6 +705,9 @@ _SINGLE_WITH_DATABASES = {spelling: row for spelling, row in _SINGLE.items()
 # Commands split by slot (MGET, MSET, DEL …), by the same spellings: their row.
 _SPLIT: dict[bytes, CommandInfo] = {}
 _NO_FAST_ROUTE: dict[bytes, Any] = {}  # a checked session's fast routes: none
+# Requests the slow log leaves out: the time they spent waiting is not execution.
+_NOT_SLOWLOGGED = frozenset({"exec", "wait", *(
+    i.name for i in ALL_COMMANDS.values() if "blocking" in i.flags or "skip_slowlog" in i.flags)})
 for _name, _info in COMMANDS.items():
     if _info.route == "split" and not _info.subcommands:
         for _spelling in (_name, _name.upper()):

@@ -41,6 +41,7 @@ from slotgate.proxy.ops.reshard_plan import (
     traffic_loads,
     traffic_unbalanced,
 )
+from slotgate.proxy.routing.functions import groups, libraries
 
 Say = Callable[[str], None]
 
@@ -215,10 +216,31 @@ def fix(entry: Address, auth: Credentials, opts: MoveOptions, say: Say) -> int:
         opened = finish_open_slots(view, opts, say)
         view.load()
         covered = cover_uncovered_slots(view, opts, say)
-        say(f"[OK] {opened} open slots finished, {covered} uncovered slots assigned")
+        copied = sync_functions(view, say)
+        say(f"[OK] {opened} open slots finished, {covered} uncovered slots assigned, "
+            f"function libraries copied to {copied} masters")
         return 0
     finally:
         view.close()
+
+
+def sync_functions(view: ClusterView, say: Say) -> int:
+    """Give every master with slots the function libraries of the largest group of masters
+    that agree (what the proxy's FUNCTION LIST needs); returns how many masters changed."""
+    masters = {m.addr: m for m in view.masters()
+               if any(not t.startswith("[") for t in m.slots)}
+    found = groups({addr: libraries(view.client(m).check("FUNCTION", "LIST", "WITHCODE"))
+                    for addr, m in masters.items()})
+    if len(found) < 2:
+        return 0
+    source = masters[found[0][0]]
+    dump = view.client(source).check("FUNCTION", "DUMP")
+    assert isinstance(dump, bytes)
+    changed = [addr for group in found[1:] for addr in group]
+    for addr in changed:
+        say(f">>> Copying the function libraries of {source.addr} to {addr}")
+        view.client(masters[addr]).check("FUNCTION", "RESTORE", dump, "FLUSH")
+    return len(changed)
 
 
 def _wait(pred: Callable[[], bool], timeout_s: float, what: str) -> None:

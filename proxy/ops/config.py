@@ -360,6 +360,12 @@ SCHEMA: tuple[Key, ...] = (
         "Longest inline (telnet-style) command line, in bytes."),
     Key("clients.max_multibulk_len", integer(1, 2**31 - 1), ("max_multibulk_len",), True,
         "Most arguments in one command."),
+    Key("slowlog.log_slower_than_us", integer(-1), ("slowlog_log_slower_than_us",), True,
+        "Redis' slowlog-log-slower-than for the proxy's own SLOWLOG: requests whose end-to-end "
+        "time reaches this many microseconds are logged; -1: none, 0: every request. CONFIG "
+        "SET through the proxy changes it until the next reload."),
+    Key("slowlog.max_len", integer(0), ("slowlog_max_len",), True,
+        "Redis' slowlog-max-len: entries the proxy's SLOWLOG keeps (the oldest dropped)."),
     _ms_key("shutdown.grace", duration_s(zero_ok=True), "shutdown_grace_ms", True,
             "On SIGTERM/SIGINT: how long in-flight requests may finish before connections "
             "close."),

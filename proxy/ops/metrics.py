@@ -217,6 +217,9 @@ class PrometheusMetrics(ProxyMetrics):
         self.command_counts: dict[tuple[str, str], int] = {
             (n, r): 0 for n in (*names, OTHER) for r in COMMAND_RESULTS
         }
+        # The same keys -> seconds spent serving them (INFO commandstats' usec).
+        self.command_seconds: dict[tuple[str, str], float] = dict.fromkeys(self.command_counts,
+                                                                           0.0)
         self.command_latency = Histogram(COMMAND_BUCKETS_S)
         self._latency_counts = self.command_latency.counts
         self._latency_bounds = self.command_latency.bounds
@@ -232,11 +235,13 @@ class PrometheusMetrics(ProxyMetrics):
     # --- hot path ----------------------------------------------------------------------------
     def command(self, name: str, result: str, latency_s: float) -> None:
         self.commands_total += 1
+        key = (name, result)
         try:
-            self.command_counts[name, result] += 1
+            self.command_counts[key] += 1
         except KeyError:
             self._command_slow(name, result)
         else:
+            self.command_seconds[key] += latency_s
             if result != "ok":
                 self.counters["command_error", name] += 1
         # Histogram.observe, inlined: the bucket list and bounds are bound once in __init__.

@@ -51,6 +51,10 @@ class ProxySettings:
     # MOVED storms and dying connections trigger at most one refresh per this gap.
     topology_refresh_min_gap_ms: int = 100
 
+    # The proxy's own slow log (Redis' directives, proxy/front/slowlog.py).
+    slowlog_log_slower_than_us: int = 10000
+    slowlog_max_len: int = 128
+
     # Client limits.
     max_clients: int = 10000
     # Replies a client may have outstanding before the proxy stops reading its socket.

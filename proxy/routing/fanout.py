@@ -198,6 +198,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
             merge = _merge_mget_in_order
         slots = [part.slot for part in parts]
         payloads = [pack_command(tuple(part.argv)) for part in parts]
+    if not readonly:
+        s.last_write_slot = slots[0]  # WAIT waits on one master (proxy/front/wait.py)
     sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
                 (len(argv) - first) // step)
     s.metrics.fanout(len(slots))
@@ -271,6 +273,8 @@ def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
     if index == 1:
         s.send_single(argv, slots[0], readonly, info.name)
         return True
+    if not readonly:
+        s.last_write_slot = slots[0]  # WAIT waits on one master (proxy/front/wait.py)
     sp = _Split(s, s.new_slot(info.name), slots, None, None, readonly, merge, index, get_nil,
                 argv, first, step, part_name)
     metrics = s.metrics
@@ -306,6 +310,8 @@ def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo,
         return
     payload = pack_command(tuple(argv))
     readonly = "readonly" in info.flags
+    if "write" in info.flags:
+        s.last_write_slot = targets[0][0]  # WAIT waits on one master (proxy/front/wait.py)
     gather = Gather(len(targets), lambda replies: slot(merge(replies)))
     s.metrics.fanout(len(targets))
     for i, (target_slot, node) in enumerate(targets):

@@ -75,6 +75,8 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
     if p is None:
         s.send_single(argv, s.any_slot if slot is None else slot, readonly, info.name)
         return None
+    if not readonly:
+        s.last_write_slot = p.anchor_slot  # WAIT waits there (proxy/front/wait.py)
     return _run(s, p, readonly, info.name, s.new_slot(info.name))
 
 

@@ -261,22 +261,3 @@ def test_function_load_reaches_every_master_and_fcall_routes_by_key(
         r.delete(*keys)
     finally:
         assert r.function_delete(lib) is True
-
-
-def test_function_load_refused_by_one_master_is_not_rolled_back(
-        slotgate: ManagedProcess, cluster_backend: ClusterBackend, prefix: str) -> None:
-    """docs/COMMANDS.md's FUNCTION LOAD note: the first error is the reply, no rollback."""
-    lib = prefix.rstrip(":")
-    code = f"#!lua name={lib}\nredis.register_function('f_{lib}', function() return 1 end)"
-    masters = masters_of(cluster_backend)
-    assert masters[0].client().function_load(code) == lib.encode()
-    raw = RawClient(slotgate.port)
-    try:
-        assert raw.call("FUNCTION", "LOAD", code) == (
-            b"-ERR Library '%s' already exists\r\n" % lib.encode())
-        assert [len(m.client().function_list(library=lib)) for m in masters] == [1] * len(masters)
-        assert raw.call("FUNCTION", "DELETE", lib) == b"+OK\r\n"
-        assert raw.call("FUNCTION", "STATS") == (
-            b"-ERR slotgate: 'function|stats' is not supported through the proxy\r\n")
-    finally:
-        raw.close()

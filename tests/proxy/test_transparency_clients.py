@@ -221,6 +221,23 @@ def test_keyspace_hits_and_errorstats(pair: dict[str, ManagedProcess]) -> None:
     both(pair, script)
 
 
+def test_commandstats_time_the_calls(pair: dict[str, ManagedProcess]) -> None:
+    """``usec`` and ``usec_per_call`` as Redis writes them; the proxy counts the time it took
+    to serve each call end to end, so its ``usec`` grows with every call."""
+    def script(port: int) -> object:
+        with RawClient(port) as c:
+            c.call("SET", "{us}a", "1")
+            for _ in range(20):
+                c.call("GET", "{us}a")
+            c.call("DEL", "{us}a")
+            line = _info(c, "commandstats")["Commandstats"]["cmdstat_get"]
+        fields = dict(p.split("=") for p in line.split(","))
+        usec, calls = int(fields["usec"]), int(fields["calls"])
+        assert fields["usec_per_call"] == "%.2f" % (usec / calls)
+        return list(fields), usec > 0 or port == pair["real"].port
+    both(pair, script)
+
+
 # --- CLIENT ----------------------------------------------------------------------------------
 def _line_fields(line: str) -> list[str]:
     return [part.split("=", 1)[0] for part in line.split(" ")]
