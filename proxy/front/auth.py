@@ -69,6 +69,7 @@ def _log_in(s: Session, user: User, authenticated: bool) -> None:
     s.login.user = user
     s.login.authenticated = authenticated
     derive(s)
+    s.proxy.judge_policy(s)  # the user's read/write policy
 
 
 def _sessions_of(proxy: Proxy, user: User) -> list[Session]:

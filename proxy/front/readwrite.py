@@ -7,16 +7,20 @@
           ─▶ read-your-writes ─▶ a ticket for the write (offsets.py)
     anything else ─▶ Session.send_single, unchanged
 
-Only sessions started while a policy is on get ``ReadWrite.send_single`` in place of the
-session's own (an instance attribute: sessions without a policy pay nothing). Transactions,
-WATCH, blocking commands, scripts (EVAL_RO, FCALL_RO too) and multi-slot fan-out keep going to
-masters. A redirect or a lost connection sends the request the router's usual way (the
-master). A client is judged by the settings of the moment it connected.
+A session's ``Policy`` is the proxy-wide one (``reads.*``, ``writes.*``) with the TLS
+listener's fields over it for a TLS client, and its user's over those (``policies.*``).
+``judge`` works it out when the client connects, logs in (AUTH, HELLO AUTH, RESET) and on a
+reload. Only a session whose policy is on gets ``ReadWrite.send_single`` in place of the
+session's own (an instance attribute: sessions without a policy pay nothing); a policy turned
+off gives the session its own back. Transactions, WATCH, blocking commands, scripts (EVAL_RO,
+FCALL_RO too) and multi-slot fan-out keep going to masters. A redirect or a lost connection
+sends the request the router's usual way (the master).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -29,6 +33,7 @@ from slotgate.proxy.routing.router import ASKING
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.server import Proxy
+    from slotgate.proxy.ops.settings import ProxySettings
 
 READONLY = encode_command(b"READONLY")
 _MINUS = ord("-")
@@ -37,15 +42,41 @@ MASTER_ONLY = frozenset({"eval_ro", "evalsha_ro", "fcall_ro"})
 WRITES = frozenset(i.name for i in ALL_COMMANDS.values() if "write" in i.flags)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """Where one client's reads go and how durable its writes are."""
+
+    read_from: str = "master"
+    read_your_writes: bool = False
+    durable_writes: int = 0
+
+    @property
+    def on(self) -> bool:
+        return self.read_from != "master" or self.durable_writes > 0
+
+
+def policy_of(settings: ProxySettings, user: bytes, tls: bool) -> Policy:
+    """The proxy-wide fields, the TLS listener's over them, the user's over those."""
+    fields: dict[str, Any] = {
+        "read_from": settings.read_from, "read_your_writes": settings.read_your_writes,
+        "durable_writes": settings.durable_writes}
+    if tls:
+        fields.update(settings.policy_tls)
+    fields.update(settings.policy_users.get(user.decode("utf-8", "replace"), {}))
+    return Policy(**fields)
+
+
 class DurableCall(SlotCall):
     """A write whose reply is held until the WAIT after it (durable.py)."""
 
-    __slots__ = ("held", "batch")
+    __slots__ = ("held", "batch", "wanted")
 
-    def __init__(self, session: Session, payload: bytes, slot: int, name: str) -> None:
+    def __init__(self, session: Session, payload: bytes, slot: int, name: str,
+                 wanted: int) -> None:
         super().__init__(session, payload, slot, False, name)
         self.held: bytes | None = None
         self.batch: WaitBatch | None = None
+        self.wanted = wanted  # replicas this client's policy asks for
 
     def on_frame(self, type_byte: int, raw: bytes) -> None:
         if type_byte == _MINUS:
@@ -64,17 +95,22 @@ class DurableCall(SlotCall):
 class ReadWrite:
     """One session's policies; ``send_single`` replaces the session's."""
 
-    __slots__ = ("session", "proxy", "replica_reads", "ryw", "durable", "tickets", "blind_until")
+    __slots__ = ("session", "proxy", "policy", "replica_reads", "ryw", "durable", "tickets",
+                 "blind_until")
 
-    def __init__(self, session: Session, proxy: Proxy) -> None:
-        s = session.settings
+    def __init__(self, session: Session, proxy: Proxy, policy: Policy) -> None:
         self.session = session
         self.proxy = proxy
-        self.replica_reads = s.read_from != "master"
-        self.ryw = self.replica_reads and s.read_your_writes
-        self.durable = s.durable_writes > 0
         self.tickets: dict[str, int] = {}  # master -> ticket of this client's last write there
         self.blind_until = 0.0  # trio time: reads go to masters until then (ticketless write)
+        self.take(policy)
+
+    def take(self, policy: Policy) -> None:
+        """A new policy (login, reload); the client's tickets stay."""
+        self.policy = policy
+        self.replica_reads = policy.read_from != "master"
+        self.ryw = self.replica_reads and policy.read_your_writes
+        self.durable = policy.durable_writes > 0
 
     def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         s = self.session
@@ -118,7 +154,7 @@ class ReadWrite:
                 if needed is None:
                     return owner  # the write's offset is not known yet
                 need = needed
-        return self.proxy.replica_reads.node_for(owner, need)
+        return self.proxy.replica_reads.node_for(owner, need, self.policy.read_from)
 
     def _send_to_replica(self, argv: list[bytes], slot: int, name: str, node: str) -> None:
         s = self.session
@@ -133,7 +169,7 @@ class ReadWrite:
 
     def _send_durable(self, argv: list[bytes], slot: int, name: str, owner: str | None) -> None:
         s = self.session
-        call = DurableCall(s, pack_command(tuple(argv)), slot, name)
+        call = DurableCall(s, pack_command(tuple(argv)), slot, name, self.policy.durable_writes)
         s.slots.append(call)
         s.unfilled += 1
         if owner is None:
@@ -146,9 +182,19 @@ class ReadWrite:
         self.proxy.durable.hold(conn, call)
 
 
-def attach(session: Session, proxy: Proxy) -> None:
-    """Give ``session`` the policies' send path if any policy is on."""
-    s = session.settings
-    if s.read_from != "master" or s.durable_writes > 0:
-        session.send_single = ReadWrite(session, proxy).send_single  # type: ignore[method-assign]
-
+def judge(session: Session, proxy: Proxy) -> None:
+    """The session's policy for its listener and user as of now: its send path set to match."""
+    policy = policy_of(proxy.settings, session.login.user.name, session.tls)
+    rw = session.policies
+    if rw is not None and rw.policy == policy:
+        return
+    if not policy.on:
+        if rw is not None:
+            session.policies = None
+            session.__dict__.pop("send_single", None)  # the session's own again
+        return
+    if rw is None:
+        rw = session.policies = ReadWrite(session, proxy, policy)
+        session.send_single = rw.send_single  # type: ignore[method-assign]
+    else:
+        rw.take(policy)

@@ -109,10 +109,16 @@ class Proxy:
         for f in dataclasses.fields(new):
             if f.name not in RESTART_ONLY_FIELDS:
                 setattr(self.settings, f.name, getattr(new, f.name))
+        for session in list(self.sessions):
+            readwrite.judge(session, self)  # read/write policies apply to every client
         self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
         router = getattr(self, "router", None)
         if router is not None:
             router._max_redirects = new.max_redirects
+
+    def judge_policy(self, session: RouteSession) -> None:
+        """A session's login changed: its user's read/write policy (front/readwrite.py)."""
+        readwrite.judge(session, self)  # type: ignore[arg-type]
 
     def shutdown(self) -> None:
         """Stop accepting; sessions finish what they have in flight (grace period); run()
@@ -197,12 +203,12 @@ class Proxy:
             log.debug("TLS handshake failed: %r", exc)
             sockets.close(sock)
             return
-        await self._serve_socket(sock)
+        await self._serve_socket(sock, tls=True)
 
     async def _serve(self, tsock: trio.socket.SocketType) -> None:
         await self._serve_socket(sockets.take_over(tsock))  # the session's from here on
 
-    async def _serve_socket(self, sock: socket.socket) -> None:
+    async def _serve_socket(self, sock: socket.socket, tls: bool = False) -> None:
         self.stats.connections_received += 1
         if len(self.sessions) >= self.settings.max_clients:
             self.stats.rejected_connections += 1
@@ -218,7 +224,8 @@ class Proxy:
         except OSError:
             peer = "?"
         session = Session(self, sock, next(self._ids), peer)
-        readwrite.attach(session, self)
+        session.tls = tls
+        readwrite.judge(session, self)
         self.sessions.add(session)
         try:
             await session.run()
