@@ -19,16 +19,21 @@ sends the request the router's usual way (the master).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from slotgate.protocol.commands import ALL_COMMANDS
-from slotgate.protocol.resp import encode_command
-from slotgate.proxy.backend.connections import DISCARD
+from slotgate.protocol.resp import OK, encode_command
+from slotgate.proxy import errors
+from slotgate.proxy.backend.connections import DISCARD, BackendError, DirectConnection
 from slotgate.proxy.front.session import Session, SlotCall, pack_command
 from slotgate.proxy.routing.durable import WaitBatch
+from slotgate.proxy.routing.offsets import ROLE, master_offset
+from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import ASKING
 
 if TYPE_CHECKING:
@@ -37,6 +42,8 @@ if TYPE_CHECKING:
 
 READONLY = encode_command(b"READONLY")
 _MINUS = ord("-")
+_COLON = ord(":")
+_NO_EXEC = (b"*-1\r\n", b"_\r\n")  # EXEC's null: a WATCHed key changed, nothing ran
 # Read-only commands that stay on the master: scripts.
 MASTER_ONLY = frozenset({"eval_ro", "evalsha_ro", "fcall_ro"})
 WRITES = frozenset(i.name for i in ALL_COMMANDS.values() if "write" in i.flags)
@@ -95,8 +102,8 @@ class DurableCall(SlotCall):
 class ReadWrite:
     """One session's policies; ``send_single`` replaces the session's."""
 
-    __slots__ = ("session", "proxy", "policy", "replica_reads", "ryw", "durable", "tickets",
-                 "blind_until")
+    __slots__ = ("session", "proxy", "policy", "replica_reads", "ryw", "durable", "on_writes",
+                 "tickets", "blind_until")
 
     def __init__(self, session: Session, proxy: Proxy, policy: Policy) -> None:
         self.session = session
@@ -111,6 +118,7 @@ class ReadWrite:
         self.replica_reads = policy.read_from != "master"
         self.ryw = self.replica_reads and policy.read_your_writes
         self.durable = policy.durable_writes > 0
+        self.on_writes = self.durable or self.ryw  # multi-slot writes: split_write
 
     def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         s = self.session
@@ -130,18 +138,82 @@ class ReadWrite:
             else:
                 Session.send_single(s, argv, slot, readonly, name)
             if self.ryw:
-                if owner is None:
-                    # Sent when its master is known, so no ticket: every read goes to
-                    # masters until the write is surely done and any fit replica has it
-                    # (a fit replica lags at most max_replica_lag).
-                    st = s.settings
-                    self.blind_until = trio.current_time() + (
-                        st.retry_deadline_ms + st.max_replica_lag_ms
-                        + 3 * st.replica_check_interval_ms) / 1000
-                else:
-                    self.tickets[owner] = self.proxy.write_offsets.ticket(s.conn_to(owner))
+                self._ticket(owner)
             return
         Session.send_single(s, argv, slot, readonly, name)
+
+    def _ticket(self, owner: str | None) -> None:
+        """Read-your-writes: the write just queued to ``owner`` (None: not known yet)."""
+        s = self.session
+        if owner is None:
+            # Sent when its master is known, so no ticket: every read goes to masters until
+            # the write is surely done and any fit replica has it (a fit replica lags at most
+            # max_replica_lag).
+            st = s.settings
+            self.blind_until = trio.current_time() + (
+                st.retry_deadline_ms + st.max_replica_lag_ms
+                + 3 * st.replica_check_interval_ms) / 1000
+        else:
+            self.tickets[owner] = self.proxy.write_offsets.ticket(s.conn_to(owner))
+
+    def split_write(self, reply: Callable[[bytes], None], nodes: list[str],
+                    late_nodes: set[str]) -> Callable[[bytes], None]:
+        """A multi-slot write (MSET, DEL ... across slots) just sent to ``nodes``: what takes
+        its merged reply in place of ``reply``. Durable: one held WAIT per node (the batch's),
+        and one more after the merge for each node a redirected or retried part reached
+        (``late_nodes``, filled by then); the client gets the reply once every WAIT is in, or
+        the first WAIT's error. Read-your-writes: a ticket per node."""
+        if self.ryw:
+            for node in nodes:
+                self._ticket(node)
+        if not self.durable:
+            if self.ryw:
+                return partial(self._late_tickets, reply, late_nodes)
+            return reply
+        gate = _SplitGate(self, reply, late_nodes)
+        for node in nodes:
+            gate.hold(node)
+        return gate.merged
+
+    def _late_tickets(self, reply: Callable[[bytes], None], late_nodes: set[str],
+                      raw: bytes) -> None:
+        if late_nodes:
+            self._ticket(None)  # (a ticket's ROLE now would come after the reply)
+        reply(raw)
+
+    async def after_exec(self, conn: DirectConnection, raw: bytes) -> bytes:
+        """A transaction ran on ``conn`` (its EXEC answered ``raw``): its WAIT (durable) and
+        its ticket (read-your-writes: ROLE's offset), on the same connection, before the
+        client has the reply."""
+        if raw[:1] == b"-" or raw in _NO_EXEC:
+            return raw
+        s = self.session
+        wanted = self.policy.durable_writes
+        requests = [encode_command(b"WAIT", wanted, s.settings.durable_timeout_ms)] \
+            if self.durable else []
+        if self.ryw:
+            requests.append(ROLE)
+        try:
+            frames = await conn.roundtrip(b"".join(requests), len(requests))
+        except BackendError:
+            if self.ryw:
+                self._ticket(None)
+            if not self.durable:
+                return raw
+            self.proxy.metrics.durable_wait("lost")
+            return error_frame(errors.DURABILITY_UNKNOWN.format(node=conn.address))
+        if self.ryw:
+            offset = master_offset(frames[-1][1])
+            self.tickets[conn.address] = self.proxy.write_offsets.known(conn.address, offset)
+        if self.durable:
+            type_byte, reply = frames[0]
+            acked = int(reply[1:-2]) if type_byte == _COLON else 0
+            self.proxy.metrics.durable_wait("short" if acked < wanted else "ok")
+            if acked < wanted:
+                return error_frame(errors.NOT_DURABLE.format(
+                    node=conn.address, acked=acked, wanted=wanted,
+                    timeout_ms=s.settings.durable_timeout_ms))
+        return raw
 
     def _read_node(self, owner: str) -> str:
         need = -1
@@ -180,6 +252,57 @@ class ReadWrite:
         conn = s.conn_to(owner)
         conn.send(call.payload, call)
         self.proxy.durable.hold(conn, call)
+
+
+class _SplitGate:
+    """One multi-slot write's WAITs (``HeldWrite``s of durable.py, one per node) and its
+    merged reply: the client's reply when all are in."""
+
+    __slots__ = ("rw", "reply", "late_nodes", "pending", "raw", "error")
+
+    def __init__(self, rw: ReadWrite, reply: Callable[[bytes], None],
+                 late_nodes: set[str]) -> None:
+        self.rw = rw
+        self.reply = reply
+        self.late_nodes = late_nodes
+        self.pending = 1  # the merged reply
+        self.raw = b""
+        self.error: bytes | None = None
+
+    def hold(self, node: str) -> None:
+        self.pending += 1
+        wait = _NodeWait(self, self.rw.policy.durable_writes)
+        self.rw.proxy.durable.hold(self.rw.session.conn_to(node), wait)
+        wait.held = OK  # (no reply of its own: the WAIT's result is what counts)
+
+    def merged(self, raw: bytes) -> None:
+        self.raw = raw
+        if raw[:1] != b"-":
+            for node in self.late_nodes:
+                self.hold(node)
+        self.done(None)
+
+    def done(self, error: bytes | None) -> None:
+        if error is not None and self.error is None:
+            self.error = error
+        self.pending -= 1
+        if self.pending == 0:
+            self.reply(self.raw if self.error is None or self.raw[:1] == b"-" else self.error)
+
+
+class _NodeWait:
+    """A multi-slot write's WAIT on one node (durable.py's ``HeldWrite``)."""
+
+    __slots__ = ("gate", "held", "batch", "wanted")
+
+    def __init__(self, gate: _SplitGate, wanted: int) -> None:
+        self.gate = gate
+        self.held: bytes | None = None
+        self.batch: WaitBatch | None = None
+        self.wanted = wanted
+
+    def finish(self, raw: bytes) -> None:
+        self.gate.done(raw if raw[:1] == b"-" else None)
 
 
 def judge(session: Session, proxy: Proxy) -> None:

@@ -43,9 +43,9 @@ class _Split:
     the client's reply slot (no task, no event: the last reply's callback finishes it)."""
 
     __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
-                 "remaining", "merge", "total_keys", "get_nil", "failed")
+                 "remaining", "merge", "total_keys", "get_nil", "failed", "late_nodes")
 
-    def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
+    def __init__(self, session: Session, reply_slot: Callable[[bytes], None], slots: list[int],
                  parts: list[splitter.Part] | None, payloads: list[bytes], readonly: bool,
                  merge: Callable[[_Split], bytes], total_keys: int,
                  get_nil: bytes = b"") -> None:
@@ -63,6 +63,8 @@ class _Split:
         # a null for a key holding another type), else b"".
         self.get_nil = get_nil
         self.failed = False  # some part's final reply is an error
+        # A write under a write policy: the nodes parts reached through the rare paths.
+        self.late_nodes: set[str] | None = None
 
     def part_done(self, index: int, raw: bytes) -> None:
         """A part's final reply after the router's redirect/retry path."""
@@ -83,7 +85,14 @@ class _Split:
         call = Call(s.router, self.payloads[index], self.slots[index], self.readonly,
                     s.proto, s.id, partial(self.part_done, index))
         call.node = node
+        if self.late_nodes is not None:
+            call.done = partial(self._late_done, index, call)
         return call
+
+    def _late_done(self, index: int, call: Call, raw: bytes) -> None:
+        if raw[:1] != b"-" and call.node:
+            self.late_nodes.add(call.node)  # type: ignore[union-attr]
+        self.part_done(index, raw)
 
 
 class _NodeBatch:
@@ -192,6 +201,9 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
                 (len(argv) - first) // step, get_nil)
     s.metrics.fanout(len(slots))
+    policies = s.policies
+    if policies is not None and not readonly and policies.on_writes:
+        sp.late_nodes = set()
     owners = s.router.topology.owners
     by_node: dict[str, list[int]] = {}
     counts = s.metrics.slot_requests
@@ -213,6 +225,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         else:
             payload = b"".join([payloads[i] for i in indices])
         conn.send_many(payload, _NodeBatch(sp, indices, node), len(indices))
+    if sp.late_nodes is not None:
+        sp.reply_slot = policies.split_write(sp.reply_slot, list(by_node), sp.late_nodes)  # type: ignore[union-attr]
 
 
 def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:
