@@ -49,7 +49,7 @@ Serve = Callable[[trio.socket.SocketType], Awaitable[None]]
 
 # Settings fixed for the life of a Proxy: the listener and the pool's shape.
 RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node",
-                                 "tls_port"})
+                                 "tls_port", "tls_only"})
 
 
 class Proxy:
@@ -144,18 +144,21 @@ class Proxy:
             self.durable = DurableWrites(s, self.metrics, pool.dirty)
             nursery.start_soon(self.replica_reads.run)
             # A worker shares its address with its siblings (SO_REUSEPORT).
-            listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
-                resolve(s.listen_host), s.listen_port, reuse_port=self.worker_index is not None)]
-            host, port = listeners[0].getsockname()[:2]
-            self.listen_address = f"{host}:{port}"
-            log.info("listening on %s", self.listen_address)
-            serving: list[tuple[trio.socket.SocketType, Serve]] = [
-                (sock, self._serve) for sock in listeners]
+            serving: list[tuple[trio.socket.SocketType, Serve]] = []
+            if not s.tls_only:
+                listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
+                    resolve(s.listen_host), s.listen_port,
+                    reuse_port=self.worker_index is not None)]
+                host, port = listeners[0].getsockname()[:2]
+                self.listen_address = f"{host}:{port}"
+                log.info("listening on %s", self.listen_address)
+                serving += [(sock, self._serve) for sock in listeners]
             if s.tls_port is not None:
                 tls_listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
                     resolve(s.listen_host), s.tls_port, reuse_port=self.worker_index is not None)]
                 host, port = tls_listeners[0].getsockname()[:2]
                 self.tls_address = f"{host}:{port}"
+                self.listen_address = self.listen_address or self.tls_address
                 log.info("listening for TLS on %s", self.tls_address)
                 serving += [(sock, self._serve_tls) for sock in tls_listeners]
             async with trio.open_nursery() as clients:

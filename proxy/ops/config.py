@@ -448,6 +448,9 @@ TLS_KEYS: tuple[Key, ...] = (
         "A TLS listener on the listen host and this port, beside the plain one; null: none. "
         "Needs tls.cert_file and tls.key_file.",
         show=lambda vs: "null" if vs[0] is None else str(vs[0])),
+    Key("tls.only", boolean, ("tls_only",), False,
+        "true: no plain listener, clients connect with TLS only (tls.port; listen's host), as "
+        "Redis with port 0 and tls-port.", show=_show_bool),
     _file_key("tls.cert_file", "tls_cert_file",
         "The proxy's certificate (PEM, chain after it). Re-read on every SIGHUP, changed or "
         "not: new handshakes use the new certificate, open connections keep theirs."),

@@ -95,6 +95,7 @@ class ProxySettings:
     # TLS (proxy/ops/tls.py). Clients: a TLS listener on listen_host:tls_port beside the plain
     # one; Redis' tls-auth-clients (no/optional/yes); protocol names as Redis' tls-protocols.
     tls_port: int | None = None
+    tls_only: bool = False  # no plain listener (listen_host is the TLS listener's host)
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_ca_file: str | None = None
@@ -166,6 +167,8 @@ class ProxySettings:
             raise ValueError(f"auth.aclfile: {BOTH_SOURCES}")
         if self.tls_port is not None and not 0 <= self.tls_port < 65536:
             raise ValueError(f"tls_port: {self.tls_port} is not a TCP port")
+        if self.tls_only and self.tls_port is None:
+            raise ValueError("tls.only: needs tls.port too")
         for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
