@@ -111,18 +111,28 @@ def two_masters_keys(nodes: list[ManagedProcess], prefix: str) -> list[str]:
     return [f"{prefix}:0", f"{prefix}:{i}"]
 
 
+def user_proxy(cluster: list[ManagedProcess], tmp_path: Path, cleanup: list[ManagedProcess],
+               user: str, sections: str,
+               policy: str) -> tuple[ManagedProcess, int, redis.Redis]:
+    """A proxy whose one user ``user`` (password ``<user>pw``) has ``policy``: (the proxy, its
+    metrics port, a connection logged in as the user)."""
+    wait_replicas_up(cluster)
+    cfg = (f'auth:\n  users: ["{user} on >{user}pw ~* &* +@all"]\n{sections}'
+           f"policies:\n  users:\n    {user}: {policy}\n")
+    proxy, mport = start_proxy(tmp_path, cluster, cfg, cleanup)
+    client = redis.Redis(port=proxy.port, username=user, password=f"{user}pw",
+                         socket_timeout=30, single_connection_client=True)
+    return proxy, mport, client
+
+
 def test_multi_slot_writes_wait_on_every_master(real_cluster: list[ManagedProcess],
                                                 tmp_path: Path,
                                                 cleanup: list[ManagedProcess]) -> None:
     """carol's cross-slot MSET and DEL get a WAIT on every master they reached: with one of
     those masters' replica stopped, the client gets the "acknowledged by 0 of 1" error; the
     default user (no policy) is answered at once."""
-    wait_replicas_up(real_cluster)
-    cfg = ('auth:\n  users: ["carol on >cpw ~* &* +@all"]\nwrites:\n  durable_timeout: 300ms\n'
-           "policies:\n  users:\n    carol: {durable_writes: 1}\n")
-    proxy, mport = start_proxy(tmp_path, real_cluster, cfg, cleanup)
-    carol = redis.Redis(port=proxy.port, username="carol", password="cpw", socket_timeout=30,
-                        single_connection_client=True)
+    proxy, _, carol = user_proxy(real_cluster, tmp_path, cleanup, "carol",
+                                 "writes:\n  durable_timeout: 300ms\n", "{durable_writes: 1}")
     anon = proxy.client(socket_timeout=30)
     keys = two_masters_keys(real_cluster, "ms")
     assert carol.mset({k: "1" for k in keys})  # every replica up: acknowledged
@@ -158,12 +168,9 @@ def test_read_your_writes_after_multi_slot_writes_and_exec(
         cleanup: list[ManagedProcess]) -> None:
     """dave reads from replicas with read-your-writes: after his cross-slot MSET, and after
     his MULTI/EXEC, his read of a key whose replica is stopped goes to its master."""
-    wait_replicas_up(real_cluster)
-    cfg = ('auth:\n  users: ["dave on >dpw ~* &* +@all"]\nreads:\n  check_interval: 50ms\n'
-           "policies:\n  users:\n    dave: {read_from: replica, read_your_writes: true}\n")
-    proxy, mport = start_proxy(tmp_path, real_cluster, cfg, cleanup)
-    dave = redis.Redis(port=proxy.port, username="dave", password="dpw", socket_timeout=30,
-                       single_connection_client=True)
+    proxy, mport, dave = user_proxy(real_cluster, tmp_path, cleanup, "dave",
+                                    "reads:\n  check_interval: 50ms\n",
+                                    "{read_from: replica, read_your_writes: true}")
     keys = two_masters_keys(real_cluster, "ryw")
     proxy.client(socket_timeout=30).mset({k: "0" for k in keys})
     stopped = replica_of(real_cluster, master_of(real_cluster, keys[1]))
