@@ -69,6 +69,7 @@ def _log_in(s: Session, user: User, authenticated: bool) -> None:
     s.login.user = user
     s.login.authenticated = authenticated
     derive(s)
+    s.proxy.judge_policy(s)  # the user's read/write policy
 
 
 def _sessions_of(proxy: Proxy, user: User) -> list[Session]:
@@ -134,17 +135,27 @@ def refused(s: Session, argv: list[bytes]) -> bool:
 
 
 def at_exec(s: Session, queued: list[list[bytes]]) -> tuple[dict[int, bytes], Callable[[], None]]:
-    """EXEC's part that is the proxy's own, in the queued order: each AUTH (Redis queues it and
-    runs it in its place; a node never sees it) and the check of every other command again as
-    the user logged in at that point (the rules may have changed since it was queued, or an
-    AUTH before it changed the user). Returns the replies the proxy gives, by index, and
-    ``commit``: the login and the ACL log entries, to apply once the transaction ran (an
-    EXEC that aborts, a failed WATCH, runs nothing)."""
+    """EXEC's part that is the proxy's own, in the queued order: each AUTH and HELLO (Redis
+    queues them and runs them in their place; a node never sees AUTH, nor a HELLO's AUTH and
+    SETNAME) and the check of every other command again as the user logged in at that point
+    (the rules may have changed since it was queued, or an AUTH before it changed the user).
+    Returns the replies the proxy gives, by index, and ``commit``: the login, the name, the
+    protocol and the ACL log entries, to apply once the transaction ran (an EXEC that aborts,
+    a failed WATCH, runs nothing). A HELLO that changes the protocol is replaced in ``queued``
+    by ``HELLO protover`` (so the node answers what follows in the new protocol, as Redis
+    does); its reply is still the proxy's."""
     users = s.proxy.users.users
     user, authenticated = s.login.user, s.login.authenticated
     replies: dict[int, bytes] = {}
     effects: list[Callable[[], None]] = []
+    proto = s.proto
     for i, argv in enumerate(queued):
+        if argv[0].lower() == b"hello":
+            replies[i], user, authenticated, proto = _hello_at_exec(
+                s, argv, user, authenticated, proto, effects)
+            if proto != s.proto and replies[i][:1] != b"-":
+                queued[i] = [b"HELLO", b"%d" % proto]
+            continue
         if argv[0].lower() == b"auth":
             creds = _auth_args(s, argv)
             if isinstance(creds, bytes):
@@ -173,8 +184,40 @@ def at_exec(s: Session, queued: list[list[bytes]]) -> tuple[dict[int, bytes], Ca
             effect()
         if (user, authenticated) != (s.login.user, s.login.authenticated):
             _log_in(s, user, authenticated)
+        s.proto = proto
 
     return replies, commit
+
+
+def _hello_at_exec(s: Session, argv: list[bytes], user: User, authenticated: bool, proto: int,
+                   effects: list[Callable[[], None]]) -> tuple[bytes, User, bool, int]:
+    """``hello`` run in its place in a transaction: (its reply, the user, logged in, protocol)
+    after it; its other effects (the name, an ACL log entry) appended to ``effects``."""
+    try:
+        request = parse_hello(argv)
+    except HelloError as exc:
+        return error(exc.text), user, authenticated, proto
+    for step, args in request.steps:
+        if step == AUTH:
+            u = s.proxy.users.users.get(args[0])
+            if u is None or not u.password_ok(args[1]):
+                effects.append(partial(_auth_failed, s, u, args[0], argv[0], "multi"))
+                return error_frame(errors.WRONGPASS), user, authenticated, proto
+            user, authenticated = u, True
+        else:
+            if not valid_client_name(args[0]):
+                return error_frame(errors.CLIENT_NAME_CHARS), user, authenticated, proto
+            effects.append(partial(setattr, s, "name", args[0] or None))
+    if request.error is not None:
+        return error(request.error), user, authenticated, proto
+    if request.proto is not None:
+        proto = request.proto
+    return _hello_reply(s, proto), user, authenticated, proto
+
+
+def _hello_reply(s: Session, proto: int) -> bytes:
+    mode = b"cluster" if s.settings.cluster_emulation else b"standalone"
+    return hello_reply(proto, s.id, version=commands.REDIS_VERSION, mode=mode, role=b"master")
 
 
 # -- AUTH, HELLO, RESET -----------------------------------------------------------------------
@@ -219,8 +262,7 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
         return error_frame(errors.NOAUTH_HELLO)
     if request.proto is not None:
         s.proto = request.proto
-    mode = b"cluster" if s.settings.cluster_emulation else b"standalone"
-    return hello_reply(s.proto, s.id, version=commands.REDIS_VERSION, mode=mode, role=b"master")
+    return _hello_reply(s, s.proto)
 
 
 def reset(s: Session, argv: list[bytes]) -> bytes:

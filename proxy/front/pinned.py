@@ -45,12 +45,13 @@ if TYPE_CHECKING:
 OK = b"+OK\r\n"
 QUEUED = b"+QUEUED\r\n"
 # Commands that act at once even inside MULTI (Redis' processCommand exceptions).
+_RUN_AT_EXEC = (b"auth", b"hello")
 OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 # Commands answered from the proxy's own client state: refused inside MULTI.
 # HELLO too: run by the node, it would change the protocol of the transaction's connection.
 OWN_STATE = frozenset({"client|id", "client|info", "client|list", "client|kill",
                        "client|unblock", "client|no-evict", "client|reply", "client|setname",
-                       "client|getname", "hello"})
+                       "client|getname"})
 
 
 class Transaction:
@@ -216,7 +217,7 @@ async def _exec(s: RouteSession, queued: list[list[bytes]],
             return
         try:
             frames = await conn.roundtrip(payload, n_replies)
-            reply_slot(frames[-1][1])
+            reply_slot(await _after_exec(s, conn, frames[-1][1]))
         except BackendError:
             s.metrics.unknown_fate_write()
             reply_slot(error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address)))
@@ -225,7 +226,17 @@ async def _exec(s: RouteSession, queued: list[list[bytes]],
     if slot < 0:
         slot = s.any_slot
     s.last_write_slot = slot  # WAIT waits there (wait.py)
-    reply_slot(await _on_owner(s, slot, payload, n_replies, False, partial(_direct, s)))
+    call = AwaitedCall(s.router, payload, slot, False, s.proto, s.id, n_replies)
+    raw = await call.run(partial(_direct, s))
+    reply_slot(await _after_exec(s, s.tx.direct.get(call.node), raw))
+
+
+async def _after_exec(s: RouteSession, conn: DirectConnection | None, raw: bytes) -> bytes:
+    """EXEC's reply, once the client's write policies are met (readwrite.py)."""
+    policies = s.policies
+    if policies is None or not policies.on_writes or conn is None:
+        return raw
+    return await policies.after_exec(conn, raw)
 
 
 async def _on_owner(s: RouteSession, slot: int, payload: bytes, n_replies: int, readonly: bool,
@@ -277,21 +288,25 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         if tx.shard_watch:
             return shardtx.release(s)
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
-    if s.checked or any(argv[0].lower() == b"auth" for argv in queued):
-        # As Redis' EXEC: AUTH runs in its place and the queued commands are checked again
-        # (auth.py imports this module).
+    if s.checked or any(argv[0].lower() in _RUN_AT_EXEC for argv in queued):
+        # As Redis' EXEC: AUTH and HELLO run in their place and the queued commands are
+        # checked again (auth.py imports this module).
         from slotgate.proxy.front import auth
+        original = queued
+        queued = list(queued)
         own, commit = auth.at_exec(s, queued)
         total = len(queued)
-        queued = [argv for i, argv in enumerate(queued) if i not in own]
-        reply_slot = partial(_with_own, reply_slot, own, commit, total)
+        # A HELLO that changes the protocol goes to the node too (its reply is dropped).
+        resent = {i for i in own if queued[i] is not original[i]}
+        queued = [argv for i, argv in enumerate(queued) if i not in own or i in resent]
+        reply_slot = partial(_with_own, reply_slot, own, commit, total, resent)
     return _exec(s, queued, reply_slot)
 
 
 def _with_own(reply_slot: Callable[[bytes], None], own: dict[int, bytes],
-              commit: Callable[[], None], total: int, raw: bytes) -> None:
-    """EXEC's reply with the proxy's own replies (AUTH's, the refused commands' errors) put
-    back in their places, and their effects applied; a null or an error reply (nothing ran)
+              commit: Callable[[], None], total: int, resent: set[int], raw: bytes) -> None:
+    """EXEC's reply with the proxy's own replies (AUTH's, HELLO's, the refused commands'
+    errors) put back in their places, and their effects applied; a null or an error reply (nothing ran)
     stays as it is, with no effect."""
     if raw[:1] != b"*" or raw[:2] == b"*-":
         reply_slot(raw)
@@ -303,7 +318,14 @@ def _with_own(reply_slot: Callable[[bytes], None], own: dict[int, bytes],
     framer = ReplyFramer()
     framer.feed(raw[raw.index(b"\r\n") + 2:])
     ran = iter(frame for _, frame in framer.frames())
-    parts = [own[i] if i in own else next(ran) for i in range(total)]
+    parts: list[bytes] = []
+    for i in range(total):
+        if i in own:
+            if i in resent:
+                next(ran)  # the node's reply to the HELLO sent in its place
+            parts.append(own[i])
+        else:
+            parts.append(next(ran))
     reply_slot(b"*%d\r\n" % total + b"".join(parts))
 
 

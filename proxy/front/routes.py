@@ -29,6 +29,7 @@ from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
     from slotgate.proxy.backend.connections import BackendConnection
+    from slotgate.proxy.front.readwrite import ReadWrite
     from slotgate.proxy.front.server import Proxy
     from slotgate.proxy.front.session import ReplySlot
     from slotgate.proxy.ops.metrics import ProxyMetrics
@@ -78,6 +79,9 @@ class RouteSession(Protocol):
         """Who the client is (changed only by auth.py)."""
     @property
     def sub(self) -> pubsub.Subscriber: ...
+    @property
+    def policies(self) -> ReadWrite | None:
+        """Read/write policies, if the client has any (readwrite.py)."""
 
     def reply(self, name: str, raw: bytes) -> None:
         """Answer the current request with the complete frame ``raw``."""

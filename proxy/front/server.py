@@ -53,7 +53,7 @@ Serve = Callable[[trio.socket.SocketType], Awaitable[None]]
 
 # Settings fixed for the life of a Proxy: the listener and the pool's shape.
 RESTART_ONLY_FIELDS = frozenset({"listen_host", "listen_port", "backend_connections_per_node",
-                                 "tls_port"})
+                                 "tls_port", "tls_only"})
 
 
 class Proxy:
@@ -118,11 +118,17 @@ class Proxy:
         for f in dataclasses.fields(new):
             if f.name not in RESTART_ONLY_FIELDS:
                 setattr(self.settings, f.name, getattr(new, f.name))
+        for session in list(self.sessions):
+            readwrite.judge(session, self)  # read/write policies apply to every client
         self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
         self.slowlog.configure(new.slowlog_log_slower_than_us, new.slowlog_max_len)
         router = getattr(self, "router", None)
         if router is not None:
             router._max_redirects = new.max_redirects
+
+    def judge_policy(self, session: RouteSession) -> None:
+        """A session's login changed: its user's read/write policy (front/readwrite.py)."""
+        readwrite.judge(session, self)  # type: ignore[arg-type]
 
     def shutdown(self) -> None:
         """Stop accepting; sessions finish what they have in flight (grace period); run()
@@ -148,18 +154,21 @@ class Proxy:
             self.durable = DurableWrites(s, self.metrics, pool.dirty)
             nursery.start_soon(self.replica_reads.run)
             # A worker shares its address with its siblings (SO_REUSEPORT).
-            listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
-                resolve(s.listen_host), s.listen_port, reuse_port=self.worker_index is not None)]
-            host, port = listeners[0].getsockname()[:2]
-            self.listen_address = f"{host}:{port}"
-            log.info("listening on %s", self.listen_address)
-            serving: list[tuple[trio.socket.SocketType, Serve]] = [
-                (sock, self._serve) for sock in listeners]
+            serving: list[tuple[trio.socket.SocketType, Serve]] = []
+            if not s.tls_only:
+                listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
+                    resolve(s.listen_host), s.listen_port,
+                    reuse_port=self.worker_index is not None)]
+                host, port = listeners[0].getsockname()[:2]
+                self.listen_address = f"{host}:{port}"
+                log.info("listening on %s", self.listen_address)
+                serving += [(sock, self._serve) for sock in listeners]
             if s.tls_port is not None:
                 tls_listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
                     resolve(s.listen_host), s.tls_port, reuse_port=self.worker_index is not None)]
                 host, port = tls_listeners[0].getsockname()[:2]
                 self.tls_address = f"{host}:{port}"
+                self.listen_address = self.listen_address or self.tls_address
                 log.info("listening for TLS on %s", self.tls_address)
                 serving += [(sock, self._serve_tls) for sock in tls_listeners]
             async with trio.open_nursery() as clients:
@@ -208,14 +217,14 @@ class Proxy:
             log.debug("TLS handshake failed: %r", exc)
             sockets.close(sock)
             return
-        await self._serve_socket(sock)
+        await self._serve_socket(sock, tls=True)
 
     async def _serve(self, tsock: trio.socket.SocketType) -> None:
         sock = sockets.take_over(tsock)  # the session's from here on
         del tsock  # (the detached trio socket is not kept for the connection's life)
         await self._serve_socket(sock)
 
-    async def _serve_socket(self, sock: socket.socket) -> None:
+    async def _serve_socket(self, sock: socket.socket, tls: bool = False) -> None:
         self.stats.connections_received += 1
         if len(self.sessions) >= self.settings.max_clients:
             self.stats.rejected_connections += 1
@@ -231,7 +240,8 @@ class Proxy:
         except OSError:
             peer = "?"
         session = Session(self, sock, next(self._ids), peer)
-        readwrite.attach(session, self)
+        session.tls = tls
+        readwrite.judge(session, self)
         self.sessions.add(session)
         try:
             await session.run()

@@ -84,6 +84,7 @@ from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call
 
 if TYPE_CHECKING:
+    from slotgate.proxy.front.readwrite import ReadWrite
     from slotgate.proxy.front.server import Proxy
 
 log = logging.getLogger("slotgate.session")
@@ -257,6 +258,8 @@ class Session:
         # fast routes below are off (empty) so that every request reaches it.
         self.login = auth.Login(proxy.users)
         self.checked = False
+        self.tls = False  # came in on the TLS listener
+        self.policies: ReadWrite | None = None  # read/write policies (readwrite.py), if any
         self._single = _SINGLE
         self._split = _SPLIT
         # The client's database (databases.py; with ``databases: 1`` always 0).

@@ -459,6 +459,9 @@ TLS_KEYS: tuple[Key, ...] = (
         "A TLS listener on the listen host and this port, beside the plain one; null: none. "
         "Needs tls.cert_file and tls.key_file.",
         show=lambda vs: "null" if vs[0] is None else str(vs[0])),
+    Key("tls.only", boolean, ("tls_only",), False,
+        "true: no plain listener, clients connect with TLS only (tls.port; listen's host), as "
+        "Redis with port 0 and tls-port.", show=_show_bool),
     _file_key("tls.cert_file", "tls_cert_file",
         "The proxy's certificate (PEM, chain after it). Re-read on every SIGHUP, changed or "
         "not: new handshakes use the new certificate, open connections keep theirs."),
@@ -505,7 +508,7 @@ POLICY_KEYS: tuple[Key, ...] = (
     Key("reads.read_from", choice(*READ_POLICIES), ("read_from",), True,
         "Where read-only commands go: master, prefer-master (a replica when the master's "
         "checks fail), replica / prefer-replica (a healthy replica, else the master), nearest "
-        "(lowest measured round trip). Clients connected after a reload take a new value."),
+        "(lowest measured round trip). A reload applies to connected clients too."),
     _ms_key("reads.max_replica_lag", duration_s(0.001), "max_replica_lag_ms", True,
             "A replica further behind its master than this (seconds) serves no reads."),
     Key("reads.read_your_writes", boolean, ("read_your_writes",), True,
@@ -519,6 +522,60 @@ POLICY_KEYS: tuple[Key, ...] = (
     _ms_key("writes.durable_timeout", duration_s(0.001), "durable_timeout_ms", True,
             "WAIT's timeout: a write not acknowledged by enough replicas within it gets an "
             "error naming how many did."),
+)
+
+# Per user and per listener: the same three keys, each overriding only what it names.
+_POLICY_CHECKS: dict[str, Callable[[object], Any]] = {
+    "read_from": choice(*READ_POLICIES), "read_your_writes": boolean,
+    "durable_writes": integer(0, 1000)}
+
+
+def policy(raw: object) -> dict[str, Any]:
+    """``{read_from: replica, read_your_writes: true, durable_writes: 1}`` (any of them)."""
+    if not isinstance(raw, dict) or not raw:
+        raise _Bad("expected a mapping of some of " + ", ".join(_POLICY_CHECKS)
+                   + f", got {_show(raw)}")
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        check = _POLICY_CHECKS.get(name) if isinstance(name, str) else None
+        if check is None:
+            raise _Bad(f"{name}: unknown; expected one of {', '.join(_POLICY_CHECKS)}")
+        try:
+            out[name] = check(value)
+        except _Bad as exc:
+            raise _Bad(f"{name}: {exc}") from None
+    return out
+
+
+def user_policies(raw: object) -> dict[str, dict[str, Any]]:
+    """``{alice: {read_from: replica}, bob: {durable_writes: 1}}``."""
+    if not isinstance(raw, dict):
+        raise _Bad(f"expected a mapping of user names to policies, got {_show(raw)}")
+    out: dict[str, dict[str, Any]] = {}
+    for user, p in raw.items():
+        try:
+            out[USERNAME(user)] = policy(p)
+        except _Bad as exc:
+            raise _Bad(f"{user}: {exc}") from None
+    return out
+
+
+def _show_policy(p: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {str(v).lower()}" for k, v in p.items()) + "}"
+
+
+POLICY_KEYS += (
+    Key("policies.users", user_policies, ("policy_users",), True,
+        "Per user of the auth section: {alice: {read_from: replica, read_your_writes: true, "
+        "durable_writes: 1}}; each names only what differs from reads.* / writes.* (and "
+        "policies.tls_listener). Taken at login (AUTH, HELLO AUTH) and, on reload, by "
+        "connected clients.", show=lambda vs: "{" + ", ".join(
+            f"{u}: {_show_policy(p)}" for u, p in vs[0].items()) + "}"),
+    Key("policies.tls_listener", optional(policy), ("policy_tls",), True,
+        "The TLS listener's clients (tls.port): {read_from: ..., read_your_writes: ..., "
+        "durable_writes: ...}, overriding reads.* / writes.*; a user's policy overrides it; "
+        "null: none.", convert=lambda v: (v or {},),
+        show=lambda vs: _show_policy(vs[0]) if vs[0] else "null"),
 )
 SCHEMA += POLICY_KEYS
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass, field
+from typing import Any
 
 from slotgate.protocol.acl_lines import BOTH_SOURCES
 
 Address = tuple[str, int]
 READ_POLICIES = ("master", "prefer-master", "replica", "prefer-replica", "nearest")
+# What a user or a listener may set for its own clients (policy_users, policy_tls).
+POLICY_FIELDS = ("read_from", "read_your_writes", "durable_writes")
 
 
 def parse_address(text: str) -> Address:
@@ -98,6 +101,7 @@ class ProxySettings:
     # TLS (proxy/ops/tls.py). Clients: a TLS listener on listen_host:tls_port beside the plain
     # one; Redis' tls-auth-clients (no/optional/yes); protocol names as Redis' tls-protocols.
     tls_port: int | None = None
+    tls_only: bool = False  # no plain listener (listen_host is the TLS listener's host)
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_ca_file: str | None = None
@@ -124,6 +128,16 @@ class ProxySettings:
     # durable_writes: N > 0: a write is acknowledged once N replicas have it (WAIT N timeout).
     durable_writes: int = 0
     durable_timeout_ms: int = 1000
+    # The same three (POLICY_FIELDS) per user name and for the TLS listener's clients, each
+    # overriding only the fields it names (the user's over the listener's over the above).
+    policy_users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    policy_tls: dict[str, Any] = field(default_factory=dict)
+
+    def replica_reads_anywhere(self) -> bool:
+        """Some client may read from replicas (the replicas' checks must run)."""
+        overrides = [self.policy_tls, *self.policy_users.values()]
+        return self.read_from != "master" or any(
+            o.get("read_from", "master") != "master" for o in overrides)
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -146,12 +160,21 @@ class ProxySettings:
             raise ValueError(f"read_from: one of {', '.join(READ_POLICIES)}, got {self.read_from!r}")
         if self.durable_writes < 0:
             raise ValueError(f"durable_writes: must be >= 0, got {self.durable_writes}")
+        for where, policy in [("policy_tls", self.policy_tls),
+                              *((f"policy_users.{u}", p) for u, p in self.policy_users.items())]:
+            for name, value in policy.items():
+                if name not in POLICY_FIELDS:
+                    raise ValueError(f"{where}: unknown field {name!r}")
+                if name == "read_from" and value not in READ_POLICIES:
+                    raise ValueError(f"{where}.read_from: one of {', '.join(READ_POLICIES)}")
         if self.backend_username is not None and self.backend_password is None:
             raise ValueError("backend_username: set without backend_password")
         if self.auth_users and self.auth_aclfile:
             raise ValueError(f"auth.aclfile: {BOTH_SOURCES}")
         if self.tls_port is not None and not 0 <= self.tls_port < 65536:
             raise ValueError(f"tls_port: {self.tls_port} is not a TCP port")
+        if self.tls_only and self.tls_port is None:
+            raise ValueError("tls.only: needs tls.port too")
         for name in ("topology_refresh_min_gap_ms", "shutdown_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")

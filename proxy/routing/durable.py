@@ -3,7 +3,10 @@
     write ─▶ its connection to the master ─▶ WaitBatch open on that connection (batches.py)
     its reply ─▶ held on the call (not yet the client's)
     end of the batch ─▶ WAIT N timeout, on the same connection, after every write it covers
-    WAIT's reply n ─▶ n >= N: each held reply to its client; else each gets NOT_DURABLE
+    WAIT's reply n ─▶ each held reply to its client if n >= its own N, else NOT_DURABLE
+
+N is the client's (a user's or a listener's policy may differ from the proxy's): one WAIT
+asks for the largest N of the writes it covers.
 
 WAIT counts the replicas that acknowledged the connection's last write (Redis) or the
 master's whole stream (our node), either of which covers every write queued before it on
@@ -34,6 +37,7 @@ class HeldWrite(Protocol):
 
     held: bytes | None
     batch: WaitBatch | None
+    wanted: int  # replicas its client's policy asks for
 
     def finish(self, raw: bytes) -> None: ...
 
@@ -70,30 +74,32 @@ class DurableWrites:
         """``call``'s write was just queued on ``conn``: its reply waits for the batch's WAIT."""
         batch = self._batches.open(conn)
         batch.calls.append(call)
+        batch.wanted = max(batch.wanted, call.wanted)
         call.batch = batch
         call.held = None
 
     def _send_wait(self, conn: BackendConnection, batch: WaitBatch) -> None:
         s = self.settings
         batch.node = conn.address
-        batch.wanted = s.durable_writes
         batch.timeout_ms = s.durable_timeout_ms
         self.waits_sent += 1
         conn.send(encode_command(b"WAIT", batch.wanted, batch.timeout_ms), batch)
 
     def settle(self, batch: WaitBatch, acked: int, lost: bool) -> None:
-        """The WAIT answered (``acked`` replicas) or was lost: each held reply goes out."""
-        short = lost or acked < batch.wanted
+        """The WAIT answered (``acked`` replicas) or was lost: each held reply goes out, or
+        an error for a write whose client asked for more replicas than acknowledged."""
+        short = acked < batch.wanted
         self.metrics.durable_wait("lost" if lost else "short" if short else "ok")
-        if lost:
-            refusal = error_frame(errors.DURABILITY_UNKNOWN.format(node=batch.node))
-        elif short:
-            refusal = error_frame(errors.NOT_DURABLE.format(
-                node=batch.node, acked=acked, wanted=batch.wanted, timeout_ms=batch.timeout_ms))
         for call in batch.calls:
             raw = call.held
             if call.batch is not batch or raw is None:
                 continue  # answered already (an error), or held by a later batch (redirected)
             call.held = None
             call.batch = None
-            call.finish(refusal if short else raw)
+            if lost:
+                raw = error_frame(errors.DURABILITY_UNKNOWN.format(node=batch.node))
+            elif acked < call.wanted:
+                raw = error_frame(errors.NOT_DURABLE.format(
+                    node=batch.node, acked=acked, wanted=call.wanted,
+                    timeout_ms=batch.timeout_ms))
+            call.finish(raw)

@@ -49,9 +49,9 @@ class _Split:
 
     __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
                  "remaining", "merge", "total_keys", "get_nil", "failed", "argv", "first",
-                 "step", "part_name")
+                 "step", "part_name", "late_nodes")
 
-    def __init__(self, session: Session, reply_slot: ReplySlot, slots: list[int],
+    def __init__(self, session: Session, reply_slot: Callable[[bytes], None], slots: list[int],
                  parts: list[splitter.Part] | None, payloads: list[bytes] | None,
                  readonly: bool, merge: Callable[[_Split], bytes], total_keys: int,
                  get_nil: bytes = b"", argv: list[bytes] | None = None, first: int = 0,
@@ -77,6 +77,8 @@ class _Split:
         # a null for a key holding another type), else b"".
         self.get_nil = get_nil
         self.failed = False  # some part's final reply is an error
+        # A write under a write policy: the nodes parts reached through the rare paths.
+        self.late_nodes: set[str] | None = None
 
     def part_done(self, index: int, raw: bytes) -> None:
         """A part's final reply after the router's redirect/retry path."""
@@ -105,7 +107,14 @@ class _Split:
         call = Call(s.router, self.part_payload(index), self.slots[index], self.readonly,
                     s.proto, s.id, partial(self.part_done, index))
         call.node = node
+        if self.late_nodes is not None:
+            call.done = partial(self._late_done, index, call)
         return call
+
+    def _late_done(self, index: int, call: Call, raw: bytes) -> None:
+        if raw[:1] != b"-" and call.node:
+            self.late_nodes.add(call.node)  # type: ignore[union-attr]
+        self.part_done(index, raw)
 
 
 class _NodeBatch:
@@ -203,6 +212,9 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     sp = _Split(s, s.new_slot(info.name), slots, parts, payloads, readonly, merge,
                 (len(argv) - first) // step)
     s.metrics.fanout(len(slots))
+    policies = s.policies
+    if policies is not None and not readonly and policies.on_writes:
+        sp.late_nodes = set()
     owners = s.router.topology.owners
     by_node: dict[str, list[int]] = {}
     counts = s.metrics.slot_requests
@@ -224,6 +236,8 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         else:
             payload = b"".join([payloads[i] for i in indices])
         conn.send_many(payload, _NodeBatch(sp, indices, node), len(indices))
+    if sp.late_nodes is not None:
+        sp.reply_slot = policies.split_write(sp.reply_slot, list(by_node), sp.late_nodes)  # type: ignore[union-attr]
 
 
 def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
@@ -277,6 +291,9 @@ def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
         s.last_write_slot = slots[0]  # WAIT waits on one master (proxy/front/wait.py)
     sp = _Split(s, s.new_slot(info.name), slots, None, None, readonly, merge, index, get_nil,
                 argv, first, step, part_name)
+    policies = s.policies
+    if policies is not None and not readonly and policies.on_writes:
+        sp.late_nodes = set()
     metrics = s.metrics
     metrics.fanout(index)
     counts = metrics.slot_requests
@@ -289,6 +306,9 @@ def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
             counts[slots[i]] += 1
         s.conn_to(owner).send_many(b"".join(pieces), _NodeBatch(sp, indices, owner),
                                    len(indices))
+    if sp.late_nodes is not None:
+        sent = [node for node in by_node if node is not None]
+        sp.reply_slot = policies.split_write(sp.reply_slot, sent, sp.late_nodes)  # type: ignore[union-attr]
     return True
 
 

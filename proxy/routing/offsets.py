@@ -93,6 +93,13 @@ class WriteOffsets:
         while len(self._order) > KEPT_TICKETS:
             self._offsets.pop(self._order.popleft(), None)
 
+    def known(self, master: str, offset: int) -> int:
+        """A ticket for a write whose offset is known already (a transaction's, read with a
+        ROLE on its own connection)."""
+        self._next += 1
+        self.resolve(_Ticket(self, self._next, master), offset)
+        return self._next
+
     def needed(self, number: int, master: str) -> int | None:
         """The offset a replica needs for a read after the write of ticket ``number``; None
         while the ticket is unanswered (the read goes to the master)."""

@@ -141,12 +141,12 @@ class ReplicaReads:
         self.checks = 0  # completed check rounds (tests wait for one)
 
     # --- the read path -----------------------------------------------------------------------
-    def node_for(self, master: str, need_offset: int) -> str:
+    def node_for(self, master: str, need_offset: int, read_from: str) -> str:
         fit = self._fit.get(master)
         if not fit:
             return master
         self._turn += 1
-        return choose(self.settings.read_from, master, fit, self.states,
+        return choose(read_from, master, fit, self.states,
                       master not in self._masters_down, need_offset, self._turn)
 
     def _judge(self) -> None:
@@ -188,7 +188,7 @@ class ReplicaReads:
                 while True:
                     s = self.settings
                     interval_s = s.replica_check_interval_ms / 1000
-                    if s.read_from != "master":
+                    if s.replica_reads_anywhere():
                         nodes = self._nodes()
                         for node in nodes:
                             if node not in self._inflight:

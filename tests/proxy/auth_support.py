@@ -4,6 +4,7 @@ differential runner (the same lines to both, raw replies compared)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -135,8 +136,13 @@ def norm_rules(raw: bytes) -> bytes:
     return _render(_sort_singles(value), 2)
 
 
+def norm_ids(raw: bytes) -> bytes:
+    """HELLO replies inside a reply (EXEC's): the client id differs by nature."""
+    return re.sub(rb"(\$2\r\nid\r\n):\d+\r\n", rb"\1:0\r\n", raw)
+
+
 NORMS = {"acl_log": norm_acl_log, "type": norm_type, "sorted": norm_sorted_lines,
-         "rules": norm_rules}
+         "rules": norm_rules, "ids": norm_ids}
 
 
 def run_script(proxy_port: int, real_port: int, lines: Sequence[Line], proto: int) -> list[str]:

@@ -102,6 +102,16 @@ SCRIPTS: dict[str, tuple[tuple[str, str] | None, list[Line]]] = {
         "ACL WHOAMI", "MULTI", "SET app:2 x", "AUTH alice alicepw", "EXEC", "ACL WHOAMI",
         "GET app:2",
     ]),
+    # HELLO too: its AUTH, SETNAME and protocol take effect in its place at EXEC.
+    "HELLO inside MULTI": (ADMIN, [
+        "MULTI", "HELLO 2 AUTH alice alicepw", "GET app:1", "SET app:1 z", ("EXEC", "ids"),
+        "ACL WHOAMI", "AUTH admin adminpw", "MULTI", "HELLO 3 SETNAME n1", "HGETALL app:h",
+        "PING", ("EXEC", "ids"), "HGETALL app:h", "CLIENT GETNAME", "MULTI", "HELLO 2",
+        "HGETALL app:h", ("EXEC", "ids"), "HGETALL app:h", "MULTI",
+        "HELLO 3 AUTH alice wrong", "HELLO 4", "HELLO x", "HELLO 2 SETNAME a b", "HELLO",
+        "PING", ("EXEC", "ids"), "ACL WHOAMI", "CLIENT GETNAME", "MULTI",
+        "HELLO 3 AUTH alice alicepw", "DISCARD", "ACL WHOAMI", "HGETALL app:h",
+    ]),
     "ACL LOG": (ADMIN, [
         "ACL LOG RESET", "AUTH alice wrong", "AUTH alice alicepw", "GET other", "GET other",
         "SET app:1 x", "AUTH dave davepw", "PUBLISH sports x", "AUTH admin adminpw",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -27,7 +28,9 @@ from redis.retry import Retry
 from slotgate.protocol.slots import SLOT_COUNT
 from slotgate.proxy.ops import config
 from slotgate.proxy.routing.topology import slot_map_from_shards
+from tests.conftest import wait_replicas_up
 from tests.proxy.test_backend_auth import metrics
+from tests.proxy.test_replica_reads import reads_by_role
 from tests.proxy.tls_support import (
     CA,
     Pair,
@@ -276,6 +279,39 @@ def test_bundled_nodes_behind_a_tls_listener(certs: Certs, bundled_cluster: list
     c.close()
 
 
+def test_tls_only_with_the_tls_listener_policy(certs: Certs, real_cluster: list[ManagedProcess],
+                                               tmp_path: Path,
+                                               cleanup: list[ManagedProcess]) -> None:
+    """tls.only: the plain port is not listened on; policies.tls_listener: the TLS listener's
+    clients read from replicas (the proxy-wide policy is master)."""
+    wait_replicas_up(real_cluster)
+    doc = proxy_config(certs, [real_cluster[0].port], backend_tls=False, only=True)
+    doc["reads"] = {"check_interval": "50ms"}
+    doc["policies"] = {"tls_listener": {"read_from": "replica"}}
+    cfg = tmp_path / "proxy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    mport = free_port()
+    proc = slotgate_proxy(tmp_path, [], ["--config", str(cfg), "--metrics",
+                                         f"127.0.0.1:{mport}"])
+    plain_port, proc.port = proc.port, doc["tls"]["port"]  # started once the TLS port is up
+    cleanup.append(proc)
+    proc.start()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", plain_port), timeout=5).close()
+    c = tls_client(proc.port, certs.ca, None, socket_timeout=10)
+    keys = [f"tlsonly:{i}" for i in range(30)]
+    c.mset({k: k for k in keys})
+
+    def on_replicas() -> bool:
+        before = sum(reads_by_role(mport)["replica"].values())
+        for k in keys:
+            assert c.get(k) == k.encode()
+        return sum(reads_by_role(mport)["replica"].values()) - before == len(keys)
+
+    wait_until(on_replicas, what="the TLS client's reads on replicas")
+    c.close()
+
+
 # -- configuration errors name the key ---------------------------------------------------------
 @pytest.mark.parametrize(("tls", "expected"), [
     ({"tls.port": 7390}, "tls.port: needs tls.cert_file too"),
@@ -289,6 +325,7 @@ def test_bundled_nodes_behind_a_tls_listener(certs: Certs, bundled_cluster: list
     ({"backend.tls": True, "backend.tls_ca_file": "/nonexistent-ca.crt"},
      "backend.tls_ca_file: cannot load CA certificates from '/nonexistent-ca.crt'"),
     ({"backend.tls_key_file": "/x.key"}, "backend.tls_key_file: needs backend.tls_cert_file"),
+    ({"tls.only": True}, "tls.only: needs tls.port too"),
     ({"workers": 2, "tls.port": 0, "tls.cert_file": "/x.crt", "tls.key_file": "/x.key"},
      "tls.port: 0 (any free port) cannot be shared by workers"),
 ])
