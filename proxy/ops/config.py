@@ -431,8 +431,8 @@ def _protocols(raw: object) -> tuple[str, ...]:
 
 def _auth_clients(raw: object) -> str:
     """yes / optional / no; YAML reads a bare yes or no as a boolean."""
-    words: dict[object, object] = {True: "yes", False: "no"}
-    return choice(*tls.AUTH_CLIENTS)(words.get(raw, raw))
+    words = {True: "yes", False: "no"}
+    return choice(*tls.AUTH_CLIENTS)(words[raw] if isinstance(raw, bool) else raw)
 
 
 FILE = optional(text("a file path", spaces=True))
@@ -560,6 +560,10 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# What PyYAML's constructors raise besides YAMLError, and a nesting too deep to build.
+_YAML_VALUE_ERRORS = (ValueError, IndexError, TypeError, OverflowError, RecursionError)
+
+
 def read_yaml(path: Path) -> tuple[dict[str, object], list[str]]:
     """The file's keys flattened to dotted paths -> raw values, and the unknown-key problems.
 
@@ -569,8 +573,12 @@ def read_yaml(path: Path) -> tuple[dict[str, object], list[str]]:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
     try:
         doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _YAML_VALUE_ERRORS as exc:  # a tagged value PyYAML cannot build ("!!float" alone)
+        raise ConfigError([f"{path}: invalid YAML: {type(exc).__name__}: {exc}"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
