@@ -122,6 +122,8 @@ def copy(c: Client, argv: list[bytes]) -> bytes:
             replace = True
         elif opt == b"db" and i + 1 < len(argv):
             dst_index = parse_range(argv[i + 1], -(2**31), 2**31 - 1)  # getIntFromObjectOrReply
+            if not c.server.cluster_enabled and not 0 <= dst_index < len(c.ks.dbs):
+                raise CommandError(DB_INDEX_OUT_OF_RANGE)  # each DB option checked as read
             i += 1
         else:
             raise CommandError(SYNTAX)

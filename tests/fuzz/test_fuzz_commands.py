@@ -20,7 +20,7 @@ FINDINGS = [
          ["XADD x 1-1 f v", "ZPOPMAX x 0", "ZPOPMIN x 0", "ZPOPMAX missing 0"]),
     Case("COPY DB beyond an int",
          ["SET a 1", "COPY a b DB 2147483648", "COPY a b DB -2147483649", "COPY a b DB 16",
-          "COPY a b DB x", "MOVE a 2147483648", "MOVE a -2147483649", "MOVE a 16"]),
+          "COPY a b DB x", "COPY a b DB 100 DB x", "COPY a b DB 1 DB x", "MOVE a 2147483648", "MOVE a -2147483649", "MOVE a 16"]),
     Case("XGROUP SETID parses every ENTRIESREAD before the key and the argument count",
          ["XGROUP SETID x g 0 ENTRIESREAD $ $", "XGROUP SETID x g 0 ENTRIESREAD 1 $",
           "XGROUP SETID x g 0 ENTRIESREAD 1 ENTRIESREAD 2", "XADD x 1-1 f v",
