@@ -6,6 +6,12 @@ YAML documents. An input that fails is written to tests/fuzz/corpus/<target>/fin
     python bench/fuzz.py --target resp --minutes 10
     python bench/fuzz.py --target all --minutes 2
     python bench/fuzz.py --write-seeds        # rewrite the seed-* files
+    python bench/fuzz.py --target rdb --minutes 5 --engine atheris
+
+``--engine atheris`` (``pip install atheris``; not a dependency) runs libFuzzer's
+coverage-guided loop over one target instead, starting from a copy of the kept corpus; a crash
+input is written to the target's corpus folder as ``finding-<hash>`` by libFuzzer's
+``-artifact_prefix`` and the process stops there.
 
 Prints per target: examples run, examples per second, findings, peak RSS.
 """
@@ -63,16 +69,42 @@ def run(target: str, seconds: float, seed: int, keep: bool) -> int:
     return findings
 
 
+def run_atheris(target: str, seconds: float) -> None:
+    import shutil
+    import tempfile
+
+    import atheris
+
+    atheris.instrument_all()  # every function loaded so far: the targets and the code under them
+    fn = targets.TARGETS[target]
+    work = Path(tempfile.mkdtemp(prefix=f"fuzz-{target}-"))
+    try:
+        for p in (targets.CORPUS_DIR / target).iterdir():
+            shutil.copy(p, work / p.name)
+        argv = [sys.argv[0], str(work), f"-max_total_time={int(seconds)}",
+                f"-artifact_prefix={targets.CORPUS_DIR / target}/finding-", "-max_len=65536"]
+        atheris.Setup(argv, fn)
+        atheris.Fuzz()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="all", choices=["all", *targets.TARGETS])
     ap.add_argument("--minutes", type=float, default=1.0, help="per target")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: the time)")
     ap.add_argument("--no-keep", action="store_true", help="do not write findings to the corpus")
+    ap.add_argument("--engine", choices=["random", "atheris"], default="random")
     ap.add_argument("--write-seeds", action="store_true", help="rewrite the seed-* files and stop")
     args = ap.parse_args()
     if args.write_seeds:
         targets.write_seeds()
+        return
+    if args.engine == "atheris":
+        if args.target == "all":
+            ap.error("--engine atheris runs one --target")
+        run_atheris(args.target, args.minutes * 60)
         return
     seed = args.seed if args.seed is not None else int(time.time())
     print(f"seed {seed}")
