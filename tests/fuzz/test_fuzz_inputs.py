@@ -1,7 +1,8 @@
 """Fuzzing of what a peer controls (see tests/fuzz/targets.py): the RESP request reader and the
 reply framer, the proxy's config loader, the cluster bus and RESTORE payloads. Each target
 replays its whole kept corpus, then runs a bounded number of hypothesis examples: raw bytes,
-mutations of the corpus and (config) random YAML documents. Longer runs: bench/fuzz.py.
+mutations of the corpus and (config) random YAML documents, derandomized so that CI runs the
+same examples each time (a failure reproduces). Longer and fresh runs: bench/fuzz.py.
 
 The findings so far, each kept in the corpus as ``finding-*`` and checked by name below:
 a type byte right after a bulk payload's two unchecked bytes was taken by the hiredis path
@@ -23,7 +24,7 @@ from slotgate.proxy.ops import config
 from tests.fuzz import targets
 
 EXAMPLES = {"resp": 400, "framer": 400, "config": 150, "bus": 200, "rdb": 400}
-_SETTINGS = settings(deadline=None, database=None, derandomize=False,
+_SETTINGS = settings(deadline=None, database=None, derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
