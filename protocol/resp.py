@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from itertools import chain
 from typing import Any
 
 import hiredis
@@ -179,7 +180,9 @@ def split_args(line: bytes) -> list[bytes] | None:
 # "$" (or, at the top level, an inline command): such spans go to the exact parser.
 _HIREDIS_UNSAFE = re.compile(rb"\r\n[+=(|~>]")
 # The same type bytes alone: a span holding none of them (most do) needs no regex scan
-# (deleting them with ``translate`` and comparing lengths costs a fraction of one).
+# (deleting them with ``translate`` and comparing lengths costs a fraction of one). A span
+# holding some is also checked after hiredis: the requests' multibulk length must be the
+# span's, or a type byte hid behind a payload's two unchecked bytes ("$3\r\nfooXY+bar").
 _UNSAFE_TYPE_BYTES = b"+=(|~>"
 # An element count of 7+ digits: hiredis would allocate the whole list up front (and take
 # seconds to free it for "*2000000000"), so such spans go to the exact parser, which checks
@@ -193,6 +196,18 @@ _HIREDIS_FAILURES = (hiredis.HiredisError, MemoryError, TypeError)
 # so not one per connection): a span is handed over whole and the probe that ends ``_fast``
 # proves the reader holds nothing afterwards; after any failure it is replaced.
 _hiredis = [hiredis.Reader()]
+
+
+def _encoded_len(requests: list[list[bytes]], empty: int) -> int:
+    """The bytes ``requests`` (and ``empty`` "*0" requests) take in the multibulk form:
+    "*N\r\n" each, "$L\r\n" + payload + 2 per argument. The digits come from ``str`` of a
+    list of counts ("[N, N]": the digits plus 2 characters per item), all in C loops."""
+    if not requests:
+        return 4 * empty
+    counts = list(map(len, requests))
+    lens = list(map(len, chain.from_iterable(requests)))
+    return (4 * empty + len(str(counts)) + len(counts) + sum(lens) + 3 * len(lens)
+            + len(str(lens)))
 
 
 class RequestReader:
@@ -316,6 +331,8 @@ class RequestReader:
                     ready.append(argv)
         except ProtocolError as exc:
             self._error = exc
+            self._mb_args = []  # the dead request's arguments: neither kept nor counted
+            self._big = []
         # Drop consumed bytes: cheaply when all is consumed, else once a lot piled up.
         pos = self._pos
         if pos:
@@ -331,8 +348,8 @@ class RequestReader:
     def _fast(self, buf: bytes | bytearray, pos: int, stop: int) -> bool:
         """Parse the span [pos, stop) with hiredis; False (nothing consumed) if not trusted."""
         span = buf if pos == 0 and stop == len(buf) else buf[pos:stop]
-        unsafe = (len(span.translate(None, _UNSAFE_TYPE_BYTES)) != stop - pos
-                  and _HIREDIS_UNSAFE.search(buf, pos, stop) is not None)
+        suspect = len(span.translate(None, _UNSAFE_TYPE_BYTES)) != stop - pos
+        unsafe = suspect and _HIREDIS_UNSAFE.search(buf, pos, stop) is not None
         if unsafe or _BIG_COUNT.search(buf, pos, stop) is not None:
             self._slow_until = stop
             return False
@@ -341,6 +358,7 @@ class RequestReader:
         append = out.append
         join = b"".join
         gets = reader.gets
+        empty = 0
         try:
             reader.feed(buf, pos, stop - pos)  # type: ignore[arg-type]  # any buffer works
             got = gets()
@@ -350,9 +368,15 @@ class RequestReader:
                 join(got)  # TypeError unless every argument is bytes
                 if got:  # "*0\r\n" is skipped, as Redis does
                     append(got)
+                else:
+                    empty += 1
                 got = gets()
             reader.feed(_PROBE)
             if gets() != []:
+                raise TypeError
+            if suspect and _encoded_len(out, empty) != stop - pos:
+                # A type byte right after a payload's two unchecked bytes ("$3\r\nSETxx+k"):
+                # hiredis takes it as an element, Redis wants '$' there.
                 raise TypeError
             if stop - pos >= self._span_check_bytes:
                 for argv in out:

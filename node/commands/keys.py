@@ -19,7 +19,7 @@ from slotgate.node.core.errors import (
 )
 from slotgate.node.core.glob import compile_glob
 from slotgate.node.core.keyspace import NOTIFY_GENERIC, TYPES, Database, now_ms
-from slotgate.node.types.typeutil import Snapshots, parse_cursor, parse_scan_opts
+from slotgate.node.types.typeutil import Snapshots, parse_cursor, parse_range, parse_scan_opts
 from slotgate.protocol.resp import array_header, bulk, integer
 
 if TYPE_CHECKING:
@@ -121,7 +121,9 @@ def copy(c: Client, argv: list[bytes]) -> bytes:
         if opt == b"replace":
             replace = True
         elif opt == b"db" and i + 1 < len(argv):
-            dst_index = parse_int(argv[i + 1])
+            dst_index = parse_range(argv[i + 1], -(2**31), 2**31 - 1)  # getIntFromObjectOrReply
+            if not c.server.cluster_enabled and not 0 <= dst_index < len(c.ks.dbs):
+                raise CommandError(DB_INDEX_OUT_OF_RANGE)  # each DB option checked as read
             i += 1
         else:
             raise CommandError(SYNTAX)
@@ -157,7 +159,7 @@ def move(c: Client, argv: list[bytes]) -> bytes:
     if c.server.cluster_enabled:
         raise CommandError("ERR MOVE is not allowed in cluster mode")
     src_db = c.db
-    dst_index = parse_int(argv[2])
+    dst_index = parse_range(argv[2], -(2**31), 2**31 - 1)  # getIntFromObjectOrReply
     if not 0 <= dst_index < len(c.ks.dbs):
         raise CommandError(DB_INDEX_OUT_OF_RANGE)
     dst_db = c.ks.dbs[dst_index]
@@ -258,7 +260,8 @@ def _expire_generic(c: Client, argv: list[bytes], basetime: int, seconds: bool) 
     for raw in argv[3:]:
         f = _EXPIRE_OPTS.get(raw.lower())
         if f is None:
-            raise CommandError(f"ERR Unsupported option {raw.decode('utf-8', 'replace')}")
+            shown = raw.partition(b"\0")[0].decode("utf-8", "replace")  # "%s": up to a NUL
+            raise CommandError(f"ERR Unsupported option {shown}")
         flags |= f
     if flags & _NX and flags & (_XX | _GT | _LT):
         raise CommandError("ERR NX and XX, GT or LT options at the same time are not compatible")

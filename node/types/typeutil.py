@@ -209,7 +209,9 @@ Match = Callable[[bytes], bool]  # a MATCH pattern's test (Glob.matches)
 
 def parse_cursor(arg: bytes) -> int:
     """parseScanCursorOrReply (strtoul): optional sign, decimal digits, unsigned 64-bit; a
-    negative number wraps like strtoul's, and an empty argument is cursor 0."""
+    negative number wraps like strtoul's, and an empty argument is cursor 0. The argument is
+    read as a C string: a NUL byte ends it."""
+    arg = arg.partition(b"\0")[0]
     if not arg:
         return 0
     digits = arg[1:] if arg[:1] in (b"+", b"-") else arg

@@ -48,7 +48,8 @@ COUNT_POSITIVE = "ERR COUNT must be > 0"
 
 
 def _text(b: bytes) -> str:
-    return b.decode("utf-8", "replace")
+    """An argument as Redis' "%s" shows it: up to its first NUL byte."""
+    return b.partition(b"\0")[0].decode("utf-8", "replace")
 
 
 def no_such_group(key: bytes, group: bytes) -> str:
@@ -124,13 +125,15 @@ def xgroup_create(c: Client, argv: list[bytes]) -> bytes:
 @command("xgroup|setid")
 def xgroup_setid(c: Client, argv: list[bytes]) -> bytes:
     entries_read = INVALID_READ
-    if len(argv) == 7:
-        if argv[5].lower() != b"entriesread":
+    i = 5
+    while i < len(argv):  # Redis' option loop: each ENTRIESREAD parsed, then the key, then argc
+        if argv[i].lower() != b"entriesread" or i + 1 >= len(argv):
             raise _sub_syntax(argv)
-        entries_read = _entries_read(argv[6])
-    elif len(argv) != 5:
-        raise _sub_syntax(argv)
+        entries_read = _entries_read(argv[i + 1])
+        i += 2
     s, g = _group_target(c, argv, False)
+    if len(argv) not in (5, 7):
+        raise _sub_syntax(argv)
     assert s is not None and g is not None
     sid = s.last_id if argv[4] == b"$" else interval_free_id(argv[4])
     g.last_id = sid

@@ -55,8 +55,9 @@ BLOCKED_DEFAULT_COUNT = 1000  # XREAD_BLOCKED_DEFAULT_COUNT
 
 
 def no_group(key: bytes, group: bytes) -> str:
-    return (f"NOGROUP No such key '{key.decode('utf-8', 'replace')}' or consumer group "
-            f"'{group.decode('utf-8', 'replace')}' in XREADGROUP with GROUP option")
+    key_s, group_s = (b.partition(b"\0")[0].decode("utf-8", "replace") for b in (key, group))  # "%s"
+    return (f"NOGROUP No such key '{key_s}' or consumer group '{group_s}' in XREADGROUP with "
+            "GROUP option")
 
 
 def xclaim_effect(key: bytes, gname: bytes, g: Group, sid: StreamID, nack: Nack) -> list[bytes]:

@@ -317,7 +317,9 @@ def strtod(text: bytes) -> float | None:
 
 
 def parse_score_bound(arg: bytes) -> tuple[float, bool] | None:
-    """One side of a score range: ``(x`` exclusive or ``x`` inclusive -> (value, exclusive)."""
+    """One side of a score range: ``(x`` exclusive or ``x`` inclusive -> (value, exclusive).
+    Redis' strtod reads the argument as a C string: a NUL byte ends it."""
+    arg = arg.partition(b"\0")[0]
     excl = arg[:1] == b"("
     x = strtod(arg[1:] if excl else arg)
     if x is None or x != x:

@@ -210,12 +210,10 @@ def _zpop(c: Client, argv: list[bytes], use_max: bool) -> bytes:
     count = -1
     if len(argv) == 3:
         count = parse_positive(argv[2])
-        if count == 0:
-            return EMPTY_ARRAY
     db = c.db
     key = argv[1]
-    z = get_zset(db, key)
-    if z is None:
+    z = get_zset(db, key)  # the type is checked before a count of 0 answers (as Redis)
+    if z is None or count == 0:
         return EMPTY_ARRAY
     entries = _pop(c, db, key, z, use_max, max(count, 1))
     if count == -1:

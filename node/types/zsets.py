@@ -404,7 +404,6 @@ def zrange_generic(c: Client, argv: list[bytes], first: int, store: bool, ranget
     """genericZrangeCommand: (entries, withscores), or None when the source key is missing."""
     withscores = False
     offset, limit = 0, -1
-    limit_given = False
     n = len(argv)
     j = first + 3
     while j < n:
@@ -415,7 +414,6 @@ def zrange_generic(c: Client, argv: list[bytes], first: int, store: bool, ranget
         elif a == b"limit" and left >= 2:
             offset = parse_int(argv[j + 1])
             limit = parse_int(argv[j + 2])
-            limit_given = True
             j += 2
         elif rev is None and a == b"rev":
             rev = True
@@ -429,7 +427,7 @@ def zrange_generic(c: Client, argv: list[bytes], first: int, store: bool, ranget
     rev = bool(rev)
     if rangetype == AUTO:
         rangetype = RANK
-    if limit_given and rangetype == RANK:
+    if limit != -1 and rangetype == RANK:  # "LIMIT n -1" passes (Redis tests the count only)
         raise CommandError(LIMIT_RANK)
     if withscores and rangetype == LEX:
         raise CommandError(WITHSCORES_LEX)

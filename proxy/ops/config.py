@@ -628,6 +628,10 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# What PyYAML's constructors raise besides YAMLError, and a nesting too deep to build.
+_YAML_VALUE_ERRORS = (ValueError, IndexError, TypeError, OverflowError, RecursionError)
+
+
 def read_yaml(path: Path) -> tuple[dict[str, object], list[str]]:
     """The file's keys flattened to dotted paths -> raw values, and the unknown-key problems.
 
@@ -641,6 +645,8 @@ def read_yaml(path: Path) -> tuple[dict[str, object], list[str]]:
         raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
     try:
         doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _YAML_VALUE_ERRORS as exc:  # a tagged value PyYAML cannot build ("!!float" alone)
+        raise ConfigError([f"{path}: invalid YAML: {type(exc).__name__}: {exc}"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

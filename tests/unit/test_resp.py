@@ -595,8 +595,6 @@ def net_input_bytes(client: RawClient) -> int:
     return int(text.split("total_net_input_bytes:", 1)[1].split("\r\n", 1)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="known difference: a non-CRLF payload terminator "
-                   "followed by a '+' item is accepted on the hiredis path (see resp.py)")
 def test_non_crlf_terminator_then_simple_string_item(redis_standalone) -> None:
     data = b"*2\r\n$3\r\nfooXY+bar\r\n"
     reply = raw_exchange(redis_standalone.port, data)
