@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import settings
 
 from tests.support import (
     ManagedProcess,
@@ -19,6 +20,11 @@ from tests.support import (
     start_nodes,
     wait_until,
 )
+
+# Property tests judge results, never speed: a shared 2-core machine under load can take longer
+# than hypothesis' default 200 ms per example, which would fail a correct run.
+settings.register_profile("slotgate", deadline=None)
+settings.load_profile("slotgate")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
