@@ -78,6 +78,7 @@ from slotgate.proxy.front import (
     pubsub,
     tracking,
 )
+from slotgate.proxy.front.latency import BUCKETS
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -125,8 +126,16 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
         s.stats.error_reply(raw)
     else:
         s.metrics.command(name, "ok", took_s)
+    lat = s.latency
+    if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one bucket per request
+        counts = lat.histograms.get(name)
+        if counts is None:
+            counts = lat.histograms[name] = [0] * BUCKETS
+        counts[int(took_s * 1_000_000 - 1).bit_length()] += 1
     if took_s >= s.slowlog.threshold_s:
         _log_slow(slot, took_s)
+    if took_s >= lat.threshold_s and name not in _NOT_SLOWLOGGED:
+        lat.spike(name, took_s)
     if s.slots[0] is slot:
         s.flush_ready()
 
@@ -204,7 +213,7 @@ class Session:
     __slots__ = ("proxy", "router", "metrics", "_slot_requests", "settings", "_sock", "_flusher",
                  "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd", "created_s",
                  "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet", "proto",
-                 "name", "any_slot", "slots", "unfilled", "_out", "_progress", "quit",
+                 "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress", "quit",
                  "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login", "checked",
                  "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader", "_batch",
                  "_next", "_pending", "_depth", "_conns", "_conns_proto", "__dict__")
@@ -231,6 +240,7 @@ class Session:
         self.last_cmd = "NULL"  # the last request's command name
         self.stats = proxy.stats
         self.slowlog = proxy.slowlog
+        self.latency = proxy.latency
         self.argv: list[bytes] = []  # the request being dispatched (routes other than single)
         self.no_evict = False
         self.reply_mode = clients.REPLY_ON
