@@ -151,8 +151,11 @@ NOTES: dict[str, str] = {
     "slowlog|get": "The proxy's own slow log: see [Slow log](#slow-log).",
     "slowlog|len": "The proxy's own slow log: see [Slow log](#slow-log).",
     "slowlog|reset": "The proxy's own slow log: see [Slow log](#slow-log).",
-    "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`) "
-                  "with the proxy's values; asked only for those, answered by the proxy, else "
+    **{f"latency|{sub}": "The proxy's own latency figures: see [Latency](#latency)."
+       for sub in ("latest", "history", "reset", "histogram", "doctor", "graph", "help")},
+    "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`, "
+                  "`latency-monitor-threshold`, `latency-tracking`, "
+                  "`latency-tracking-info-percentiles`) with the proxy's values; asked only for those, answered by the proxy, else "
                   "by one master with those values replaced.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
@@ -207,7 +210,8 @@ NOTES: dict[str, str] = {
     "config|set": "Refused only with `requirepass`, `masterauth` or `masteruser` among its "
                   "parameters; with admin commands allowed, a new `requirepass` becomes the "
                   "proxy's own backend password before the reply. The proxy's own directives "
-                  "(`slowlog-log-slower-than`, `slowlog-max-len`) are checked and set in the "
+                  "(`slowlog-log-slower-than`, `slowlog-max-len`, `latency-monitor-threshold`, "
+                  "`latency-tracking`, `latency-tracking-info-percentiles`) are checked and set in the "
                   "proxy (Redis' errors) and not sent on; the other parameters of the same "
                   "command go to the nodes after them (not atomic together).",
 }
@@ -443,7 +447,7 @@ connections, with redis-server 7.0.15's line format, argument rules and errors (
 | CPU | the proxy process' own (getrusage) |
 | Commandstats | counted by the proxy: `calls`, `usec` and `usec_per_call` (the time from reading the request to its reply being ready, end to end through the nodes), `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command |
 | Errorstats | the error replies the proxy sent, by their first word |
-| Latencystats | empty |
+| Latencystats | the proxy's own: its requests' percentiles (see [Latency](#latency)) |
 | Cluster | `cluster_enabled:0` |
 | Keyspace | keys and expires summed per database, `avg_ttl` weighted by keys |
 
@@ -540,9 +544,42 @@ The nodes' own slow logs: `slotgate cluster call HOST:PORT SLOWLOG GET` runs it 
 
 **What differs from one server.** The times are end to end, not a node's execution time; the
 client-name field carries the node; a request sent to several nodes (a split `MGET`, a fan-out)
-has one entry. `LATENCY LATEST/HISTORY/HISTOGRAM/DOCTOR` and INFO `latencystats` are not yet
-the proxy's own (LATENCY's are refused, latencystats is empty); `LATENCY RESET` still goes to
-every node.
+has one entry.
+
+"""
+
+
+LATENCY = """\
+## Latency
+
+`LATENCY LATEST/HISTORY/RESET/DOCTOR/GRAPH/HISTOGRAM/HELP` and INFO `latencystats` are the
+proxy's own: requests timed as for the [Slow log](#slow-log) (end to end), with the directives a
+server has, `latency-monitor-threshold` (ms, 0 off), `latency-tracking` (yes/no) and
+`latency-tracking-info-percentiles`, set in the config file (`latency.monitor_threshold_ms`,
+`latency.tracking`, `latency.tracking_info_percentiles`, docs/CONFIG.md) or with `CONFIG
+SET`/`CONFIG GET` through the proxy. Latency events are Redis' `command` (a request at or
+above the threshold) and `fast-command` (the same for a command Redis flags `fast`): 160
+samples per event, one per second, as Redis keeps them; DOCTOR's report and GRAPH's sparkline
+are Redis' own texts for those two events (the slow log's directives choose DOCTOR's advice).
+HISTOGRAM's replies have Redis' shape (`calls`, `histogram_usec` with the keys redis-server 7.0
+gives its power-of-2 levels: 1, 2, 4, 8, 16, 33, 66, 132, ...), RESP2 and RESP3. Requests
+refused before running (unknown command, wrong arity ...) are not counted, as in Redis. Code:
+`proxy/front/latency.py`, `proxy/front/own_config.py`; tests:
+`tests/proxy/test_transparency_latency.py`.
+
+The nodes' own latency figures: `slotgate cluster call HOST:PORT LATENCY LATEST` (or
+`LATENCY HISTOGRAM`, `INFO latencystats` ...) runs it on every node (docs/ADMIN.md).
+
+**What differs from one server.** The times are end to end (node round trips, redirects and
+retries included), not a node's execution time. A histogram has one bucket per power of 2 of
+microseconds (bucket `k` holds about `2**k` µs), where Redis' HdrHistogram is finer: a request
+within ~3% above a power of 2 may be counted one level higher than Redis would, and INFO
+`latencystats` percentiles are the key of the bucket the percentile falls in (`p50=4.000`)
+rather than Redis' finer value (`p50=4.015`). Histograms of blocking commands and `WAIT`
+include the time waited (Redis counts only execution); they make no latency event. Events are
+only `command` and `fast-command` (no `fork`, `aof-*`, `expire-cycle` ...: the proxy has none
+of those). With several workers, each worker has its own figures (of the connections it
+serves).
 
 """
 
@@ -899,6 +936,7 @@ def render() -> str:
     out.append(WAIT)
     out.append(FUNCTIONS)
     out.append(SLOWLOG)
+    out.append(LATENCY)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")
