@@ -571,11 +571,10 @@ The nodes' own latency figures: `slotgate cluster call HOST:PORT LATENCY LATEST`
 `LATENCY HISTOGRAM`, `INFO latencystats` ...) runs it on every node (docs/ADMIN.md).
 
 **What differs from one server.** The times are end to end (node round trips, redirects and
-retries included), not a node's execution time. A histogram has one bucket per power of 2 of
-microseconds (bucket `k` holds about `2**k` µs), where Redis' HdrHistogram is finer: a request
-within ~3% above a power of 2 may be counted one level higher than Redis would, and INFO
-`latencystats` percentiles are the key of the bucket the percentile falls in (`p50=4.000`)
-rather than Redis' finer value (`p50=4.015`). Histograms of blocking commands and `WAIT`
+retries included), not a node's execution time. A histogram keeps only the power-of-2 levels
+HISTOGRAM reports (Redis' HdrHistogram is finer), so INFO `latencystats` percentiles are the
+key of the level the percentile falls in (`p50=4.000`) rather than Redis' finer value
+(`p50=4.015`). Histograms of blocking commands and `WAIT`
 include the time waited (Redis counts only execution); they make no latency event. Events are
 only `command` and `fast-command` (no `fork`, `aof-*`, `expire-cycle` ...: the proxy has none
 of those). With several workers, each worker has its own figures (of the connections it

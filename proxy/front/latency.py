@@ -7,11 +7,10 @@
 
 The time of a request is the slow log's (proxy/front/slowlog.py): from reading it to its reply
 being ready, from the one clock read per request the session already makes. Per command, a
-histogram of power-of-2 buckets: bucket ``k`` counts the requests of about ``2**k`` µs (the
-index is ``bit_length`` of the microseconds less one); a bucket is reported under the key
-redis-server 7.0 gives the same power of two (``histogram_usec``: 1, 2, 4, 8, 16, 33, 66, ...),
-and INFO latencystats' percentiles are the key of the bucket the percentile falls in. Like
-Redis, requests above ~1 s share the last bucket and requests refused before running (unknown
+histogram of redis-server 7.0's power-of-2 levels (one ``bisect_left`` in ``LEVELS_S`` and one
+increment per request), reported under Redis' keys (``histogram_usec``: 1, 2, 4, 8, 16, 33,
+66, ...); INFO latencystats' percentiles are the key of the level the percentile falls in. Like
+Redis, requests above ~1 s share the last level and requests refused before running (unknown
 command, wrong arity, ...) are not counted.
 
 Latency events (Redis' latency monitor): ``command`` (a request slower than
@@ -39,11 +38,13 @@ from slotgate.proxy.routing.redirect import error_frame
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession as Session
 
-BUCKETS = 64  # bit_length of any int(µs) - 1 a request can take
 TOP_BUCKET = 20  # Redis' histograms stop at ~1 s: longer requests are counted here
-# The ``histogram_usec`` key redis-server 7.0 reports for the power-of-2 level 1024 * 2**k ns
-# (its HdrHistogram's highest equivalent value, in µs); the last is where it clamps.
-_KEYS_US = [(1024 * 2**k + 2 ** (3 + k) - 1) // 1000 for k in range(TOP_BUCKET)] + [1073741]
+BUCKETS = TOP_BUCKET + 1
+# redis-server 7.0's power-of-2 levels: level k holds what its HdrHistogram counts up to the
+# highest value equivalent to 1024 * 2**k ns (seconds here: ``bisect_left`` gives the level).
+LEVELS_S = [(1024 * 2**k + 2 ** (3 + k) - 1) / 1e9 for k in range(TOP_BUCKET)]
+# The ``histogram_usec`` key Redis reports for each level; the last is where it clamps.
+_KEYS_US = [int(s * 1_000_000) for s in LEVELS_S] + [1073741]
 SAMPLES = 160  # Redis' LATENCY_TS_LEN
 NO_SAMPLES = "ERR No samples available for event '{event}'"
 FAST_EVENT = "fast-command"
@@ -143,13 +144,12 @@ class Latency:
 
     # --- what was counted -------------------------------------------------------------------
     def _counts(self, name: str, rejected: Mapping[str, int]) -> list[int] | None:
-        """``name``'s buckets (the last one holding everything above it), less the requests
-        refused before running (answered at once: taken from the lowest buckets); None when
+        """``name``'s counts per level, less the requests refused before running (answered at once: taken from the lowest buckets); None when
         none ran."""
         raw = self.histograms.get(name)
         if raw is None:
             return None
-        counts = raw[:TOP_BUCKET] + [sum(raw[TOP_BUCKET:])]
+        counts = list(raw)
         drop = rejected.get(name, 0)
         for i, n in enumerate(counts):
             if not drop:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,7 @@ from slotgate.proxy.front import (
     pubsub,
     tracking,
 )
-from slotgate.proxy.front.latency import BUCKETS
+from slotgate.proxy.front.latency import BUCKETS, LEVELS_S
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -131,7 +132,7 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
         counts = lat.histograms.get(name)
         if counts is None:
             counts = lat.histograms[name] = [0] * BUCKETS
-        counts[int(took_s * 1_000_000 - 1).bit_length()] += 1
+        counts[bisect_left(LEVELS_S, took_s)] += 1
     if took_s >= s.slowlog.threshold_s:
         _log_slow(slot, took_s)
     if took_s >= lat.threshold_s and name not in _NOT_SLOWLOGGED:
