@@ -118,7 +118,7 @@ class Latency:
 
     def __init__(self, threshold_ms: int = 0, tracking: bool = True,
                  percentiles: Sequence[float] = (50.0, 99.0, 99.9)) -> None:
-        # command name -> request count per bucket (session._fill adds to them)
+        # command name -> request count per level (session._fill adds to them)
         self.histograms: dict[str, list[int]] = {}
         self.events: dict[str, Event] = {}
         self.threshold_ms = 0
@@ -144,8 +144,8 @@ class Latency:
 
     # --- what was counted -------------------------------------------------------------------
     def _counts(self, name: str, rejected: Mapping[str, int]) -> list[int] | None:
-        """``name``'s counts per level, less the requests refused before running (answered at once: taken from the lowest buckets); None when
-        none ran."""
+        """``name``'s counts per level, less the requests refused before running (answered
+        at once: taken from the lowest levels); None when none ran."""
         raw = self.histograms.get(name)
         if raw is None:
             return None

@@ -50,7 +50,9 @@ OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"r
 # HELLO too: run by the node, it would change the protocol of the transaction's connection.
 OWN_STATE = frozenset({"client|id", "client|info", "client|list", "client|kill",
                        "client|unblock", "client|no-evict", "client|reply", "client|setname",
-                       "client|getname", "hello"})
+                       "client|getname", "hello",
+                       *(f"latency|{sub}" for sub in ("latest", "history", "reset", "histogram",
+                                                     "doctor", "graph", "help"))})
 
 
 class Transaction:

@@ -128,11 +128,12 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     else:
         s.metrics.command(name, "ok", took_s)
     lat = s.latency
-    if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one bucket per request
-        counts = lat.histograms.get(name)
-        if counts is None:
-            counts = lat.histograms[name] = [0] * BUCKETS
-        counts[bisect_left(LEVELS_S, took_s)] += 1
+    if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one level counted per request
+        try:
+            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
+        except KeyError:  # the command's first request
+            lat.histograms[name] = [0] * BUCKETS
+            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
     if took_s >= s.slowlog.threshold_s:
         _log_slow(slot, took_s)
     if took_s >= lat.threshold_s and name not in _NOT_SLOWLOGGED:

@@ -139,6 +139,11 @@ def test_a_slow_request_is_an_event_until_reset(pair: dict[str, ManagedProcess])
             after = _histogram(c.call("LATENCY", "HISTOGRAM", "eval"))[1][b"eval"]
             assert c.call("LATENCY", "RESET") == b":1\r\n"
             assert c.call("LATENCY", "LATEST") == b"*0\r\n"
+            # Inside MULTI the node running the transaction would answer with its own figures.
+            assert c.call("MULTI") == b"+OK\r\n"
+            assert c.call("LATENCY", "LATEST") == (b"-ERR slotgate: 'latency|latest' cannot run "
+                                                   b"inside MULTI through the proxy\r\n")
+            assert c.call("DISCARD") == b"+OK\r\n"
         finally:
             c.call("CONFIG", "SET", "latency-monitor-threshold", "0")
     [(event, _when, ms, worst)] = [e for e in latest if e[0] == b"command"]
