@@ -5,11 +5,13 @@ samples, against what redis-server 7.0.15 printed for the same samples (history
 from __future__ import annotations
 
 from bisect import bisect_left
+from pathlib import Path
 
 import pytest
 
 from slotgate.proxy.front import latency
 from slotgate.proxy.front.latency import LEVELS_S, Event, Latency
+from slotgate.proxy.ops.config import ConfigError, load
 
 T0 = 1796182260
 REAL_GRAPH = ("command - high 30 ms, low 10 ms (all time high 30 ms)\n" + "-" * 80 + "\n"
@@ -59,3 +61,28 @@ def test_a_request_is_counted_at_redis_level(took_us: int, key_us: int) -> None:
     assert lat.histogram([b"get"], {}, 2) == (
         b"*2\r\n$3\r\nget\r\n*4\r\n$5\r\ncalls\r\n:1\r\n$14\r\nhistogram_usec\r\n"
         b"*2\r\n:%d\r\n:1\r\n" % key_us)
+
+
+def test_a_spike_is_a_command_or_fast_command_event() -> None:
+    lat = Latency(5)
+    lat.spike("eval", 0.0049)  # below the threshold
+    lat.spike("get", 0.007)  # Redis flags GET fast
+    lat.spike("eval", 0.006)
+    assert {name: e.samples[0][1] for name, e in lat.events.items()} == {
+        "fast-command": 7, "command": 6}
+    assert lat.reset([b"command", b"nosuch"]) == 1 and list(lat.events) == ["fast-command"]
+
+
+def test_config_file_keys_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "proxy.yaml"
+    path.write_text("seeds: [\"127.0.0.1:7000\"]\nlatency:\n  monitor_threshold_ms: 20\n"
+                    "  tracking: false\n  tracking_info_percentiles: [50, 99.99]\n")
+    settings = load(path).proxy
+    assert (settings.latency_monitor_threshold_ms, settings.latency_tracking,
+            settings.latency_tracking_info_percentiles) == (20, False, (50.0, 99.99))
+    path.write_text("seeds: [\"127.0.0.1:7000\"]\nlatency:\n  monitor_threshold_ms: -1\n"
+                    "  tracking: maybe\n  tracking_info_percentiles: [50, 101]\n")
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    assert [p.split(":")[0] for p in exc.value.problems] == [
+        "latency.monitor_threshold_ms", "latency.tracking", "latency.tracking_info_percentiles"]
