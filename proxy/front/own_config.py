@@ -7,8 +7,8 @@
 
 Today's own directives: ``slowlog-log-slower-than`` and ``slowlog-max-len`` (the proxy's
 SLOWLOG, proxy/front/slowlog.py); ``latency-monitor-threshold``, ``latency-tracking`` and
-``latency-tracking-info-percentiles`` (its LATENCY, proxy/front/latency.py). A value set here lasts until the next reload of the config
-file. A CONFIG SET that mixes the proxy's and the nodes' parameters applies the proxy's first,
+``latency-tracking-info-percentiles`` (its LATENCY, proxy/front/latency.py). A value set here
+lasts until the next reload of the config file. A CONFIG SET that mixes the proxy's and the nodes' parameters applies the proxy's first,
 then sends the rest to the nodes.
 """
 
