@@ -155,6 +155,9 @@ OVERRIDES: dict[str, Row] = {
     "slowlog|get": _PROXY,
     "slowlog|len": _PROXY,
     "slowlog|reset": _PROXY,
+    # The proxy's own latency monitor and histograms (proxy/front/latency.py).
+    **dict.fromkeys(("latency|latest", "latency|history", "latency|reset", "latency|histogram",
+                     "latency|doctor", "latency|graph", "latency|help"), _PROXY),
     "config|get": _PROXY,  # the proxy's own directives (proxy/front/own_config.py)
     # Static help texts and flag lookups: any master answers them exactly.
     "command|help": _KEYLESS,

@@ -151,8 +151,11 @@ NOTES: dict[str, str] = {
     "slowlog|get": "The proxy's own slow log: see [Slow log](#slow-log).",
     "slowlog|len": "The proxy's own slow log: see [Slow log](#slow-log).",
     "slowlog|reset": "The proxy's own slow log: see [Slow log](#slow-log).",
-    "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`) "
-                  "with the proxy's values; asked only for those, answered by the proxy, else "
+    **{f"latency|{sub}": "The proxy's own latency figures: see [Latency](#latency)."
+       for sub in ("latest", "history", "reset", "histogram", "doctor", "graph", "help")},
+    "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`, "
+                  "`latency-monitor-threshold`, `latency-tracking`, "
+                  "`latency-tracking-info-percentiles`) with the proxy's values; asked only for those, answered by the proxy, else "
                   "by one master with those values replaced.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
@@ -207,7 +210,8 @@ NOTES: dict[str, str] = {
     "config|set": "Refused only with `requirepass`, `masterauth` or `masteruser` among its "
                   "parameters; with admin commands allowed, a new `requirepass` becomes the "
                   "proxy's own backend password before the reply. The proxy's own directives "
-                  "(`slowlog-log-slower-than`, `slowlog-max-len`) are checked and set in the "
+                  "(`slowlog-log-slower-than`, `slowlog-max-len`, `latency-monitor-threshold`, "
+                  "`latency-tracking`, `latency-tracking-info-percentiles`) are checked and set in the "
                   "proxy (Redis' errors) and not sent on; the other parameters of the same "
                   "command go to the nodes after them (not atomic together).",
 }
@@ -443,7 +447,7 @@ connections, with redis-server 7.0.15's line format, argument rules and errors (
 | CPU | the proxy process' own (getrusage) |
 | Commandstats | counted by the proxy: `calls`, `usec` and `usec_per_call` (the time from reading the request to its reply being ready, end to end through the nodes), `rejected_calls` (unknown, wrong arity, not allowed here) and `failed_calls` per command |
 | Errorstats | the error replies the proxy sent, by their first word |
-| Latencystats | empty |
+| Latencystats | the proxy's own: its requests' percentiles (see [Latency](#latency)) |
 | Cluster | `cluster_enabled:0` |
 | Keyspace | keys and expires summed per database, `avg_ttl` weighted by keys |
 
@@ -540,9 +544,41 @@ The nodes' own slow logs: `slotgate cluster call HOST:PORT SLOWLOG GET` runs it 
 
 **What differs from one server.** The times are end to end, not a node's execution time; the
 client-name field carries the node; a request sent to several nodes (a split `MGET`, a fan-out)
-has one entry. `LATENCY LATEST/HISTORY/HISTOGRAM/DOCTOR` and INFO `latencystats` are not yet
-the proxy's own (LATENCY's are refused, latencystats is empty); `LATENCY RESET` still goes to
-every node.
+has one entry.
+
+"""
+
+
+LATENCY = """\
+## Latency
+
+`LATENCY LATEST/HISTORY/RESET/DOCTOR/GRAPH/HISTOGRAM/HELP` and INFO `latencystats` are the
+proxy's own: requests timed as for the [Slow log](#slow-log) (end to end), with the directives a
+server has, `latency-monitor-threshold` (ms, 0 off), `latency-tracking` (yes/no) and
+`latency-tracking-info-percentiles`, set in the config file (`latency.monitor_threshold_ms`,
+`latency.tracking`, `latency.tracking_info_percentiles`, docs/CONFIG.md) or with `CONFIG
+SET`/`CONFIG GET` through the proxy. Latency events are Redis' `command` (a request at or
+above the threshold) and `fast-command` (the same for a command Redis flags `fast`): 160
+samples per event, one per second, as Redis keeps them; DOCTOR's report and GRAPH's sparkline
+are Redis' own texts for those two events (the slow log's directives choose DOCTOR's advice).
+HISTOGRAM's replies have Redis' shape (`calls`, `histogram_usec` with the keys redis-server 7.0
+gives its power-of-2 levels: 1, 2, 4, 8, 16, 33, 66, 132, ...), RESP2 and RESP3. Requests
+refused before running (unknown command, wrong arity ...) are not counted, as in Redis. Code:
+`proxy/front/latency.py`, `proxy/front/own_config.py`; tests:
+`tests/proxy/test_transparency_latency.py`.
+
+The nodes' own latency figures: `slotgate cluster call HOST:PORT LATENCY LATEST` (or
+`LATENCY HISTOGRAM`, `INFO latencystats` ...) runs it on every node (docs/ADMIN.md).
+
+**What differs from one server.** The times are end to end (node round trips, redirects and
+retries included), not a node's execution time. A histogram keeps only the power-of-2 levels
+HISTOGRAM reports (Redis' HdrHistogram is finer), so INFO `latencystats` percentiles are the
+key of the level the percentile falls in (`p50=4.000`) rather than Redis' finer value
+(`p50=4.015`). Histograms of blocking commands and `WAIT`
+include the time waited (Redis counts only execution); they make no latency event. Events are
+only `command` and `fast-command` (no `fork`, `aof-*`, `expire-cycle` ...: the proxy has none
+of those). With several workers, each worker has its own figures (of the connections it
+serves).
 
 """
 
@@ -564,7 +600,7 @@ refusals):
 | `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
-| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
+| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO; LATENCY (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state or figures, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
 | a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |
 | with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 
@@ -899,6 +935,7 @@ def render() -> str:
     out.append(WAIT)
     out.append(FUNCTIONS)
     out.append(SLOWLOG)
+    out.append(LATENCY)
     out.append(_slow_commands())
     out.append("## Every command\n")
     out.append("| command | route | merge | handling |")

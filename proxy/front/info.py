@@ -19,7 +19,7 @@ Each section of the masters' replies (Redis 7.0.15's sections, fields and order)
   oldest; other integers summed; other values the first master's.
 - ``Keyspace``: keys and expires summed per database, avg_ttl weighted by keys.
 - ``Cluster``: ``cluster_enabled:0`` (the proxy is one plain server to its clients).
-- ``Latencystats``: empty (the masters' figures are not the proxy's requests).
+- ``Latencystats``: the proxy's own (its requests' percentiles, proxy/front/latency.py).
 - any other section (Replication, Modules): the first master's.
 
 Then the proxy's own ``# Proxy`` section (for no argument, ``default``, ``all``,
@@ -235,7 +235,7 @@ def _section(s: Session, title: bytes, parts: list[Fields]) -> Fields:
     if title == b"Errorstats":
         return _errorstats(s)
     if title == b"Latencystats":
-        return []
+        return s.proxy.latency.info_lines(s.proxy.stats.rejected)
     if title == b"Cluster":
         return [(b"cluster_enabled", b"1" if s.settings.cluster_emulation else b"0")]
     if title == b"Keyspace":

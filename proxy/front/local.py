@@ -13,7 +13,16 @@ from slotgate.protocol import commands
 from slotgate.protocol.resp import OK, array, bulk, integer
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front import clients, monitor, own_config, pause, pinned, pubsub, tracking
+from slotgate.proxy.front import (
+    clients,
+    latency,
+    monitor,
+    own_config,
+    pause,
+    pinned,
+    pubsub,
+    tracking,
+)
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -161,6 +170,7 @@ HANDLERS: dict[str, Handler] = {
     "slowlog|get": slowlog_get,
     "slowlog|len": slowlog_len,
     "slowlog|reset": slowlog_reset,
+    **latency.HANDLERS,
 }
 
 # Commands Redis 7.0 does not know but clients send (matched on "name|sub" lower case).

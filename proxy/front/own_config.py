@@ -6,8 +6,9 @@
                    and the proxy's own names in its reply get the proxy's values
 
 Today's own directives: ``slowlog-log-slower-than`` and ``slowlog-max-len`` (the proxy's
-SLOWLOG, proxy/front/slowlog.py). A value set here lasts until the next reload of the config
-file. A CONFIG SET that mixes the proxy's and the nodes' parameters applies the proxy's first,
+SLOWLOG, proxy/front/slowlog.py); ``latency-monitor-threshold``, ``latency-tracking`` and
+``latency-tracking-info-percentiles`` (its LATENCY, proxy/front/latency.py). A value set here
+lasts until the next reload of the config file. A CONFIG SET that mixes the proxy's and the nodes' parameters applies the proxy's first,
 then sends the rest to the nodes.
 """
 
@@ -21,6 +22,7 @@ import hiredis
 from slotgate.protocol.glob import glob_match
 from slotgate.protocol.resp import bulk, encode_command, string2ll
 from slotgate.proxy import errors
+from slotgate.proxy.front import latency
 from slotgate.proxy.front.clients import ANSWERED
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call
@@ -33,14 +35,44 @@ SET_FAILED = "ERR CONFIG SET failed (possibly related to argument '{name}') - {w
 NOT_INTEGER = "argument couldn't be parsed into an integer"
 OUT_OF_RANGE = "argument must be between {lo} and {hi} inclusive"
 DUPLICATE = "duplicate parameter"
+YES_NO = "argument must be 'yes' or 'no'"
+
+
+def _integer(lo: int) -> Callable[[bytes], object]:
+    """An integer from ``lo`` up (Redis' errors otherwise)."""
+    def parse(raw: bytes) -> object:
+        value = string2ll(raw)
+        if value is None:
+            return Invalid(NOT_INTEGER)
+        if value < lo:
+            return Invalid(OUT_OF_RANGE.format(lo=lo, hi=_LONG_MAX))
+        return value
+    return parse
+
+
+def _yes_no(raw: bytes) -> object:
+    word = raw.lower()
+    if word not in (b"yes", b"no"):
+        return Invalid(YES_NO)
+    return word == b"yes"
+
+
+def _percentiles(raw: bytes) -> object:
+    parsed = latency.parse_percentiles(raw.decode("utf-8", "replace"))
+    return Invalid(parsed) if isinstance(parsed, str) else tuple(parsed)
+
+
+class Invalid(str):
+    """Why a CONFIG SET value was refused (the text after Redis' prefix)."""
 
 
 class Directive:
-    """One of the proxy's own directives: its range and where its value lives."""
+    """One of the proxy's own directives: how its value is parsed (to ``Invalid`` when
+    refused), shown and applied."""
 
-    def __init__(self, lo: int, get: Callable[[Session], int], put: Callable[[Session, int], None]
-                 ) -> None:
-        self.lo = lo
+    def __init__(self, parse: Callable[[bytes], object], get: Callable[[Session], bytes],
+                 put: Callable[[Session, Any], None]) -> None:
+        self.parse = parse
         self.get = get
         self.put = put
 
@@ -55,10 +87,30 @@ def _set_max_len(s: Session, value: int) -> None:
     s.proxy.slowlog.configure(s.proxy.slowlog.slower_than_us, value)
 
 
+def _set_latency(s: Session, **changes: Any) -> None:
+    for key, value in changes.items():
+        setattr(s.settings, key, value)
+    lat = s.proxy.latency
+    lat.configure(s.settings.latency_monitor_threshold_ms, s.settings.latency_tracking,
+                  s.settings.latency_tracking_info_percentiles)
+
+
 OWN: dict[bytes, Directive] = {
-    b"slowlog-log-slower-than": Directive(-1, lambda s: s.proxy.slowlog.slower_than_us,
+    b"slowlog-log-slower-than": Directive(_integer(-1),
+                                          lambda s: b"%d" % s.proxy.slowlog.slower_than_us,
                                           _set_slower_than),
-    b"slowlog-max-len": Directive(0, lambda s: s.proxy.slowlog.max_len, _set_max_len),
+    b"slowlog-max-len": Directive(_integer(0), lambda s: b"%d" % s.proxy.slowlog.max_len,
+                                  _set_max_len),
+    b"latency-monitor-threshold": Directive(
+        _integer(0), lambda s: b"%d" % s.proxy.latency.threshold_ms,
+        lambda s, v: _set_latency(s, latency_monitor_threshold_ms=v)),
+    b"latency-tracking": Directive(
+        _yes_no, lambda s: b"yes" if s.proxy.latency.tracking else b"no",
+        lambda s, v: _set_latency(s, latency_tracking=v)),
+    b"latency-tracking-info-percentiles": Directive(
+        _percentiles,
+        lambda s: " ".join(map(latency.format_percentile, s.proxy.latency.percentiles)).encode(),
+        lambda s, v: _set_latency(s, latency_tracking_info_percentiles=v)),
 }
 
 
@@ -68,7 +120,7 @@ def config_set(s: Session, argv: list[bytes]) -> tuple[bytes | None, list[bytes]
     if len(argv) % 2:
         return error_frame(errors.WRONG_ARITY.format(name="config|set")), []
     pairs = list(zip(argv[2::2], argv[3::2], strict=True))
-    own: list[tuple[Directive, int]] = []
+    own: list[tuple[Directive, object]] = []
     rest: list[bytes] = []
     seen: set[bytes] = set()
     for name, raw in pairs:
@@ -81,12 +133,9 @@ def config_set(s: Session, argv: list[bytes]) -> tuple[bytes | None, list[bytes]
         if d is None:
             rest += [name, raw]
             continue
-        value = string2ll(raw)
-        if value is None:
-            return error_frame(SET_FAILED.format(name=shown, why=NOT_INTEGER)), []
-        if value < d.lo:
-            why = OUT_OF_RANGE.format(lo=d.lo, hi=_LONG_MAX)
-            return error_frame(SET_FAILED.format(name=shown, why=why)), []
+        value = d.parse(raw)
+        if isinstance(value, Invalid):
+            return error_frame(SET_FAILED.format(name=shown, why=value)), []
         own.append((d, value))
     for d, value in own:
         d.put(s, value)
@@ -94,7 +143,7 @@ def config_set(s: Session, argv: list[bytes]) -> tuple[bytes | None, list[bytes]
 
 
 def _own_pairs(s: Session, patterns: list[bytes]) -> list[tuple[bytes, bytes]]:
-    return [(name, b"%d" % d.get(s)) for name, d in OWN.items()
+    return [(name, d.get(s)) for name, d in OWN.items()
             if any(glob_match(p.lower(), name) for p in patterns)]
 
 

@@ -48,10 +48,12 @@ QUEUED = b"+QUEUED\r\n"
 _RUN_AT_EXEC = (b"auth", b"hello")
 OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 # Commands answered from the proxy's own client state: refused inside MULTI.
-# HELLO too: run by the node, it would change the protocol of the transaction's connection.
+# LATENCY too: the transaction's node would answer with its own figures, not the proxy's.
 OWN_STATE = frozenset({"client|id", "client|info", "client|list", "client|kill",
                        "client|unblock", "client|no-evict", "client|reply", "client|setname",
-                       "client|getname"})
+                       "client|getname",
+                       *(f"latency|{sub}" for sub in ("latest", "history", "reset", "histogram",
+                                                     "doctor", "graph", "help"))})
 
 
 class Transaction:

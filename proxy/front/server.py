@@ -27,6 +27,7 @@ from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
 from slotgate.proxy.front import auth, info, readwrite
 from slotgate.proxy.front.clients import ServerStats
+from slotgate.proxy.front.latency import Latency
 from slotgate.proxy.front.monitor import Monitors
 from slotgate.proxy.front.pause import Pause
 from slotgate.proxy.front.session import Session
@@ -80,6 +81,9 @@ class Proxy:
         self.stats = ServerStats()  # what INFO and CLIENT report about the proxy itself
         self.slowlog: SlowLog = SlowLog(settings.slowlog_log_slower_than_us,
                                         settings.slowlog_max_len)
+        self.latency: Latency = Latency(settings.latency_monitor_threshold_ms,
+                                        settings.latency_tracking,
+                                        settings.latency_tracking_info_percentiles)
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
         self.tracker = Tracker(self)  # CLIENT TRACKING: the proxy's table and its feeds
         self.pause = Pause(self)  # CLIENT PAUSE: the proxy's clients held
@@ -122,6 +126,8 @@ class Proxy:
             readwrite.judge(session, self)  # read/write policies apply to every client
         self.topology._seeds = [f"{h}:{p}" for h, p in new.seeds]
         self.slowlog.configure(new.slowlog_log_slower_than_us, new.slowlog_max_len)
+        self.latency.configure(new.latency_monitor_threshold_ms, new.latency_tracking,
+                               new.latency_tracking_info_percentiles)
         router = getattr(self, "router", None)
         if router is not None:
             router._max_redirects = new.max_redirects

@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,7 @@ from slotgate.proxy.front import (
     pubsub,
     tracking,
 )
+from slotgate.proxy.front.latency import BUCKETS, LEVELS_S
 from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
@@ -126,8 +128,17 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
         s.stats.error_reply(raw)
     else:
         s.metrics.command(name, "ok", took_s)
+    lat = s.latency
+    if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one level counted per request
+        try:
+            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
+        except KeyError:  # the command's first request
+            lat.histograms[name] = [0] * BUCKETS
+            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
     if took_s >= s.slowlog.threshold_s:
         _log_slow(slot, took_s)
+    if took_s >= lat.threshold_s and name not in _NOT_SLOWLOGGED:
+        lat.spike(name, took_s)
     if s.slots[0] is slot:
         s.flush_ready()
 
@@ -205,7 +216,7 @@ class Session:
     __slots__ = ("proxy", "router", "metrics", "_slot_requests", "settings", "_sock", "_flusher",
                  "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd", "created_s",
                  "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet", "proto",
-                 "name", "any_slot", "slots", "unfilled", "_out", "_progress", "quit",
+                 "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress", "quit",
                  "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login", "checked",
                  "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader", "_batch",
                  "_next", "_pending", "_depth", "_conns", "_conns_proto", "__dict__")
@@ -232,6 +243,7 @@ class Session:
         self.last_cmd = "NULL"  # the last request's command name
         self.stats = proxy.stats
         self.slowlog = proxy.slowlog
+        self.latency = proxy.latency
         self.argv: list[bytes] = []  # the request being dispatched (routes other than single)
         self.no_evict = False
         self.reply_mode = clients.REPLY_ON

@@ -120,6 +120,14 @@ def choice(*allowed: str) -> Callable[[object], str]:
     return check
 
 
+def percentiles(raw: object) -> tuple[float, ...]:
+    """A list of percentiles, each from 0 to 100 (Redis' latency-tracking-info-percentiles)."""
+    if isinstance(raw, list) and all(isinstance(p, (int, float)) and not isinstance(p, bool)
+                                     and 0 <= p <= 100 for p in raw):
+        return tuple(float(p) for p in raw)
+    raise _Bad(f"expected a list of numbers from 0 to 100, like [50, 99, 99.9], got {_show(raw)}")
+
+
 def host_port(raw: object) -> tuple[str, int]:
     """``"HOST:PORT"`` (IPv6 as ``"[::1]:PORT"``) -> ``(host, port)``."""
     bad = _Bad(f'expected HOST:PORT like "127.0.0.1:7000", got {_show(raw)}')
@@ -366,6 +374,18 @@ SCHEMA: tuple[Key, ...] = (
         "SET through the proxy changes it until the next reload."),
     Key("slowlog.max_len", integer(0), ("slowlog_max_len",), True,
         "Redis' slowlog-max-len: entries the proxy's SLOWLOG keeps (the oldest dropped)."),
+    Key("latency.monitor_threshold_ms", integer(0), ("latency_monitor_threshold_ms",), True,
+        "Redis' latency-monitor-threshold for the proxy's own LATENCY: requests whose "
+        "end-to-end time reaches this many milliseconds are latency events (LATENCY LATEST, "
+        "HISTORY, DOCTOR, GRAPH); 0: off. CONFIG SET through the proxy changes it until the "
+        "next reload."),
+    Key("latency.tracking", boolean, ("latency_tracking",), True,
+        "Redis' latency-tracking: per-command latency histograms of the proxy's requests "
+        "(LATENCY HISTOGRAM, INFO latencystats).", show=_show_bool),
+    Key("latency.tracking_info_percentiles", percentiles,
+        ("latency_tracking_info_percentiles",), True,
+        "Redis' latency-tracking-info-percentiles: the percentiles INFO latencystats shows.",
+        show=lambda vs: "[" + ", ".join(f"{p:g}" for p in vs[0]) + "]"),
     _ms_key("shutdown.grace", duration_s(zero_ok=True), "shutdown_grace_ms", True,
             "On SIGTERM/SIGINT: how long in-flight requests may finish before connections "
             "close."),

@@ -57,6 +57,10 @@ class ProxySettings:
     # The proxy's own slow log (Redis' directives, proxy/front/slowlog.py).
     slowlog_log_slower_than_us: int = 10000
     slowlog_max_len: int = 128
+    # The proxy's own LATENCY and INFO latencystats (Redis' directives, proxy/front/latency.py).
+    latency_monitor_threshold_ms: int = 0
+    latency_tracking: bool = True
+    latency_tracking_info_percentiles: tuple[float, ...] = (50.0, 99.0, 99.9)
 
     # Client limits.
     max_clients: int = 10000
