@@ -70,7 +70,7 @@ ROUTES = frozenset({
     "blocking", "gather", "unsupported", "cluster", "guarded", "wait", "functions",
 })
 MERGES = frozenset({
-    "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
+    "mget", "all_ok", "one_ok", "sum", "and", "concat", "scan", "info", "any",
 })
 FAN_OUT_ROUTES = frozenset({"split", "all_masters", "all_nodes"})
 
@@ -254,7 +254,6 @@ _RESPONSE_POLICY_MERGES = {
     "all_succeeded": "all_ok",
     "one_succeeded": "one_ok",
     "agg_sum": "sum",
-    "agg_min": "min",
     "agg_logical_and": "and",
 }
 
