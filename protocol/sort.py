@@ -30,6 +30,8 @@ from slotgate.protocol.resp import string2ll
 SCORE_ERR = "ERR One or more scores can't be converted into double"
 BY_DENIED = "ERR BY option of SORT denied in Cluster mode."
 GET_DENIED = "ERR GET option of SORT denied in Cluster mode."
+BY_ACL = "ERR BY option of SORT denied due to insufficient ACL permissions."
+GET_ACL = "ERR GET option of SORT denied due to insufficient ACL permissions."
 _C_SPACE = b" \t\n\v\f\r"
 _DEC = re.compile(rb"[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf(inity)?|nan)",
                   re.IGNORECASE)
@@ -54,9 +56,11 @@ class SortArgs(NamedTuple):
         return bool(self.gets) or (self.sortby is not None and not self.dontsort)
 
 
-def parse(argv: list[bytes], readonly: bool, cluster: bool = False) -> SortArgs | str:
+def parse(argv: list[bytes], readonly: bool, cluster: bool = False,
+          reads_every_key: bool = True) -> SortArgs | str:
     """SORT's options (argv[2:]), or the first error in argv order; ``cluster`` refuses BY
-    patterns and GET as a cluster node does."""
+    patterns and GET as a cluster node does; without ``reads_every_key`` (the user's ACL
+    lets it read every key) they are refused too."""
     desc = alpha = dontsort = False
     limit_start, limit_count = 0, -1
     sortby: bytes | None = None
@@ -89,10 +93,14 @@ def parse(argv: list[bytes], readonly: bool, cluster: bool = False) -> SortArgs 
                 dontsort = True
             elif cluster:
                 return BY_DENIED
+            elif not reads_every_key:
+                return BY_ACL
             j += 1
         elif opt == b"get" and left >= 1:
             if cluster:
                 return GET_DENIED
+            if not reads_every_key:
+                return GET_ACL
             gets.append(argv[j + 1])
             j += 1
         else:

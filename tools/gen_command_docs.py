@@ -716,9 +716,9 @@ instant, so a client writing the collection or the pattern keys meanwhile may se
 that mixes values from before and after its writes (and a `STORE` may overwrite dest after
 another client's later write). `ALPHA` with `BY` orders equal values (missing ones included)
 in the collection's order, where Redis' `qsort`/`pqsort` may order them otherwise. The
-proxy's ACL check does not refuse `BY`/`GET` patterns to users without access to every key
-(Redis: `-ERR BY option of SORT denied due to insufficient ACL permissions.`). The
-collection and every looked-up value are held in the proxy's memory while it sorts.
+collection and every looked-up value are held in the proxy's memory while it sorts. As in
+Redis, a user whose ACL does not let it read every key gets `-ERR BY option of SORT denied
+due to insufficient ACL permissions.` (`GET` likewise).
 
 ## Moves across slots
 

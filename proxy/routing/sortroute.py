@@ -18,6 +18,7 @@ requests are answered:
 
 Not atomic across shards: each slot is read at its own instant, so a client writing the
 pattern keys meanwhile may see a SORT that mixes values from before and after its writes.
+A user whose ACL does not let it read every key gets Redis' refusal of the patterns.
 SORT without patterns is not handled here (``gather.py`` forwards it, or runs it next to its
 STORE destination).
 """
@@ -33,6 +34,7 @@ import trio
 
 from slotgate.protocol import sort as sortcore
 from slotgate.protocol.commands import CommandInfo
+from slotgate.protocol.glob import glob_match
 from slotgate.protocol.resp import array_header, bulk, encode_command, integer, null
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy.front.pinned import _direct, _on_owner
@@ -56,9 +58,11 @@ def route(s: RouteSession, argv: list[bytes],
     pattern; the caller routes it as before); else ``(True, pending)``: answered here, the
     session held until ``pending`` (if any) ends."""
     readonly = info.name == "sort_ro"
-    args = sortcore.parse(argv, readonly)
+    user = s.login.user
+    full = user.unrestricted or user.reads_every_key(info, argv, glob_match)
+    args = sortcore.parse(argv, readonly, reads_every_key=full)
     if isinstance(args, str):
-        if sortcore.parse(argv, readonly, cluster=True) == args:
+        if sortcore.parse(argv, readonly, cluster=True, reads_every_key=full) == args:
             return False, None  # the node answers the same error
         s.reply(info.name, error_frame(args))  # not its refusal of a BY/GET met first
         return True, None

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ClusterBackend
-from tests.support import ManagedProcess, RawClient, running, slotgate_proxy
+from tests.proxy import auth_support
+from tests.support import ManagedProcess, RawClient, redis_server, running, slotgate_proxy
 
 SETUP = [
     "RPUSH @ids 3 1 2 4", "MSET @w_1 30 @w_2 10 @w_3 20 @n_1 one @n_2 two @n_3 three",
@@ -88,3 +89,36 @@ def dbs_proxy(cluster_backend: ClusterBackend,
 def test_patterns_name_keys_of_the_clients_database(dbs_proxy: ManagedProcess,
                                                     redis_standalone: ManagedProcess) -> None:
     _compare(_run(dbs_proxy.port, 2, 3), _run(redis_standalone.port, 2, 3))
+
+
+ACL_USERS = ["u on >upw ~a* +@all", "v on >vpw %R~* ~a* +@all"]
+ACL_LINES = [
+    ("u", "SORT a1 BY w_*"), ("u", "SORT_RO a1 GET #"), ("u", "SORT a1 BY nosort"),
+    ("u", "SORT a1 FOO BY w_*"), ("u", "SORT a1 BY w_* FOO"), ("u", "SORT a1 BY nosort GET #"),
+    ("v", "SORT a1 BY w_* GET w_*"), ("v", "SORT a1 BY w_* GET # STORE a2"),
+]
+
+
+def _acl_run(port: int) -> list[bytes]:
+    out = []
+    for user, line in ACL_LINES:
+        with RawClient(port) as c:
+            c.call("RPUSH", "a1", "1", "2")
+            assert c.call("AUTH", user, user + "pw") == b"+OK\r\n"
+            out.append(c.call(*line.split()))
+    return out
+
+
+def test_patterns_need_read_access_to_every_key(cluster_backend: ClusterBackend,
+                                                tmp_path: Path) -> None:
+    proxy = auth_support.proxy_with_users(tmp_path / "proxy", cluster_backend.ports[:2],
+                                          ACL_USERS, None)
+    real = redis_server(tmp_path, extra=["--user", *ACL_USERS[0].split(), "--user",
+                                         *ACL_USERS[1].split()])
+    with running(proxy, real):
+        want = _acl_run(real.port)
+        got = _acl_run(proxy.port)
+        with RawClient(proxy.port) as c:
+            c.call("DEL", "a1", "a2")
+    for (_, line), g, w in zip(ACL_LINES, got, want, strict=True):
+        assert g == w, line

@@ -43,6 +43,10 @@ def test_parse_options_and_what_a_cluster_node_refuses() -> None:
     assert sort.parse(argv, False) == SYNTAX
     assert sort.parse(argv, False, cluster=True) == sort.BY_DENIED
     assert sort.parse([b"SORT", b"k", b"GET", b"#"], False, cluster=True) == sort.GET_DENIED
+    no_acl = {"reads_every_key": False}
+    assert sort.parse([b"SORT", b"k", b"GET", b"#"], False, **no_acl) == sort.GET_ACL
+    assert sort.parse([b"SORT", b"k", b"BY", b"w_*"], False, True, **no_acl) == sort.BY_DENIED
+    assert isinstance(sort.parse([b"SORT", b"k", b"BY", b"w"], False, **no_acl), SortArgs)
     # SORT_RO has no STORE: the word is a syntax error.
     assert sort.parse([b"SORT_RO", b"k", b"STORE", b"d"], True) == SYNTAX
 
