@@ -10,14 +10,14 @@ in RESP2 and RESP3, and with ``databases: 16`` in database 3; the raw replies mu
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ClusterBackend
 from tests.proxy import auth_support
-from tests.support import ManagedProcess, RawClient, redis_server, running, slotgate_proxy
+from tests.proxy.test_databases import dbs_proxy  # noqa: F401 (the databases: 16 proxy)
+from tests.support import ManagedProcess, RawClient, redis_server, running
 
 SETUP = [
     "RPUSH @ids 3 1 2 4", "MSET @w_1 30 @w_2 10 @w_3 20 @n_1 one @n_2 two @n_3 three",
@@ -75,18 +75,7 @@ def test_same_replies_as_one_redis_server(slotgate: ManagedProcess,
     _compare(_run(slotgate.port, proto, 0), _run(redis_standalone.port, proto, 0))
 
 
-@pytest.fixture(scope="module")
-def dbs_proxy(cluster_backend: ClusterBackend,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    workdir = Path(tmp_path_factory.mktemp("sort-dbs-proxy"))
-    cfg = workdir / "proxy.yaml"
-    cfg.write_text("databases: 16\n")
-    proc = slotgate_proxy(workdir, cluster_backend.ports[:2], ["--config", str(cfg)])
-    with running(proc):
-        yield proc
-
-
-def test_patterns_name_keys_of_the_clients_database(dbs_proxy: ManagedProcess,
+def test_patterns_name_keys_of_the_clients_database(dbs_proxy: ManagedProcess,  # noqa: F811
                                                     redis_standalone: ManagedProcess) -> None:
     _compare(_run(dbs_proxy.port, 2, 3), _run(redis_standalone.port, 2, 3))
 
