@@ -9,8 +9,9 @@ requests are answered:
                         kind and its elements in its own order (WRONGTYPE is the node's).
     2. BY               each element's BY target read where it lives: per slot one
                         ``MULTI; MGET <string keys>; HGET k f …; EXEC`` (a key of another type:
-                        missing, as lookupKeyByPattern has it); slots of one master one after
-                        another, masters in parallel. Then the sort.
+                        missing, as lookupKeyByPattern has it); one master's slots pipelined
+                        in one round trip, masters in parallel; a slot that failed there (it
+                        moved) again through the redirect loop. Then the sort.
     3. GET              the same for the GET targets of the chosen elements (LIMIT applied).
     4. reply / STORE    the array; or ``MULTI; DEL dest; RPUSH dest …; EXEC`` on the
                         destination's master (nil GET values stored as empty strings; an empty
@@ -37,6 +38,7 @@ from slotgate.protocol.commands import CommandInfo
 from slotgate.protocol.glob import glob_match
 from slotgate.protocol.resp import array_header, bulk, encode_command, integer, null
 from slotgate.protocol.slots import key_slot
+from slotgate.proxy.backend.connections import BackendError
 from slotgate.proxy.front.pinned import _direct, _on_owner
 from slotgate.proxy.routing.redirect import error_frame
 
@@ -139,47 +141,71 @@ async def _fetch(s: RouteSession, targets: list[sortcore.Target | str | None]) -
     for t in dict.fromkeys(targets):
         if isinstance(t, sortcore.Target):
             by_slot.setdefault(key_slot(t.key), []).append(t)
+    split = {slot: ([t for t in wanted if t.field is None], [t for t in wanted if t.field])
+             for slot, wanted in by_slot.items()}
     out: Values = {}
     failed: list[bytes] = []
 
-    async def read_slot(slot: int, wanted: list[sortcore.Target]) -> bytes | None:
-        strings = [t for t in wanted if t.field is None]
-        fields = [t for t in wanted if t.field is not None]
+    def request(slot: int) -> tuple[bytes, int]:
+        strings, fields = split[slot]
         parts = [_MULTI]
         if strings:
             parts.append(encode_command(b"MGET", *[prefixed(t.key, s.db) for t in strings]))
         parts.extend(encode_command(b"HGET", prefixed(t.key, s.db), t.field or b"")
                      for t in fields)
         parts.append(_EXEC)
-        n = len(parts)
-        raw = await _on_owner(s, slot, b"".join(parts), n, True, partial(_direct, s))
+        return b"".join(parts), len(parts)
+
+    def absorb(slot: int, raw: bytes) -> bool:
+        """EXEC's reply into ``out``; False: it is an error (EXECABORT after a redirect...)."""
+        strings, fields = split[slot]
         got = _decode(raw)
         if not isinstance(got, list):
-            return raw
+            return False
         replies = list(got)
         if strings:
             mget = replies.pop(0)
             if not isinstance(mget, list):
-                return raw
+                return False
             out.update(zip(strings, mget, strict=True))
         for t, v in zip(fields, replies, strict=True):
             # A key that is not a hash: WRONGTYPE, which the pattern reads as missing.
             out[t] = v if isinstance(v, bytes) else None
-        return None
+        return True
 
-    async def read_node(slots: list[int]) -> None:
-        for slot in slots:
-            err = await read_slot(slot, by_slot[slot])
-            if err is not None:
-                failed.append(err)
+    async def read_node(node: str | None, slots: list[int]) -> None:
+        # Every slot's transaction in one round trip to the slot map's owner; a slot whose
+        # transaction failed there (moved meanwhile...) again through the redirect loop.
+        again = slots
+        if node is not None and len(slots) > 1:
+            requests = [request(slot) for slot in slots]
+            try:
+                conn = await _direct(s, node)
+                with trio.fail_after(s.settings.command_timeout_ms / 1000):
+                    frames = await conn.roundtrip(b"".join(p for p, _ in requests),
+                                                  sum(n for _, n in requests))
+            except (BackendError, OSError, trio.TooSlowError):
+                pass
+            else:
+                again = []
+                at = 0
+                for slot, (_, n) in zip(slots, requests, strict=True):
+                    at += n
+                    if not absorb(slot, frames[at - 1][1]):
+                        again.append(slot)
+        for slot in again:
+            payload, n = request(slot)
+            raw = await _on_owner(s, slot, payload, n, True, partial(_direct, s))
+            if not absorb(slot, raw):
+                failed.append(raw)
                 return
 
     by_node: dict[str | None, list[int]] = {}
     for slot in by_slot:
         by_node.setdefault(s.router.topology.owners[slot], []).append(slot)
     async with trio.open_nursery() as nursery:
-        for slots in by_node.values():
-            nursery.start_soon(read_node, slots)
+        for node, slots in by_node.items():
+            nursery.start_soon(read_node, node, slots)
     return failed[0] if failed else out
 
 
