@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ClusterBackend
 from tests.proxy import auth_support
 from tests.proxy.test_databases import dbs_proxy  # noqa: F401 (the databases: 16 proxy)
 from tests.support import ManagedProcess, RawClient, redis_server, running
@@ -98,9 +97,10 @@ def _acl_run(port: int) -> list[bytes]:
     return out
 
 
-def test_patterns_need_read_access_to_every_key(cluster_backend: ClusterBackend,
+def test_patterns_need_read_access_to_every_key(real_cluster: list[ManagedProcess],
                                                 tmp_path: Path) -> None:
-    proxy = auth_support.proxy_with_users(tmp_path / "proxy", cluster_backend.ports[:2],
+    """The proxy's own check: one cluster kind is enough."""
+    proxy = auth_support.proxy_with_users(tmp_path / "proxy", [n.port for n in real_cluster[:2]],
                                           ACL_USERS, None)
     real = redis_server(tmp_path, extra=["--user", *ACL_USERS[0].split(), "--user",
                                          *ACL_USERS[1].split()])
