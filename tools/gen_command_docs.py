@@ -702,8 +702,8 @@ any slot. The proxy runs such a `SORT` itself (`proxy/routing/sortroute.py`, the
 in `protocol/sort.py`, shared with the node), after the client's earlier replies:
 `MULTI; TYPE k; SORT k BY nosort; EXEC` on the key's master gives the collection in its own
 order (`WRONGTYPE` is the node's); each element's `BY` key (`pre*post`, or a hash field
-`pre*post->field`) is read where it lives, per slot one `MULTI; MGET …; HGET …; EXEC`, the
-masters in parallel; the elements are sorted with Redis' rules (numeric by strtod, `ALPHA`
+`pre*post->field`) is read where it lives: per slot one `MGET` and an `HGET` per field, one
+master's slots pipelined in one round trip, the masters in parallel; the elements are sorted with Redis' rules (numeric by strtod, `ALPHA`
 in byte order, `DESC`, `LIMIT`, `BY` without `*` keeping the collection's order, missing
 values as 0 or first, a set stored unsorted sorted `ALPHA`); then the `GET` values of the
 chosen elements are read the same way. `STORE dest` writes the result on dest's master in

@@ -8,10 +8,11 @@ requests are answered:
     1. the collection   ``MULTI; TYPE k; SORT k BY nosort; EXEC`` on the key's master: its
                         kind and its elements in its own order (WRONGTYPE is the node's).
     2. BY               each element's BY target read where it lives: per slot one
-                        ``MULTI; MGET <string keys>; HGET k f …; EXEC`` (a key of another type:
-                        missing, as lookupKeyByPattern has it); one master's slots pipelined
-                        in one round trip, masters in parallel; a slot that failed there (it
-                        moved) again through the redirect loop. Then the sort.
+                        ``MGET <string keys>`` and ``HGET k f`` per hash field (a key of
+                        another type: missing, as lookupKeyByPattern has it); one master's
+                        slots pipelined in one round trip, masters in parallel; a slot whose
+                        reads failed there (it moved) again, as ``MULTI … EXEC``, through the
+                        redirect loop. Then the sort.
     3. GET              the same for the GET targets of the chosen elements (LIMIT applied).
     4. reply / STORE    the array; or ``MULTI; DEL dest; RPUSH dest …; EXEC`` on the
                         destination's master (nil GET values stored as empty strings; an empty
@@ -146,39 +147,44 @@ async def _fetch(s: RouteSession, targets: list[sortcore.Target | str | None]) -
     out: Values = {}
     failed: list[bytes] = []
 
-    def request(slot: int) -> tuple[bytes, int]:
+    def request(slot: int, tx: bool) -> tuple[bytes, int]:
+        """The slot's reads: one MGET, one HGET per field; in ``MULTI … EXEC`` if ``tx``."""
         strings, fields = split[slot]
-        parts = [_MULTI]
+        parts = []
         if strings:
             parts.append(encode_command(b"MGET", *[prefixed(t.key, s.db) for t in strings]))
         parts.extend(encode_command(b"HGET", prefixed(t.key, s.db), t.field or b"")
                      for t in fields)
-        parts.append(_EXEC)
+        if tx:
+            parts = [_MULTI, *parts, _EXEC]
         return b"".join(parts), len(parts)
 
-    def absorb(slot: int, raw: bytes) -> bool:
-        """EXEC's reply into ``out``; False: it is an error (EXECABORT after a redirect...)."""
+    def absorb(slot: int, replies: object) -> bool:
+        """The reads' replies into ``out``; False: one is an error (a redirect, EXECABORT)."""
         strings, fields = split[slot]
-        got = _decode(raw)
-        if not isinstance(got, list):
+        if not isinstance(replies, list):
             return False
-        replies = list(got)
+        replies = list(replies)
         if strings:
             mget = replies.pop(0)
             if not isinstance(mget, list):
                 return False
             out.update(zip(strings, mget, strict=True))
         for t, v in zip(fields, replies, strict=True):
-            # A key that is not a hash: WRONGTYPE, which the pattern reads as missing.
+            if isinstance(v, hiredis.ReplyError):
+                if not str(v).startswith("WRONGTYPE"):
+                    return False
+                v = None  # a key that is not a hash: missing, as lookupKeyByPattern has it
             out[t] = v if isinstance(v, bytes) else None
         return True
 
     async def read_node(node: str | None, slots: list[int]) -> None:
-        # Every slot's transaction in one round trip to the slot map's owner; a slot whose
-        # transaction failed there (moved meanwhile...) again through the redirect loop.
+        # Every slot's reads pipelined in one round trip to the slot map's owner; a slot
+        # whose reads failed there (moved meanwhile...) again in a transaction through the
+        # redirect loop.
         again = slots
         if node is not None and len(slots) > 1:
-            requests = [request(slot) for slot in slots]
+            requests = [request(slot, tx=False) for slot in slots]
             try:
                 conn = await _direct(s, node)
                 with trio.fail_after(s.settings.command_timeout_ms / 1000):
@@ -190,13 +196,13 @@ async def _fetch(s: RouteSession, targets: list[sortcore.Target | str | None]) -
                 again = []
                 at = 0
                 for slot, (_, n) in zip(slots, requests, strict=True):
-                    at += n
-                    if not absorb(slot, frames[at - 1][1]):
+                    if not absorb(slot, [_decode(raw) for _, raw in frames[at:at + n]]):
                         again.append(slot)
+                    at += n
         for slot in again:
-            payload, n = request(slot)
+            payload, n = request(slot, tx=True)
             raw = await _on_owner(s, slot, payload, n, True, partial(_direct, s))
-            if not absorb(slot, raw):
+            if not absorb(slot, _decode(raw)):
                 failed.append(raw)
                 return
 
