@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from slotgate.node.commands.registry import command
 from slotgate.node.core.errors import WRONGTYPE, CommandError
+from slotgate.node.core.glob import held_glob_match
 from slotgate.node.core.keyspace import NOTIFY_GENERIC, NOTIFY_LIST, TYPES
 from slotgate.node.types.lists import RList
 from slotgate.node.types.sets import ordered
 from slotgate.protocol import sort as sortcore
+from slotgate.protocol.commands import COMMANDS
 from slotgate.protocol.resp import array_header, bulk, integer
 
 if TYPE_CHECKING:
@@ -49,7 +51,10 @@ def _elements(v: Any) -> list[bytes]:
 
 
 def _sort(c: Client, argv: list[bytes], readonly: bool) -> bytes:
-    args = sortcore.parse(argv, readonly, c.server.cluster_enabled)
+    user = c.acl_user
+    full = user is None or user.unrestricted or user.reads_every_key(
+        COMMANDS[b"sort_ro" if readonly else b"sort"], argv, held_glob_match)
+    args = sortcore.parse(argv, readonly, c.server.cluster_enabled, full)
     if isinstance(args, str):
         raise CommandError(args)
     db = c.db
