@@ -121,6 +121,8 @@ OVERRIDES: dict[str, Row] = {
     # (proxy/routing/blockmulti.py).
     "lmpop": _GATHER,
     "zmpop": _GATHER,
+    # BY/GET patterns: fetched by the proxy, sorted there (proxy/routing/sortroute.py).
+    "sort_ro": _GATHER,
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report
     # as a key: use key_positions(argv, include_not_key=True).
     "spublish": Row("single"),
