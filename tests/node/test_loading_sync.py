@@ -171,6 +171,9 @@ def test_swapdb_loads_asynchronously_from_the_same_history(kind: str, tmp_path: 
                 break
             assert state != "loading"
             time.sleep(0.02)
-        assert async_seen >= 1 and refused >= 1, (async_seen, refused)
+        assert async_seen >= 1, (async_seen, refused)
+        # redis-server's async phase is sometimes over within one look (about 1 run in 4,
+        # whatever the snapshot delay): then its BGSAVE lands after it. Ours must refuse one.
+        assert refused >= 1 or (kind == "real" and async_seen == 1), (async_seen, refused)
         assert r.call("DBSIZE") == b":2200\r\n"
         assert _info(r, "replication")["master_replid"] == replid
