@@ -49,6 +49,7 @@ from fractions import Fraction
 from typing import Any
 
 import hiredis
+from mypy_extensions import mypyc_attr
 
 __all__ = [
     "Attribute", "BigNumber", "ProtocolError", "Push", "Raw", "ReplyFramer", "RequestReader",
@@ -970,6 +971,7 @@ def format_long_double(x: float | int | str | bytes | Fraction) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 
+@mypyc_attr(native_class=False)  # a bytes subclass stays a Python class when compiled
 class Raw(bytes):
     """Already-encoded RESP, written as is."""
 
