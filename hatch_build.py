@@ -134,7 +134,15 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
         return list(self.config.get("compiled", []))
 
     def dependencies(self) -> list[str]:
-        return [] if compile_setting() == "0" else [MYPY, "setuptools>=65"]
+        if compile_setting() == "0":
+            return []
+        # mypyc type-checks the whole package: with the runtime dependencies and their types
+        # installed, as in development (missing, the import cycles type differently and fail).
+        import tomllib
+
+        with open(Path(self.root) / "pyproject.toml", "rb") as f:
+            project = tomllib.load(f)["project"]
+        return [MYPY, "setuptools>=65", "types-PyYAML", *project["dependencies"]]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         root = Path(self.root)

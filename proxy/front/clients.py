@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from slotgate.protocol.hello import valid_client_name
@@ -340,7 +341,8 @@ def _shown(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").replace("\r", " ").replace("\n", " ")
 
 
-HANDLERS = {
+# (annotated: the compiled build type-checks local.py, which spreads this, first)
+HANDLERS: dict[str, Callable[[Session, list[bytes]], bytes | None]] = {
     "client|id": client_id,
     "client|setname": client_setname,
     "client|getname": client_getname,
