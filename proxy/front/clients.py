@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 # What a handler returns when it answered by itself: the reply slot is taken (ANSWERED), or
 # the reply is given and the session's reply mode changed (SWITCHED: the session re-reads
 # how it dispatches before its next request).
-ANSWERED = bytes(bytearray(b"answered"))
-SWITCHED = bytes(bytearray(b"switched"))
+ANSWERED: bytes = bytes(bytearray(b"answered"))
+SWITCHED: bytes = bytes(bytearray(b"switched"))
 # CLIENT REPLY modes (Redis' CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP_NEXT).
 REPLY_ON, REPLY_OFF, REPLY_SKIP = range(3)
 _REPLY_MODES = {b"on": REPLY_ON, b"off": REPLY_OFF, b"skip": REPLY_SKIP}

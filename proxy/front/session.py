@@ -50,7 +50,6 @@ import hiredis
 import trio
 
 from slotgate.eventcore import sockets
-from slotgate.eventcore.groups import on_group
 from slotgate.eventcore.poller import EOF, HandlerError, receive_ready
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.commands import (
@@ -80,7 +79,6 @@ log = logging.getLogger("slotgate.session")
 
 RECV_BUFFER_BYTES = 64 * 1024
 _MINUS = ord("-")
-_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, HandlerError)
 # Why the poller handed the client socket back to the session's task (besides EOF).
 _PENDING, _QUIT, _BAD, _FULL = range(1, 5)
 _NO_REQUESTS: list[list[bytes]] = []
@@ -100,8 +98,8 @@ def _sockname(sock: socket.socket) -> str:
 
 def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
-    failure is dropped), count it, and write out whatever is now ready in order: ``ReplySlot.__call__`` and
-    ``SlotCall.finish`` (methods, not this function assigned: mypyc compiles only methods)."""
+    failure is dropped), count it, and write out whatever is now ready in order. Both
+    ``ReplySlot.__call__`` and ``SlotCall.finish`` are this function (no extra call)."""
     if slot.data is not None:
         return
     slot.data = raw
@@ -130,8 +128,7 @@ class ReplySlot:
         self.name = name
         self.start_s = start_s
 
-    def __call__(self, raw: bytes) -> None:
-        _fill(self, raw)
+    __call__ = _fill
 
 
 def _never(raw: bytes) -> None:
@@ -170,8 +167,7 @@ class SlotCall(Call):
         else:
             self.finish(raw)
 
-    def finish(self, raw: bytes) -> None:
-        _fill(self, raw)
+    finish = _fill
 
 
 class Session:
@@ -347,21 +343,22 @@ class Session:
     async def run(self) -> None:
         self.metrics.client_connected()
         try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._writer.run, self._on_sent)
+                eof = await self._read_loop()
+                if not eof:
+                    deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
+                    if deadline is None:
+                        deadline = trio.current_time() + self.settings.shutdown_grace_ms / 1000
+                    with trio.move_on_at(deadline):
+                        await self._drain()
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                 HandlerError) as eg:
             # The client went away (reset, broken pipe), or serving it hit a bug (logged by
             # the poller): nothing to answer any more.
-            with on_group(_GONE, self._gone):
-                async with trio.open_nursery() as nursery:
-                    self._nursery = nursery
-                    nursery.start_soon(self._writer.run, self._on_sent)
-                    eof = await self._read_loop()
-                    if not eof:
-                        deadline = self.proxy.stop_deadline  # None: QUIT or bad input
-                        if deadline is None:
-                            deadline = (trio.current_time()
-                                        + self.settings.shutdown_grace_ms / 1000)
-                        with trio.move_on_at(deadline):
-                            await self._drain()
-                    nursery.cancel_scope.cancel()
+            log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
         finally:
             self.closed = True
             self._writer.sock = None
@@ -370,9 +367,6 @@ class Session:
                 await self.tx.aclose()
                 await self.sub.aclose()
                 sockets.close(self._sock)
-
-    def _gone(self, exc: Exception) -> None:
-        log.debug("client %s gone: %r", self.peer, exc)
 
     async def _read_loop(self) -> bool:
         """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
@@ -391,8 +385,7 @@ class Session:
                 while len(self.slots) >= depth or (self._writer.sending and self._out):
                     self._progress = trio.Event()
                     await self._progress.wait()
-                # (object: park gives EOF or a reason; compiled code checks the declared type)
-                reason: object = self._process()  # what is left of the last batch, if any
+                reason = self._process()  # what is left of the last batch, if anything
                 if reason is None:
                     flush()
                     reason = await self._poller.park(self._sock, self._on_readable,
