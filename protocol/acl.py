@@ -500,6 +500,17 @@ class User:
                 relevant, last_idx = result, idx
         return Denial(relevant, last_idx)
 
+    def reads_every_key(self, info: CommandInfo, argv: Sequence[bytes], match: Matcher) -> bool:
+        """ACLUserCheckCmdWithUnrestrictedKeyAccess for reads: a selector that allows the
+        command has ``allkeys`` or a read pattern ``*`` (what SORT's BY/GET patterns need)."""
+        keys: list[tuple[int, int]] | None = None
+        for s in self.selectors:
+            result, _, keys = s.check(info, argv, match, keys)
+            if result == OK and (s.allkeys or any(
+                    p == b"*" and f & READ == READ for p, f in s.patterns)):
+                return True
+        return False
+
     def channels_allowed(self) -> list[bytes] | None:
         """Every channel pattern of every selector; None if one selector allows all."""
         out: list[bytes] = []

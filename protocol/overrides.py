@@ -70,7 +70,7 @@ ROUTES = frozenset({
     "blocking", "gather", "unsupported", "cluster", "guarded", "wait", "functions",
 })
 MERGES = frozenset({
-    "mget", "all_ok", "one_ok", "sum", "min", "and", "concat", "scan", "info", "any",
+    "mget", "all_ok", "one_ok", "sum", "and", "concat", "scan", "info", "any",
 })
 FAN_OUT_ROUTES = frozenset({"split", "all_masters", "all_nodes"})
 
@@ -121,6 +121,8 @@ OVERRIDES: dict[str, Row] = {
     # (proxy/routing/blockmulti.py).
     "lmpop": _GATHER,
     "zmpop": _GATHER,
+    # BY/GET patterns: fetched by the proxy, sorted there (proxy/routing/sortroute.py).
+    "sort_ro": _GATHER,
     # SPUBLISH routes by the slot of its shard channel, which COMMAND GETKEYS does not report
     # as a key: use key_positions(argv, include_not_key=True).
     "spublish": Row("single"),
@@ -254,7 +256,6 @@ _RESPONSE_POLICY_MERGES = {
     "all_succeeded": "all_ok",
     "one_succeeded": "one_ok",
     "agg_sum": "sum",
-    "agg_min": "min",
     "agg_logical_and": "and",
 }
 

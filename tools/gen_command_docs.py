@@ -110,6 +110,12 @@ NOTES: dict[str, str] = {
     "function|list": "From one master, once every master's libraries are the same.",
     "function|dump": "From one master, once every master's libraries are the same.",
     "function|stats": "The reply of the master running a function, else the first master's.",
+    "sort": "Without patterns, `STORE` across slots: runs next to its destination, which is "
+            "written atomically ([details](#multi-key-commands-across-slots)). With `BY`/`GET` "
+            "patterns: fetched and sorted by the proxy, not atomic across shards "
+            "([details](#sort-with-by-and-get-patterns)).",
+    "sort_ro": "With `BY`/`GET` patterns: fetched and sorted by the proxy, not atomic across "
+               "shards ([details](#sort-with-by-and-get-patterns)).",
     "spublish": "Routed by the slot of its shard channel.",
     "publish": "Always to the pub/sub home node (master of slot 0), where the proxy's "
                "subscribers are, so the count is that of one server.",
@@ -422,7 +428,7 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
 Not done: inside `MULTI`, `SELECT`, the whole-database commands and `MOVE`/`COPY … DB` are
 queued as plain commands (`SELECT` of another database and `MOVE` answer Redis Cluster's
 errors at `EXEC`; `KEYS`, `SCAN` … there are not per database), and `EXEC`'s
-replies keep prefixes; `SORT … BY/GET` patterns, Lua scripts' key names computed from
+replies keep prefixes; Lua scripts' key names computed from
 arguments, keyspace notifications and `CLIENT LIST`'s `db=` are not translated; `FLUSHALL`
 empties every database (as Redis).
 
@@ -721,8 +727,34 @@ the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots st
 
 Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
 `BLMOVE`, `BRPOPLPUSH` (the pops: next section), `EVAL`/`FCALL`
-keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `SORT … BY/GET` patterns and `COPY … DB`
-keep the cluster's own refusals (a node refuses them in cluster mode).
+keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `COPY … DB` keeps the cluster's own
+refusal (a node refuses it in cluster mode); `SORT … BY/GET` patterns: next section.
+
+## SORT with BY and GET patterns
+
+A cluster node refuses `SORT`/`SORT_RO` with `BY` naming a pattern with `*` or with any
+`GET` (`-ERR BY option of SORT denied in Cluster mode.`): the keys the patterns name lie in
+any slot. The proxy runs such a `SORT` itself (`proxy/routing/sortroute.py`, the pure part
+in `protocol/sort.py`, shared with the node), after the client's earlier replies:
+`MULTI; TYPE k; SORT k BY nosort; EXEC` on the key's master gives the collection in its own
+order (`WRONGTYPE` is the node's); each element's `BY` key (`pre*post`, or a hash field
+`pre*post->field`) is read where it lives: per slot one `MGET` and an `HGET` per field, one
+master's slots pipelined in one round trip, the masters in parallel; the elements are sorted with Redis' rules (numeric by strtod, `ALPHA`
+in byte order, `DESC`, `LIMIT`, `BY` without `*` keeping the collection's order, missing
+values as 0 or first, a set stored unsorted sorted `ALPHA`); then the `GET` values of the
+chosen elements are read the same way. `STORE dest` writes the result on dest's master in
+one `MULTI; DEL dest; RPUSH dest …; EXEC` (nil `GET` values as empty strings; an empty
+result deletes dest) and replies the count. With `databases: N`, the patterns' keys are the
+client's database's. `SORT` without patterns is forwarded as before.
+
+**What differs from one server.** Not atomic across shards: each slot is read at its own
+instant, so a client writing the collection or the pattern keys meanwhile may see a result
+that mixes values from before and after its writes (and a `STORE` may overwrite dest after
+another client's later write). `ALPHA` with `BY` orders equal values (missing ones included)
+in the collection's order, where Redis' `qsort`/`pqsort` may order them otherwise. The
+collection and every looked-up value are held in the proxy's memory while it sorts. As in
+Redis, a user whose ACL does not let it read every key gets `-ERR BY option of SORT denied
+due to insufficient ACL permissions.` (`GET` likewise).
 
 ## Moves across slots
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from slotgate.protocol import overrides
 from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.protocol.resp import OK
 from slotgate.proxy import errors
@@ -230,4 +231,7 @@ def table(route_names: Iterable[str]) -> dict[str, Route]:
     return {route: _BY_NAME[route] for route in sorted(route_names)}
 
 
-ROUTES = table(_route_names())
+# Every declared route, also one that no row names today but other code hands rows to
+# (guard.py sends CONFIG SET through ``all_nodes``); the rows' own routes must be declared.
+assert _route_names() <= overrides.ROUTES, _route_names() - overrides.ROUTES
+ROUTES = table(overrides.ROUTES)

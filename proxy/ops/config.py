@@ -449,7 +449,8 @@ SCHEMA += AUTH_KEYS
 def _protocols(raw: object) -> tuple[str, ...]:
     words = raw.split() if isinstance(raw, str) else raw
     names = ", ".join(tls.PROTOCOLS)
-    if not isinstance(words, list) or not words or not all(w in tls.PROTOCOLS for w in words):
+    if not isinstance(words, list) or not words or not all(isinstance(w, str) and w in tls.PROTOCOLS
+                                                             for w in words):
         raise _Bad(f'expected protocol names from {names} (like "TLSv1.2 TLSv1.3"), '
                    f"got {_show(raw)}")
     order = list(tls.PROTOCOLS)

@@ -40,7 +40,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
-from slotgate.proxy.routing import blockmulti, crossslot, movelock
+from slotgate.proxy.routing import blockmulti, crossslot, movelock, sortroute
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -64,6 +64,10 @@ class _Retry(Exception):
 def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
     """The ``gather`` route: keys in one slot are forwarded as ``single`` would; keys in
     several slots hold up the session while the three steps run."""
+    if info.name in sortroute.HANDLED:
+        handled, pending = sortroute.route(s, argv, info)  # BY/GET patterns
+        if handled:
+            return pending
     readonly = "readonly" in info.flags
     slot = s.slot_of(argv)
     if slot is None and info.name in blockmulti.NON_BLOCKING:

@@ -200,20 +200,12 @@ def merge_one_ok(replies: Sequence[bytes]) -> bytes:
     return replies[0]
 
 
-def merge_min(replies: Sequence[bytes]) -> bytes:
-    err = _first_error(replies)
-    if err is not None:
-        return err
-    return b":%d\r\n" % min(int(r[1:-2]) for r in replies)
-
-
 Merge = Callable[[Sequence[bytes]], bytes]
 
 # Merge functions for all-masters fan-out, by the command table's ``merge`` name (those
 # with a handler of their own are in ``fanout._SPECIAL``).
 ALL_MERGES: dict[str, Merge] = {
     "one_ok": merge_one_ok,
-    "min": merge_min,
     "sum": merge_sum,
     # Every part succeeded with the same reply (OK, or SCRIPT LOAD's sha): that reply.
     "all_ok": merge_first,

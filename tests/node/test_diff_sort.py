@@ -29,6 +29,11 @@ CASES = [
                                  "SORT ids BY w_* LIMIT 1 2 GET #", "SORT ids GET nostar",
                                  "SORT ids BY w_* ALPHA", "SET w_4 abc", "SORT ids BY w_*",
                                  "SORT ids BY nosort DESC"]),
+    Case("patterns need read access to every key", [
+        "ACL SETUSER sorter on nopass ~a* +@all", "ACL SETUSER reader on nopass %R~* ~a* +@all",
+        "RPUSH a1 2 1", "AUTH sorter x", "SORT a1 BY w_*", "SORT_RO a1 GET #",
+        "SORT a1 BY nosort", "SORT a1 BY w_* FOO", "SORT a1 FOO BY w_*", "AUTH reader x",
+        "SORT a1 BY w_* GET #", "AUTH default x", "ACL DELUSER sorter reader"]),
 ]
 
 

@@ -93,7 +93,7 @@ def test_split_shapes_come_from_the_rows() -> None:
 
 def test_refused_fan_out_commands_are_unsupported_rows_with_their_reason() -> None:
     # response_policy:special without a merge: refused at lookup, before any fan-out.
-    for argv in ([b"MEMORY", b"STATS"], [b"LATENCY", b"LATEST"], [b"FUNCTION", b"STATS"]):
+    for argv in ([b"MEMORY", b"STATS"], [b"MEMORY", b"DOCTOR"], [b"MEMORY", b"MALLOC-STATS"]):
         info = lookup(argv)
         assert info is not None
         assert (info.route, info.merge) == ("unsupported", None), argv

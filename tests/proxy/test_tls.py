@@ -319,6 +319,7 @@ def test_tls_only_with_the_tls_listener_policy(certs: Certs, real_cluster: list[
      "tls.cert_file: cannot read '/nonexistent.crt'"),
     ({"tls.protocols": "TLSv1.1 TLSv1.3"}, "tls.protocols: expected a range without gaps"),
     ({"tls.protocols": "SSLv3"}, "tls.protocols: expected protocol names from TLSv1, TLSv1.1"),
+    ({"tls.protocols": [[]]}, "tls.protocols: expected protocol names from TLSv1, TLSv1.1"),
     ({"tls.auth_clients": "maybe"}, "tls.auth_clients: expected one of no, optional, yes"),
     ({"tls.auth_clients": ["yes"]}, "tls.auth_clients: expected one of no, optional, yes"),
     ({"backend.tls_verify": "some"}, "backend.tls_verify: expected one of full, ca, none"),
