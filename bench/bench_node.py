@@ -11,6 +11,8 @@ is read around each run: CPU-µs per request. Everything started is stopped by P
         [--tests set,get,incr,lpush,hset,mset] [--before DIR]
 
 ``--before DIR``: also run the node from another tree (e.g. ``git archive REV | tar -x -C DIR``).
+``--pure``: also run this tree's node as pure Python (``SLOTGATE_COMPILE=0``), target ``pure``:
+the compiled build against its own source, in the same rounds.
 ``--replica``: give each server a replica of its own kind (pinned to the same CPU), so every
 write is also propagated: the master-with-replica throughput, ours against redis-server's.
 ``--split``: one ``redis-benchmark`` run per test (``-t incr`` alone, ...), so the server CPU
@@ -46,7 +48,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support import ManagedProcess, in_tree, redis_server, slotgate_node  # noqa: E402
+from tests.support import (  # noqa: E402
+    ManagedProcess,
+    child_env,
+    in_tree,
+    redis_server,
+    slotgate_node,
+)
 
 CLIENTS = 50
 PIPELINES = (1, 16)
@@ -132,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--pipelines", default=",".join(map(str, PIPELINES)))
     ap.add_argument("--before", type=Path, default=None, help="another tree's node, for before/after")
     ap.add_argument("--replica", action="store_true", help="each server with a replica")
+    ap.add_argument("--pure", action="store_true",
+                    help="also this tree's node as pure Python (SLOTGATE_COMPILE=0)")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
@@ -142,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         }
         if args.before is not None:
             targets["before"] = pinned(in_tree(slotgate_node(work / "before"), args.before))
+        if args.pure:
+            targets["pure"] = pinned(slotgate_node(work / "pure"))
         replicas: dict[str, ManagedProcess] = {}
         if args.replica:
             replicas = {name: pinned(redis_server(work) if name == "redis"
@@ -162,9 +174,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                         else:
                             os.environ["PYTHONPATH"] = cwd_env
                 else:
-                    proc.start()
+                    with child_env(SLOTGATE_COMPILE="0" if name.startswith("pure") else ""):
+                        proc.start()
             for name, replica in replicas.items():
                 attach(replica, targets[name])
+            for name, proc in targets.items():
+                if name != "redis":
+                    print(f"{name}: " + build_line(proc, "Build: "), flush=True)
             # results[(pipeline, test, target)] -> list of rps; cpu_us[(pipeline, target)]
             results: dict[tuple[int, str, str], list[float]] = {}
             cpu_us: dict[tuple[int, str], list[float]] = {}
@@ -209,6 +225,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         finally:
             for proc in [*targets.values(), *replicas.values()]:
                 proc.stop()
+
+
+def build_line(proc: ManagedProcess, prefix: str, timeout_s: float = 10.0) -> str:
+    """The build a started process reports (its log line from ``prefix`` on)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = proc.log_text()
+        if prefix in text or time.monotonic() > deadline:
+            return text.partition(prefix)[2].partition("\n")[0] or "(not logged)"
+        time.sleep(0.1)
 
 
 def attach(replica: ManagedProcess, master: ManagedProcess, timeout_s: float = 60.0) -> None:

@@ -20,6 +20,7 @@ Everything started is stopped by PID.
     .venv/bin/python bench/bench_proxy.py [--rounds 3] [--requests 100000] [--pipelined 400000]
         [--before DIR]   # DIR: another revision's tree, e.g. git archive REV | tar -x -C DIR
         [--proxy-workers N]
+        [--pure]         # also this tree's proxy as pure Python (SLOTGATE_COMPILE=0): 'pure'
 
 (``--requests`` / ``--pipelined``: requests per run at -P 1 / -P 16; the 10-key cases run a
 quarter of that, ``--split-share``.)
@@ -43,9 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_node import build_line  # noqa: E402
 from slotgate.protocol.slots import key_slot  # noqa: E402
 from tests.support import (  # noqa: E402
     ManagedProcess,
+    child_env,
     create_cluster,
     in_tree,
     redis_server,
@@ -134,10 +137,14 @@ def redis_benchmark(args: Sequence[str]) -> float:
     return float(rows[0][1])
 
 
-def start_proxy(workdir: Path, seed: int, extra: list[str], tree: str = "") -> ManagedProcess:
-    """The proxy; with ``tree``, the proxy of that source tree (another revision)."""
+def start_proxy(workdir: Path, seed: int, extra: list[str], tree: str = "",
+                compile_setting: str = "") -> ManagedProcess:
+    """The proxy; with ``tree``, the proxy of that source tree (another revision); with
+    ``compile_setting`` "0", this tree's proxy as pure Python."""
     if not tree:
-        return wait_all_workers(slotgate_proxy(workdir, [seed], extra).start(), extra)
+        with child_env(SLOTGATE_COMPILE=compile_setting):
+            proxy = slotgate_proxy(workdir, [seed], extra).start()
+        return wait_all_workers(proxy, extra)
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(Path(tree).resolve())  # inherited by the child only
     try:
@@ -177,6 +184,8 @@ def main() -> None:
     ap.add_argument("--proxy-args", default="", help="extra proxy flags (space separated)")
     ap.add_argument("--proxy-workers", type=int, default=1,
                     help="the proxy's --workers (its CPU: supervisor + workers)")
+    ap.add_argument("--pure", action="store_true",
+                    help="also this tree's proxy as pure Python (SLOTGATE_COMPILE=0), 'pure'")
     ap.add_argument("--before", default="",
                     help="source tree of another revision (git archive REV | tar -x -C DIR): "
                          "its proxy is one more target, 'before', in the same rounds")
@@ -193,6 +202,11 @@ def main() -> None:
             extra += ["--workers", str(args.proxy_workers)]
         procs["proxy"] = start_proxy(workdir, nodes[0].port, extra)
         targets = args.targets.split(",")
+        if args.pure:
+            procs["pure"] = start_proxy(workdir, nodes[0].port, extra, compile_setting="0")
+            targets.insert(targets.index("proxy") if "proxy" in targets else 0, "pure")
+        for name, proc in procs.items():
+            print(f"{name}: " + build_line(proc, "build: "), flush=True)
         if args.before:
             procs["before"] = start_proxy(workdir, nodes[0].port, extra, args.before)
             targets.insert(targets.index("proxy") if "proxy" in targets else 0, "before")

@@ -186,7 +186,9 @@ class Poller:
                     except Exception as exc:  # a bug in the handler: this connection
                         value = _crashed(fd, exc)
             # (a handler may have cancelled its own owner, SHUTDOWN: unwatched and woken then)
-            if value is not None and watched.get(fd) is entry:
+            # (==, not is: mypyc-compiled code copies a typed tuple, so its identity is not
+            # kept; the same owner and handler still parked is what this asks)
+            if value is not None and watched.get(fd) == entry:
                 self._unwatch(fd)
                 trio.lowlevel.reschedule(entry[1], _wake_with(value))
         for hook in self.after_pass:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from slotgate import BUILD
 from slotgate.node.core.config import LOG_LEVELS, LOG_VERBOSE, REDIS_VERSION, ConfigError, load
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("slotgate node (Redis %s compatible), bits=64, pid=%d, just started",
              REDIS_VERSION, os.getpid())
     log.info("Running mode=%s, port=%d. PID: %d", mode, server.port, os.getpid())
+    log.info("Build: %s", BUILD.describe())
     failed: list[OSError] = []
     load_failed = False
     try:

@@ -50,6 +50,7 @@ from itertools import chain
 from typing import Any
 
 import hiredis
+from mypy_extensions import mypyc_attr
 
 __all__ = [
     "Attribute", "BigNumber", "ProtocolError", "Push", "Raw", "ReplyFramer", "RequestReader",
@@ -1002,6 +1003,7 @@ def format_long_double(x: float | int | str | bytes | Fraction) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 
+@mypyc_attr(native_class=False)  # a bytes subclass stays a Python class when compiled
 class Raw(bytes):
     """Already-encoded RESP, written as is."""
 

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import trio
 
+from slotgate import BUILD
 from slotgate.proxy.front.server import Proxy
 from slotgate.proxy.ops.config import (
     Config,
@@ -131,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     who = "" if role is None else f"worker-{role.index} "
     logging.basicConfig(level=config.log_level.upper(),
                         format=f"%(asctime)s %(levelname)s {who}%(name)s: %(message)s")
+    if role is None:  # once per proxy, not once per worker
+        logging.getLogger("slotgate").info("build: %s", BUILD.describe())
     status = 0
     try:
         if role is None and config.workers > 1:

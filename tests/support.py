@@ -289,6 +289,22 @@ def slotgate_proxy(workdir: Path, seeds: Sequence[int | str], extra: Sequence[st
     return ManagedProcess(argv, port, workdir / f"proxy-{port}", "proxy.log")
 
 
+@contextmanager
+def child_env(**values: str) -> Iterator[None]:
+    """``os.environ`` with ``values`` set meanwhile: a process started inside inherits them
+    (e.g. ``SLOTGATE_COMPILE="0"``: the pure-Python build of this tree)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
 def in_tree(proc: ManagedProcess, tree: Path) -> ManagedProcess:
     """``proc`` run from another revision's source tree (put on PYTHONPATH by the caller): its
     ``-m`` target as that tree names it, ``slotgate.node`` since the one-import-name layout,

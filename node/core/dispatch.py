@@ -48,6 +48,11 @@ _PUBSUB_ERR = (
 )
 
 
+# None, typed as what a handler may set instead: assigning a literal None would let the type
+# checker (and the compiled build, which trusts it) take the attribute for None after the call.
+NOT_REWRITTEN: list[list[bytes]] | None = None
+
+
 def _err(text: str) -> bytes:
     return b"-" + text.encode("utf-8", "replace").replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
 
@@ -295,7 +300,7 @@ def call(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
     if srv.monitors and not cmd.skip_monitor:
         srv.feed_monitors(c, argv)
     dirty_before = ks.dirty
-    c.propagate_as = None
+    c.propagate_as = NOT_REWRITTEN
     db_index = c.db.index
     reply = call_unobserved(c, cmd, argv)
     if c.tracking is not None:
@@ -361,7 +366,7 @@ def serve_ready_keys(srv: Server) -> None:
                 st = bc.blocked
                 if st is None or st.db is not db:
                     continue
-                bc.propagate_as = None
+                bc.propagate_as = NOT_REWRITTEN
                 dirty_before = ks.dirty
                 reply = st.serve(bc, db, key)
                 if reply is not None:

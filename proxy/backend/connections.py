@@ -45,6 +45,7 @@ import trio
 
 from slotgate.eventcore import sockets, tls
 from slotgate.eventcore.backoff import backoff_ms
+from slotgate.eventcore.groups import on_group
 from slotgate.eventcore.poller import EOF, HandlerError, Poller, run_poller
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.commands import ALL_COMMANDS
@@ -243,7 +244,7 @@ class BackendConnection:
         sock = w.sock = tls.take_over(stream)  # None unless READY
         self._framer = ReplyFramer()
         w.write_now()  # what was queued while connecting
-        try:
+        with on_group(_LOST, self._lost):
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(w.run)
@@ -255,12 +256,11 @@ class BackendConnection:
                 self._state = CONNECTING
                 w.sock = None
                 sockets.close(sock)
-        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError, BackendError,
-                 HandlerError) as eg:
-            first = eg.exceptions[0]
-            result = "timeout" if isinstance(first, _Timeout) else "lost"
-            self._pool.metrics.upstream(self.address, result)
-            self._fail(first if isinstance(first, BackendError) else BackendError(str(first)))
+
+    def _lost(self, first: Exception) -> None:
+        result = "timeout" if isinstance(first, _Timeout) else "lost"
+        self._pool.metrics.upstream(self.address, result)
+        self._fail(first if isinstance(first, BackendError) else BackendError(str(first)))
 
     async def _read_loop(self, sock: socket.socket) -> None:
         """The poller reads for us; we only wake up to raise why the connection ended (a
@@ -331,6 +331,11 @@ class BackendConnection:
 
 class _Timeout(BackendError):
     pass
+
+
+# How a live connection ends: _lost records it and fails what it still owed.
+_LOST = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, BackendError,
+         HandlerError)
 
 
 class BackendPool:

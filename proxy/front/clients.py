@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from slotgate.protocol.hello import valid_client_name
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 # What a handler returns when it answered by itself: the reply slot is taken (ANSWERED), or
 # the reply is given and the session's reply mode changed (SWITCHED: the session re-reads
 # how it dispatches before its next request).
-ANSWERED = bytes(bytearray(b"answered"))
-SWITCHED = bytes(bytearray(b"switched"))
+ANSWERED: bytes = bytes(bytearray(b"answered"))
+SWITCHED: bytes = bytes(bytearray(b"switched"))
 # CLIENT REPLY modes (Redis' CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP_NEXT).
 REPLY_ON, REPLY_OFF, REPLY_SKIP = range(3)
 _REPLY_MODES = {b"on": REPLY_ON, b"off": REPLY_OFF, b"skip": REPLY_SKIP}
@@ -340,7 +341,8 @@ def _shown(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").replace("\r", " ").replace("\n", " ")
 
 
-HANDLERS = {
+# (annotated: the compiled build type-checks local.py, which spreads this, first)
+HANDLERS: dict[str, Callable[[Session, list[bytes]], bytes | None]] = {
     "client|id": client_id,
     "client|setname": client_setname,
     "client|getname": client_getname,

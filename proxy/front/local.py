@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 # A handler returns the reply frame, or None: "not mine after all, forward to one master",
 # or ANSWERED / SWITCHED (clients.py): it answered by itself.
 Handler = Callable[["Session", list[bytes]], bytes | None]
-ANSWERED = clients.ANSWERED
-SWITCHED = clients.SWITCHED
+ANSWERED: bytes = clients.ANSWERED  # (annotated: see clients.HANDLERS)
+SWITCHED: bytes = clients.SWITCHED
 
 
 async def resume() -> None:

@@ -19,8 +19,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 
+from slotgate import BUILD
 from slotgate.proxy.ops import checklist
 from slotgate.proxy.ops import up as up_cmd
 from slotgate.proxy.ops.admin import (
@@ -52,6 +54,9 @@ def _port(text: str) -> int:
 
 def arg_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="slotgate", description="slotgate operator command")
+    p.add_argument("--version", action="version",
+                   version=f"slotgate {version('slotgate')}, {BUILD.describe()}",
+                   help="the version, and whether the compiled build is loaded")
     sub = p.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start bundled nodes + proxy on loopback (the embedded default)")

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
+from mypy_extensions import mypyc_attr
 
 from slotgate.eventcore.backoff import backoff_ms
 from slotgate.protocol.resp import encode_command
@@ -56,6 +57,7 @@ _MINUS = ord("-")
 _REFRESH_ON = {"CLUSTERDOWN": "retry", "LOST": "conn_lost", "UNSERVED": "retry"}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled: session.py's SlotCall extends it
 class Call:
     """One backend request and where its reply goes."""
 

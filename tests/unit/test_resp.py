@@ -31,10 +31,12 @@ from slotgate.protocol.resp import (
 from tests.support import RawClient, wait_until
 
 
-class SlowReader(RequestReader):
-    """The exact Python parser alone: the reference the hiredis fast path must agree with."""
-
-    use_hiredis = False
+def SlowReader(**limits: int) -> RequestReader:
+    """The exact Python parser alone: the reference the hiredis fast path must agree with.
+    (An instance setting, not a subclass: the compiled build's classes cannot be subclassed.)"""
+    reader = RequestReader(**limits)
+    reader.use_hiredis = False
+    return reader
 
 
 def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
