@@ -87,6 +87,9 @@ def test_effects_match_what_redis_propagates(tmp_path: Path) -> None:
         for proc in (ours, real):
             proc.stop()
             proc.start()
+        for proc in (ours, real):  # listening is not loaded: both answer -LOADING meanwhile
+            wait_until(lambda p=proc: not _full(p.port, "s").startswith(b"-LOADING"),
+                       what=f"{proc} still loading its AOF")
         # both replay their AOF (as from a master: no LIMIT) to the same streams and groups;
         # entries-read is not in XCLAIM, so a reload may differ from before, on both alike
         for k in ("s", "t"):
