@@ -31,7 +31,8 @@ from slotgate.protocol.commands import arity_ok, key_positions, lookup
 from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.backend.connections import DirectConnection
+from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, write_on_owner
 from slotgate.proxy.front.routes import ROUTES
 from slotgate.proxy.routing.crossslot import tag_for_slot
 from slotgate.proxy.routing.redirect import error_frame
@@ -166,8 +167,11 @@ class _Stripping:
 
         async def run() -> None:
             await s.wait_idle()
-            fill(await _on_owner(s, slot, encode_command(*argv), 1, readonly,
-                                 partial(_direct, s)))
+            if readonly:
+                fill(await _on_owner(s, slot, encode_command(*argv), 1, True,
+                                     partial(_direct, s)))
+            else:  # a pop (LMPOP, ZMPOP): the client's write policies too
+                fill(await write_on_owner(s, slot, encode_command(*argv), 1))
 
         self.pending = run()
 
@@ -214,8 +218,8 @@ def _masters(s: RouteSession) -> list[tuple[str, int]]:
     return sorted(first.items())
 
 
-async def _call(s: RouteSession, slot: int, *args: bytes, readonly: bool = True) -> bytes:
-    return await _on_owner(s, slot, encode_command(*args), 1, readonly, partial(_direct, s))
+async def _call(s: RouteSession, slot: int, *args: bytes) -> bytes:
+    return await _on_owner(s, slot, encode_command(*args), 1, True, partial(_direct, s))
 
 
 async def _all_keys(s: RouteSession, db: int, pattern: bytes = b"*") -> list[bytes] | bytes:
@@ -269,11 +273,12 @@ def _flushdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         by_slot: dict[int, list[bytes]] = {}
         for key in got:
             by_slot.setdefault(key_slot(key), []).append(prefixed(key, db))
+        written: list[DirectConnection | None] = []
         for slot, keys in by_slot.items():
-            raw = await _call(s, slot, b"UNLINK", *keys, readonly=False)
+            raw = await write_on_owner(s, slot, encode_command(b"UNLINK", *keys), 1, written)
             if raw[:1] == b"-":
                 return raw
-        return _OK
+        return await after_writes(s, written, _OK)
     return _later(s, "flushdb", work)
 
 
@@ -326,8 +331,8 @@ def _move(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
     key, here = argv[1], s.db
 
     async def work() -> bytes:
-        raw = await _call(s, key_slot(key), b"RENAMENX", prefixed(key, here), prefixed(key, to),
-                          readonly=False)
+        raw = await write_on_owner(s, key_slot(key), encode_command(
+            b"RENAMENX", prefixed(key, here), prefixed(key, to)), 1)
         return b":0\r\n" if raw.startswith(b"-ERR no such key") else raw
     return _later(s, "move", work)
 
@@ -382,6 +387,7 @@ def _swapdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
         if isinstance(keys_b, bytes):
             return keys_b
         in_a, in_b = set(keys_a), set(keys_b)
+        written: list[DirectConnection | None] = []
         for key in sorted(in_a | in_b):
             pa, pb = prefixed(key, a), prefixed(key, b)
             if key in in_a and key in in_b:
@@ -394,11 +400,10 @@ def _swapdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
             payload = (encode_command(b"MULTI")
                        + b"".join(encode_command(b"RENAME", x, y) for x, y in cmds)
                        + encode_command(b"EXEC"))
-            raw = await _on_owner(s, key_slot(key), payload, len(cmds) + 2, False,
-                                  partial(_direct, s))
+            raw = await write_on_owner(s, key_slot(key), payload, len(cmds) + 2, written)
             if raw[:1] == b"-":
                 return raw
-        return _OK
+        return await after_writes(s, written, _OK)
     return _later(s, "swapdb", work)
 
 

@@ -219,7 +219,7 @@ async def _exec(s: RouteSession, queued: list[list[bytes]],
             return
         try:
             frames = await conn.roundtrip(payload, n_replies)
-            reply_slot(await _after_exec(s, conn, frames[-1][1]))
+            reply_slot(await after_writes(s, [conn], frames[-1][1]))
         except BackendError:
             s.metrics.unknown_fate_write()
             reply_slot(error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address)))
@@ -230,15 +230,26 @@ async def _exec(s: RouteSession, queued: list[list[bytes]],
     s.last_write_slot = slot  # WAIT waits there (wait.py)
     call = AwaitedCall(s.router, payload, slot, False, s.proto, s.id, n_replies)
     raw = await call.run(partial(_direct, s))
-    reply_slot(await _after_exec(s, s.tx.direct.get(call.node), raw))
+    reply_slot(await after_writes(s, [s.tx.direct.get(call.node)], raw))
 
 
-async def _after_exec(s: RouteSession, conn: DirectConnection | None, raw: bytes) -> bytes:
-    """EXEC's reply, once the client's write policies are met (readwrite.py)."""
+# Replies after which nothing was written: EXEC's when a WATCHed key changed, a blocking
+# pop's timeout, a move's from an empty source.
+NOTHING_WRITTEN = frozenset({b"*-1\r\n", b"_\r\n", b"$-1\r\n"})
+
+
+async def after_writes(s: RouteSession, conns: list[DirectConnection | None],
+                       raw: bytes) -> bytes:
+    """``raw``, the reply to writes just run on ``conns`` (connections of the client's own),
+    once the client's write policies are met there (readwrite.py), or their error. Every
+    path that writes on such connections ends here; an error or a null reply wrote
+    nothing."""
     policies = s.policies
-    if policies is None or not policies.on_writes or conn is None:
+    if policies is None or not policies.on_writes or raw[:1] in (b"-", b"!") \
+            or raw in NOTHING_WRITTEN:
         return raw
-    return await policies.after_exec(conn, raw)
+    written = [conn for conn in conns if conn is not None]
+    return await policies.after_writes(written, raw) if written else raw
 
 
 async def _on_owner(s: RouteSession, slot: int, payload: bytes, n_replies: int, readonly: bool,
@@ -246,8 +257,27 @@ async def _on_owner(s: RouteSession, slot: int, payload: bytes, n_replies: int, 
     """Run ``payload`` on the slot's master over a connection of the client's own, through
     the router's redirect/retry loop; the last reply frame (EXEC's, the blocking command's,
     WATCH's), or the error that ended the loop."""
+    return (await on_owner_at(s, slot, payload, n_replies, readonly, connect))[0]
+
+
+async def on_owner_at(s: RouteSession, slot: int, payload: bytes, n_replies: int,
+                      readonly: bool, connect: Connect) -> tuple[bytes, str]:
+    """``_on_owner``'s reply, and the node it came from (where the payload ran, if it did)."""
     call = AwaitedCall(s.router, payload, slot, readonly, s.proto, s.id, n_replies)
-    return await call.run(connect)
+    return await call.run(connect), call.node
+
+
+async def write_on_owner(s: RouteSession, slot: int, payload: bytes, n_replies: int,
+                         written: list[DirectConnection | None] | None = None) -> bytes:
+    """``_on_owner`` of a write on the client's own connection (``_direct``), its reply once
+    the client's write policies are met (``after_writes``). A request of several writes
+    passes ``written``: each write's connection is added to it, and the request calls
+    ``after_writes`` once, at its end."""
+    raw, node = await on_owner_at(s, slot, payload, n_replies, False, partial(_direct, s))
+    if written is not None:
+        written.append(s.tx.direct.get(node))
+        return raw
+    return await after_writes(s, [s.tx.direct.get(node)], raw)
 
 
 async def _direct(s: RouteSession, node: str) -> DirectConnection:
@@ -408,6 +438,8 @@ async def _blocking(s: RouteSession, argv: list[bytes], info: CommandInfo, slot:
                 break
     finally:
         s.tx.blocked = None
+    if "write" in info.flags:  # a pop, a move, XREADGROUP
+        reply = await after_writes(s, [s.tx.direct.get(call.node)], reply)
     reply_slot(reply)
 
 

@@ -19,7 +19,7 @@ sends the request the router's usual way (the master).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from slotgate.protocol.resp import OK, encode_command
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import DISCARD, BackendError, DirectConnection
 from slotgate.proxy.front.session import Session, SlotCall, pack_command
+from slotgate.proxy.front.wait import TOUCH
 from slotgate.proxy.routing.durable import WaitBatch
 from slotgate.proxy.routing.offsets import ROLE, master_offset
 from slotgate.proxy.routing.redirect import error_frame
@@ -43,10 +44,12 @@ if TYPE_CHECKING:
 READONLY = encode_command(b"READONLY")
 _MINUS = ord("-")
 _COLON = ord(":")
-_NO_EXEC = (b"*-1\r\n", b"_\r\n")  # EXEC's null: a WATCHed key changed, nothing ran
 # Read-only commands that stay on the master: scripts.
 MASTER_ONLY = frozenset({"eval_ro", "evalsha_ro", "fcall_ro"})
-WRITES = frozenset(i.name for i in ALL_COMMANDS.values() if "write" in i.flags)
+# Writes: the table's, and the scripts that may write (their reply, even an error, may
+# follow writes: the WAIT and the ticket cover them).
+WRITES = frozenset({*(i.name for i in ALL_COMMANDS.values() if "write" in i.flags),
+                    "eval", "evalsha", "fcall"})
 
 
 @dataclass(frozen=True)
@@ -181,39 +184,46 @@ class ReadWrite:
             self._ticket(None)  # (a ticket's ROLE now would come after the reply)
         reply(raw)
 
-    async def after_exec(self, conn: DirectConnection, raw: bytes) -> bytes:
-        """A transaction ran on ``conn`` (its EXEC answered ``raw``): its WAIT (durable) and
-        its ticket (read-your-writes: ROLE's offset), on the same connection, before the
-        client has the reply."""
-        if raw[:1] == b"-" or raw in _NO_EXEC:
-            return raw
+    async def after_writes(self, conns: list[DirectConnection], raw: bytes) -> bytes:
+        """Writes answered ``raw`` on ``conns`` (connections of the client's own: a
+        transaction's, a blocking pop's, a move's): on each, after them, its WAIT (durable)
+        and ROLE (read-your-writes: the offset of the client's writes there), before the
+        client has the reply; the reply, or the first WAIT's error."""
         s = self.session
         wanted = self.policy.durable_writes
-        requests = [encode_command(b"WAIT", wanted, s.settings.durable_timeout_ms)] \
+        # TOUCH first: a pop served to a blocked client leaves the connection's write offset
+        # where it was (Redis 7.0), so WAIT alone could count replicas that lack the pop.
+        requests = [TOUCH, encode_command(b"WAIT", wanted, s.settings.durable_timeout_ms)] \
             if self.durable else []
         if self.ryw:
             requests.append(ROLE)
-        try:
-            frames = await conn.roundtrip(b"".join(requests), len(requests))
-        except BackendError:
+        failed: bytes | None = None
+        bound_s = (s.settings.command_timeout_ms + s.settings.durable_timeout_ms) / 1000
+        for conn in dict.fromkeys(conns):  # each once, in order
+            try:
+                with trio.fail_after(bound_s):
+                    frames = await conn.roundtrip(b"".join(requests), len(requests))
+            except (BackendError, trio.TooSlowError):
+                if self.ryw:
+                    self._ticket(None)
+                if self.durable:
+                    self.proxy.metrics.durable_wait("lost")
+                    failed = failed or error_frame(
+                        errors.DURABILITY_UNKNOWN.format(node=conn.address))
+                continue
             if self.ryw:
-                self._ticket(None)
-            if not self.durable:
-                return raw
-            self.proxy.metrics.durable_wait("lost")
-            return error_frame(errors.DURABILITY_UNKNOWN.format(node=conn.address))
-        if self.ryw:
-            offset = master_offset(frames[-1][1])
-            self.tickets[conn.address] = self.proxy.write_offsets.known(conn.address, offset)
-        if self.durable:
-            type_byte, reply = frames[0]
-            acked = int(reply[1:-2]) if type_byte == _COLON else 0
-            self.proxy.metrics.durable_wait("short" if acked < wanted else "ok")
-            if acked < wanted:
-                return error_frame(errors.NOT_DURABLE.format(
-                    node=conn.address, acked=acked, wanted=wanted,
-                    timeout_ms=s.settings.durable_timeout_ms))
-        return raw
+                offset = master_offset(frames[-1][1])
+                self.tickets[conn.address] = self.proxy.write_offsets.known(conn.address,
+                                                                            offset)
+            if self.durable:
+                type_byte, reply = frames[1]
+                acked = int(reply[1:-2]) if type_byte == _COLON else 0
+                self.proxy.metrics.durable_wait("short" if acked < wanted else "ok")
+                if acked < wanted:
+                    failed = failed or error_frame(errors.NOT_DURABLE.format(
+                        node=conn.address, acked=acked, wanted=wanted,
+                        timeout_ms=s.settings.durable_timeout_ms))
+        return raw if failed is None else failed
 
     def _read_node(self, owner: str) -> str:
         need = -1
@@ -221,12 +231,28 @@ class ReadWrite:
             if self.blind_until and trio.current_time() < self.blind_until:
                 return owner
             ticket = self.tickets.get(owner)
+            if ticket is None and self.tickets:
+                ticket = self._carried(owner)
             if ticket is not None:
                 needed = self.proxy.write_offsets.needed(ticket, owner)
                 if needed is None:
                     return owner  # the write's offset is not known yet
                 need = needed
         return self.proxy.replica_reads.node_for(owner, need, self.policy.read_from)
+
+    def _carried(self, owner: str) -> int | None:
+        """The client's last write to a former master of ``owner``'s shard (a failover put
+        ``owner`` in its place): its ticket, now ``owner``'s. Offsets continue across a
+        promotion, so the offset it needs holds for ``owner``'s replicas too."""
+        successors = self.session.router.topology.successors
+        if not successors:
+            return None
+        formers = succeeded_by(self.tickets, successors, owner)
+        if not formers:
+            return None
+        carried = max(self.tickets.pop(master) for master in formers)  # the latest write
+        self.tickets[owner] = carried
+        return carried
 
     def _send_to_replica(self, argv: list[bytes], slot: int, name: str, node: str) -> None:
         s = self.session
@@ -252,6 +278,21 @@ class ReadWrite:
         conn = s.conn_to(owner)
         conn.send(call.payload, call)
         self.proxy.durable.hold(conn, call)
+
+
+def succeeded_by(masters: Iterable[str], successors: dict[str, str], owner: str) -> list[str]:
+    """Those of ``masters`` whose place ``owner`` took, through one failover or a chain of
+    them (``successors``: former master -> the replica promoted in its place)."""
+    found: list[str] = []
+    for master in masters:
+        node = master
+        for _ in range(len(successors)):  # a chain of failovers; a cycle ends here
+            node = successors.get(node, "")
+            if not node or node == owner:
+                break
+        if node == owner:
+            found.append(master)
+    return found
 
 
 class _SplitGate:

@@ -189,22 +189,25 @@ def _order(s: RouteSession, by_slot: dict[int, list[int]]) -> list[tuple[int, li
 
 
 async def _run_group(s: RouteSession, node: str | None, slot: int,
-                     commands: list[list[bytes]]) -> bytes:
-    """One MULTI … EXEC; EXEC's reply frame (or the error that ended it)."""
-    from slotgate.proxy.front.pinned import _direct, _on_owner
+                     commands: list[list[bytes]]) -> tuple[bytes, DirectConnection | None]:
+    """One MULTI … EXEC; EXEC's reply frame (or the error that ended it), and the
+    connection it ran on."""
+    from slotgate.proxy.front.pinned import _direct, on_owner_at
     payload = MULTI + b"".join(encode_command(*a) for a in commands) + EXEC
     n_replies = len(commands) + 2
     watched = s.tx.shard_watch.get(node) if node is not None else None
     if node is None or watched is None:
-        return await _on_owner(s, slot, payload, n_replies, False, partial(_direct, s))
+        raw, ran_at = await on_owner_at(s, slot, payload, n_replies, False,
+                                        partial(_direct, s))
+        return raw, s.tx.direct.get(ran_at)
     if watched.closed or s.tx.direct.get(node) is not watched:
-        return NULL_REPLIES[0] if s.proto == 2 else NULL_REPLIES[1]  # the watch was lost
+        return NULL_REPLIES[0] if s.proto == 2 else NULL_REPLIES[1], None  # the watch was lost
     try:
         frames = await watched.roundtrip(payload, n_replies)
     except BackendError:
         s.metrics.unknown_fate_write()
-        return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=watched.address))
-    return frames[-1][1]
+        return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=watched.address)), None
+    return frames[-1][1], watched
 
 
 async def exec_(s: RouteSession, queued: list[list[bytes]],
@@ -216,13 +219,16 @@ async def exec_(s: RouteSession, queued: list[list[bytes]],
     owners = s.router.topology.owners
     pending_checks = [n for n in s.tx.shard_watch if n not in {owners[k] for k in by_slot}]
     replies: list[bytes | None] = [None] * len(queued)
+    ran_on: list[DirectConnection | None] = []  # each group's connection
     try:
         for slot, indexes in _order(s, by_slot):
             node = pending_checks.pop(0) if slot < 0 else owners[slot]
-            raw = await _run_group(s, node, slot, [queued[i] for i in indexes])
+            raw, conn = await _run_group(s, node, slot, [queued[i] for i in indexes])
             if raw in NULL_REPLIES or raw[:1] != b"*":
                 reply_slot(raw)
                 return
+            if indexes:
+                ran_on.append(conn)
             framer = ReplyFramer()
             framer.feed(raw[raw.index(b"\r\n") + 2:])
             for i, (_, frame) in zip(indexes, framer.frames(), strict=True):
@@ -235,4 +241,5 @@ async def exec_(s: RouteSession, queued: list[list[bytes]],
     done = [r or b"" for r in replies]
     if len(queued) != client_n:
         done = _merged(done, shapes)
-    reply_slot(b"*%d\r\n" % client_n + b"".join(done))
+    from slotgate.proxy.front.pinned import after_writes
+    reply_slot(await after_writes(s, ran_on, b"*%d\r\n" % client_n + b"".join(done)))

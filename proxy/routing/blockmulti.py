@@ -31,7 +31,7 @@ from slotgate.protocol.commands import CommandInfo
 from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
-from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
 from slotgate.proxy.routing.crossslot import is_null
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -146,11 +146,11 @@ async def _run(s: RouteSession, p: Parsed, argv: list[bytes],
     started = trio.current_time()
     for slot, keys in runs(p.keys):
         payload = _MULTI + encode_command(*build(p, keys, p.timeout)) + _EXEC
-        raw = await _on_owner(s, slot, payload, 3, False, partial(_direct, s))
+        raw, node = await on_owner_at(s, slot, payload, 3, False, partial(_direct, s))
         if raw[:1] == b"*" and not is_null(raw):
             raw = array_elements(raw)[0]
         if not is_null(raw):
-            reply_slot(raw)
+            reply_slot(await after_writes(s, [s.tx.direct.get(node)], raw))  # popped there
             return
     if p.name in NON_BLOCKING:
         reply_slot(raw)  # every key empty: the node's null
@@ -223,7 +223,7 @@ async def _settle(s: RouteSession, p: Parsed, argv: list[bytes], waiters: list[W
         await _push_back(s, p, argv, [w for w in waiters if w is not winner])
     if winner is not None:
         assert winner.reply is not None
-        return winner.reply
+        return await after_writes(s, [winner.conn], winner.reply)  # popped there
     return waiters[0].reply or (b"_\r\n" if s.proto == 3 else b"*-1\r\n")
 
 

@@ -334,9 +334,15 @@ def _fan(s: Session, argv: Sequence[bytes], info: CommandInfo,
         s.last_write_slot = targets[0][0]  # WAIT waits on one master (proxy/front/wait.py)
     gather = Gather(len(targets), lambda replies: slot(merge(replies)))
     s.metrics.fanout(len(targets))
-    for i, (target_slot, node) in enumerate(targets):
-        s.router.send(Call(s.router, payload, target_slot, readonly, s.proto, s.id,
-                           gather.part(i), fixed_node=node))
+    calls = [Call(s.router, payload, target_slot, readonly, s.proto, s.id, gather.part(i),
+                  fixed_node=node) for i, (target_slot, node) in enumerate(targets)]
+    for call in calls:
+        s.router.send(call)
+    policies = s.policies
+    if policies is not None and policies.on_writes and "write" in info.flags:
+        # FLUSHALL, FLUSHDB: the client's write policies on every master it reached.
+        reply = policies.split_write(slot, [c.node for c in calls if c.node], set())
+        gather.finish = lambda replies: reply(merge(replies))
 
 
 def all_nodes(s: Session, argv: list[bytes], info: CommandInfo) -> None:

@@ -33,7 +33,7 @@ from slotgate.protocol.commands import CommandInfo
 from slotgate.protocol.resp import encode_command
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError
-from slotgate.proxy.front.pinned import _direct
+from slotgate.proxy.front.pinned import _direct, after_writes
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -136,8 +136,8 @@ async def _change(s: Session, argv: list[bytes], masters: list[str]) -> bytes:
         return err  # nothing changed yet
     replies = await _on_all(s, masters, [encode_command(*argv)] * len(masters))
     err = _first_error(replies)
-    if err is None:
-        return replies[0]
+    if err is None:  # with the client's write policies on every master
+        return await after_writes(s, [s.tx.direct.get(m) for m in masters], replies[0])
     took = [i for i, r in enumerate(replies) if not _is_error(r)]
     undo = await _on_all(s, [masters[i] for i in took],
                          [encode_command(b"FUNCTION", b"RESTORE", _bulk(dumps[i]), b"FLUSH")

@@ -39,7 +39,7 @@ from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
-from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, on_owner_at
 from slotgate.proxy.routing import blockmulti, crossslot, movelock, sortroute
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
@@ -230,8 +230,8 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
                           local_before: dict[bytes, Value]) -> bytes:
     layout = crossslot.run_payload(p, values)
     node = _owner(s, p.anchor_slot)
-    raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, readonly,
-                          partial(_direct, s))
+    raw, ran_at = await on_owner_at(s, p.anchor_slot, layout.payload, layout.n_replies,
+                                    readonly, partial(_direct, s))
     if p.written and raw.startswith(_UNKNOWN_FATE):
         return await _recover_run(s, p, values, local_before, raw, node or "?")
     if raw[:1] != b"*" or crossslot.is_null(raw):
@@ -241,9 +241,12 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
     if err is not None:
         return err  # a RESTORE refused (a payload this node cannot read)
     reply = elems[layout.command_at]
-    if not p.written:
+    written = [s.tx.direct.get(ran_at)]  # where the command ran (its destination)
+    if p.written:
+        reply = await _commit(s, p, values, elems, layout, reply, watches, written)
+    if readonly or reply[:1] in (b"-", b"!"):
         return reply
-    return await _commit(s, p, values, elems, layout, reply, watches)
+    return await after_writes(s, written, reply)  # durable_writes, read-your-writes
 
 
 async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
@@ -341,10 +344,11 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
 
 
 async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: list[bytes],
-                  layout: crossslot.RunLayout, reply: bytes,
-                  watches: _Watches) -> bytes:
+                  layout: crossslot.RunLayout, reply: bytes, watches: _Watches,
+                  written: list[DirectConnection | None]) -> bytes:
     """Step 3: write back the keys the command changed outside the anchor's slot, slot by
-    slot under step 1's WATCH; on a failure, take back what was written (``undo``)."""
+    slot under step 1's WATCH; on a failure, take back what was written (``undo``). Each
+    connection a commit ran on is added to ``written``."""
     local = p.local_written
     n_local = len(local)
     before = crossslot.read_values(local, elems[layout.before_at : layout.before_at + 2 * n_local])
@@ -368,8 +372,10 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
             failed = await _resolve(s, p, keys, values, changed, undo, conn.address)
             if failed is not None:
                 return failed
+            written.append(conn)  # (lost: its WAIT's error tells it)
         else:
             watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
+            written.append(conn)
             raw = frames[-1][1]
             if crossslot.is_null(raw):
                 if await _undo(s, undo):

@@ -32,6 +32,8 @@ from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.topology")
 
+MAX_SUCCESSORS = 1024
+
 
 @dataclass
 class SlotMap:
@@ -83,6 +85,13 @@ def promoted(old: SlotMap, new: SlotMap) -> list[str]:
     """Masters of ``new`` that were replicas in ``old``: failovers the proxy has seen."""
     was_replica = {r for reps in old.replicas.values() for r in reps}
     return [m for m in new.masters if m in was_replica and m not in old.masters]
+
+
+def replaced(old: SlotMap, new: SlotMap) -> dict[str, str]:
+    """Failovers from ``old`` to ``new``: each former master -> the replica of its own that
+    took its place (its replication offsets continue there, PSYNC2)."""
+    master_of = {r: m for m, reps in old.replicas.items() for r in reps}
+    return {master_of[m]: m for m in promoted(old, new) if m in master_of}
 
 
 def _node_address(node: dict[str, Any], default_host: str, tls: bool = False) -> str:
@@ -215,6 +224,9 @@ class Topology:
         self._last_refresh_s = -1e9
         self.refreshed = trio.Event()  # set after every successful refresh (then replaced)
         self._failed_refreshes = 0  # in a row, for the backoff between them
+        # Former master -> the replica that took its place, for the last MAX_SUCCESSORS
+        # failovers seen (read-your-writes follows a client's writes there: readwrite.py).
+        self.successors: dict[str, str] = {}
 
     @property
     def settings(self) -> ProxySettings:
@@ -278,6 +290,11 @@ class Topology:
             for node in promoted(self.slot_map, new_map):
                 log.info("failover seen: %s is a master now", node)
                 self._metrics.failover(node)
+            for former, node in replaced(self.slot_map, new_map).items():
+                self.successors.pop(former, None)
+                self.successors[former] = node
+                while len(self.successors) > MAX_SUCCESSORS:
+                    del self.successors[next(iter(self.successors))]
             self.slot_map = new_map
             self.owners = new_map.owners
             self.version += 1

@@ -28,7 +28,8 @@ import trio
 from slotgate.protocol.commands import CommandInfo, key_positions
 from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
-from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.backend.connections import DirectConnection
+from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
 from slotgate.proxy.routing import blockmulti
 from slotgate.proxy.routing.crossslot import is_null
 from slotgate.proxy.routing.splitter import array_elements
@@ -145,13 +146,14 @@ async def _serve(s: RouteSession, p: Parsed, resolve: bool) -> bytes:
     found: list[tuple[int, tuple[bytes, bytes]]] = []
     ids = list(p.ids)
     null = b""
+    delivered: list[DirectConnection | None] = []  # XREADGROUP: where entries were delivered
     for idx in runs(p.keys):
         dollars = [i for i in idx if resolve and p.ids[i] == _LAST_ID_UNKNOWN]
         payload = _MULTI + build(p, idx) + b"".join(
             encode_command(b"XREVRANGE", p.keys[i], b"+", b"-", b"COUNT", b"1")
             for i in dollars) + _EXEC
-        raw = await _on_owner(s, key_slot(p.keys[idx[0]]), payload, 3 + len(dollars), resolve,
-                              partial(_direct, s))
+        raw, node = await on_owner_at(s, key_slot(p.keys[idx[0]]), payload,
+                                      3 + len(dollars), resolve, partial(_direct, s))
         if raw[:1] != b"*" or is_null(raw):
             return raw  # the router's error, EXECABORT
         elems = array_elements(raw)
@@ -159,12 +161,14 @@ async def _serve(s: RouteSession, p: Parsed, resolve: bool) -> bytes:
             return elems[0]
         if not null and is_null(elems[0]):
             null = elems[0]
+        elif not resolve and not is_null(elems[0]):
+            delivered.append(s.tx.direct.get(node))
         found.extend(place(p, idx, elems[0]))
         for i, last in zip(dollars, elems[1:], strict=True):
             entries = array_elements(last)
             ids[i] = _name(array_elements(entries[0])[0]) if entries else b"0-0"
     if found or p.block_at is None:
-        return _reply(s, found, null)
+        return await after_writes(s, delivered, _reply(s, found, null))
     block_ms = int(p.head[p.block_at])
     left = b"0"
     if block_ms > 0:
@@ -192,6 +196,7 @@ async def _settle(s: RouteSession, p: Parsed, groups: list[list[int]],
     stream deleted meanwhile, a lost connection) only when no wait brought entries."""
     found: list[tuple[int, tuple[bytes, bytes]]] = []
     error = b""
+    delivered: list[DirectConnection | None] = []
     for w, idx in zip(waiters, groups, strict=True):
         raw = w.reply
         if raw is None or is_null(raw):
@@ -200,6 +205,9 @@ async def _settle(s: RouteSession, p: Parsed, groups: list[list[int]],
             error = error or raw
             continue
         found.extend(place(p, idx, raw))
+        delivered.append(w.conn)
     if not found and error:
         return error
-    return _reply(s, found, waiters[0].reply or b"")
+    reply = _reply(s, found, waiters[0].reply or b"")
+    return await after_writes(s, delivered, reply) if p.head[0].lower() == b"xreadgroup" \
+        else reply
