@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -25,12 +26,15 @@ from tests.proxy.test_replica_reads import start_proxy
 from tests.support import ManagedProcess, wait_until
 
 CONFIG = """auth:
-  users: ["ryw on >rywpw ~* &* +@all"]
+  users: ["ryw on >rywpw ~* &* +@all", "dur on >durpw ~* &* +@all"]
 reads:
   check_interval: 50ms
+writes:
+  durable_timeout: 200ms
 policies:
   users:
     ryw: {read_from: replica, read_your_writes: true}
+    dur: {durable_writes: 1}
 """
 
 
@@ -138,3 +142,16 @@ def test_reads_after_a_failover_never_older(tmp_path: Path,
     assert not failures, failures
     assert not stale, stale[:5]
     wait_replicas_up(nodes)
+    # FLUSHALL (this cluster is the test's own): a WAIT on every master it reached.
+    dur = redis.Redis(port=proxy.port, username="dur", password="durpw", socket_timeout=10,
+                      single_connection_client=True, retry=Retry(NoBackoff(), 0))
+    replicas = [n for n in nodes if _role(n)[0] == b"slave"]
+    for r in replicas:
+        os.kill(r.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(redis.ResponseError, match="acknowledged by 0 of 1"):
+            dur.flushall()
+    finally:
+        for r in replicas:
+            os.kill(r.pid, signal.SIGCONT)
+    assert dur.flushall()
