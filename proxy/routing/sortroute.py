@@ -39,8 +39,8 @@ from slotgate.protocol.commands import CommandInfo
 from slotgate.protocol.glob import glob_match
 from slotgate.protocol.resp import array_header, bulk, encode_command, integer, null
 from slotgate.protocol.slots import key_slot
-from slotgate.proxy.backend.connections import BackendError
-from slotgate.proxy.front.pinned import _direct, _on_owner
+from slotgate.proxy.backend.connections import BackendError, DirectConnection
+from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, write_on_owner
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -221,12 +221,12 @@ async def _store(s: RouteSession, dest: bytes, values: list[bytes]) -> bytes:
     for i in range(0, len(values), _RPUSH_CHUNK):
         parts.append(encode_command(b"RPUSH", dest, *values[i:i + _RPUSH_CHUNK]))
     parts.append(_EXEC)
-    raw = await _on_owner(s, key_slot(dest), b"".join(parts), len(parts), False,
-                          partial(_direct, s))
+    written: list[DirectConnection | None] = []
+    raw = await write_on_owner(s, key_slot(dest), b"".join(parts), len(parts), written)
     got = _decode(raw)
     if not isinstance(got, list):
         return raw
     for v in got:
         if isinstance(v, hiredis.ReplyError):
             return error_frame(str(v))
-    return integer(len(values))
+    return await after_writes(s, written, integer(len(values)))  # the client's write policies
