@@ -226,11 +226,16 @@ def redis_server(workdir: Path, *, cluster: bool = False, extra: Sequence[str] =
 
 
 def redis_cli(*args: str, timeout_s: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the real redis-cli with ``args`` and return the finished process (text mode)."""
-    return subprocess.run(
-        [REDIS_CLI, *args], capture_output=True, text=True, timeout=timeout_s, check=check,
+    """Run the real redis-cli with ``args`` and return the finished process (text mode). With
+    ``check``, a failure names redis-cli's own output (what a failed ``--cluster`` step said)."""
+    done = subprocess.run(
+        [REDIS_CLI, *args], capture_output=True, text=True, timeout=timeout_s, check=False,
         stdin=subprocess.DEVNULL,
     )
+    if check and done.returncode:
+        raise AssertionError(f"redis-cli {' '.join(args)} exited {done.returncode}:\n"
+                             f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done
 
 
 def create_cluster(nodes: Sequence[ManagedProcess], replicas: int = 1, timeout_s: float = 60.0) -> None:
