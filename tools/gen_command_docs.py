@@ -762,55 +762,63 @@ due to insufficient ACL permissions.` (`GET` likewise).
 [below](#msetnx-across-slots)). The anchor
 is the destination. Order of steps:
 
-1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src`, `PTTL`,
-   `DUMP`).
-2. **Run** on the destination's master, in one transaction: the destination's `PTTL` and
-   `DUMP` (its *before* image), the command on the source's copy, the destination's `DUMP`
-   again (*after*), the copy's `PTTL` and `DUMP` (what is left of the source), `DEL` of the
-   copy. The destination now holds the result.
+1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src marker`,
+   `PTTL`, `DUMP`).
+2. **Run** on the destination's master, in one transaction under `WATCH` of a marker of its
+   own: the destination's `PTTL` and `DUMP` (its *before* image), the command on the
+   source's copy, the destination's `DUMP` again (*after*), the copy's `PTTL` and `DUMP`
+   (what is left of the source), `DEL` of the copy, `SET` of the marker. The destination
+   now holds the result.
 3. **Commit** the source, only if the command changed it (a `RENAMENX` onto an existing key,
-   an `SMOVE` of a missing member change nothing): `MULTI DEL src [RESTORE src ttl rest]
-   EXEC` on the watching connection.
+   an `SMOVE` of a missing member change nothing): `MULTI SET marker DEL src [RESTORE src
+   ttl rest] EXEC` on the watching connection. Once a step's reply is in, its marker is
+   deleted (after step 2 with the `WAIT` below; after step 3 with a `WAIT 1 500` of its own
+   when the source's master has a replica, so an acknowledged commit survives a failover
+   of that master too).
 
-Between steps 2 and 3 another client can see the moved element in both keys (one round
-trip). Moves (and `MSETNX`) that share a key run one after the other inside one proxy
-process (a lock per key name, taken in sorted order), so moves through the proxy never race
-each other; `tests/proxy/test_crossslot.py` runs four clients making 600 random `LMOVE`s
-and `RPOPLPUSH`es between 30 lists and finds every element exactly once (without the lock
-the same test gets "half done" errors and duplicates). With `workers: N` (separate
-processes) each key's lock is also a key on the cluster, in the key's own slot:
-`{T}slotgate-lock:<key>`, taken with `SET … NX PX 30000` in sorted key order, tried again
-every few milliseconds for at most 10 s (then the move answers its "source kept changing"
-error), and deleted at the end only while it still holds the mover's token
-(`proxy/routing/movelock.py`; `tests/proxy/test_workers_moves.py`). It exists only while
-its move runs (a `KEYS` at that instant may list it); a holder that dies leaves it to
-expire; one lost in a failover weakens the exclusion back to `WATCH` and compensation.
+**Markers.** Each of steps 2 and 3 sets a *marker* in its own transaction: a key
+`{T}slotgate-mark:<process token>:<n>` of the slot it writes, set to `1` with a 10-minute
+expiry, under that transaction's `WATCH`. A step whose reply is lost (its connection closed,
+its master failed, no reply within `command_timeout_ms`) has a fate the proxy can always
+learn: it sends `SET marker 0 NX GET PX …` to that slot's master of now (after a failover,
+the promoted replica, which has the marker exactly when it has the step: one transaction)
+until the retry deadline. `1`: the step ran. Null (or the `0` of this check, sent again):
+it did not, and never will, since the check wrote a key the step's `WATCH` covers. Either
+answer is final, whatever other clients did to the keys meanwhile. The marker is then
+deleted. It exists only while its step's fate is being learned (a `KEYS` at that instant
+may list it; a proxy that dies leaves it to expire); the prefix is reserved as
+`slotgate-tmp:` is.
+
+**Settling a step 3 that did not run.** Step 2 ran, so the element is in both keys. The
+proxy then, until the retry deadline: puts the destination back to its *before* image
+(under `WATCH`, only if it still holds the *after* image); if another client changed the
+destination meanwhile, it *finishes* the move instead: the source is written as step 3
+would have (under `WATCH`, with a marker of its own, only if the source still holds what
+step 1 read). Only when both keys were changed by other clients does the move answer
+`ERR slotgate: move across slots half done: …`; when neither key's master answers before
+the deadline, the unknown-fate error.
+
 Writers the lock does not hold back — single-key commands, clients of the nodes themselves —
-are handled by `WATCH` and compensation:
+are handled by `WATCH`, the markers and this settling:
 
 - Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
-  Step 2's connection lost after sending (its master failed, say): the destination may hold
-  the copy. Step 1 also read the destination (its *before* image); the proxy runs the same
-  command again on copies of what step 2 started from (made and deleted in one
-  transaction), which gives the *after* image step 2 would have left, then reads the
-  destination on its (maybe new) master until the retry deadline: *before*, step 2 did not
-  run; *after*, it ran and is put back (under `WATCH`, as compensation does). Either way
-  the client gets `ERR slotgate: '<name>' across slots not done: the master of its
-  destination (<node>) failed during the move; nothing was changed`; any other image (a
-  write by another client meanwhile) leaves the unknown-fate error, and the copy may stay.
-- Step 3's `EXEC` answers null (another client wrote the source since step 1): the
-  destination is put back to its *before* image (under `WATCH`, only if it still holds the
-  *after* image), and the command runs again from step 1, 3 times at most; then
+  Step 2's connection lost after sending (its master failed, say): its marker tells whether
+  it ran. Not run: the client gets `ERR slotgate: '<name>' across slots not done: the
+  master of its destination (<node>) failed during the move; nothing was changed`. Run: the
+  proxy runs the same command again on copies of what step 2 started from (made and
+  deleted in one transaction), which gives the *after* image and the source's new value;
+  the move is then settled as above (put back: the same "not done" error; finished: the
+  command's reply).
+- Step 3's `EXEC` answers null (another client wrote the source since step 1) or is
+  refused (`EXECABORT`, say of a `CLUSTERDOWN` during a failover): the move is settled;
+  put back after a null, the command runs again from step 1, 3 times at most, then
   `ERR slotgate: '<name>' across slots: its source kept changing meanwhile; nothing was
-  changed`. If the destination was changed by someone else meanwhile it is left alone and
-  the client gets `ERR slotgate: move across slots half done …`.
-- Step 3's connection lost (the source's master died): the source is read again on its
-  master, after a failover the promoted replica, until the retry deadline. Still the old
-  value: the commit was lost with the node, so the destination is put back (no duplicate)
-  and the client gets `ERR slotgate: '<name>' across slots not done: the master of its
-  source (<node>) failed before the source was updated; nothing was changed`; the new value:
-  the commit survived, the client gets the command's reply. Neither (no master before the
-  deadline): the unknown-fate error.
+  changed`; put back after a refusal, the client gets the refusal.
+- Step 3's connection lost (the source's master died, say): its marker tells. Run: the
+  client gets the command's reply. Not run (the commit was lost with the node, or never
+  arrived): the move is settled; put back, the client gets `ERR slotgate: '<name>' across
+  slots not done: the master of its source (<node>) failed before the source was updated;
+  nothing was changed`; finished, the command's reply.
 - The destination's master dying after step 2: before step 3 removes anything from a
   source, the move sends `WAIT 1 500` on step 2's connection when that master has a
   replica, so the promoted replica has the destination's new value and the element
@@ -831,20 +839,22 @@ lists are as before and the client got the error above), and an `LMOVE` whose de
 master is killed between steps 2 and 3 (after the failover the element is in the
 destination, once); an `LMOVE` whose step 2 loses its reply because the destination's
 master is killed after running it, or before it arrives (after the failover both lists are
-as before, the client told "not done"); and a soak: eight clients make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`,
-`BRPOPLPUSH` and `BLPOP` over three lists (the client pushing the element to another list)
-between lists on every master, while the first move whose source is on a replicated master
-after a third of them has that master killed between its steps 2 and 3; after the failover
-every element is counted (400 operations between 40 lists in CI; 10,000 between 200 lists
-with `--run-slow`: 1,000 elements, none lost, none duplicated, 5 error replies during the
-failover, 3 of them "not done" moves, none unknown-fate, 19 s). None is ever lost. A
-duplicate is still possible for a move that answered the unknown-fate error: its step 3
-(the source's commit) lost its reply and the source changed meanwhile (a `BLPOP` of another client), so the proxy cannot tell whether
-the commit ran; the test allows one duplicate per such reply: in repeated runs of the CI
-size about one run in three has one. That destination-kill test also passes without the
-`WAIT` (the write had reached the replica anyway): it does not prove the `WAIT` necessary.
-Not proven: a connection lost after step 3's `EXEC` was sent while nobody else writes the
-source (the `_resolve` path), a replica lagging when the destination's master dies.
+as before, the client told "not done"); an `LMOVE` whose step 3 connection the node closes
+(`QUIT`) after the commit ran while another client then writes the source (the marker says
+it ran: the client gets the element), or before the commit while another client writes the
+destination (the marker says it did not, the destination cannot be put back: the source is
+written again, the client gets the element); each element once; and a soak: eight clients
+make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`, `BRPOPLPUSH` and `BLPOP` over three lists (the
+client pushing the element to another list) between lists on every master, while the first
+move whose source is on a replicated master after a third of them has that master killed
+between its steps 2 and 3; after the failover every element is counted, and the test
+requires none lost and none duplicated (400 operations between 40 lists in CI; 10,000
+between 200 lists with `--run-slow`: 1,000 elements, none lost, none duplicated; 6 error
+replies during the failover: 2 "not done" moves, 3 "no connection" refusals before any
+write, 1 unknown-fate `BLPOP`; 41 s). That destination-kill test also passes
+without the `WAIT` (the write had reached the replica anyway): it does not prove the `WAIT`
+necessary. Not proven: a replica lagging when the destination's master dies (the `WAIT` is
+bounded by 500 ms, then the move goes on as any acknowledged write).
 """
 
 PUBSUB = """\
