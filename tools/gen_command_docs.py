@@ -419,18 +419,54 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   key's slot (`:1` moved, `:0` absent or already in the target; TTL kept, as Redis).
 - **`COPY src dst DB d [REPLACE]`**: Redis' argument errors, then `COPY` of the two stored
   names (in two slots: as [Multi-key commands across slots](#multi-key-commands-across-slots)).
-- **`SWAPDB a b`**: Redis' argument errors, then per key of either database, in its slot, one
-  `MULTI`, the `RENAME`s that swap it (through a temporary `{T}slotgate-swapdb:<key>`
-  when both hold it), `EXEC`. Atomic per key only: another client may see the two databases
-  half swapped; clients blocked on a key are not woken by the swap as Redis wakes them.
+- **`SWAPDB a b`**: Redis' argument errors, then the keys of both databases are listed
+  (`KEYS` on every master, as above), and per key of either, in its slot, one `MULTI`, the
+  `RENAME`s that swap it (through a temporary `{T}slotgate-swapdb:<key>` when both hold
+  it), `EXEC`. What it guarantees: each key is swapped atomically (its two stored names
+  change in one transaction, so no client ever sees a key in both databases or in none);
+  the databases as a whole are not: while it runs another client may see some keys swapped
+  and others not, and a key written meanwhile into either database after the listing is
+  not swapped. Clients blocked on a key are not woken by the swap as Redis wakes them.
+  Cost: O(N) in the keys of both databases, one round trip per key.
 - **`RESET`** returns the client to database 0.
+- **Inside `MULTI`** (the database a command runs in is the one in effect when it is
+  queued, as on one server): `SELECT d` is queued as `SELECT 0` (a cluster node answers
+  `+OK`) and the commands queued after it take database `d`'s keys; at `EXEC` the client
+  moves to `d` (not after `DISCARD`, a failed `WATCH` or `EXECABORT`), and an invalid
+  `SELECT` answers Redis' error in its place. `MOVE` is queued as the `RENAMENX` of the two
+  stored names (its "no such key" answered `:0`; a bad target Redis' error at `EXEC`);
+  `COPY … DB d` as the `COPY` of the two stored names (a bad `DB` argument is refused
+  while queuing). `EXEC`'s replies to `BLPOP` & co. have the prefix taken off. `KEYS`,
+  `SCAN`, `RANDOMKEY`, `DBSIZE`, `FLUSHDB` and `SWAPDB` are refused while queuing with
+  `ERR slotgate: '<name>' cannot run inside MULTI through the proxy` (`EXEC` then answers
+  `EXECABORT`): a transaction runs on one node, where they would see part of the keys.
+  `tests/proxy/test_databases.py` compares a script of them with one redis-server.
+- **Keyspace notifications**: a subscription to `__keyspace@<d>__:<key>` (channel, or a
+  pattern whose database is a number) is held on the nodes as
+  `__keyspace@0__:{T}slotgate-db<d>:<key>` (a pattern: `{*}` for the tag), one to
+  `__keyevent@<d>__:<event>` as `__keyevent@0__:<event>`; each notification reaches the
+  client as one server sends it: the database number from the stored name's prefix, the
+  prefix taken off the channel (keyspace) or the message (keyevent), only to the
+  subscriptions of that database (a `pmessage` once per matching pattern). Not translated:
+  a pattern whose database part is a wildcard (`__keyspace@*__:…`) sees database 0's
+  keyspace channels only (`__keyevent@*__:…` sees every database's events, translated).
+- **`CLIENT LIST` / `CLIENT INFO`** show each client's database in `db=`.
+- **Lua scripts and functions**: the keys passed as `KEYS` are prefixed as any command's
+  keys; key names a script builds itself (from `ARGV`, by concatenation) are used as they
+  are, that is in database 0, and key names a script returns come back as stored. The proxy
+  cannot see inside a script: a script that must work in another database than 0 takes
+  every key it touches in `KEYS`, which Redis Cluster requires anyway.
+- **`INFO keyspace`** gives the masters' `db0` line, summed: every database's keys together
+  (the nodes have database 0 only; a count per database would need a scan of every key on
+  every `INFO`). `DBSIZE` in a database gives its own count.
+- **Cost of `DBSIZE`, `RANDOMKEY`, `KEYS`, `FLUSHDB`, `SWAPDB`**: with `databases` above 1
+  they list the database's keys with `KEYS` on every master: O(N) in all the cluster's keys
+  on the nodes (each master blocked while its `KEYS` runs, as a `KEYS` on one server), and
+  the names held in the proxy's memory for the command. Use `SCAN` (per master, bounded by
+  `COUNT`) where the keyspace is large. With `databases: 1` they are the masters' own
+  (`DBSIZE` O(1)).
 
-Not done: inside `MULTI`, `SELECT`, the whole-database commands and `MOVE`/`COPY … DB` are
-queued as plain commands (`SELECT` of another database and `MOVE` answer Redis Cluster's
-errors at `EXEC`; `KEYS`, `SCAN` … there are not per database), and `EXEC`'s
-replies keep prefixes; Lua scripts' key names computed from
-arguments, keyspace notifications and `CLIENT LIST`'s `db=` are not translated; `FLUSHALL`
-empties every database (as Redis).
+`FLUSHALL` empties every database (as Redis).
 
 """
 
