@@ -327,3 +327,43 @@ def test_keyspace_notifications_name_the_clients_database(
     assert len(want) > 10
     got = _notifications(dbs_proxy.port, run, proto, len(want))
     assert Counter(got) == Counter(want)
+
+
+def test_redis_py_suite_style_in_database_9(dbs_proxy: ManagedProcess,
+                                             standalone: ManagedProcess) -> None:
+    """What redis-py's own test suite does with its client of database 9 (its default
+    ``redis://localhost:6379/9``): FLUSHDB around each test, fixed key names, DBSIZE, KEYS,
+    RANDOMKEY, SCAN, pipelines, CLIENT INFO's db, a SELECT sent as a raw command. Database 9
+    of the proxy is this test's alone."""
+    def run(port: int) -> list[object]:
+        r = redis.Redis(port=port, db=9)
+        out: list[object] = []
+        try:
+            r.flushdb()
+            r.set("a", "foo")
+            r.set("b", "bar")
+            out.append(r.dbsize())
+            out.append(sorted(r.keys()))
+            out.append(sorted(r.keys("a*")))
+            out.append(r.randomkey() in (b"a", b"b"))
+            out.append(sorted(r.scan_iter(count=1)))
+            out.append(r.client_info()["db"])
+            with r.pipeline(transaction=False) as pipe:
+                out.append(pipe.set("c", "1").incr("c").get("a").mget("a", "b", "c").execute())
+            with r.pipeline() as pipe:  # MULTI/EXEC: keys of one slot
+                out.append(pipe.set("{t}x", "1").incr("{t}x").rpush("{t}l", "p", "q")
+                           .blpop(["{t}l"], 1).execute())
+            out.append(r.execute_command("SELECT", "3"))
+            out.append(r.get("a"))
+            out.append(r.client_info()["db"])
+            out.append(r.execute_command("SELECT", "9"))
+            out.append(r.get("a"))
+            out.append(r.flushdb())
+            out.append(r.dbsize())
+            out.append(r.randomkey())
+        finally:
+            r.flushdb()
+            r.close()
+        return out
+
+    assert run(dbs_proxy.port) == run(standalone.port)
