@@ -451,6 +451,9 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   a pattern whose database part is a wildcard (`__keyspace@*__:…`) sees database 0's
   keyspace channels only (`__keyevent@*__:…` sees every database's events, translated).
 - **`CLIENT LIST` / `CLIENT INFO`** show each client's database in `db=`.
+- **`CLIENT TRACKING`**: keys are tracked by the name the client gives (as Redis, whatever
+  the database: a write of the same name in another database invalidates it too), and
+  invalidations name them so.
 - **Lua scripts and functions**: the keys passed as `KEYS` are prefixed as any command's
   keys; key names a script builds itself (from `ARGV`, by concatenation) are used as they
   are, that is in database 0, and key names a script returns come back as stored. The proxy
@@ -761,10 +764,14 @@ on temporaries and `DEL`; keyspace notifications there name the temporaries (`re
 the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
 (a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
 
-Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
-`BLMOVE`, `BRPOPLPUSH` (the pops: next section), `EVAL`/`FCALL`
-keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `COPY … DB` keeps the cluster's own
-refusal (a node refuses it in cluster mode); `SORT … BY/GET` patterns: next section.
+Handled elsewhere: `LMPOP`, `ZMPOP`, `BLMOVE`, `BRPOPLPUSH` and the other blocking pops
+([Blocking pops across slots](#blocking-pops-across-slots)), `XREAD`/`XREADGROUP` over
+streams of several slots, `SORT … BY/GET` patterns (next section), `COPY … DB` with
+`databases` above 1 ([Numbered databases](#numbered-databases); with `databases: 1` a
+node's own refusal). Not handled (still `-CROSSSLOT` across slots): the keys of
+`EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `FCALL`, `FCALL_RO` (a script may touch its keys
+in any order and read what it wrote: it must run where all its keys are), and `MIGRATE`'s
+`KEYS` (it moves keys between servers, not inside this one).
 
 ## SORT with BY and GET patterns
 

@@ -367,3 +367,31 @@ def test_redis_py_suite_style_in_database_9(dbs_proxy: ManagedProcess,
         return out
 
     assert run(dbs_proxy.port) == run(standalone.port)
+
+
+def test_tracking_invalidations_name_keys_as_the_client_does(dbs_proxy: ManagedProcess,
+                                                              standalone: ManagedProcess) -> None:
+    """CLIENT TRACKING in a database above 0: the invalidation names the key as the client
+    wrote it (Redis tracks names whatever the database: a write of the same name in another
+    database invalidates it too)."""
+    k = "trk" + uuid.uuid4().hex[:6]
+
+    def run(port: int) -> list[tuple[object, ...]]:
+        with RawClient(port) as c, RawClient(port) as w:
+            assert c.call("HELLO", "3")[:1] == b"%"
+            c.call("SELECT", "3")
+            w.call("SELECT", "3")
+            c.call("CLIENT", "TRACKING", "ON")
+            c.call("GET", k)
+            w.call("SET", k, "1")
+            got = [_decoded(c.read(timeout_s=10))]
+            c.call("GET", k)
+            w.call("SELECT", "0")
+            w.call("SET", k, "0")  # the same name, another database
+            got.append(_decoded(c.read(timeout_s=10)))
+            w.call("DEL", k)
+            w.call("SELECT", "3")
+            w.call("DEL", k)
+        return got
+
+    assert run(dbs_proxy.port) == run(standalone.port)
