@@ -817,7 +817,10 @@ is the destination. Order of steps:
    ttl rest] EXEC` on the watching connection. Once a step's reply is in, its marker is
    deleted (after step 2 with the `WAIT` below; after step 3 with a `WAIT 1 500` of its own
    when the source's master has a replica, so an acknowledged commit survives a failover
-   of that master too).
+   of that master too). If that master goes silent instead (it failed before answering
+   the `WAIT`), the marker, asked of the promoted replica, tells whether the step survived
+   the failover: it did, the move goes on; it did not, a step 2 lost that way answers "not
+   done" (the source was not touched yet) and a step 3 is settled as below.
 
 **Markers.** Each of steps 2 and 3 sets a *marker* in its own transaction: a key
 `{T}slotgate-mark:<process token>:<n>` of the slot it writes, set to `1` with a 10-minute
@@ -837,7 +840,8 @@ proxy then, until the retry deadline: puts the destination back to its *before* 
 (under `WATCH`, only if it still holds the *after* image); if another client changed the
 destination meanwhile, it *finishes* the move instead: the source is written as step 3
 would have (under `WATCH`, with a marker of its own, only if the source still holds what
-step 1 read). Only when both keys were changed by other clients does the move answer
+step 1 read). Finishing is tried only when the destination is known to be changed by
+someone else, never after a put-back whose reply was lost (it may have run). Only when both keys were changed by other clients does the move answer
 `ERR slotgate: move across slots half done: …`; when neither key's master answers before
 the deadline, the unknown-fate error.
 
@@ -886,11 +890,16 @@ as before, the client told "not done"); an `LMOVE` whose step 3 connection the n
 (`QUIT`) after the commit ran while another client then writes the source (the marker says
 it ran: the client gets the element), or before the commit while another client writes the
 destination (the marker says it did not, the destination cannot be put back: the source is
-written again, the client gets the element); each element once; and a soak: eight clients
+written again, the client gets the element); an `LMOVE` whose step 2 ran but lost its
+reply while another client wrote the destination (the move is finished, the client gets
+the element); each element once; and a soak: eight clients
 make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`, `BRPOPLPUSH` and `BLPOP` over three lists (the
 client pushing the element to another list) between lists on every master, while the first
 move whose source is on a replicated master after a third of them has that master killed
-between its steps 2 and 3; after the failover every element is counted, and the test
+between its steps 2 and 3 (its writes paused with `CLIENT PAUSE WRITE` and `WAIT`ed for
+first, so that the failover loses no write it acknowledged: Redis' asynchronous replication
+would otherwise bring back, say, the element of a `BLPOP` it answered just before dying,
+which no proxy can prevent); after the failover every element is counted, and the test
 requires none lost and none duplicated (400 operations between 40 lists in CI; 10,000
 between 200 lists with `--run-slow`: 1,000 elements, none lost, none duplicated; 6 error
 replies during the failover: 2 "not done" moves, 3 "no connection" refusals before any

@@ -358,13 +358,21 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
             if before[k].payload != a]
     # Step 2's marker goes (its fate is known), after a replica has step 2 when the sources
     # are about to lose what it wrote.
-    await _after_write(s, p.anchor_slot, mark, bool(undo and changed))
+    name = p.argv[0].decode(errors="replace").lower()
+    anchor_node = _owner(s, p.anchor_slot) or "?"
+    if not await _after_write(s, p.anchor_slot, mark, bool(undo and changed)):
+        # The destination's master went silent after step 2: did step 2 survive it?
+        ran = await moveundo.fate(s, p.anchor_slot, mark)
+        if ran is None:
+            s.metrics.unknown_fate_write()
+            return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=anchor_node))
+        if not ran:
+            return error_frame(errors.MOVE_NOT_DONE.format(name=name, node=anchor_node))
     if not changed:
         return reply
     by_conn: dict[DirectConnection, list[bytes]] = {}
     for key in changed:
         by_conn.setdefault(watches.by_key[key], []).append(key)
-    name = p.argv[0].decode(errors="replace").lower()
     for conn, keys in by_conn.items():
         part = {k: changed[k] for k in keys}
         slot = key_slot(keys[0])
@@ -404,16 +412,24 @@ async def _commit_slot(s: RouteSession, conn: DirectConnection, part: dict[bytes
     watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
     if raw[:1] != b"*" or crossslot.is_null(raw):
         return False, raw
-    await _after_write(s, slot, mark, True, conn)
+    if not await _after_write(s, slot, mark, True, conn):
+        # Its master went silent after the commit: did the commit survive it?
+        ran = await moveundo.fate(s, slot, mark)
+        if ran is None:
+            s.metrics.unknown_fate_write()
+            return None, error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
+        return ran, raw if ran else b""
     return True, raw
 
 
 async def _after_write(s: RouteSession, slot: int, mark: bytes, wait: bool,
-                       conn: DirectConnection | None = None) -> None:
+                       conn: DirectConnection | None = None) -> bool:
     """A step's marker deleted, once its reply is in; with ``wait``, first ``WAIT`` until a
     replica of the slot's master has the step (at most ``REPLICA_WAIT_MS``), so that this
     master failing now does not take the only copy of a moved element with it. No replica,
-    or none in time: the move goes on (as any write acknowledged by one master)."""
+    or none in time: the move goes on (as any write acknowledged by one master). False: the
+    master did not answer (it may have failed before a replica had the step: the caller asks
+    the marker whether the step survived)."""
     node = _owner(s, slot)
     payload, n = encode_command(b"DEL", mark), 1
     if wait and node is not None and s.router.topology.slot_map.replicas.get(node):
@@ -423,5 +439,7 @@ async def _after_write(s: RouteSession, slot: int, mark: bytes, wait: bool,
             conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection
         if conn is not None:
             await moveundo.roundtrip(s, conn, payload, n)
+            return True
     except (OSError, BackendError, trio.TooSlowError):
-        pass  # the commit's own failure handling follows; the marker expires
+        pass
+    return False

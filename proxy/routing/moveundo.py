@@ -186,10 +186,12 @@ async def settle(s: RouteSession, todo: list[Undo], old: dict[bytes, Value] | No
         took_back = await undo(s, todo)
         if took_back:
             return UNDONE
-        went_on = await forward(s, old, new) if old is not None else False
+        # Finishing is tried only when the destination is known not to be put back (a put
+        # back whose reply was lost may have run: finishing too would lose the element).
+        went_on = await forward(s, old, new) if old is not None and took_back is False else None
         if went_on:
             return FORWARD
-        if took_back is False and went_on is False:
+        if took_back is False and (went_on is False or old is None):
             return HALF
         if trio.current_time() >= deadline:
             return UNKNOWN
