@@ -837,7 +837,10 @@ may list it; a proxy that dies leaves it to expire); the prefix is reserved as
 
 **Settling a step 3 that did not run.** Step 2 ran, so the element is in both keys. The
 proxy then, until the retry deadline: puts the destination back to its *before* image
-(under `WATCH`, only if it still holds the *after* image); if another client changed the
+(under `WATCH`, only if it still holds the *after* image, with a marker of its own: a
+put-back whose reply is lost is resolved by its marker, never guessed from the key, which
+another client may have brought back to the *before* image by taking the moved element);
+if another client changed the
 destination meanwhile, it *finishes* the move instead: the source is written as step 3
 would have (under `WATCH`, with a marker of its own, only if the source still holds what
 step 1 read). Finishing is tried only when the destination is known to be changed by

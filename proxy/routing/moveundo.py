@@ -35,6 +35,10 @@ _DONE = b"$1\r\n" + crossslot.MARK_DONE + b"\r\n"
 _GIVEN_UP = b"$1\r\n" + crossslot.MARK_GIVEN_UP + b"\r\n"
 _POLL_S = 0.1
 
+class FateUnknown(Exception):
+    """A write of settling lost its reply and no master told its fate in time."""
+
+
 # What ``settle`` did.
 UNDONE = "undone"  # step 2 taken back: nothing changed
 FORWARD = "forward"  # the source written: the move is done
@@ -128,7 +132,12 @@ async def _compare_and_write(s: RouteSession, slot: int, expected: dict[bytes, b
         try:
             raw = (await roundtrip(s, conn, payload, n))[-1][1]
         except BackendError:
-            return await fate(s, slot, m) if m is not None else None
+            if m is None:
+                return None
+            ran = await fate(s, slot, m)
+            if ran is None:
+                raise FateUnknown from None
+            return ran or None  # not run: as if refused, try again
         if raw[:1] != b"*" or crossslot.is_null(raw):
             return None  # changed since the DUMP, or refused: look again
         if m is not None:
@@ -142,16 +151,13 @@ async def _compare_and_write(s: RouteSession, slot: int, expected: dict[bytes, b
 
 
 async def compensate(s: RouteSession, u: Undo) -> bool | None:
-    """Put ``u.key`` back as it was, if it still holds what the proxy wrote there. True put
-    back (or already as it was), False changed since by someone else, None try again."""
+    """Put ``u.key`` back as it was, if it still holds what the proxy wrote there (with a
+    marker of its own: a lost reply is resolved, never guessed from the key's value, which
+    another client may have brought back to the old one by taking the moved element). True
+    put back, False changed since by someone else, None try again."""
     if u.before.payload == u.after:
         return True
-    got = await _compare_and_write(s, u.slot, {u.key: u.after}, {u.key: u.before}, False)
-    if got is False:
-        now = await read(s, u.slot, [u.key])
-        if isinstance(now, dict) and now[u.key].payload == u.before.payload:
-            return True
-    return got
+    return await _compare_and_write(s, u.slot, {u.key: u.after}, {u.key: u.before}, True)
 
 
 async def undo(s: RouteSession, todo: list[Undo]) -> bool | None:
@@ -183,12 +189,12 @@ async def settle(s: RouteSession, todo: list[Undo], old: dict[bytes, Value] | No
     the retry deadline."""
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     while True:
-        took_back = await undo(s, todo)
+        try:
+            took_back, went_on = await _settle_once(s, todo, old, new)
+        except FateUnknown:
+            return UNKNOWN
         if took_back:
             return UNDONE
-        # Finishing is tried only when the destination is known not to be put back (a put
-        # back whose reply was lost may have run: finishing too would lose the element).
-        went_on = await forward(s, old, new) if old is not None and took_back is False else None
         if went_on:
             return FORWARD
         if took_back is False and (went_on is False or old is None):
@@ -196,3 +202,16 @@ async def settle(s: RouteSession, todo: list[Undo], old: dict[bytes, Value] | No
         if trio.current_time() >= deadline:
             return UNKNOWN
         await trio.sleep(_POLL_S)
+
+
+async def _settle_once(s: RouteSession, todo: list[Undo], old: dict[bytes, Value] | None,
+                       new: dict[bytes, Value]) -> tuple[bool | None, bool | None]:
+    """One try: (put back?, finished?), each True, False (a key changed by someone else)
+    or None (not now)."""
+    took_back = await undo(s, todo)
+    if took_back:
+        return True, None
+    # Finishing is tried only when the destination is known not to be put back (never
+    # after a put-back whose fate is not known: both would lose the element).
+    went_on = await forward(s, old, new) if old is not None and took_back is False else None
+    return took_back, went_on
