@@ -904,9 +904,9 @@ first, so that the failover loses no write it acknowledged: Redis' asynchronous 
 would otherwise bring back, say, the element of a `BLPOP` it answered just before dying,
 which no proxy can prevent); after the failover every element is counted, and the test
 requires none lost and none duplicated (400 operations between 40 lists in CI; 10,000
-between 200 lists with `--run-slow`: 1,000 elements, none lost, none duplicated; 6 error
-replies during the failover: 2 "not done" moves, 4 "no connection" refusals before any
-write; 37 s). That destination-kill test also passes
+between 200 lists with `--run-slow`: 1,000 elements, none lost, none duplicated; 5 error
+replies during the failover: 3 from moves ("not done" and the like), 2 "no connection"
+refusals before any write; 28 s, compiled build). That destination-kill test also passes
 without the `WAIT` (the write had reached the replica anyway): it does not prove the `WAIT`
 necessary. Not proven: a replica lagging when the destination's master dies (the `WAIT` is
 bounded by 500 ms, then the move goes on as any acknowledged write).
