@@ -84,6 +84,7 @@ MARK_GIVEN_UP = b"0"  # what the fate check writes into an absent marker
 _TOKEN = os.urandom(4).hex().encode()
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
+_ASKING = encode_command(b"ASKING")
 _NULLS = (b"$-1\r\n", b"_\r\n", b"*-1\r\n")
 
 _tags: list[bytes] = []
@@ -269,8 +270,12 @@ def _ttl_dump(key: bytes) -> bytes:
 
 def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) -> RunLayout:
     """Step 2's request. With ``mark`` (a move's, in the anchor's slot): ``WATCH mark`` first
-    and ``SET mark`` inside the transaction, so its fate can be told if its reply is lost."""
-    parts = [encode_command(b"WATCH", mark), _MULTI] if mark is not None else [_MULTI]
+    and ``SET mark`` inside the transaction, so its fate can be told if its reply is lost;
+    then ``ASKING`` before ``MULTI``, which keeps it for the whole transaction, as a
+    redirect's ``ASKING`` in front of ``MULTI`` does without the ``WATCH`` (the redirect's
+    is taken by the ``WATCH``; on a slot not being imported it has no effect)."""
+    parts = ([encode_command(b"WATCH", mark), _ASKING, _MULTI] if mark is not None
+             else [_MULTI])
     restored: list[bytes] = []
     for key, temp in p.temps.items():
         v = values[key]
@@ -290,7 +295,7 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) 
     n += 1
     if mark is not None:
         parts.append(set_marker(mark))
-        n += 2  # the SET's +QUEUED, WATCH's +OK
+        n += 3  # the SET's +QUEUED, WATCH's and ASKING's +OK
     parts.append(_EXEC)
     # MULTI's +OK, one +QUEUED per queued command, EXEC's array.
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
