@@ -419,18 +419,57 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   key's slot (`:1` moved, `:0` absent or already in the target; TTL kept, as Redis).
 - **`COPY src dst DB d [REPLACE]`**: Redis' argument errors, then `COPY` of the two stored
   names (in two slots: as [Multi-key commands across slots](#multi-key-commands-across-slots)).
-- **`SWAPDB a b`**: Redis' argument errors, then per key of either database, in its slot, one
-  `MULTI`, the `RENAME`s that swap it (through a temporary `{T}slotgate-swapdb:<key>`
-  when both hold it), `EXEC`. Atomic per key only: another client may see the two databases
-  half swapped; clients blocked on a key are not woken by the swap as Redis wakes them.
+- **`SWAPDB a b`**: Redis' argument errors, then the keys of both databases are listed
+  (`KEYS` on every master, as above), and per key of either, in its slot, one `MULTI`, the
+  `RENAME`s that swap it (through a temporary `{T}slotgate-swapdb:<key>` when both hold
+  it), `EXEC`. What it guarantees: each key is swapped atomically (its two stored names
+  change in one transaction, so no client ever sees a key in both databases or in none);
+  the databases as a whole are not: while it runs another client may see some keys swapped
+  and others not, and a key written meanwhile into either database after the listing is
+  not swapped. Clients blocked on a key are not woken by the swap as Redis wakes them.
+  Cost: O(N) in the keys of both databases, one round trip per key.
 - **`RESET`** returns the client to database 0.
+- **Inside `MULTI`** (the database a command runs in is the one in effect when it is
+  queued, as on one server): `SELECT d` is queued as `SELECT 0` (a cluster node answers
+  `+OK`) and the commands queued after it take database `d`'s keys; at `EXEC` the client
+  moves to `d` (not after `DISCARD`, a failed `WATCH` or `EXECABORT`), and an invalid
+  `SELECT` answers Redis' error in its place. `MOVE` is queued as the `RENAMENX` of the two
+  stored names (its "no such key" answered `:0`; a bad target Redis' error at `EXEC`);
+  `COPY … DB d` as the `COPY` of the two stored names (a bad `DB` argument is refused
+  while queuing). `EXEC`'s replies to `BLPOP` & co. have the prefix taken off. `KEYS`,
+  `SCAN`, `RANDOMKEY`, `DBSIZE`, `FLUSHDB` and `SWAPDB` are refused while queuing with
+  `ERR slotgate: '<name>' cannot run inside MULTI through the proxy` (`EXEC` then answers
+  `EXECABORT`): a transaction runs on one node, where they would see part of the keys.
+  `tests/proxy/test_databases.py` compares a script of them with one redis-server.
+- **Keyspace notifications**: a subscription to `__keyspace@<d>__:<key>` (channel, or a
+  pattern whose database is a number) is held on the nodes as
+  `__keyspace@0__:{T}slotgate-db<d>:<key>` (a pattern: `{*}` for the tag), one to
+  `__keyevent@<d>__:<event>` as `__keyevent@0__:<event>`; each notification reaches the
+  client as one server sends it: the database number from the stored name's prefix, the
+  prefix taken off the channel (keyspace) or the message (keyevent), only to the
+  subscriptions of that database (a `pmessage` once per matching pattern). Not translated:
+  a pattern whose database part is a wildcard (`__keyspace@*__:…`) sees database 0's
+  keyspace channels only (`__keyevent@*__:…` sees every database's events, translated).
+- **`CLIENT LIST` / `CLIENT INFO`** show each client's database in `db=`.
+- **`CLIENT TRACKING`**: keys are tracked by the name the client gives (as Redis, whatever
+  the database: a write of the same name in another database invalidates it too), and
+  invalidations name them so.
+- **Lua scripts and functions**: the keys passed as `KEYS` are prefixed as any command's
+  keys; key names a script builds itself (from `ARGV`, by concatenation) are used as they
+  are, that is in database 0, and key names a script returns come back as stored. The proxy
+  cannot see inside a script: a script that must work in another database than 0 takes
+  every key it touches in `KEYS`, which Redis Cluster requires anyway.
+- **`INFO keyspace`** gives the masters' `db0` line, summed: every database's keys together
+  (the nodes have database 0 only; a count per database would need a scan of every key on
+  every `INFO`). `DBSIZE` in a database gives its own count.
+- **Cost of `DBSIZE`, `RANDOMKEY`, `KEYS`, `FLUSHDB`, `SWAPDB`**: with `databases` above 1
+  they list the database's keys with `KEYS` on every master: O(N) in all the cluster's keys
+  on the nodes (each master blocked while its `KEYS` runs, as a `KEYS` on one server), and
+  the names held in the proxy's memory for the command. Use `SCAN` (per master, bounded by
+  `COUNT`) where the keyspace is large. With `databases: 1` they are the masters' own
+  (`DBSIZE` O(1)).
 
-Not done: inside `MULTI`, `SELECT`, the whole-database commands and `MOVE`/`COPY … DB` are
-queued as plain commands (`SELECT` of another database and `MOVE` answer Redis Cluster's
-errors at `EXEC`; `KEYS`, `SCAN` … there are not per database), and `EXEC`'s
-replies keep prefixes; Lua scripts' key names computed from
-arguments, keyspace notifications and `CLIENT LIST`'s `db=` are not translated; `FLUSHALL`
-empties every database (as Redis).
+`FLUSHALL` empties every database (as Redis).
 
 """
 
@@ -725,10 +764,14 @@ on temporaries and `DEL`; keyspace notifications there name the temporaries (`re
 the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
 (a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
 
-Not handled (still `-CROSSSLOT` across slots): `LMPOP`, `ZMPOP`,
-`BLMOVE`, `BRPOPLPUSH` (the pops: next section), `EVAL`/`FCALL`
-keys, `XREAD`/`XREADGROUP` streams, `MIGRATE`. `COPY … DB` keeps the cluster's own
-refusal (a node refuses it in cluster mode); `SORT … BY/GET` patterns: next section.
+Handled elsewhere: `LMPOP`, `ZMPOP`, `BLMOVE`, `BRPOPLPUSH` and the other blocking pops
+([Blocking pops across slots](#blocking-pops-across-slots)), `XREAD`/`XREADGROUP` over
+streams of several slots, `SORT … BY/GET` patterns (next section), `COPY … DB` with
+`databases` above 1 ([Numbered databases](#numbered-databases); with `databases: 1` a
+node's own refusal). Not handled (still `-CROSSSLOT` across slots): the keys of
+`EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `FCALL`, `FCALL_RO` (a script may touch its keys
+in any order and read what it wrote: it must run where all its keys are), and `MIGRATE`'s
+`KEYS` (it moves keys between servers, not inside this one).
 
 ## SORT with BY and GET patterns
 
@@ -762,55 +805,70 @@ due to insufficient ACL permissions.` (`GET` likewise).
 [below](#msetnx-across-slots)). The anchor
 is the destination. Order of steps:
 
-1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src`, `PTTL`,
-   `DUMP`).
-2. **Run** on the destination's master, in one transaction: the destination's `PTTL` and
-   `DUMP` (its *before* image), the command on the source's copy, the destination's `DUMP`
-   again (*after*), the copy's `PTTL` and `DUMP` (what is left of the source), `DEL` of the
-   copy. The destination now holds the result.
+1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src marker`,
+   `PTTL`, `DUMP`).
+2. **Run** on the destination's master, in one transaction under `WATCH` of a marker of its
+   own: the destination's `PTTL` and `DUMP` (its *before* image), the command on the
+   source's copy, the destination's `DUMP` again (*after*), the copy's `PTTL` and `DUMP`
+   (what is left of the source), `DEL` of the copy, `SET` of the marker. The destination
+   now holds the result.
 3. **Commit** the source, only if the command changed it (a `RENAMENX` onto an existing key,
-   an `SMOVE` of a missing member change nothing): `MULTI DEL src [RESTORE src ttl rest]
-   EXEC` on the watching connection.
+   an `SMOVE` of a missing member change nothing): `MULTI SET marker DEL src [RESTORE src
+   ttl rest] EXEC` on the watching connection. Once a step's reply is in, its marker is
+   deleted (after step 2 with the `WAIT` below; after step 3 with a `WAIT 1 500` of its own
+   when the source's master has a replica, so an acknowledged commit survives a failover
+   of that master too). If that master goes silent instead (it failed before answering
+   the `WAIT`), the marker, asked of the promoted replica, tells whether the step survived
+   the failover: it did, the move goes on; it did not, a step 2 lost that way answers "not
+   done" (the source was not touched yet) and a step 3 is settled as below.
 
-Between steps 2 and 3 another client can see the moved element in both keys (one round
-trip). Moves (and `MSETNX`) that share a key run one after the other inside one proxy
-process (a lock per key name, taken in sorted order), so moves through the proxy never race
-each other; `tests/proxy/test_crossslot.py` runs four clients making 600 random `LMOVE`s
-and `RPOPLPUSH`es between 30 lists and finds every element exactly once (without the lock
-the same test gets "half done" errors and duplicates). With `workers: N` (separate
-processes) each key's lock is also a key on the cluster, in the key's own slot:
-`{T}slotgate-lock:<key>`, taken with `SET … NX PX 30000` in sorted key order, tried again
-every few milliseconds for at most 10 s (then the move answers its "source kept changing"
-error), and deleted at the end only while it still holds the mover's token
-(`proxy/routing/movelock.py`; `tests/proxy/test_workers_moves.py`). It exists only while
-its move runs (a `KEYS` at that instant may list it); a holder that dies leaves it to
-expire; one lost in a failover weakens the exclusion back to `WATCH` and compensation.
+**Markers.** Each of steps 2 and 3 sets a *marker* in its own transaction: a key
+`{T}slotgate-mark:<process token>:<n>` of the slot it writes, set to `1` with a 10-minute
+expiry, under that transaction's `WATCH`. A step whose reply is lost (its connection closed,
+its master failed, no reply within `command_timeout_ms`) has a fate the proxy can always
+learn: it sends `SET marker 0 NX GET PX …` to that slot's master of now (after a failover,
+the promoted replica, which has the marker exactly when it has the step: one transaction)
+until the retry deadline. `1`: the step ran. Null (or the `0` of this check, sent again):
+it did not, and never will, since the check wrote a key the step's `WATCH` covers. Either
+answer is final, whatever other clients did to the keys meanwhile. The marker is then
+deleted. It exists only while its step's fate is being learned (a `KEYS` at that instant
+may list it; a proxy that dies leaves it to expire); the prefix is reserved as
+`slotgate-tmp:` is.
+
+**Settling a step 3 that did not run.** Step 2 ran, so the element is in both keys. The
+proxy then, until the retry deadline: puts the destination back to its *before* image
+(under `WATCH`, only if it still holds the *after* image, with a marker of its own: a
+put-back whose reply is lost is resolved by its marker, never guessed from the key, which
+another client may have brought back to the *before* image by taking the moved element);
+if another client changed the
+destination meanwhile, it *finishes* the move instead: the source is written as step 3
+would have (under `WATCH`, with a marker of its own, only if the source still holds what
+step 1 read). Finishing is tried only when the destination is known to be changed by
+someone else, never after a put-back whose reply was lost (it may have run). Only when both keys were changed by other clients does the move answer
+`ERR slotgate: move across slots half done: …`; when neither key's master answers before
+the deadline, the unknown-fate error.
+
 Writers the lock does not hold back — single-key commands, clients of the nodes themselves —
-are handled by `WATCH` and compensation:
+are handled by `WATCH`, the markers and this settling:
 
 - Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
-  Step 2's connection lost after sending (its master failed, say): the destination may hold
-  the copy. Step 1 also read the destination (its *before* image); the proxy runs the same
-  command again on copies of what step 2 started from (made and deleted in one
-  transaction), which gives the *after* image step 2 would have left, then reads the
-  destination on its (maybe new) master until the retry deadline: *before*, step 2 did not
-  run; *after*, it ran and is put back (under `WATCH`, as compensation does). Either way
-  the client gets `ERR slotgate: '<name>' across slots not done: the master of its
-  destination (<node>) failed during the move; nothing was changed`; any other image (a
-  write by another client meanwhile) leaves the unknown-fate error, and the copy may stay.
-- Step 3's `EXEC` answers null (another client wrote the source since step 1): the
-  destination is put back to its *before* image (under `WATCH`, only if it still holds the
-  *after* image), and the command runs again from step 1, 3 times at most; then
+  Step 2's connection lost after sending (its master failed, say): its marker tells whether
+  it ran. Not run: the client gets `ERR slotgate: '<name>' across slots not done: the
+  master of its destination (<node>) failed during the move; nothing was changed`. Run: the
+  proxy runs the same command again on copies of what step 2 started from (made and
+  deleted in one transaction), which gives the *after* image and the source's new value;
+  the move is then settled as above (put back: the same "not done" error; finished: the
+  command's reply).
+- Step 3's `EXEC` answers null (another client wrote the source since step 1) or is
+  refused (`EXECABORT`, say of a `CLUSTERDOWN` during a failover): the move is settled;
+  put back after a null, the command runs again from step 1, 3 times at most, then
   `ERR slotgate: '<name>' across slots: its source kept changing meanwhile; nothing was
-  changed`. If the destination was changed by someone else meanwhile it is left alone and
-  the client gets `ERR slotgate: move across slots half done …`.
-- Step 3's connection lost (the source's master died): the source is read again on its
-  master, after a failover the promoted replica, until the retry deadline. Still the old
-  value: the commit was lost with the node, so the destination is put back (no duplicate)
-  and the client gets `ERR slotgate: '<name>' across slots not done: the master of its
-  source (<node>) failed before the source was updated; nothing was changed`; the new value:
-  the commit survived, the client gets the command's reply. Neither (no master before the
-  deadline): the unknown-fate error.
+  changed`; put back after a refusal, the client gets the refusal.
+- Step 3's connection lost (the source's master died, say): its marker tells. Run: the
+  client gets the command's reply. Not run (the commit was lost with the node, or never
+  arrived): the move is settled; put back, the client gets `ERR slotgate: '<name>' across
+  slots not done: the master of its source (<node>) failed before the source was updated;
+  nothing was changed`; finished, the command's reply.
 - The destination's master dying after step 2: before step 3 removes anything from a
   source, the move sends `WAIT 1 500` on step 2's connection when that master has a
   replica, so the promoted replica has the destination's new value and the element
@@ -831,20 +889,27 @@ lists are as before and the client got the error above), and an `LMOVE` whose de
 master is killed between steps 2 and 3 (after the failover the element is in the
 destination, once); an `LMOVE` whose step 2 loses its reply because the destination's
 master is killed after running it, or before it arrives (after the failover both lists are
-as before, the client told "not done"); and a soak: eight clients make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`,
-`BRPOPLPUSH` and `BLPOP` over three lists (the client pushing the element to another list)
-between lists on every master, while the first move whose source is on a replicated master
-after a third of them has that master killed between its steps 2 and 3; after the failover
-every element is counted (400 operations between 40 lists in CI; 10,000 between 200 lists
-with `--run-slow`: 1,000 elements, none lost, none duplicated, 5 error replies during the
-failover, 3 of them "not done" moves, none unknown-fate, 19 s). None is ever lost. A
-duplicate is still possible for a move that answered the unknown-fate error: its step 3
-(the source's commit) lost its reply and the source changed meanwhile (a `BLPOP` of another client), so the proxy cannot tell whether
-the commit ran; the test allows one duplicate per such reply: in repeated runs of the CI
-size about one run in three has one. That destination-kill test also passes without the
-`WAIT` (the write had reached the replica anyway): it does not prove the `WAIT` necessary.
-Not proven: a connection lost after step 3's `EXEC` was sent while nobody else writes the
-source (the `_resolve` path), a replica lagging when the destination's master dies.
+as before, the client told "not done"); an `LMOVE` whose step 3 connection the node closes
+(`QUIT`) after the commit ran while another client then writes the source (the marker says
+it ran: the client gets the element), or before the commit while another client writes the
+destination (the marker says it did not, the destination cannot be put back: the source is
+written again, the client gets the element); an `LMOVE` whose step 2 ran but lost its
+reply while another client wrote the destination (the move is finished, the client gets
+the element); each element once; and a soak: eight clients
+make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`, `BRPOPLPUSH` and `BLPOP` over three lists (the
+client pushing the element to another list) between lists on every master, while the first
+move whose source is on a replicated master after a third of them has that master killed
+between its steps 2 and 3 (its writes paused with `CLIENT PAUSE WRITE` and `WAIT`ed for
+first, so that the failover loses no write it acknowledged: Redis' asynchronous replication
+would otherwise bring back, say, the element of a `BLPOP` it answered just before dying,
+which no proxy can prevent); after the failover every element is counted, and the test
+requires none lost and none duplicated (400 operations between 40 lists in CI; 10,000
+between 200 lists with `--run-slow`: 1,000 elements, none lost, none duplicated; 5 error
+replies during the failover: 3 from moves ("not done" and the like), 2 "no connection"
+refusals before any write; 28 s, compiled build). That destination-kill test also passes
+without the `WAIT` (the write had reached the replica anyway): it does not prove the `WAIT`
+necessary. Not proven: a replica lagging when the destination's master dies (the `WAIT` is
+bounded by 500 ms, then the move goes on as any acknowledged write).
 """
 
 PUBSUB = """\

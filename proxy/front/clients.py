@@ -125,7 +125,7 @@ def info_line(c: FullSession, now_s: float, cmd: str | None = None) -> str:
     return (
         f"id={c.id} addr={c.peer} laddr={c.laddr} fd={c.fd} "
         f"name={(c.name or b'').decode('utf-8', 'replace')} "
-        f"age={int(now_s - c.created_s)} idle={idle_s} flags={flags(c)} db=0 "
+        f"age={int(now_s - c.created_s)} idle={idle_s} flags={flags(c)} db={c.db} "
         f"sub={sub} psub={psub} ssub={ssub} multi={-1 if queued is None else len(queued)} "
         f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
         f"events=r cmd={cmd or last_cmd} user={c.login.user.name.decode('utf-8', 'replace')} redir=-1 resp={c.proto}\n"

@@ -16,7 +16,10 @@ With databases on, every request of a client in database ``d > 0`` has its keys 
 (blocking pops, LMPOP/ZMPOP, XREAD/XREADGROUP) have the prefix taken off. The commands about
 a whole database are the proxy's in every database (database 0 leaves out the prefixed
 keys): KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB (a KEYS or SCAN of every master), MOVE
-(RENAMENX), COPY … DB, SWAPDB (per key, one transaction in its slot), SELECT.
+(RENAMENX), COPY … DB, SWAPDB (per key, one transaction in its slot), SELECT. Inside MULTI,
+SELECT, MOVE and COPY … DB are rewritten for the node while queuing and their replies given
+Redis' form at EXEC (``at_exec``); the other whole-database commands are refused there.
+Stored names and notification channels: ``db_names.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import DirectConnection
-from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, write_on_owner
+from slotgate.proxy.front.db_names import ANY_DB, MARK, prefixed, split_name
+from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, refuse, write_on_owner
 from slotgate.proxy.front.routes import ROUTES
 from slotgate.proxy.routing.crossslot import tag_for_slot
 from slotgate.proxy.routing.redirect import error_frame
@@ -45,8 +49,7 @@ DB_OUT_OF_RANGE = "ERR DB index is out of range"
 SAME_OBJECTS = "ERR source and destination objects are the same"
 INVALID_FIRST = "ERR invalid first DB index"
 INVALID_SECOND = "ERR invalid second DB index"
-MARK = b"slotgate-db"
-_ANY_DB = re.compile(rb"\A\{[0-9a-f]+\}slotgate-db\d+:")
+_ANY_DB = ANY_DB
 _SWAP = b"slotgate-swapdb:"
 _OK = b"+OK\r\n"
 # Replies that carry key names (the prefix is taken off them).
@@ -58,12 +61,6 @@ NOT_FAST = frozenset({"move"})
 _CURSOR_STRIDE = 1024
 
 Handled = tuple[bool, list[bytes], Awaitable[None] | None]
-
-
-def prefixed(key: bytes, db: int) -> bytes:
-    if db == 0:
-        return key
-    return b"{%s}%s%d:%s" % (tag_for_slot(key_slot(key)), MARK, db, key)
 
 
 def _pattern(db: int, pattern: bytes) -> bytes:
@@ -118,7 +115,8 @@ def dispatch(s: RouteSession, argv: list[bytes]) -> Handled:
         return False, argv, None
     name = info.name
     # Inside MULTI, or in subscriber mode, the session's own checks come first.
-    plain = s.tx.queued is None and s.sub.link is None
+    in_multi = s.tx.queued is not None
+    plain = not in_multi and s.sub.link is None
     if plain:
         handler = _HANDLERS.get(name)
         if handler is not None:
@@ -128,7 +126,12 @@ def dispatch(s: RouteSession, argv: list[bytes]) -> Handled:
     if name == "reset":
         s.set_db(0)
         return False, argv, None
-    db = s.db
+    db = s.db if not in_multi or s.tx.db is None else s.tx.db
+    if in_multi and name in _IN_MULTI:
+        queued = _IN_MULTI[name](s, argv, db)
+        if queued is None:
+            return True, argv, None  # refused
+        return False, queued, None  # rewritten, its keys already as stored
     if db == 0:
         return False, argv, None
     positions = key_positions(argv)
@@ -405,6 +408,105 @@ def _swapdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
                 return raw
         return await after_writes(s, written, _OK)
     return _later(s, "swapdb", work)
+
+
+# --- inside MULTI ----------------------------------------------------------------------------
+# A transaction runs on one node, so the commands the proxy answers from every master are
+# refused while queuing (EXEC then aborts). SELECT, MOVE and COPY … DB are rewritten into
+# what a cluster node runs in the transaction, and ``at_exec`` gives their replies Redis'
+# form; every command queued after a SELECT has the new database's keys.
+def _refused_in_multi(s: RouteSession, argv: list[bytes], db: int) -> list[bytes] | None:
+    name = argv[0].decode(errors="replace").lower()
+    refuse(s, name, error_frame(errors.NOT_IN_MULTI.format(name=name)))
+    return None
+
+
+def _select_in_multi(s: RouteSession, argv: list[bytes], db: int) -> list[bytes] | None:
+    """A valid SELECT becomes ``SELECT 0`` (which a cluster node answers +OK) and moves the
+    transaction's later commands to its database; an invalid one stays as it is, for
+    ``at_exec`` to answer Redis' error in its place."""
+    to = _db_index(argv[1], s.settings.databases)
+    if isinstance(to, bytes):
+        return argv
+    s.tx.db = to
+    return [argv[0], b"0"]
+
+
+def _move_in_multi(s: RouteSession, argv: list[bytes], db: int) -> list[bytes] | None:
+    """MOVE becomes the RENAMENX of the two stored names (``at_exec`` answers its "no such
+    key" as MOVE's 0); MOVE with a bad target stays as it is, for ``at_exec``'s error."""
+    to = _db_index(argv[2], s.settings.databases)
+    if isinstance(to, bytes) or to == db:
+        return [argv[0], prefixed(argv[1], db), argv[2]]
+    return [b"RENAMENX", prefixed(argv[1], db), prefixed(argv[1], to)]
+
+
+def _copy_in_multi(s: RouteSession, argv: list[bytes], db: int) -> list[bytes] | None:
+    """COPY … DB d becomes the COPY of the two stored names; a bad DB argument is refused."""
+    rest = [a for a in argv[3:]]
+    words = [a.lower() for a in rest]
+    if b"db" not in words:
+        return [argv[0], prefixed(argv[1], db), prefixed(argv[2], db), *rest]
+    at = words.index(b"db")
+    to = _db_index(rest[at + 1], s.settings.databases) if at + 1 < len(rest) else b""
+    if isinstance(to, bytes) or (to == db and argv[1] == argv[2]):
+        return _refused_in_multi(s, argv, db)
+    del rest[at:at + 2]
+    return [argv[0], prefixed(argv[1], db), prefixed(argv[2], to), *rest]
+
+
+_IN_MULTI: dict[str, Callable[[RouteSession, list[bytes], int], list[bytes] | None]] = {
+    "select": _select_in_multi,
+    "move": _move_in_multi,
+    "copy": _copy_in_multi,
+    **dict.fromkeys(("swapdb", "flushdb", "dbsize", "keys", "scan", "randomkey"),
+                    _refused_in_multi),
+}
+
+
+def _fix_for(argv: list[bytes], n_dbs: int) -> Callable[[bytes], bytes] | None:
+    """How EXEC's element for a queued ``argv`` becomes Redis' (None: as the node gave it)."""
+    name = argv[0].lower()
+    if name == b"select" and argv[1] != b"0":
+        err = _db_index(argv[1], n_dbs)
+        return lambda raw: err if isinstance(err, bytes) else raw
+    if name == b"move":
+        err = _db_index(argv[2], n_dbs)
+        return lambda raw: err if isinstance(err, bytes) else error_frame(SAME_OBJECTS)
+    if name == b"renamenx" and len(argv) == 3:
+        a, b = (_ANY_DB.match(k) for k in argv[1:])
+        if (a or b) and argv[1][a.end() if a else 0:] == argv[2][b.end() if b else 0:]:
+            return lambda raw: b":0\r\n" if raw.startswith(b"-ERR no such key") else raw
+    if name.decode(errors="replace") in NAMED_REPLIES:
+        for k in argv[1:]:
+            db = split_name(k)[0]
+            if db:
+                return lambda raw: strip(raw, db)
+    return None
+
+
+def at_exec(s: RouteSession, queued: list[list[bytes]], db: int | None,
+            reply_slot: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    """EXEC's reply slot, for a transaction queued with databases on: the elements of the
+    rewritten commands in Redis' form, and the last queued SELECT's database the client's
+    once EXEC ran (a null or an error: nothing ran)."""
+    fixes = {i: f for i, f in ((i, _fix_for(a, s.settings.databases))
+                               for i, a in enumerate(queued)) if f is not None}
+    if not fixes and db is None:
+        return reply_slot
+
+    def fill(raw: bytes) -> None:
+        if raw[:1] != b"*" or raw[:2] == b"*-":
+            reply_slot(raw)
+            return
+        if db is not None:
+            s.set_db(db)
+        if fixes:
+            elems = array_elements(raw)
+            raw = raw[:raw.index(b"\r\n") + 2] + b"".join(
+                fixes[i](e) if i in fixes else e for i, e in enumerate(elems))
+        reply_slot(raw)
+    return fill
 
 
 _HANDLERS: dict[str, Callable[[RouteSession, list[bytes]], Awaitable[None] | None]] = {

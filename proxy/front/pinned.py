@@ -66,9 +66,11 @@ class Transaction:
     blocking commands and unwatched transactions; ``node_ids``: the node's own client id of
     each (for CLIENT UNBLOCK); ``blocked``: (node, that id) while a blocking command waits;
     ``shard_watch``: with ``cross_slot_transactions: per_shard``, the ``direct`` connection
-    of each master holding watched keys (shardtx.py)."""
+    of each master holding watched keys (shardtx.py); ``db``: with ``databases: N``, the
+    database a SELECT queued in the open MULTI moves to (None: none queued; databases.py)."""
 
-    __slots__ = ("queued", "doomed", "watch", "direct", "node_ids", "blocked", "shard_watch")
+    __slots__ = ("queued", "doomed", "watch", "direct", "node_ids", "blocked", "shard_watch",
+                 "db")
 
     def __init__(self) -> None:
         self.queued: list[list[bytes]] | None = None
@@ -78,6 +80,7 @@ class Transaction:
         self.node_ids: dict[str, tuple[DirectConnection, int]] = {}
         self.blocked: tuple[str, int] | None = None
         self.shard_watch: dict[str, DirectConnection] = {}
+        self.db: int | None = None
 
     async def aclose(self) -> None:
         """The client is gone: close its connections."""
@@ -97,6 +100,7 @@ def reset(s: RouteSession) -> None:
     tx = s.tx
     tx.queued = None
     tx.doomed = False
+    tx.db = None
     if tx.watch is not None:
         watch, tx.watch = tx.watch, None
         s.router.nursery.start_soon(watch.aclose)
@@ -153,6 +157,7 @@ def multi(s: RouteSession, argv: list[bytes]) -> None:
         return
     tx.queued = []
     tx.doomed = False
+    tx.db = None
     s.reply("multi", OK)
 
 
@@ -175,6 +180,7 @@ def discard(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         s.reply("discard", error_frame(errors.DISCARD_WITHOUT_MULTI))
         return None
     tx.queued = None
+    tx.db = None
     s.reply("discard", OK)
     if tx.watch is not None:
         return _release_watch(s, unwatch=False)
@@ -311,10 +317,14 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     if tx.queued is None:
         s.reply("exec", error_frame(errors.EXEC_WITHOUT_MULTI))
         return None
-    queued, doomed = tx.queued, tx.doomed
+    queued, doomed, db = tx.queued, tx.doomed, tx.db
     tx.queued = None
     tx.doomed = False
+    tx.db = None
     reply_slot: Callable[[bytes], None] = s.new_slot("exec")
+    if s.settings.databases > 1 and not doomed:
+        from slotgate.proxy.front import databases  # it imports this module
+        reply_slot = databases.at_exec(s, queued, db, reply_slot)
     if doomed:
         reply_slot(error_frame(errors.EXECABORT))
         if tx.shard_watch:

@@ -50,11 +50,14 @@ import trio
 
 from slotgate.eventcore.backoff import backoff_ms
 from slotgate.protocol.commands import key_positions
+from slotgate.protocol.glob import glob_match
 from slotgate.protocol.resp import bulk, integer, null, push_header
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
+from slotgate.proxy.front.db_names import client_message, node_name
 from slotgate.proxy.front.pubsub_link import Link, LinkLost, open_link
 from slotgate.proxy.routing.redirect import error_frame
+from slotgate.proxy.routing.splitter import array_elements
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession
@@ -128,6 +131,7 @@ class Subscription:
         self.links: dict[str, Link] = {}
         self.lock = trio.Lock()
         self.home = ""  # the node holding the classic subscriptions
+        self.databases = session.settings.databases > 1
         self.held: list[bytes] | None = None  # messages held while a subscribe is placed
         self.wake = trio.Event()
         self.closed = False
@@ -150,10 +154,37 @@ class Subscription:
     def _on_message(self, link: Link, raw: bytes, kind: bytes, channel: bytes) -> None:
         if kind != b"smessage" and link.node != self.home and not everywhere_channel(channel):
             return  # a PUBLISH the home's link delivers already
+        if self.databases and kind != b"smessage" and everywhere_channel(channel):
+            raw = self._client_form(raw, kind)
+            if not raw:
+                return
         if self.held is not None:
             self.held.append(raw)
         else:
             self.session.write_raw(raw)
+
+    def _client_form(self, raw: bytes, kind: bytes) -> bytes:
+        """A keyspace notification as the client's databases name it (``db_names.py``): for
+        a ``pmessage``, one per client pattern held for the node's that matches it, as a
+        server sends; empty when none of the client's subscriptions wants it."""
+        parts = [f[f.index(b"\r\n") + 2:-2] for f in array_elements(raw)]
+        proto = self.session.proto
+        if kind == b"message":
+            channel, message = client_message(parts[1], parts[2])
+            if channel not in self.sets["channels"]:
+                return b""
+            return push_header(3, proto) + bulk(kind) + bulk(channel) + bulk(message)
+        channel, message = client_message(parts[2], parts[3])
+        return b"".join(push_header(4, proto) + bulk(kind) + bulk(p) + bulk(channel)
+                        + bulk(message) for p in sorted(self.sets["patterns"])
+                        if node_name(p, True) == parts[1] and glob_match(p, channel))
+
+    def _node_name(self, set_name: str, name: bytes) -> bytes:
+        """What a node holds for the client's ``name`` (with numbered databases, a keyspace
+        channel of another database than 0 is held as the one that carries it)."""
+        if not self.databases or set_name == "shard":
+            return name
+        return node_name(name, set_name == "patterns")
 
     def _on_dropped(self, link: Link, channel: bytes) -> None:
         if channel in self.sets["shard"]:
@@ -182,7 +213,8 @@ class Subscription:
 
         for set_name, everywhere in (("channels", everywhere_channel),
                                      ("patterns", everywhere_pattern)):
-            for name in self.sets[set_name]:
+            for client_name in self.sets[set_name]:
+                name = self._node_name(set_name, client_name)
                 if home is None:
                     unplaced[(set_name, name)] = error_frame(errors.SLOT_NOT_SERVED)
                 else:
@@ -273,7 +305,8 @@ class Subscription:
         attempt = 0
         while True:
             failed, _ = await self.place()
-            errs = [failed[i] for i in items if i in failed]
+            errs = [failed[i] for i in ((k, self._node_name(k, n)) for k, n in items)
+                    if i in failed]
             if not errs:
                 return None
             final = [e for e in errs if not e.startswith(_RETRIED) and not _unreachable(e)]

@@ -46,6 +46,7 @@ from slotgate.protocol.resp import (
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import HELLO3, connect
 from slotgate.proxy.front.clients import ANSWERED
+from slotgate.proxy.front.db_names import split_name
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ class Tracker:
         flags = info.flags
         if "readonly" in flags and not st.bcast and not (
                 (st.optin and not st.caching) or (st.optout and st.caching)):
-            for key in get_keys(argv):
+            for key in self._names(get_keys(argv)):
                 self.table.setdefault(key, {})[s] = None
                 st.keys.add(key)
         elif st.noloop and "write" in flags:
@@ -153,15 +154,24 @@ class Tracker:
             # Redis); the change's invalidation, when it comes, is not for this client.
             if len(st.own_writes) > _OWN_WRITES_MAX:
                 st.own_writes.clear()
-            for key in get_keys(argv):
+            for key in self._names(get_keys(argv)):
                 st.own_writes[key] += 1
                 self._forget(s, key)
         if s.tx.queued is None and not info.name.startswith("client"):
             st.caching = False
 
+    def _names(self, keys: list[bytes]) -> list[bytes]:
+        """Key names as the clients know them: with numbered databases, a stored name
+        without its database's prefix (Redis tracks names, whatever the database)."""
+        if self.proxy.settings.databases == 1:
+            return keys
+        return [split_name(k)[1] for k in keys]
+
     # --- invalidations -----------------------------------------------------------------------
     def invalidate(self, keys: list[bytes] | None) -> None:
         """The keys a master changed (None: all of them, FLUSHALL or a lost feed)."""
+        if keys is not None:
+            keys = self._names(keys)
         if keys is None:
             self.table.clear()
             for s in list(self.clients):

@@ -72,13 +72,23 @@ SPECS: dict[str, Spec] = {
 }
 
 TEMP_PREFIX = b"slotgate-tmp:"
+# A move's *marker*: a key of the slot a step writes, set by that step's own transaction, so
+# that the step's fate can always be told afterwards (``moveundo.py``).
+MARK_PREFIX = b"slotgate-mark:"
+# How long a marker lives if the proxy dies before deleting it (the fate is decided well
+# before: within the retry deadline).
+MARK_TTL_MS = 600_000
+MARK_DONE = b"1"  # what a step's transaction writes into its marker
+MARK_GIVEN_UP = b"0"  # what the fate check writes into an absent marker
 # Distinguishes this process's temporaries (they never outlive one transaction anyway).
 _TOKEN = os.urandom(4).hex().encode()
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
+_ASKING = encode_command(b"ASKING")
 _NULLS = (b"$-1\r\n", b"_\r\n", b"*-1\r\n")
 
 _tags: list[bytes] = []
+_marks = [0]
 
 
 def tag_for_slot(slot: int) -> bytes:
@@ -96,6 +106,24 @@ def tag_for_slot(slot: int) -> bytes:
             n += 1
         _tags.extend(t for t in table if t is not None)
     return _tags[slot]
+
+
+def marker(slot: int) -> bytes:
+    """A fresh marker key in ``slot``: ``{T}slotgate-mark:<process token>:<n>``."""
+    _marks[0] += 1
+    return b"{%s}%s%s:%d" % (tag_for_slot(slot), MARK_PREFIX, _TOKEN, _marks[0])
+
+
+def set_marker(mark: bytes) -> bytes:
+    return encode_command(b"SET", mark, MARK_DONE, b"PX", b"%d" % MARK_TTL_MS)
+
+
+def fate_payload(mark: bytes) -> bytes:
+    """The fate check: sets an absent marker to "given up" (so that a step still on its way
+    can never run: the marker is under that step's WATCH) and answers what it held before:
+    null (or "given up", a check sent again) the step did not run, "done" it ran."""
+    return encode_command(b"SET", mark, MARK_GIVEN_UP, b"NX", b"GET", b"PX",
+                          b"%d" % MARK_TTL_MS)
 
 
 @dataclass
@@ -170,15 +198,17 @@ def scratch(p: Plan) -> Plan:
 
 
 # --- step 1: gather ---------------------------------------------------------------------------
-def gather_payload(keys: list[bytes], watch: bool) -> tuple[bytes, int]:
+def gather_payload(keys: list[bytes], watch: bool,
+                   mark: bytes | None = None) -> tuple[bytes, int]:
     """The request that reads ``keys`` (one slot), and how many reply frames it gets.
 
     Read only: ``MULTI (PTTL DUMP)* EXEC`` (TTL and value from one instant). Under ``watch``:
-    ``WATCH keys (PTTL DUMP)*`` — a transaction would end the watch; the watch itself makes
-    step 3 fail if anything changed in between."""
+    ``WATCH keys [mark] (PTTL DUMP)*`` — a transaction would end the watch; the watch itself
+    makes step 3 fail if anything changed in between (or if a fate check set ``mark``)."""
     body = b"".join(encode_command(b"PTTL", k) + encode_command(b"DUMP", k) for k in keys)
     if watch:
-        return encode_command(b"WATCH", *keys) + body, 1 + 2 * len(keys)
+        watched = [*keys, mark] if mark is not None else keys
+        return encode_command(b"WATCH", *watched) + body, 1 + 2 * len(keys)
     return _MULTI + body + _EXEC, 2 * len(keys) + 2
 
 
@@ -238,8 +268,14 @@ def _ttl_dump(key: bytes) -> bytes:
     return encode_command(b"PTTL", key) + encode_command(b"DUMP", key)
 
 
-def run_payload(p: Plan, values: dict[bytes, Value]) -> RunLayout:
-    parts = [_MULTI]
+def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) -> RunLayout:
+    """Step 2's request. With ``mark`` (a move's, in the anchor's slot): ``WATCH mark`` first
+    and ``SET mark`` inside the transaction, so its fate can be told if its reply is lost;
+    then ``ASKING`` before ``MULTI``, which keeps it for the whole transaction, as a
+    redirect's ``ASKING`` in front of ``MULTI`` does without the ``WATCH`` (the redirect's
+    is taken by the ``WATCH``; on a slot not being imported it has no effect)."""
+    parts = ([encode_command(b"WATCH", mark), _ASKING, _MULTI] if mark is not None
+             else [_MULTI])
     restored: list[bytes] = []
     for key, temp in p.temps.items():
         v = values[key]
@@ -257,6 +293,9 @@ def run_payload(p: Plan, values: dict[bytes, Value]) -> RunLayout:
     # Every temporary, restored or not: the command may have created one (MSETNX).
     parts.append(encode_command(b"DEL", *p.temps.values()))
     n += 1
+    if mark is not None:
+        parts.append(set_marker(mark))
+        n += 3  # the SET's +QUEUED, WATCH's and ASKING's +OK
     parts.append(_EXEC)
     # MULTI's +OK, one +QUEUED per queued command, EXEC's array.
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
@@ -268,11 +307,15 @@ def dumps(frames: list[bytes]) -> list[bytes | None]:
 
 
 # --- step 3: commit (moves) -------------------------------------------------------------------
-def commit_payload(changed: dict[bytes, Value]) -> tuple[bytes, int]:
+def commit_payload(changed: dict[bytes, Value], mark: bytes | None = None) -> tuple[bytes, int]:
     """Write back the sources the command changed: each deleted, then restored if the command
-    left it a value. Runs under step 1's WATCH: EXEC answers a null if a source changed."""
+    left it a value; with ``mark``, the marker set in the same transaction. Runs under step
+    1's WATCH: EXEC answers a null if a source changed (or a fate check set the marker)."""
     parts = [_MULTI]
     n = 0
+    if mark is not None:
+        parts.append(set_marker(mark))
+        n += 1
     for key, v in changed.items():
         parts.append(encode_command(b"DEL", key))
         n += 1

@@ -10,19 +10,20 @@ and its commit run on connections opened for the request and closed at its end: 
 belongs to one connection, and a redirect there ends the request with ``TRYAGAIN``.
 
 Failure handling of a move (the order matters: destination first, then source; MSETNX:
-the first key's slot, then the other slots one by one):
+the first key's slot, then the other slots one by one). Steps 2 and 3 each set a marker
+key of their slot in their own transaction, so that their fate is always known afterwards
+(``moveundo.py``):
 
 - step 2 fails: nothing was committed at the source; the client gets the error. A lost
-  connection after sending (a move): ``_recover_run`` finds out whether it ran, from the
-  destination's image before it (read in step 1) and after it (the command run again on
-  copies), and takes it back if it did; the client gets ``MOVE_NOT_DONE``.
-- step 3's EXEC answers null (another client changed the source since step 1): every key
-  already written is put back as it was (``_undo``), and the whole command starts again,
+  connection after sending: ``_recover_run`` asks the marker whether it ran; if it did,
+  the destination is put back (or, changed meanwhile, the move is finished).
+- step 3 does not run (EXEC's null: another client changed the source since step 1; a
+  refusal; a lost connection and no marker): every key already written is put back as it
+  was, or a move whose destination was changed meanwhile is finished by writing its
+  source again if it is unchanged; after a null the whole command starts again,
   ``MOVE_ATTEMPTS`` times at most.
-- step 3 loses its connection: the source is read again on its (maybe new) master until the
-  retry deadline. Unchanged: the commit did not happen, the destination is put back, the
-  client gets the error. Holding the command's result: the commit happened, the client gets
-  the command's reply.
+- step 3 loses its connection and the marker is there: the commit happened, the client
+  gets the command's reply.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, on_owner_at
-from slotgate.proxy.routing import blockmulti, crossslot, movelock, sortroute
+from slotgate.proxy.routing import blockmulti, crossslot, movelock, moveundo, sortroute
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -150,6 +151,7 @@ class _Watches:
     def __init__(self, s: RouteSession) -> None:
         self.s = s
         self.by_key: dict[bytes, DirectConnection] = {}
+        self.marks: dict[DirectConnection, bytes] = {}  # each commit's marker (its slot's)
         self.clean: set[DirectConnection] = set()
 
     async def open(self, node: str) -> DirectConnection:
@@ -189,7 +191,7 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
         async def gather_node(slots: list[int]) -> None:
             for slot in slots:
                 if slot == _LOCAL:
-                    local = await _read(s, p.anchor_slot, p.local_written)
+                    local = await moveundo.read(s, p.anchor_slot, p.local_written)
                     if isinstance(local, bytes):
                         errors_by_slot[slot] = local
                         return
@@ -199,7 +201,7 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
                 if any(k in p.written for k in keys):
                     got = await _watched_read(s, slot, keys, watches)
                 else:
-                    got = await _read(s, slot, keys)
+                    got = await moveundo.read(s, slot, keys)
                 if isinstance(got, bytes):
                     errors_by_slot[slot] = got
                     return
@@ -216,7 +218,7 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
                 return errors_by_slot[slot]
         # A move, once its destination may be written, runs to its end even if the client
         # goes away: stopping between steps 2 and 3 would leave the element in both keys.
-        # Every wait in it is bounded (the router's deadline, ``_roundtrip``'s timeout).
+        # Every wait in it is bounded (the router's deadline, ``moveundo.roundtrip``'s timeout).
         with trio.CancelScope(shield=bool(p.written)):
             reply = await _run_and_commit(s, p, readonly, values, watches, local_before)
         return reply
@@ -228,12 +230,13 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
 async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
                           values: dict[bytes, Value], watches: _Watches,
                           local_before: dict[bytes, Value]) -> bytes:
-    layout = crossslot.run_payload(p, values)
+    mark = crossslot.marker(p.anchor_slot) if p.written else None
+    layout = crossslot.run_payload(p, values, mark)
     node = _owner(s, p.anchor_slot)
     raw, ran_at = await on_owner_at(s, p.anchor_slot, layout.payload, layout.n_replies,
                                     readonly, partial(_direct, s))
-    if p.written and raw.startswith(_UNKNOWN_FATE):
-        return await _recover_run(s, p, values, local_before, raw, node or "?")
+    if mark is not None and raw.startswith(_UNKNOWN_FATE):
+        return await _recover_run(s, p, values, local_before, raw, node or "?", mark, watches)
     if raw[:1] != b"*" or crossslot.is_null(raw):
         return raw  # the router's error (unreachable, unknown fate), EXECABORT
     elems = array_elements(raw)
@@ -243,75 +246,71 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
     reply = elems[layout.command_at]
     written = [s.tx.direct.get(ran_at)]  # where the command ran (its destination)
     if p.written:
-        reply = await _commit(s, p, values, elems, layout, reply, watches, written)
+        assert mark is not None
+        reply = await _commit(s, p, values, elems, layout, reply, watches, mark, written)
     if readonly or reply[:1] in (b"-", b"!"):
         return reply
     return await after_writes(s, written, reply)  # durable_writes, read-your-writes
 
 
 async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
-                       before: dict[bytes, Value], lost: bytes, node: str) -> bytes:
-    """A move's step 2 lost its connection after sending (its master failed, say): nothing
-    was committed at the source, but the destination may hold the copy. The same command
-    runs again on copies of what step 2 started from (``crossslot.scratch``), which tells
-    what the destination holds if step 2 ran; then the destination is read on its (maybe
-    new) master until the retry deadline: as before, step 2 did not run; as the copies'
-    result, it ran and is taken back. Either way the client gets "not done", nothing
-    changed; anything else leaves the unknown-fate error."""
-    s.router.topology.request_refresh("conn_lost")
+                       before: dict[bytes, Value], lost: bytes, node: str,
+                       mark: bytes, watches: _Watches) -> bytes:
+    """A move's step 2 lost its connection after sending (its master failed, say). Its
+    marker tells whether it ran (``moveundo.fate``). It did not: the client gets "not
+    done", nothing changed. It did: the same command runs again on copies of what step 2
+    started from (``crossslot.scratch``), which gives what step 2 left in the destination
+    and the source's new value; the destination is put back if it still holds that, else
+    the move is finished (the source written, if unchanged since step 1: the client gets
+    the command's reply). Neither known in time: the unknown-fate error."""
+    not_done = error_frame(errors.MOVE_NOT_DONE.format(
+        name=p.argv[0].decode(errors="replace").lower(), node=node))
+    ran = await moveundo.fate(s, p.anchor_slot, mark)
+    if ran is None:
+        s.metrics.unknown_fate_write()
+        return lost
+    if not ran:
+        return not_done
     keys = p.local_written
     scratch = crossslot.scratch(p)
+    scratch.written.extend(p.written)
     layout = crossslot.run_payload(scratch, {**values, **before})
     # It changes nothing (copies made and deleted in one transaction): safe to send again.
     raw = await _on_owner(s, p.anchor_slot, layout.payload, layout.n_replies, True,
                           partial(_direct, s))
     if raw[:1] != b"*" or crossslot.is_null(raw):
+        s.metrics.unknown_fate_write()
         return lost
     elems = array_elements(raw)
-    after = [v.payload for v in crossslot.read_values(keys, elems[layout.after_at:]).values()]
-    not_done = error_frame(errors.MOVE_NOT_DONE.format(
-        name=p.argv[0].decode(errors="replace").lower(), node=node))
-    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
-    while trio.current_time() < deadline:
-        got = await _read(s, p.anchor_slot, keys)
-        if isinstance(got, dict):
-            now = [got[k].payload for k in keys]
-            if now == [before[k].payload for k in keys]:
-                return not_done
-            if now == after:
-                undo = [Undo(k, p.anchor_slot, before[k], a)
-                        for k, a in zip(keys, after, strict=True)]
-                return not_done if await _undo(s, undo) else lost
-            return lost
-        await trio.sleep(0.1)
-    return lost
+    done = crossslot.read_values(scratch.written, elems[layout.after_at:])
+    todo = [Undo(k, p.anchor_slot, before[k], done[k].payload) for k in keys]
+    new = {k: done[k] for k in p.written if done[k].payload != values[k].payload}
+    if not new:  # the command left its source as it was: nothing more to do
+        return elems[layout.command_at]
+    outcome = await moveundo.settle(s, todo, values if _is_move(p) else None, new)
+    if outcome == moveundo.UNDONE:
+        return not_done
+    if outcome == moveundo.FORWARD:
+        return elems[layout.command_at]
+    return _unsettled(s, p, outcome, todo, node)
 
 
-async def _roundtrip(s: RouteSession, conn: DirectConnection, payload: bytes,
-                     n: int) -> list[tuple[int, bytes]]:
-    """A round trip on a connection of the request's own, bounded by ``command_timeout_ms``
-    (a timeout is a lost connection: ``BackendError``)."""
-    try:
-        with trio.fail_after(s.settings.command_timeout_ms / 1000):
-            return await conn.roundtrip(payload, n)
-    except trio.TooSlowError as exc:
-        raise BackendError(f"{conn.address}: no reply in time") from exc
+def _is_move(p: Plan) -> bool:
+    """A move (one source, one destination): finishing it is as good as taking it back.
+    MSETNX is not: its keys are all taken back."""
+    return p.argv[0].lower() != b"msetnx"
 
 
-async def _read(s: RouteSession, slot: int, keys: list[bytes]) -> dict[bytes, Value] | bytes:
-    payload, n = crossslot.gather_payload(keys, watch=False)
-    raw = await _on_owner(s, slot, payload, n, True, partial(_direct, s))
-    if raw[:1] != b"*" or crossslot.is_null(raw):
-        return raw
-    return crossslot.read_values(keys, array_elements(raw))
+def _unsettled(s: RouteSession, p: Plan, outcome: str, todo: list[Undo], node: str) -> bytes:
+    if outcome == moveundo.HALF:
+        return error_frame(errors.MOVE_HALF_DONE.format(
+            key=todo[-1].key.decode(errors="replace") if todo else ""))
+    s.metrics.unknown_fate_write()
+    return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=node))
 
 
 def _owner(s: RouteSession, slot: int) -> str | None:
     return s.router.topology.owners[slot]
-
-
-async def _open(s: RouteSession, node: str) -> DirectConnection:
-    return await DirectConnection.open(node, 2, s.settings, s.metrics)
 
 
 def _refused(raw: bytes) -> bytes:
@@ -326,15 +325,17 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
     node = _owner(s, slot)
     if node is None:
         return error_frame(errors.SLOT_NOT_SERVED)
-    payload, n = crossslot.gather_payload(keys, watch=True)
+    mark = crossslot.marker(slot)
+    payload, n = crossslot.gather_payload(keys, watch=True, mark=mark)
     try:
         conn = await watches.open(node)
     except (OSError, BackendError, trio.TooSlowError):
         return error_frame(errors.NODE_UNREACHABLE.format(node=node))
+    watches.marks[conn] = mark
     for k in keys:
         watches.by_key[k] = conn
     try:
-        frames = [raw for _, raw in await _roundtrip(s, conn, payload, n)]
+        frames = [raw for _, raw in await moveundo.roundtrip(s, conn, payload, n)]
     except BackendError:
         return error_frame(errors.NODE_UNREACHABLE.format(node=node))
     err = crossslot.first_error(frames)
@@ -344,117 +345,107 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
 
 
 async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: list[bytes],
-                  layout: crossslot.RunLayout, reply: bytes, watches: _Watches,
+                  layout: crossslot.RunLayout, reply: bytes, watches: _Watches, mark: bytes,
                   written: list[DirectConnection | None]) -> bytes:
     """Step 3: write back the keys the command changed outside the anchor's slot, slot by
-    slot under step 1's WATCH; on a failure, take back what was written (``undo``). Each
-    connection a commit ran on is added to ``written``."""
+    slot under step 1's WATCH, each with its slot's marker. A commit that did not run (a
+    source changed: EXEC's null; refused; its connection lost and its marker absent) is
+    settled (``moveundo.settle``): what was written is taken back, or a move is finished.
+    Each connection a commit ran on is added to ``written``."""
     local = p.local_written
     n_local = len(local)
     before = crossslot.read_values(local, elems[layout.before_at : layout.before_at + 2 * n_local])
     after = crossslot.dumps(elems[layout.after_at : layout.after_at + n_local])
     new = crossslot.read_values(p.written, elems[layout.after_at + n_local :])
     changed = {k: v for k, v in new.items() if v.payload != values[k].payload}
-    if not changed:
-        return reply
     undo = [Undo(k, p.anchor_slot, before[k], a) for k, a in zip(local, after, strict=True)
             if before[k].payload != a]
-    if undo:
-        await _wait_replica(s, p.anchor_slot)
+    # Step 2's marker goes (its fate is known), after a replica has step 2 when the sources
+    # are about to lose what it wrote.
+    name = p.argv[0].decode(errors="replace").lower()
+    anchor_node = _owner(s, p.anchor_slot) or "?"
+    if not await _after_write(s, p.anchor_slot, mark, bool(undo and changed)):
+        # The destination's master went silent after step 2: did step 2 survive it?
+        ran = await moveundo.fate(s, p.anchor_slot, mark)
+        if ran is None:
+            s.metrics.unknown_fate_write()
+            return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=anchor_node))
+        if not ran:
+            return error_frame(errors.MOVE_NOT_DONE.format(name=name, node=anchor_node))
+    if not changed:
+        return reply
     by_conn: dict[DirectConnection, list[bytes]] = {}
     for key in changed:
         by_conn.setdefault(watches.by_key[key], []).append(key)
     for conn, keys in by_conn.items():
-        payload, n = crossslot.commit_payload({k: changed[k] for k in keys})
-        try:
-            frames = await _roundtrip(s, conn, payload, n)
-        except BackendError:
-            failed = await _resolve(s, p, keys, values, changed, undo, conn.address)
-            if failed is not None:
-                return failed
-            written.append(conn)  # (lost: its WAIT's error tells it)
+        part = {k: changed[k] for k in keys}
+        slot = key_slot(keys[0])
+        ran, raw = await _commit_slot(s, conn, part, watches)
+        if ran is None:  # no master answered in time: it may or may not have run
+            return raw
+        if not ran:
+            outcome = await moveundo.settle(s, undo, values if _is_move(p) else None, part)
+            if outcome == moveundo.UNDONE:
+                if crossslot.is_null(raw):
+                    raise _Retry  # a source changed: the command runs again
+                if raw[:1] in (b"-", b"!"):
+                    return _refused(raw)
+                return error_frame(errors.MOVE_UNDONE.format(name=name, node=conn.address))
+            if outcome != moveundo.FORWARD:
+                return _unsettled(s, p, outcome, undo, conn.address)
         else:
-            watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
             written.append(conn)
-            raw = frames[-1][1]
-            if crossslot.is_null(raw):
-                if await _undo(s, undo):
-                    raise _Retry
-                return error_frame(errors.MOVE_HALF_DONE.format(
-                    key=undo[-1].key.decode(errors="replace") if undo else ""))
-            if raw[:1] != b"*":
-                return _refused(raw)
-        undo.extend(Undo(k, key_slot(k), values[k], changed[k].payload) for k in keys)
+        undo.extend(Undo(k, slot, values[k], changed[k].payload) for k in keys)
     return reply
 
 
-async def _wait_replica(s: RouteSession, slot: int) -> None:
-    """Before a source loses what step 2 wrote elsewhere: ``WAIT`` until a replica of the
-    anchor's master has step 2 (at most ``REPLICA_WAIT_MS``), so that this master failing
-    now does not take the only copy with it. No replica, or none in time: the move goes on
-    (as any write acknowledged by one master)."""
+async def _commit_slot(s: RouteSession, conn: DirectConnection, part: dict[bytes, Value],
+                       watches: _Watches) -> tuple[bool | None, bytes]:
+    """One slot's commit on its watching connection: (ran, EXEC's reply; empty when the
+    connection was lost and the marker told; None and the unknown-fate error when no
+    master answered before the deadline)."""
+    mark = watches.marks[conn]
+    slot = key_slot(next(iter(part)))
+    payload, n = crossslot.commit_payload(part, mark)
+    try:
+        raw = (await moveundo.roundtrip(s, conn, payload, n))[-1][1]
+    except BackendError:
+        ran = await moveundo.fate(s, slot, mark)
+        if ran is None:
+            s.metrics.unknown_fate_write()
+            return None, error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
+        return ran, b""
+    watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
+    if raw[:1] != b"*" or crossslot.is_null(raw):
+        return False, raw
+    if not await _after_write(s, slot, mark, True, conn):
+        # Its master went silent after the commit: did the commit survive it?
+        ran = await moveundo.fate(s, slot, mark)
+        if ran is None:
+            s.metrics.unknown_fate_write()
+            return None, error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
+        return ran, raw if ran else b""
+    return True, raw
+
+
+async def _after_write(s: RouteSession, slot: int, mark: bytes, wait: bool,
+                       conn: DirectConnection | None = None) -> bool:
+    """A step's marker deleted, once its reply is in; with ``wait``, first ``WAIT`` until a
+    replica of the slot's master has the step (at most ``REPLICA_WAIT_MS``), so that this
+    master failing now does not take the only copy of a moved element with it. No replica,
+    or none in time: the move goes on (as any write acknowledged by one master). False: the
+    master did not answer (it may have failed before a replica had the step: the caller asks
+    the marker whether the step survived)."""
     node = _owner(s, slot)
-    if node is None or not s.router.topology.slot_map.replicas.get(node):
-        return
+    payload, n = encode_command(b"DEL", mark), 1
+    if wait and node is not None and s.router.topology.slot_map.replicas.get(node):
+        payload, n = encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS) + payload, 2
     try:
-        conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection
-        await _roundtrip(s, conn, encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS), 1)
+        if conn is None and node is not None:
+            conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection
+        if conn is not None:
+            await moveundo.roundtrip(s, conn, payload, n)
+            return True
     except (OSError, BackendError, trio.TooSlowError):
-        pass  # the commit's own failure handling follows
-
-
-async def _resolve(s: RouteSession, p: Plan, keys: list[bytes], old: dict[bytes, Value],
-                   new: dict[bytes, Value], undo: list[Undo], node: str) -> bytes | None:
-    """A commit lost its connection: find out whether it was applied, by reading its keys
-    again on their master (after a failover, the new one) until the retry deadline. None:
-    it was applied, the command goes on; else the client's error."""
-    s.router.topology.request_refresh("conn_lost")
-    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
-    slot = key_slot(keys[0])
-    while trio.current_time() < deadline:
-        got = await _read(s, slot, keys)
-        if isinstance(got, dict):
-            now = [got[k].payload for k in keys]
-            if now == [new[k].payload for k in keys]:
-                return None  # the commit happened
-            if now == [old[k].payload for k in keys]:
-                if await _undo(s, undo):
-                    name = p.argv[0].decode(errors="replace").lower()
-                    return error_frame(errors.MOVE_UNDONE.format(name=name, node=node))
-                break
-        await trio.sleep(0.1)
-    s.metrics.unknown_fate_write()
-    return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=node))
-
-
-async def _undo(s: RouteSession, undo: list[Undo]) -> bool:
-    """Take back the writes in ``undo``, last first; False if one could not be."""
-    ok = True
-    for u in reversed(undo):
-        ok = await _compensate(s, u) and ok
-    return ok
-
-
-async def _compensate(s: RouteSession, u: Undo) -> bool:
-    """Put ``u.key`` back as it was, if it still holds what the proxy wrote there (WATCH,
-    compare, then ``MULTI DEL RESTORE EXEC``). False: it changed since, or no master."""
-    node = _owner(s, u.slot)
-    if node is None:
-        return False
-    try:
-        conn = await _open(s, node)
-    except (OSError, BackendError, trio.TooSlowError):
-        return False
-    try:
-        frames = await _roundtrip(s, conn, encode_command(b"WATCH", u.key) +
-                                  encode_command(b"DUMP", u.key), 2)
-        if crossslot.dumps([frames[1][1]])[0] != u.after:
-            return False
-        payload, n = crossslot.restore_payload(u.key, u.before)
-        frames = await _roundtrip(s, conn, payload, n)
-        return frames[-1][1][:1] == b"*" and not crossslot.is_null(frames[-1][1])
-    except (BackendError, ValueError):
-        return False
-    finally:
-        with trio.CancelScope(shield=True):
-            await conn.aclose()
+        pass
+    return False

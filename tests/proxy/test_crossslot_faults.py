@@ -24,7 +24,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.front.server import Proxy
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.routing import crossslot, gather
+from slotgate.proxy.routing import crossslot, gather, moveundo
 from slotgate.proxy.routing.redirect import error_frame
 from tests.conftest import start_cluster
 from tests.support import ManagedProcess
@@ -122,10 +122,10 @@ async def test_a_source_written_meanwhile_undoes_the_destination_and_runs_again(
     real = crossslot.commit_payload
     writes: list[int] = []
 
-    def racing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+    def racing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
         if not writes:  # another client writes the source between steps 2 and 3, once
             writes.append(master_of(cluster, src).client().rpush(src, "late"))
-        return real(changed)
+        return real(changed, *rest)
 
     monkeypatch.setattr(crossslot, "commit_payload", racing)
     assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
@@ -151,11 +151,11 @@ async def test_msetnx_whose_key_appears_meanwhile_sets_none_of_its_keys(
     real = crossslot.commit_payload
     calls: list[int] = []
 
-    def racing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+    def racing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
         if not calls:
             master_of(cluster, c_key).client().set(c_key, "other")
         calls.append(len(changed))
-        return real(changed)
+        return real(changed, *rest)
 
     monkeypatch.setattr(crossslot, "commit_payload", racing)
     assert await c.call("MSETNX", a, "1", b, "2", c_key, "3") == b":0\r\n"
@@ -179,9 +179,9 @@ async def test_the_sources_master_killed_between_steps_loses_and_duplicates_noth
     assert victim.client().wait(1, 5000) >= 1
     real = crossslot.commit_payload
 
-    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+    def killing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
         victim.kill()
-        return real(changed)
+        return real(changed, *rest)
 
     monkeypatch.setattr(crossslot, "commit_payload", killing)
     reply = await c.call("LMOVE", src, dst, "LEFT", "RIGHT")
@@ -197,6 +197,46 @@ async def test_the_sources_master_killed_between_steps_loses_and_duplicates_noth
         victim.client().ping()
     await c.call("DEL", src, dst)
 
+
+
+@pytest.mark.parametrize("ran", [True, False])
+async def test_a_commit_whose_reply_is_lost_while_others_write_both_keys_is_settled(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch, ran: bool,
+) -> None:
+    """Step 3's connection is closed by the node (``QUIT``) after its commit ran (``ran``)
+    or before it; before the proxy looks, another client writes the key the proxy would
+    compare: the source when the commit ran, the destination when it did not. The commit's
+    marker tells the proxy what happened: the move is done (ran), or finished by writing
+    the source again (the destination can no longer be put back). Each element is found
+    once, and the client gets the moved element."""
+    c, src, dst = await two_lists(proxy, cluster, f"lostreply{ran}")
+    real = crossslot.commit_payload
+    quit_ = encode_command("QUIT")
+
+    def closing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
+        payload, n = real(changed, *rest)
+        monkeypatch.setattr(crossslot, "commit_payload", real)
+        return (payload + quit_, n + 2) if ran else (quit_ + payload, n + 1)
+
+    real_fate = moveundo.fate
+    looked: list[bool | None] = []
+
+    async def writing_first(*args: object) -> bool | None:
+        other = master_of(cluster, src if ran else dst).client()
+        other.rpush(src if ran else dst, "other")
+        looked.append(await real_fate(*args))  # type: ignore[arg-type]
+        return looked[-1]
+
+    monkeypatch.setattr(crossslot, "commit_payload", closing)
+    monkeypatch.setattr(moveundo, "fate", writing_first)
+    assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
+    monkeypatch.undo()
+    assert looked == [ran]
+    got_src, got_dst = await lists(c, src, dst)
+    assert got_src == [f"e{i}".encode() for i in range(1, 10)] + ([b"other"] if ran else [])
+    assert got_dst == [b"d0", b"e0"] + ([] if ran else [b"other"])
+    assert await c.call("KEYS", "*slotgate-[mt][am][rp]*") == b"*0\r\n"
+    await c.call("DEL", src, dst)
 
 
 def replicated_masters(cluster: list[ManagedProcess]) -> set[int]:
@@ -237,9 +277,9 @@ async def test_the_destinations_master_killed_between_steps_keeps_the_element(
     victim = master_of(cluster, dst)
     real = crossslot.commit_payload
 
-    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+    def killing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
         victim.kill()
-        return real(changed)
+        return real(changed, *rest)
 
     monkeypatch.setattr(crossslot, "commit_payload", killing)
     assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
@@ -289,6 +329,37 @@ async def test_the_destinations_master_lost_during_step_2_leaves_nothing_changed
     await c.call("DEL", src, dst)
 
 
+async def test_a_lost_step_2_whose_destination_changed_meanwhile_is_finished(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 2 ran but its reply is lost, and another client writes the destination before
+    the proxy looks: step 2 cannot be taken back, so its marker (present: it ran) leads the
+    proxy to finish the move, writing the source. The client gets the element, found once."""
+    c, src, dst = await two_lists(proxy, cluster, "lostrun")
+    dst_slot = key_slot(dst.encode())
+    real = gather._on_owner
+    lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node="127.0.0.1:1"))
+    calls: list[int] = []
+
+    async def losing(s: object, slot: int, payload: bytes, *args: object) -> bytes:
+        if slot == dst_slot and b"RESTORE" in payload and not calls:
+            calls.append(slot)
+            await real(s, slot, payload, *args)  # type: ignore[arg-type]
+            master_of(cluster, dst).client().rpush(dst, "other")
+            return lost
+        return await real(s, slot, payload, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gather, "_on_owner", losing)
+    assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
+    monkeypatch.undo()
+    assert calls
+    got_src, got_dst = await lists(c, src, dst)
+    assert got_src == [f"e{i}".encode() for i in range(1, 10)]
+    assert got_dst == [b"d0", b"e0", b"other"]
+    assert await c.call("KEYS", "*slotgate-[mt][am][rp]*") == b"*0\r\n"
+    await c.call("DEL", src, dst)
+
+
 # --- the soak: random moves between many lists while a master is killed between steps -----
 _MOVES = (
     (0.55, lambda rng, s, d: ["LMOVE", s, d, rng.choice(["LEFT", "RIGHT"]),
@@ -299,15 +370,14 @@ _MOVES = (
 )
 
 
-# A move whose step 3 (the source's commit) lost its reply while another client changed the
-# source: whether the commit ran is unknown (docs/COMMANDS.md, Moves across slots).
+# Counted for the report only: a move answered the unknown-fate error (no master answered its
+# fate check before the retry deadline; docs/COMMANDS.md, Moves across slots).
 _UNKNOWN_FATE = b"-ERR slotgate: connection to "
 
 
 def _check(got: dict[str, int]) -> None:
-    """Nothing lost, nothing unknown; a duplicate only for a move answered unknown-fate."""
-    assert got["lost"] == 0 and got["unknown"] == 0, got
-    assert got["duplicated"] <= got.get("move_unknown_fate", 0), got
+    """Nothing lost, nothing duplicated, nothing unknown."""
+    assert got["lost"] == 0 and got["unknown"] == 0 and got["duplicated"] == 0, got
 
 
 def _move(rng: random.Random, src: str, dst: str) -> list[str]:
@@ -350,13 +420,19 @@ async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.Monk
     done = [0]
     killed: list[int] = []
 
-    def killing(changed: dict[bytes, crossslot.Value]) -> tuple[bytes, int]:
+    def killing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
         if (not killed and done[0] >= n_moves // 3
                 and any(key_slot(k) in victim_slots for k in changed)):
+            # Writes held, then every write the victim ran is on its replica, then the kill:
+            # the failover loses no write the victim acknowledged (Redis' asynchronous
+            # replication would otherwise bring back, say, the element of a BLPOP it answered
+            # just before dying, which no proxy can prevent). What is tested is the proxy's
+            # handling of the writes cut off by the kill.
+            victim.client().execute_command("CLIENT", "PAUSE", "10000", "WRITE")
             victim.client().wait(1, 2000)
             victim.kill()
             killed.append(done[0])
-        return real(changed)
+        return real(changed, *rest)
 
     monkeypatch.setattr(crossslot, "commit_payload", killing)
     replies: dict[str, int] = {}
@@ -416,10 +492,6 @@ async def soak(p: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.Monk
             "unknown": sum(1 for e in counts if e not in want), **replies}
 
 
-# Known gap (issue 20): a move whose reply is lost in the failover ("no connection") can
-# leave a copy that is not counted as unknown fate; seen once in about ten runs.
-@pytest.mark.xfail(reason="known: a move that loses its reply in the failover can leave a "
-                          "duplicate (issue 20)", strict=False)
 async def test_moves_while_a_master_is_killed_lose_nothing(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -9,9 +9,11 @@ database 0 of the session's cluster holds other tests' keys.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import hiredis
 import pytest
 import redis
 
@@ -109,6 +111,56 @@ def test_same_replies_as_one_redis_server(dbs_proxy: ManagedProcess, standalone:
         assert g == w, cmd
 
 
+# Inside MULTI: keys of one slot (a transaction's keys must share one: cross_slot_transactions
+# is refuse here), "k" standing for a fresh name.
+MULTI_SCRIPT: list[list[str]] = [
+    ["SELECT", "3"], ["SET", "k", "three"], ["MULTI"], ["SET", "k", "3b"], ["SELECT", "4"],
+    ["SET", "k", "four"], ["SELECT", "99"], ["SELECT", "x"], ["GET", "k"], ["MOVE", "k", "5"],
+    ["MOVE", "k", "4"], ["MOVE", "{k}nope", "5"], ["MOVE", "k", "99"], ["MOVE", "k", "y"],
+    ["EXEC"], ["GET", "k"], ["SELECT", "5"], ["GET", "k"], ["SELECT", "3"], ["GET", "k"],
+    ["MULTI"], ["SELECT", "6"], ["DISCARD"], ["GET", "k"],
+    ["MULTI"], ["SELECT", "7"], ["RPUSH", "{k}l", "x", "y"], ["BLPOP", "{k}l", "0"],
+    ["LMPOP", "1", "{k}l", "LEFT"], ["COPY", "k", "{k}c", "DB", "8"], ["GET", "k"], ["EXEC"],
+    ["GET", "k"], ["SELECT", "8"], ["GET", "{k}c"], ["DEL", "{k}c"],
+    ["WATCH", "k"], ["SELECT", "3"], ["SET", "k", "changed"], ["MULTI"], ["SELECT", "9"],
+    ["EXEC"], ["GET", "k"],
+    ["SELECT", "3"], ["DEL", "k"], ["SELECT", "5"], ["DEL", "k"], ["SELECT", "7"],
+    ["DEL", "k"], ["SELECT", "0"],
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_select_move_copy_inside_multi_as_one_redis_server(
+    dbs_proxy: ManagedProcess, standalone: ManagedProcess, proto: int,
+) -> None:
+    k = "mx" + uuid.uuid4().hex[:8]
+
+    def run(port: int) -> list[bytes]:
+        with RawClient(port) as c:
+            if proto == 3:
+                assert c.call("HELLO", "3")[:1] == b"%"
+            return [c.call(*[a.replace("k", k) if "k" in a and a != "KEYS" else a
+                             for a in cmd]).replace(k.encode(), b"K") for cmd in MULTI_SCRIPT]
+
+    want = run(standalone.port)
+    got = run(dbs_proxy.port)
+    for cmd, w, g in zip(MULTI_SCRIPT, want, got, strict=True):
+        assert g == w, cmd
+
+
+def test_whole_database_commands_are_refused_inside_multi(dbs_proxy: ManagedProcess) -> None:
+    """A transaction runs on one node: DBSIZE, FLUSHDB, SWAPDB … would be partial there."""
+    with RawClient(dbs_proxy.port) as c:
+        c.call("SELECT", "2")
+        assert c.call("MULTI") == b"+OK\r\n"
+        for cmd in (["DBSIZE"], ["FLUSHDB"], ["SWAPDB", "2", "3"], ["KEYS", "*"],
+                    ["RANDOMKEY"], ["SCAN", "0"]):
+            name = cmd[0].lower()
+            assert c.call(*cmd) == b"-ERR slotgate: '%s' cannot run inside MULTI through the " \
+                                   b"proxy\r\n" % name.encode()
+        assert c.call("EXEC").startswith(b"-EXECABORT")
+
+
 def test_scan_walks_one_database(dbs_proxy: ManagedProcess) -> None:
     keys = [f"scan{uuid.uuid4().hex[:6]}:{i}" for i in range(40)]
     with RawClient(dbs_proxy.port) as c:
@@ -184,3 +236,155 @@ def test_strip_takes_off_its_own_database_only() -> None:
     a, b = prefixed(b"k{x}", 3), prefixed(b"k", 31)
     raw = b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$1\r\nv\r\n" % (len(a), a, len(b), b)
     assert strip(raw, 3) == b"*3\r\n$4\r\nk{x}\r\n$%d\r\n%s\r\n$1\r\nv\r\n" % (len(b), b)
+
+
+def test_client_list_and_info_show_the_clients_database(dbs_proxy: ManagedProcess) -> None:
+    with RawClient(dbs_proxy.port) as c, RawClient(dbs_proxy.port) as other:
+        assert b" db=0 " in c.call("CLIENT", "INFO")
+        c.call("SELECT", "5")
+        assert b" db=5 " in c.call("CLIENT", "INFO")
+        me = int(c.call("CLIENT", "ID")[1:-2])
+        line = next(x for x in other.call("CLIENT", "LIST").split(b"\n")
+                    if x.startswith(b"$") is False and b"id=%d " % me in x)
+        assert b" db=5 " in line
+        c.call("MULTI")
+        c.call("SELECT", "7")
+        c.call("EXEC")
+        assert b" db=7 " in c.call("CLIENT", "INFO")
+        c.call("MULTI")
+        c.call("SELECT", "9")
+        c.call("DISCARD")
+        assert b" db=7 " in c.call("CLIENT", "INFO")
+
+
+def _decoded(frame: bytes) -> tuple[object, ...]:
+    reader = hiredis.Reader()
+    reader.feed(frame)
+    return tuple(reader.gets())
+
+
+def _notifications(port: int, run: str, proto: int, expected: int | None) -> list[tuple[object, ...]]:
+    """Keyspace notifications of several databases' keys, as a subscriber of each kind sees
+    them (the standalone's: ``expected`` None, read until a second of silence; through the
+    proxy: until ``expected`` arrived, then a second more so an extra one would show)."""
+    k = f"{run}k"
+    subscriptions = [("SUBSCRIBE", f"__keyspace@3__:{k}"), ("SUBSCRIBE", "__keyevent@3__:set"),
+                     ("SUBSCRIBE", "__keyevent@0__:set"), ("PSUBSCRIBE", f"__keyspace@3__:{run}*"),
+                     ("PSUBSCRIBE", "__keyevent@*__:del"), ("PSUBSCRIBE", "__keyevent@3__:*")]
+    b, c_ = f"{run}{{t}}b", f"{run}{{t}}c"  # one slot: a RENAME within it
+    script = [["SELECT", "3"], ["SET", k, "1"], ["SET", b, "2"], ["DEL", k],
+              ["RENAME", b, c_], ["SELECT", "0"], ["SET", k, "0"], ["DEL", k],
+              ["SELECT", "5"], ["SET", k, "5"], ["DEL", k], ["SELECT", "3"],
+              ["DEL", c_], ["SELECT", "0"]]
+    with RawClient(port) as sub, RawClient(port) as c:
+        if proto == 3:
+            sub.call("HELLO", "3")
+        for cmd, name in subscriptions:
+            assert _decoded(sub.call(cmd, name))[1] == name.encode()
+        for argv in script:
+            assert not c.call(*argv).startswith(b"-"), argv
+        got: list[tuple[object, ...]] = []
+        while True:  # the standalone's are all sent once the script's replies are in
+            wait_s = 10.0 if expected is not None and len(got) < expected else 1.0
+            try:
+                event = _decoded(sub.read(timeout_s=wait_s))
+            except TimeoutError:
+                return got
+            if any(run.encode() in p for p in event[1:] if isinstance(p, bytes)):
+                got.append(event)  # else another test's key
+
+
+@pytest.fixture
+def notifying(dbs_proxy: ManagedProcess, standalone: ManagedProcess) -> Iterator[None]:
+    """notify-keyspace-events KEA on the standalone server and (CONFIG SET through the
+    proxy) every node, then as it was."""
+    olds = []
+    for port in (dbs_proxy.port, standalone.port):
+        with RawClient(port) as c:
+            olds.append((port, _decoded(c.call("CONFIG", "GET", "notify-keyspace-events"))[1]))
+            assert c.call("CONFIG", "SET", "notify-keyspace-events", "KEA") == b"+OK\r\n"
+    try:
+        yield
+    finally:
+        for port, old in olds:
+            with RawClient(port) as c:
+                c.call("CONFIG", "SET", "notify-keyspace-events", old)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_keyspace_notifications_name_the_clients_database(
+    dbs_proxy: ManagedProcess, standalone: ManagedProcess, notifying: None, proto: int,
+) -> None:
+    run = "n" + uuid.uuid4().hex[:6]
+    want = _notifications(standalone.port, run, proto, None)
+    assert len(want) > 10
+    got = _notifications(dbs_proxy.port, run, proto, len(want))
+    assert Counter(got) == Counter(want)
+
+
+def test_redis_py_suite_style_in_database_9(dbs_proxy: ManagedProcess,
+                                             standalone: ManagedProcess) -> None:
+    """What redis-py's own test suite does with its client of database 9 (its default
+    ``redis://localhost:6379/9``): FLUSHDB around each test, fixed key names, DBSIZE, KEYS,
+    RANDOMKEY, SCAN, pipelines, CLIENT INFO's db, a SELECT sent as a raw command. Database 9
+    of the proxy is this test's alone."""
+    def run(port: int) -> list[object]:
+        r = redis.Redis(port=port, db=9)
+        out: list[object] = []
+        try:
+            r.flushdb()
+            r.set("a", "foo")
+            r.set("b", "bar")
+            out.append(r.dbsize())
+            out.append(sorted(r.keys()))
+            out.append(sorted(r.keys("a*")))
+            out.append(r.randomkey() in (b"a", b"b"))
+            out.append(sorted(r.scan_iter(count=1)))
+            out.append(r.client_info()["db"])
+            with r.pipeline(transaction=False) as pipe:
+                out.append(pipe.set("c", "1").incr("c").get("a").mget("a", "b", "c").execute())
+            with r.pipeline() as pipe:  # MULTI/EXEC: keys of one slot
+                out.append(pipe.set("{t}x", "1").incr("{t}x").rpush("{t}l", "p", "q")
+                           .blpop(["{t}l"], 1).execute())
+            out.append(r.execute_command("SELECT", "3"))
+            out.append(r.get("a"))
+            out.append(r.client_info()["db"])
+            out.append(r.execute_command("SELECT", "9"))
+            out.append(r.get("a"))
+            out.append(r.flushdb())
+            out.append(r.dbsize())
+            out.append(r.randomkey())
+        finally:
+            r.flushdb()
+            r.close()
+        return out
+
+    assert run(dbs_proxy.port) == run(standalone.port)
+
+
+def test_tracking_invalidations_name_keys_as_the_client_does(dbs_proxy: ManagedProcess,
+                                                              standalone: ManagedProcess) -> None:
+    """CLIENT TRACKING in a database above 0: the invalidation names the key as the client
+    wrote it (Redis tracks names whatever the database: a write of the same name in another
+    database invalidates it too)."""
+    k = "trk" + uuid.uuid4().hex[:6]
+
+    def run(port: int) -> list[tuple[object, ...]]:
+        with RawClient(port) as c, RawClient(port) as w:
+            assert c.call("HELLO", "3")[:1] == b"%"
+            c.call("SELECT", "3")
+            w.call("SELECT", "3")
+            c.call("CLIENT", "TRACKING", "ON")
+            c.call("GET", k)
+            w.call("SET", k, "1")
+            got = [_decoded(c.read(timeout_s=10))]
+            c.call("GET", k)
+            w.call("SELECT", "0")
+            w.call("SET", k, "0")  # the same name, another database
+            got.append(_decoded(c.read(timeout_s=10)))
+            w.call("DEL", k)
+            w.call("SELECT", "3")
+            w.call("DEL", k)
+        return got
+
+    assert run(dbs_proxy.port) == run(standalone.port)
