@@ -127,15 +127,18 @@ NOTES: dict[str, str] = {
                "written when the proxy dispatches the request (a transaction's commands when "
                "queued, not at EXEC; between clients, in the order the proxy read them); the "
                "address is the client's, the database 0; a monitoring client's own requests "
-               "are served as usual; with `workers: N`, a monitor sees its own worker's clients "
-               "only. While anyone monitors, requests leave the proxy's fast routes.",
+               "are served as usual; with `workers: N`, a monitor sees every worker's clients (the "
+               "lines of clients on different workers in the order the workers' links carry "
+               "them). While anyone monitors, requests leave the proxy's fast routes.",
     "client|pause": "The proxy holds its own clients, as one server: WRITE holds writes, "
                     "PUBLISH, EVAL, FCALL, PFCOUNT, a write queued in MULTI and EXEC of one; ALL "
                     "holds every request, CLIENT UNPAUSE included (only the timeout ends it, as "
-                    "in Redis 7.0); held requests run in order when it ends. The nodes are not "
-                    "paused: writes that do not come through this proxy (other proxies or "
-                    "workers, direct clients) still apply; a held client is not counted in "
-                    "`blocked_clients`. While paused, requests leave the fast routes.",
+                    "in Redis 7.0); held requests run in order when it ends. A held client counts in "
+                    "`blocked_clients` and shows flag `b` and the held command in CLIENT LIST, "
+                    "as in 7.0.15. With workers, every worker's clients are held (the reply "
+                    "comes once all hold them). The nodes are not paused: writes that do not "
+                    "come through this proxy (other proxies, direct clients) still apply. While "
+                    "paused, requests leave the fast routes.",
     "client|unpause": "Ends the proxy's pause (see CLIENT PAUSE).",
     "client|tracking": "The proxy keeps the tracking table itself, while every master feeds it "
                        "its changes (see [Client-side caching](#client-side-caching)).",
@@ -161,16 +164,17 @@ NOTES: dict[str, str] = {
        for sub in ("latest", "history", "reset", "histogram", "doctor", "graph", "help")},
     "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`, "
                   "`latency-monitor-threshold`, `latency-tracking`, "
-                  "`latency-tracking-info-percentiles`) with the proxy's values; asked only for those, answered by the proxy, else "
+                  "`latency-tracking-info-percentiles`, `tracking-table-max-keys`) with the proxy's values; asked only for those, answered by the proxy, else "
                   "by one master with those values replaced.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
                   "the stream key no longer exists`) and the node now redirects its keys, it "
                   "runs again on the new owner, for its whole BLOCK time; a stream deleted "
                   "otherwise still ends it with that error.",
-    "client|list": "Every client of the proxy (of its worker), in Redis' line format.",
+    "client|list": "Every client of the proxy (with workers, of every worker, in id order), "
+                   "in Redis' line format.",
     "client|kill": "Every filter of 7.0 (ID, TYPE, USER, ADDR, LADDR, SKIPME, the old addr "
-                   "form) over the proxy's clients.",
+                   "form) over the proxy's clients (with workers, every worker's).",
     "client|unblock": "Wakes a client blocked through the proxy: the node where its command "
                       "waits ends it with its own TIMEOUT or ERROR reply.",
     "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (pushes still arrive, "
@@ -445,7 +449,7 @@ connections, with redis-server 7.0.15's line format, argument rules and errors (
 | section | through the proxy |
 |---|---|
 | Server | the first master's, with the proxy's `process_id`, `run_id`, `tcp_port`, `server_time_usec`, `uptime_in_seconds`/`_days`, `executable`, `config_file` (empty) and `redis_mode:standalone` |
-| Clients | the proxy's: `connected_clients`, `maxclients` (`max_clients`), `blocked_clients` (clients waiting in a blocking command through the proxy); the buffer and tracking fields are 0 |
+| Clients | the proxy's: `connected_clients`, `maxclients` (`max_clients`), `blocked_clients` (clients waiting in a blocking command through the proxy, or held by CLIENT PAUSE), `tracking_clients`; the buffer fields are 0 |
 | Memory | integer fields summed over the masters, `*_human` recomputed from the sum; ratios, percentages and names are the first master's |
 | Persistence | a status is `ok` only if every master's is; `loading`, `*_in_progress`, `*_scheduled`, `aof_enabled`, `*_time_sec`: the largest; `rdb_last_save_time`: the oldest; other integers summed |
 | Stats | the proxy's: `total_connections_received`, `total_commands_processed` (rejected requests not counted, as in Redis), `instantaneous_ops_per_sec` (between two INFO calls at least 100 ms apart), `rejected_connections`, `total_error_replies`; every other integer summed over the masters (`keyspace_hits`/`misses`, expired and evicted keys, pub/sub channels, net bytes ...) |
@@ -470,8 +474,9 @@ Remaining differences, and why:
   node's execution time; a command refused by the proxy's own routing (CROSSSLOT, a refused
   row) counts as a failed call, where a server would have run it.
 - With workers (`workers: N`), every value of the proxy's own is that of the worker the
-  connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
-  (docs/PROXY.md "Workers"); combined values are on /metrics.
+  connection landed on, and CLIENT UNBLOCK reaches that worker's clients only; CLIENT LIST and
+  CLIENT KILL, PAUSE, UNPAUSE and MONITOR cover every worker's clients (docs/PROXY.md
+  "Workers"); combined values are on /metrics.
 """
 
 WAIT = """\
@@ -913,12 +918,17 @@ behind the proxy.
 Differences: while a client tracks, its requests leave the proxy's fast routes (its keys
 must be seen: slower requests, for that client only); keys are remembered when the request
 is dispatched (a read racing a write may bring one invalidation too many, never one too
-few); inside MULTI the queued reads are not remembered; with NOLOOP, a write of the client
+few); inside MULTI the queued reads are remembered once EXEC's reply shows they ran (as
+Redis remembers them when EXEC runs them); with NOLOOP, a write of the client
 through the proxy ends its tracking of the key at once and the change's invalidation is not
 sent to it; a feed that is lost, or a new master,
 sends every tracking client an invalidation of everything (a null key list), since changes
-may have been missed meanwhile; the proxy's table has no `tracking-table-max-keys` bound;
-every master pushes every change to the proxy while any client tracks (network cost on the
+may have been missed meanwhile; the proxy's table is bound by `tracking-table-max-keys`
+(config `tracking.table_max_keys`, CONFIG SET/GET through the proxy): over it, keys are
+dropped and their readers sent an invalidation, with Redis' effort per check (100 keys, then
+200 ...), when a tracking client sends its next request (Redis checks before any client's
+command), the oldest keys first (Redis picks them at random); INFO's `tracking_clients` and
+`tracking_total_keys`/`items`/`prefixes` are the proxy's table's; every master pushes every change to the proxy while any client tracks (network cost on the
 nodes, none when nobody tracks). With `workers: N`, REDIRECT reaches only the clients of the
 same worker.
 

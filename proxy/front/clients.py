@@ -108,7 +108,7 @@ def flags(c: FullSession) -> str:
         out += "P"
     if c.tx.queued is not None:
         out += "x"
-    if c.tx.blocked is not None:
+    if c.tx.blocked is not None or c in c.proxy.pause.held:
         out += "b"
     if c.no_evict:
         out += "e"
@@ -123,6 +123,9 @@ def info_line(c: FullSession, now_s: float, cmd: str | None = None) -> str:
     last_s, last_cmd = c.last_s, c.last_cmd
     if c.tx.blocked is not None and c.slots:  # the blocking command is the oldest unanswered
         last_s, last_cmd = c.slots[0].start_s, c.slots[0].name
+    held = c.proxy.pause.held.get(c)
+    if held is not None:  # a request held by CLIENT PAUSE: Redis shows it as the last command
+        last_cmd = held
     idle_s = int(time.perf_counter() - last_s) if cmd is None else 0
     return (
         f"id={c.id} addr={c.peer} laddr={c.laddr} fd={c.fd} "

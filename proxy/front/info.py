@@ -121,6 +121,7 @@ def _stats(s: Session, parts: list[Fields]) -> Fields:
         b"rejected_connections": stats.rejected_connections,
         b"total_error_replies": sum(stats.error_replies.values()),
         b"unexpected_error_replies": 0,
+        **s.proxy.tracker.info_fields(),
     }
     return [(k, b"%d" % own[k] if k in own else v) for k, v in _combine(parts, _sum_integers)]
 
@@ -145,7 +146,9 @@ def _server(s: Session, fields: Fields) -> Fields:
 
 def _clients(s: Session) -> Fields:
     sessions = s.proxy.sessions
-    blocked = sum(1 for c in sessions if c.tx.blocked is not None)
+    held = s.proxy.pause.held
+    blocked = sum(1 for c in sessions if c.tx.blocked is not None or c in held)
+    tracking = sum(1 for c in sessions if c.tracking is not None)
     return [
         (b"connected_clients", b"%d" % len(sessions)),
         (b"cluster_connections", b"0"),
@@ -153,7 +156,7 @@ def _clients(s: Session) -> Fields:
         (b"client_recent_max_input_buffer", b"0"),
         (b"client_recent_max_output_buffer", b"0"),
         (b"blocked_clients", b"%d" % blocked),
-        (b"tracking_clients", b"0"),
+        (b"tracking_clients", b"%d" % tracking),
         (b"clients_in_timeout_table", b"0"),
     ]
 

@@ -7,7 +7,8 @@
 ALL holds every request, CLIENT UNPAUSE included (as in Redis 7.0: only the timeout ends an
 ALL pause); WRITE holds what may change data or be replicated (``protocol/pause.py``'s rule,
 the node's too), a write queued inside MULTI, and EXEC of a transaction that queued one. A
-held request holds up the client's later ones, in order, as a postponed client in Redis. A
+held request holds up the client's later ones, in order, as a postponed client in Redis; a
+held client counts in ``blocked_clients`` and shows flag ``b`` in CLIENT LIST, as there. A
 second pause keeps the stronger kind and the later end. With ``workers: N`` a pause or
 unpause is every worker's: the others are told (front/siblings.py) and the reply comes once
 they all hold their clients. The nodes themselves are not paused: writes that do not come
@@ -43,6 +44,9 @@ class Pause:
         self.end_s = 0.0
         self.ended = trio.Event()  # set (then replaced) when a pause ends
         self._timer: trio.CancelScope | None = None
+        # The sessions whose request is held now -> that command's name: they count in
+        # blocked_clients and show flag b and that command in CLIENT LIST (as in 7.0.15).
+        self.held: dict[Session, str] = {}
 
     def pause(self, kind: int, timeout_ms: int) -> None:
         end_s = trio.current_time() + timeout_ms / 1000
@@ -99,8 +103,13 @@ def _may_replicate(argv: list[bytes]) -> bool:
 
 async def _held(s: Session, argv: list[bytes]) -> None:
     pause = s.proxy.pause
-    while pause.holds(s, argv):
-        await pause.ended.wait()
+    info = lookup(argv)
+    pause.held[s] = info.name if info is not None else argv[0].lower().decode("utf-8", "replace")
+    try:
+        while pause.holds(s, argv):
+            await pause.ended.wait()
+    finally:
+        pause.held.pop(s, None)
     pending = s.dispatch(argv)
     if pending is not None:
         await pending

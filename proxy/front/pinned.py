@@ -290,6 +290,7 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         if tx.shard_watch:
             return shardtx.release(s)
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
+    reply_slot = s.proxy.tracker.at_exec(s, queued, reply_slot)
     if s.checked or any(argv[0].lower() in _RUN_AT_EXEC for argv in queued):
         # As Redis' EXEC: AUTH and HELLO run in their place and the queued commands are
         # checked again (auth.py imports this module).

@@ -18,6 +18,12 @@ with an ``invalidate`` push. A feed that is lost, or a master that appears (fail
 reshard onto a new master), flushes every tracking client (``invalidate`` with a null key
 list, as after FLUSHALL): what changed meanwhile is unknown.
 
+Keys read inside MULTI are remembered when EXEC ran them (its reply an array), with the
+CLIENT CACHING of the EXEC; NOLOOP notes the transaction's writes when EXEC is sent. The table
+holds at most ``tracking-table-max-keys`` keys (``limit``, Redis' trackingLimitUsedSlots):
+over it, before a tracking client's next request, keys are dropped and their readers told, as
+if the keys had changed, with Redis' effort (100 keys, 200 the next time while still over...).
+
 While a client tracks, its requests leave the session's fast routes (their keys must be
 seen). Arguments, checks and TRACKINGINFO are ``protocol/tracking.py``'s, as the node's.
 """
@@ -26,13 +32,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import hiredis
 import trio
 
 from slotgate.protocol import tracking as args
-from slotgate.protocol.commands import CommandInfo, get_keys
+from slotgate.protocol.commands import CommandInfo, get_keys, lookup
 from slotgate.protocol.resp import (
     OK,
     ReplyFramer,
@@ -61,6 +68,7 @@ _INVALIDATE = b"invalidate"
 _CHANNEL = b"__redis__:invalidate"
 _OWN_WRITES_MAX = 10_000  # NOLOOP's memory of the client's own writes, bounded
 _FEED_RETRY_S = 0.5
+_LIMIT_EFFORT = 100  # keys dropped per check over tracking-table-max-keys, times the rounds
 
 
 class ClientTracking:
@@ -96,6 +104,7 @@ class Tracker:
         self.changed = trio.Event()
         self.feed_up = trio.Event()  # set (then replaced) whenever a feed connects
         self.running = False
+        self._limit_rounds = 0  # checks in a row that ended still over the limit
 
     # --- clients -----------------------------------------------------------------------------
     def enable(self, s: Session, o: args.Options) -> None:
@@ -140,15 +149,24 @@ class Tracker:
     def remember(self, s: Session, argv: list[bytes], info: CommandInfo) -> None:
         """A tracking client's request: its keys remembered if it reads them (Redis'
         trackingRememberKeys), its own writes noted for NOLOOP."""
+        self.limit()
         st = s.tracking
         assert st is not None
+        self._note(s, st, argv, info, st.caching, reads=True, writes=True)
+        # (As Redis' resetClient: kept inside MULTI, MULTI included, and after CLIENT.)
+        if s.tx.queued is None and info.name != "multi" and not info.name.startswith("client"):
+            st.caching = False
+
+    def _note(self, s: Session, st: ClientTracking, argv: list[bytes], info: CommandInfo,
+              caching: bool, *, reads: bool, writes: bool) -> None:
         flags = info.flags
         if "readonly" in flags and not st.bcast and not (
-                (st.optin and not st.caching) or (st.optout and st.caching)):
-            for key in get_keys(argv):
-                self.table.setdefault(key, {})[s] = None
-                st.keys.add(key)
-        elif st.noloop and "write" in flags:
+                (st.optin and not caching) or (st.optout and caching)):
+            if reads:
+                for key in get_keys(argv):
+                    self.table.setdefault(key, {})[s] = None
+                    st.keys.add(key)
+        elif st.noloop and "write" in flags and writes:
             # The client's own write ends its tracking of the key at once, silently (as in
             # Redis); the change's invalidation, when it comes, is not for this client.
             if len(st.own_writes) > _OWN_WRITES_MAX:
@@ -156,8 +174,61 @@ class Tracker:
             for key in get_keys(argv):
                 st.own_writes[key] += 1
                 self._forget(s, key)
-        if s.tx.queued is None and not info.name.startswith("client"):
-            st.caching = False
+
+    def at_exec(self, rs: RouteSession, queued: list[list[bytes]],
+                reply_slot: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        """EXEC of a tracking client: its writes noted now (NOLOOP), the keys its queued
+        reads read remembered once EXEC's reply says they ran, as Redis remembers them when
+        EXEC runs them; the CLIENT CACHING before the transaction applies to them all."""
+        s = _full(rs)
+        st = s.tracking
+        if st is None:
+            return reply_slot
+        caching = st.caching
+        st.caching = False
+        rows = [(argv, info) for argv in queued if (info := lookup(argv)) is not None]
+        for argv, info in rows:
+            self._note(s, st, argv, info, caching, reads=False, writes=True)
+
+        def done(raw: bytes) -> None:
+            if s.tracking is st and raw[:1] == b"*" and raw[:2] != b"*-":
+                for argv, info in rows:
+                    self._note(s, st, argv, info, caching, reads=True, writes=False)
+            reply_slot(raw)
+
+        return done
+
+    def limit(self) -> None:
+        """Redis' trackingLimitUsedSlots: while the table holds more keys than
+        tracking-table-max-keys (0: no limit), keys are dropped, the oldest first, and their
+        readers told as if the keys changed; at most 100 keys per check, 100 more each check
+        that ended still over the limit."""
+        max_keys = self.proxy.settings.tracking_table_max_keys
+        table = self.table
+        if not max_keys or len(table) <= max_keys:
+            self._limit_rounds = 0
+            return
+        effort = _LIMIT_EFFORT * (self._limit_rounds + 1)
+        while effort > 0 and table:
+            effort -= 1
+            key = next(iter(table))
+            for s in list(table[key]):
+                self._forget(s, key)
+                if s.tracking is not None:
+                    self._send(s, [key])
+            table.pop(key, None)
+            if len(table) <= max_keys:
+                self._limit_rounds = 0
+                return
+        self._limit_rounds += 1
+
+    def info_fields(self) -> dict[bytes, int]:
+        """INFO stats' tracking fields, the proxy's own table's."""
+        prefixes = {p for s in self.bcast if s.tracking is not None
+                    for p in (s.tracking.prefixes or [b""])}
+        return {b"tracking_total_keys": len(self.table),
+                b"tracking_total_items": sum(len(r) for r in self.table.values()),
+                b"tracking_total_prefixes": len(prefixes)}
 
     # --- invalidations -----------------------------------------------------------------------
     def invalidate(self, keys: list[bytes] | None) -> None:
