@@ -109,7 +109,9 @@ NOTES: dict[str, str] = {
                      "they were, and its error is the reply.",
     "function|list": "From one master, once every master's libraries are the same.",
     "function|dump": "From one master, once every master's libraries are the same.",
-    "function|stats": "The reply of the master running a function, else the first master's.",
+    "function|stats": "Every master's, combined as one server's: `running_script` of the "
+                      "master running a function (if any), `engines` counts as most masters "
+                      "have them (the agreed library set).",
     "sort": "Without patterns, `STORE` across slots: runs next to its destination, which is "
             "written atomically ([details](#multi-key-commands-across-slots)). With `BY`/`GET` "
             "patterns: fetched and sorted by the proxy, not atomic across shards "
