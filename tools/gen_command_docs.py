@@ -526,8 +526,9 @@ shared ones):
   cluster fix' gives every master the most common set`. `slotgate cluster fix` does that: it
   copies the libraries of the largest group of agreeing masters to the others
   (`FUNCTION RESTORE <dump> FLUSH`).
-- `FUNCTION STATS`: the reply of the master running a function (`running_script`), else the
-  first master's (the engines' library and function counts are the same on every master).
+- `FUNCTION STATS`: `running_script` of the master running a function (if one is), the
+  engines' library and function counts as most masters have them (the agreed set, the one
+  `slotgate cluster fix` copies; equal on every master when they agree).
 
 **What differs from one server.** The masters change one after another, not at one instant:
 an `FCALL` sent meanwhile by another client may find the new library on one master and not
