@@ -177,8 +177,9 @@ NOTES: dict[str, str] = {
                    "in Redis' line format.",
     "client|kill": "Every filter of 7.0 (ID, TYPE, USER, ADDR, LADDR, SKIPME, the old addr "
                    "form) over the proxy's clients (with workers, every worker's).",
-    "client|unblock": "Wakes a client blocked through the proxy: the node where its command "
-                      "waits ends it with its own TIMEOUT or ERROR reply.",
+    "client|unblock": "Wakes a client blocked through the proxy (with workers, on any "
+                      "worker): the node where its command waits ends it with its own TIMEOUT "
+                      "or ERROR reply.",
     "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (pushes still arrive, "
                     "as in Redis 7.0); refused inside MULTI.",
     "client|no-evict": "Accepted and shown as flag `e`; the proxy evicts no client.",
@@ -475,10 +476,11 @@ Remaining differences, and why:
 - Commandstats' `usec` is the proxy's end-to-end time (node round trips included), not a
   node's execution time; a command refused by the proxy's own routing (CROSSSLOT, a refused
   row) counts as a failed call, where a server would have run it.
-- With workers (`workers: N`), every value of the proxy's own is that of the worker the
-  connection landed on, and CLIENT UNBLOCK reaches that worker's clients only; CLIENT LIST and
-  CLIENT KILL, PAUSE, UNPAUSE and MONITOR cover every worker's clients (docs/PROXY.md
-  "Workers"); combined values are on /metrics.
+- With workers (`workers: N`), every INFO value of the proxy's own (`connected_clients`,
+  `blocked_clients`, stats, commandstats ...) is that of the worker the connection landed on
+  (INFO is answered from the masters' replies at once, with no round to the other workers);
+  CLIENT LIST, KILL, UNBLOCK, PAUSE, UNPAUSE and MONITOR cover every worker's clients
+  (docs/PROXY.md "Workers"); combined values are on /metrics.
 """
 
 WAIT = """\
@@ -933,7 +935,8 @@ dropped and their readers sent an invalidation, with Redis' effort per check (10
 command), the oldest keys first (Redis picks them at random); INFO's `tracking_clients` and
 `tracking_total_keys`/`items`/`prefixes` are the proxy's table's; every master pushes every change to the proxy while any client tracks (network cost on the
 nodes, none when nobody tracks). With `workers: N`, REDIRECT reaches only the clients of the
-same worker.
+same worker (another worker's client id is refused as unknown: its invalidations would have to
+cross between the processes).
 
 """
 

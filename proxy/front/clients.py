@@ -362,6 +362,12 @@ def client_unblock(s: Session, argv: list[bytes]) -> bytes | None:
     if target_id is None:
         return error_frame(errors.NOT_INTEGER)
     target = next((c for c in s.proxy.sessions if c.id == target_id), None)
+    siblings = s.proxy.siblings
+    if target is None and siblings is not None:  # a client of another worker, maybe
+        slot = s.new_slot("client|unblock")
+        siblings.ask([b"UNBLOCK", argv[2], how],
+                     lambda answers: slot(integer(1 if b"1" in answers else 0)))
+        return ANSWERED
     if target is None or target.tx.blocked is None:
         return integer(0)
     node, node_client_id = target.tx.blocked
@@ -369,6 +375,21 @@ def client_unblock(s: Session, argv: list[bytes]) -> bytes | None:
     payload = encode_command(b"CLIENT", b"UNBLOCK", str(node_client_id).encode(), how)
     s.router.send(Call(s.router, payload, -1, False, s.proto, s.id, slot, fixed_node=node))
     return ANSWERED
+
+
+def asked_unblock(proxy: Proxy, args: list[bytes], answer: Callable[[list[bytes]], None]) -> None:
+    """Another worker's CLIENT UNBLOCK id how (checked there): ``1`` once the node ended the
+    blocked command of that client of this worker, else ``0``."""
+    target_id = _int(args[0]) if len(args) == 2 else None
+    target = next((c for c in proxy.sessions if c.id == target_id), None)
+    if target is None or target.tx.blocked is None:
+        answer([b"0"])
+        return
+    node, node_client_id = target.tx.blocked
+    payload = encode_command(b"CLIENT", b"UNBLOCK", str(node_client_id).encode(), args[1])
+    proxy.router.send(Call(proxy.router, payload, -1, False, 2, 0,
+                           lambda raw: answer([b"1" if raw == b":1\r\n" else b"0"]),
+                           fixed_node=node))
 
 
 def client_no_evict(s: Session, argv: list[bytes]) -> bytes:

@@ -9,7 +9,8 @@
 
 The questions (``ANSWERS``): PAUSE / UNPAUSE (CLIENT PAUSE holds every worker's clients; the
 asker replies once every worker holds them), LIST (CLIENT LIST's lines of their clients), KILL
-(CLIENT KILL's filters applied to their clients). A worker that does not answer in time is
+(CLIENT KILL's filters applied to their clients), UNBLOCK (CLIENT UNBLOCK of a client of
+theirs, answered once its node did). A worker that does not answer in time is
 left out of the reply. A worker started again after it died does not learn of a pause that was
 already on.
 """
@@ -50,7 +51,7 @@ class Siblings:
             nursery.start_soon(self.link.run_writer)
             async for frame in self.link.frames():
                 self._on_frame(frame)
-                self.proxy.flusher.flush()  # replies and lines it gave, written now
+                self.proxy.router.pool.after_batch()  # what it queued, written now
             nursery.cancel_scope.cancel()
         self.peer_monitors = False
         self.proxy.monitors.derive()
@@ -63,9 +64,14 @@ class Siblings:
             self.peer_monitors = frame[1] == b"1"
             self.proxy.monitors.derive()
         elif op == b"ASK" and len(frame) >= 3:
+            seq = frame[1]
+            later = LATER.get(frame[2])
+            if later is not None:
+                later(self.proxy, frame[3:], lambda reply: self.link.send(b"ANS", seq, *reply))
+                return
             answer = ANSWERS.get(frame[2])
             reply = [] if answer is None else answer(self.proxy, frame[3:])
-            self.link.send(b"ANS", frame[1], *reply)
+            self.link.send(b"ANS", seq, *reply)
         elif op == b"ANS" and len(frame) >= 2:
             done = self._waiting.pop(frame[1], None)
             if done is not None:
@@ -92,7 +98,7 @@ class Siblings:
         if done is not None:
             log.warning("a worker did not answer in %.0f s; answered without it", ASK_TIMEOUT_S)
             done([])
-            self.proxy.flusher.flush()
+            self.proxy.router.pool.after_batch()
 
 
 # op -> what this worker answers another's question with.
@@ -101,4 +107,8 @@ ANSWERS: dict[bytes, Callable[[Proxy, list[bytes]], list[bytes]]] = {
     b"UNPAUSE": pause.asked_unpause,
     b"LIST": clients.asked_list,
     b"KILL": clients.asked_kill,
+}
+# op -> what answers once something else has (it is handed the function that answers).
+LATER: dict[bytes, Callable[[Proxy, list[bytes], Callable[[list[bytes]], None]], None]] = {
+    b"UNBLOCK": clients.asked_unblock,
 }

@@ -136,7 +136,27 @@ def test_client_list_and_kill_reach_every_worker(
     assert a.call("CLIENT", "KILL", "ID", str(id_b)) == b":0\r\n"
     # The old form: an address on the other worker, then one that is nowhere.
     with RawClient(a.sock.getpeername()[1]) as c:
+        assert c.call("PING") == b"+PONG\r\n"  # (accepted by its worker)
         addr = f"127.0.0.1:{c.sock.getsockname()[1]}"
         assert a.call("CLIENT", "KILL", addr) == b"+OK\r\n"
         assert c.read_until_closed() == b""
     assert a.call("CLIENT", "KILL", addr) == b"-ERR No such client\r\n"
+
+
+def test_client_unblock_reaches_a_client_of_another_worker(
+        pair: tuple[RawClient, RawClient]) -> None:
+    a, b = pair
+    id_b = _client_id(b)
+    key = f"unb{uuid.uuid4().hex[:6]}"
+    b.send("BLPOP", key, "0")
+
+    def unblocked(how: str) -> bool:
+        # (1 once the node has the BLPOP blocked: until then there is nothing to unblock)
+        return a.call("CLIENT", "UNBLOCK", str(id_b), how) == b":1\r\n"
+
+    wait_until(lambda: unblocked("TIMEOUT"), 10, "the BLPOP never unblocked")
+    assert b.read(10) == b"*-1\r\n"
+    assert a.call("CLIENT", "UNBLOCK", str(id_b)) == b":0\r\n"
+    b.send("BLPOP", key, "0")
+    wait_until(lambda: unblocked("ERROR"), 10, "the BLPOP never unblocked")
+    assert b.read(10) == b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
