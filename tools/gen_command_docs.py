@@ -476,11 +476,12 @@ Remaining differences, and why:
 - Commandstats' `usec` is the proxy's end-to-end time (node round trips included), not a
   node's execution time; a command refused by the proxy's own routing (CROSSSLOT, a refused
   row) counts as a failed call, where a server would have run it.
-- With workers (`workers: N`), every INFO value of the proxy's own (`connected_clients`,
-  `blocked_clients`, stats, commandstats ...) is that of the worker the connection landed on
-  (INFO is answered from the masters' replies at once, with no round to the other workers);
-  CLIENT LIST, KILL, UNBLOCK, PAUSE, UNPAUSE and MONITOR cover every worker's clients
-  (docs/PROXY.md "Workers"); combined values are on /metrics.
+- With workers (`workers: N`), INFO's `connected_clients`, `blocked_clients` and
+  `tracking_clients` are summed over every worker (asked before the masters); every other
+  value of the proxy's own (stats, commandstats, errorstats, latencystats, `run_id`,
+  `process_id`, uptime) is that of the worker the connection landed on. CLIENT LIST, KILL,
+  UNBLOCK, PAUSE, UNPAUSE and MONITOR cover every worker's clients (docs/PROXY.md
+  "Workers"); combined values are on /metrics.
 """
 
 WAIT = """\

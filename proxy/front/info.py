@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession as Session
+    from slotgate.proxy.front.server import Proxy
 
 _KEYSPACE_LINE = re.compile(rb"^db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)$")
 _INTEGER = re.compile(rb"^-?\d+$")
@@ -144,13 +145,29 @@ def _server(s: Session, fields: Fields) -> Fields:
     return [(k, own.get(k, v)) for k, v in fields]
 
 
-def _clients(s: Session) -> Fields:
-    sessions = s.proxy.sessions
-    held = s.proxy.pause.held
-    blocked = sum(1 for c in sessions if c.tx.blocked is not None or c in held)
-    tracking = sum(1 for c in sessions if c.tracking is not None)
+# INFO clients' counts that, with workers, are summed over every worker (front/siblings.py).
+SUMMED_COUNTS = ("connected_clients", "blocked_clients", "tracking_clients")
+
+
+def _counts(proxy: Proxy) -> list[int]:
+    sessions = proxy.sessions
+    held = proxy.pause.held
+    return [len(sessions),
+            sum(1 for c in sessions if c.tx.blocked is not None or c in held),
+            sum(1 for c in sessions if c.tracking is not None)]
+
+
+def asked_counts(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Another worker's INFO: this worker's ``SUMMED_COUNTS``."""
+    return [b" ".join(b"%d" % n for n in _counts(proxy))]
+
+
+def _clients(s: Session, peers: list[int] | None) -> Fields:
+    connected, blocked, tracking = _counts(s.proxy)
+    if peers is not None:  # the other workers' (with workers)
+        connected, blocked, tracking = connected + peers[0], blocked + peers[1], tracking + peers[2]
     return [
-        (b"connected_clients", b"%d" % len(sessions)),
+        (b"connected_clients", b"%d" % connected),
         (b"cluster_connections", b"0"),
         (b"maxclients", b"%d" % s.settings.max_clients),
         (b"client_recent_max_input_buffer", b"0"),
@@ -220,11 +237,11 @@ def _keyspace(parts: list[Fields]) -> Fields:
         for db, (keys, expires, ttl_sum, ttl_keys) in sorted(totals.items())]
 
 
-def _section(s: Session, title: bytes, parts: list[Fields]) -> Fields:
+def _section(s: Session, title: bytes, parts: list[Fields], peers: list[int] | None) -> Fields:
     if title == b"Server":
         return _server(s, parts[0])
     if title == b"Clients":
-        return _clients(s)
+        return _clients(s, peers)
     if title == b"Memory":
         return _memory(parts)
     if title == b"Persistence":
@@ -248,6 +265,8 @@ def _section(s: Session, title: bytes, parts: list[Fields]) -> Fields:
 
 def merge(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     """The INFO reply of the proxy from the masters' INFO replies (see the module)."""
+    siblings = s.proxy.siblings
+    peers = None if siblings is None else siblings.counts.pop(s.id, None)
     for r in replies:
         if r[:1] == b"-":
             return r
@@ -255,7 +274,7 @@ def merge(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     blocks = []
     for title in masters[0]:
         parts = [m.get(title, []) for m in masters]
-        fields = _section(s, title, parts)
+        fields = _section(s, title, parts, peers)
         blocks.append(b"# " + title + b"\r\n" + b"".join(k + b":" + v + b"\r\n" for k, v in fields))
     sections = {a.lower() for a in argv[1:]}
     if not sections or sections & _PROXY_SECTIONS:

@@ -9,7 +9,8 @@
 
 The questions (``ANSWERS``): PAUSE / UNPAUSE (CLIENT PAUSE holds every worker's clients; the
 asker replies once every worker holds them), LIST (CLIENT LIST's lines of their clients), KILL
-(CLIENT KILL's filters applied to their clients), UNBLOCK (CLIENT UNBLOCK of a client of
+(CLIENT KILL's filters applied to their clients), COUNTS (INFO's client counts: INFO sums
+them with its own, the request waiting for them before it goes to the masters), UNBLOCK (CLIENT UNBLOCK of a client of
 theirs, answered once its node did). A worker that does not answer in time is
 left out of the reply. A worker started again after it died does not learn of a pause that was
 already on.
@@ -24,10 +25,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from slotgate.proxy.front import clients, pause
+from slotgate.protocol.commands import CommandInfo
+from slotgate.proxy.front import clients, info, pause
 from slotgate.proxy.ops.workers import Link
+from slotgate.proxy.routing import fanout
 
 if TYPE_CHECKING:
+    from slotgate.proxy.front.routes import RouteSession
     from slotgate.proxy.front.server import Proxy
 
 log = logging.getLogger("slotgate.siblings")
@@ -44,6 +48,8 @@ class Siblings:
         self.peer_monitors = False  # another worker has MONITOR clients
         self._ids = itertools.count(1)
         self._waiting: dict[bytes, Callable[[list[bytes]], None]] = {}
+        # client id -> the other workers' client counts, for the INFO it is asking
+        self.counts: dict[int, list[int]] = {}
 
     async def run(self) -> None:
         """Serve the link until the supervisor is gone."""
@@ -92,6 +98,28 @@ class Siblings:
         self.link.send(b"ASK", ask_id, *question)
         self.proxy.router.nursery.start_soon(self._expire, ask_id)
 
+    async def ask_all(self, question: list[bytes]) -> list[bytes]:
+        got: list[bytes] = []
+        done = trio.Event()
+
+        def answered(answers: list[bytes]) -> None:
+            got.extend(answers)
+            done.set()
+
+        self.ask(question, answered)
+        await done.wait()
+        return got
+
+    async def info(self, s: RouteSession, argv: list[bytes], row: CommandInfo) -> None:
+        """INFO: the other workers' client counts first, then the masters' INFO as usual
+        (the client's later requests wait, so its replies stay in order)."""
+        totals = [0] * len(info.SUMMED_COUNTS)
+        for answer in await self.ask_all([b"COUNTS"]):
+            for i, word in enumerate(answer.split()[:len(totals)]):
+                totals[i] += int(word) if word.isdigit() else 0
+        self.counts[s.id] = totals
+        fanout.info(s, argv, row)
+
     async def _expire(self, ask_id: bytes) -> None:
         await trio.sleep(ASK_TIMEOUT_S)
         done = self._waiting.pop(ask_id, None)
@@ -107,6 +135,7 @@ ANSWERS: dict[bytes, Callable[[Proxy, list[bytes]], list[bytes]]] = {
     b"UNPAUSE": pause.asked_unpause,
     b"LIST": clients.asked_list,
     b"KILL": clients.asked_kill,
+    b"COUNTS": info.asked_counts,
 }
 # op -> what answers once something else has (it is handed the function that answers).
 LATER: dict[bytes, Callable[[Proxy, list[bytes], Callable[[list[bytes]], None]], None]] = {

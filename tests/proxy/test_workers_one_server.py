@@ -160,3 +160,26 @@ def test_client_unblock_reaches_a_client_of_another_worker(
     b.send("BLPOP", key, "0")
     wait_until(lambda: unblocked("ERROR"), 10, "the BLPOP never unblocked")
     assert b.read(10) == b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+
+
+def test_info_counts_the_clients_of_every_worker(pair: tuple[RawClient, RawClient]) -> None:
+    """INFO clients sums every worker's: a client blocked on the other worker counts in
+    blocked_clients (what job runners wait for), connected_clients is CLIENT LIST's count."""
+    a, b = pair
+    key = f"infob{uuid.uuid4().hex[:6]}"
+
+    def clients() -> dict[str, str]:
+        return parse_info(a.call("INFO", "clients"))
+
+    assert clients()["blocked_clients"] == "0"
+    b.send("BLPOP", key, "0")
+    wait_until(lambda: clients()["blocked_clients"] == "1", 10, "the blocked client counted")
+    listed = a.call("CLIENT", "LIST").decode().count("id=")
+    assert int(clients()["connected_clients"]) == listed >= 2
+    # Pipelined after INFO, a request's reply still comes after INFO's.
+    a.send("INFO", "clients")
+    a.send("PING")
+    assert a.read(10).startswith(b"$")
+    assert a.read(10) == b"+PONG\r\n"
+    assert b.nothing_pending(0.1)
+    b.close()  # (the BLPOP ends with its client)
