@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("slotgate.siblings")
 
 ASK_TIMEOUT_S = 2.0  # a question unanswered by then is answered with what came
+COUNTS_KEPT_MAX = 10_000  # other workers' counts waiting for their INFO's merge
 
 
 class Siblings:
@@ -117,6 +118,8 @@ class Siblings:
         for answer in await self.ask_all([b"COUNTS"]):
             for i, word in enumerate(answer.split()[:len(totals)]):
                 totals[i] += int(word) if word.isdigit() else 0
+        if len(self.counts) >= COUNTS_KEPT_MAX:  # (left by INFOs that got no masters' reply)
+            self.counts.clear()
         self.counts[s.id] = totals
         fanout.info(s, argv, row)
 
