@@ -12,8 +12,8 @@ asker replies once every worker holds them), LIST (CLIENT LIST's lines of their 
 (CLIENT KILL's filters applied to their clients), COUNTS (INFO's client counts: INFO sums
 them with its own, the request waiting for them before it goes to the masters), UNBLOCK (CLIENT UNBLOCK of a client of
 theirs, answered once its node did). A worker that does not answer in time is
-left out of the reply. A worker started again after it died does not learn of a pause that was
-already on.
+left out of the reply. A worker started again while a pause is on is told of it by the
+supervisor, and holds its clients until it ends.
 """
 
 from __future__ import annotations

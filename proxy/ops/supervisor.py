@@ -99,6 +99,8 @@ class Supervisor:
         self.listen_address = ""
         self._asks: dict[bytes, _Ask] = {}
         self._ask_seq = itertools.count(1)
+        # The clients' pause now: (kind, trio time it ends), told to a worker started again.
+        self._pause: tuple[bytes, float] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_SupervisorCollector(self))
         ProcessCollector(registry=self.registry)
@@ -191,6 +193,7 @@ class Supervisor:
                 w.started.set()
                 log.info("worker %d ready (pid %d)", w.index, proc.pid)
                 w.link = Link(link, rest)
+                self._tell_pause(w.link)
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(w.link.run_writer)
@@ -237,7 +240,26 @@ class Supervisor:
                 o.told_peer_monitors = others
                 o.link.send(b"PEERMON", b"1" if others else b"0")
 
+    def _note_pause(self, question: list[bytes]) -> None:
+        now = trio.current_time()
+        if question[0] == b"UNPAUSE":
+            self._pause = None
+        elif question[0] == b"PAUSE" and len(question) == 3 and question[2].isdigit():
+            kind, end = question[1], now + int(question[2]) / 1000
+            if self._pause is not None and self._pause[1] > now:
+                kind, end = max(kind, self._pause[0]), max(end, self._pause[1])
+            self._pause = (kind, end)
+
+    def _tell_pause(self, link: Link) -> None:
+        """A worker (started again) holds its clients as the others do until the pause ends
+        (its answer, to an ask of no one, is dropped)."""
+        if self._pause is not None:
+            left_ms = int((self._pause[1] - trio.current_time()) * 1000)
+            if left_ms > 0:
+                link.send(b"ASK", b"0", b"PAUSE", self._pause[0], b"%d" % left_ms)
+
     def _ask(self, w: Worker, origin_id: bytes, question: list[bytes]) -> None:
+        self._note_pause(question)
         others = [o for o in self.workers if o is not w and o.link is not None]
         if not others:
             if w.link is not None:

@@ -4,6 +4,8 @@ reach every worker's clients (proxy/front/siblings.py), against a real redis-ser
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 
@@ -183,3 +185,40 @@ def test_info_counts_the_clients_of_every_worker(pair: tuple[RawClient, RawClien
     assert a.read(10) == b"+PONG\r\n"
     assert b.nothing_pending(0.1)
     b.close()  # (the BLPOP ends with its client)
+
+
+def test_a_worker_started_again_during_a_pause_holds_its_clients(
+        workers: ManagedProcess, pair: tuple[RawClient, RawClient]) -> None:
+    """Last in the module: it kills a worker. The supervisor starts it again; told of the
+    pause on, it holds its clients' writes until CLIENT UNPAUSE."""
+    a, b = pair
+    pid_a, pid_b = _pid(a), _pid(b)
+    key = f"restart{uuid.uuid4().hex[:6]}"
+    assert a.call("CLIENT", "PAUSE", "60000", "WRITE") == b"+OK\r\n"
+    try:
+        os.kill(pid_b, signal.SIGKILL)  # a worker of this test's own proxy
+        fresh: list[RawClient] = []
+
+        def on_new_worker() -> bool:
+            c = RawClient(workers.port)
+            try:
+                if _pid(c) not in (pid_a, pid_b):
+                    fresh.append(c)
+                    return True
+            except (OSError, TimeoutError):
+                pass
+            c.close()
+            return False
+
+        wait_until(on_new_worker, 60, "a connection to the worker started again")
+        c = fresh[0]
+        try:
+            c.send("SET", key, "v")
+            assert c.nothing_pending(0.5)  # held
+            assert a.call("CLIENT", "UNPAUSE") == b"+OK\r\n"
+            assert c.read(10) == b"+OK\r\n"
+            assert c.call("DEL", key) == b":1\r\n"
+        finally:
+            c.close()
+    finally:
+        a.call("CLIENT", "UNPAUSE")
