@@ -935,9 +935,11 @@ dropped and their readers sent an invalidation, with Redis' effort per check (10
 200 ...), when a tracking client sends its next request (Redis checks before any client's
 command), the oldest keys first (Redis picks them at random); INFO's `tracking_clients` and
 `tracking_total_keys`/`items`/`prefixes` are the proxy's table's; every master pushes every change to the proxy while any client tracks (network cost on the
-nodes, none when nobody tracks). With `workers: N`, REDIRECT reaches only the clients of the
-same worker (another worker's client id is refused as unknown: its invalidations would have to
-cross between the processes).
+nodes, none when nobody tracks). With `workers: N`, REDIRECT may name a client of another
+worker: `CLIENT TRACKING` answers once a worker said it has that client (Redis' error if none
+has), and the invalidations travel to it through the supervisor (a request pipelined right
+after such a `CLIENT TRACKING ON` may be served before tracking is on, so its keys are not
+remembered; `tracking-redir-broken` comes once no worker has the target any more).
 
 """
 

@@ -9,7 +9,8 @@
 
 The questions (``ANSWERS``): PAUSE / UNPAUSE (CLIENT PAUSE holds every worker's clients; the
 asker replies once every worker holds them), LIST (CLIENT LIST's lines of their clients), KILL
-(CLIENT KILL's filters applied to their clients), COUNTS (INFO's client counts: INFO sums
+(CLIENT KILL's filters applied to their clients), REDIR / HAS (CLIENT TRACKING's REDIRECT to a client of
+theirs: its invalidations, whether it is there), COUNTS (INFO's client counts: INFO sums
 them with its own, the request waiting for them before it goes to the masters), UNBLOCK (CLIENT UNBLOCK of a client of
 theirs, answered once its node did). A worker that does not answer in time is
 left out of the reply. A worker started again while a pause is on is told of it by the
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from slotgate.protocol.commands import CommandInfo
-from slotgate.proxy.front import clients, info, pause
+from slotgate.proxy.front import clients, info, pause, tracking
 from slotgate.proxy.ops.workers import Link
 from slotgate.proxy.routing import fanout
 
@@ -139,6 +140,8 @@ ANSWERS: dict[bytes, Callable[[Proxy, list[bytes]], list[bytes]]] = {
     b"LIST": clients.asked_list,
     b"KILL": clients.asked_kill,
     b"COUNTS": info.asked_counts,
+    b"REDIR": tracking.asked_redirect,
+    b"HAS": tracking.asked_has,
 }
 # op -> what answers once something else has (it is handed the function that answers).
 LATER: dict[bytes, Callable[[Proxy, list[bytes], Callable[[list[bytes]], None]], None]] = {

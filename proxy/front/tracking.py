@@ -26,6 +26,8 @@ if the keys had changed, with Redis' effort (100 keys, 200 the next time while s
 
 While a client tracks, its requests leave the session's fast routes (their keys must be
 seen). Arguments, checks and TRACKINGINFO are ``protocol/tracking.py``'s, as the node's.
+With workers, a REDIRECT target on another worker gets its invalidations through the
+supervisor (front/siblings.py: REDIR, HAS).
 """
 
 from __future__ import annotations
@@ -285,24 +287,29 @@ class Tracker:
         target: Session | None = s
         if st.redirect:
             target = next((c for c in self.proxy.sessions if c.id == st.redirect), None)
+            siblings = self.proxy.siblings
+            if target is None and siblings is not None:  # a client of another worker, maybe
+                redirect = st.redirect
+                siblings.ask([b"REDIR", b"%d" % redirect,
+                              *([b"null"] if keys is None else [b"keys", *keys])],
+                             lambda answers: None if b"1" in answers else self._broken(s, redirect))
+                return
             if target is None:
-                st.broken_redirect = True
-                if s.proto == 3:
-                    s.write_raw(push_header(2, 3) + bulk(b"tracking-redir-broken")
-                                + integer(st.redirect))
-                    s.flush_output()
+                self._broken(s, st.redirect)
                 return
         assert target is not None
-        if target.proto == 3:
-            head = push_header(2, 3) + bulk(_INVALIDATE)
-        elif st.redirect and target.sub.link is not None:
-            head = push_header(3, 2) + bulk(b"message") + bulk(_CHANNEL)
-        else:
-            return  # RESP2 without a redirect: nothing can carry it (as in Redis)
-        body = null(target.proto) if keys is None else (
-            array_header(len(keys)) + b"".join(bulk(k) for k in keys))
-        target.write_raw(head + body)
-        target.flush_output()
+        _deliver(target, bool(st.redirect), keys)
+
+    @staticmethod
+    def _broken(s: Session, redirect: int) -> None:
+        """The client it redirects to is gone: ``tracking-redir-broken`` (RESP3), as Redis."""
+        st = s.tracking
+        if st is None or st.redirect != redirect:
+            return
+        st.broken_redirect = True
+        if s.proto == 3:
+            s.write_raw(push_header(2, 3) + bulk(b"tracking-redir-broken") + integer(redirect))
+            s.flush_output()
 
     # --- the feeds ---------------------------------------------------------------------------
     async def wait_feeds(self) -> None:
@@ -387,6 +394,35 @@ class Tracker:
                             if isinstance(keys, list) else None)
 
 
+def _deliver(target: Session, redirected: bool, keys: list[bytes] | None) -> None:
+    if target.proto == 3:
+        head = push_header(2, 3) + bulk(_INVALIDATE)
+    elif redirected and target.sub.link is not None:
+        head = push_header(3, 2) + bulk(b"message") + bulk(_CHANNEL)
+    else:
+        return  # RESP2 without a redirect: nothing can carry it (as in Redis)
+    body = null(target.proto) if keys is None else (
+        array_header(len(keys)) + b"".join(bulk(k) for k in keys))
+    target.write_raw(head + body)
+    target.flush_output()
+
+
+def asked_redirect(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Another worker's invalidation for a client of this one (its REDIRECT target): ``1``
+    when that client is here (delivered if it can be), else ``0``."""
+    target_id = int(args[0]) if args and args[0].isdigit() else -1
+    target = next((c for c in proxy.sessions if c.id == target_id), None)
+    if target is None:
+        return [b"0"]
+    _deliver(target, True, None if args[1:2] == [b"null"] else args[2:])
+    return [b"1"]
+
+
+def asked_has(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Whether a client of this id is here (another worker's CLIENT TRACKING REDIRECT)."""
+    return [b"1" if any(args[:1] == [b"%d" % c.id] for c in proxy.sessions) else b"0"]
+
+
 # --- the CLIENT subcommands ---------------------------------------------------------------------
 def _full(s: RouteSession) -> Session:
     return s  # type: ignore[return-value]  # route code's view of the session is the session
@@ -402,18 +438,33 @@ def _parse_id(raw: bytes) -> int:
 def client_tracking(s: RouteSession, argv: list[bytes]) -> bytes:
     me = _full(s)
     tracker = me.proxy.tracker
+    siblings = me.proxy.siblings
+    here: list[bool] = []
+
+    def exists(i: int) -> bool:
+        here.append(any(c.id == i for c in me.proxy.sessions))
+        return here[-1] or (siblings is not None and i > 0)  # (then asked below)
+
     try:
-        o = args.parse(argv, _parse_id, lambda i: any(c.id == i for c in me.proxy.sessions),
-                       me.tracking)
+        o = args.parse(argv, _parse_id, exists, me.tracking)
     except args.TrackingError as exc:
         return error_frame(str(exc))
     if not o.on:
         tracker.disable(me)
         return OK
-    tracker.enable(me, o)
+    elsewhere = siblings is not None and o.redirect != 0 and not here[-1]
+    if not elsewhere:
+        tracker.enable(me, o)
     slot = s.new_slot("client|tracking")
 
     async def answer() -> None:
+        if elsewhere:  # on once the other workers said the client is there
+            assert siblings is not None
+            if b"1" not in await siblings.ask_all([b"HAS", b"%d" % o.redirect]):
+                slot(error_frame(args.REDIRECT_MISSING))
+                me.flush_output()
+                return
+            tracker.enable(me, o)
         await tracker.wait_feeds()
         slot(OK)
         me.flush_output()

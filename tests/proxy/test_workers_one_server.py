@@ -187,6 +187,33 @@ def test_info_counts_the_clients_of_every_worker(pair: tuple[RawClient, RawClien
     b.close()  # (the BLPOP ends with its client)
 
 
+def test_tracking_redirect_to_a_client_of_another_worker(
+        workers: ManagedProcess, pair: tuple[RawClient, RawClient]) -> None:
+    a, b = pair  # a tracks, its invalidations go to b (RESP2, subscribed), on the other worker
+    key = f"trw{uuid.uuid4().hex[:6]}"
+    id_b = _client_id(b)
+    assert b.call("SUBSCRIBE", "__redis__:invalidate").startswith(b"*3\r\n$9\r\nsubscribe")
+    assert a.call("CLIENT", "TRACKING", "ON", "REDIRECT", str(id_b)) == b"+OK\r\n"
+    assert a.call("CLIENT", "GETREDIR") == b":%d\r\n" % id_b
+    try:
+        assert a.call("GET", key) == b"$-1\r\n"
+        with RawClient(workers.port) as w:
+            assert w.call("SET", key, "v") == b"+OK\r\n"
+            assert b.read(10) == (b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
+                                  b"*1\r\n$%d\r\n%s\r\n" % (len(key), key.encode()))
+            # No such client on any worker: Redis' error, the redirect unchanged.
+            assert a.call("CLIENT", "TRACKING", "ON", "REDIRECT", "999999") == (
+                b"-ERR The client ID you want redirect to does not exist\r\n")
+            # The target gone: the next invalidation finds the redirect broken.
+            b.close()
+            assert a.call("GET", key) == b"$1\r\nv\r\n"
+            assert w.call("DEL", key) == b":1\r\n"
+            wait_until(lambda: b"broken_redirect" in a.call("CLIENT", "TRACKINGINFO"), 10,
+                       "the broken redirect noticed")
+    finally:
+        a.call("CLIENT", "TRACKING", "OFF")
+
+
 def test_a_worker_started_again_during_a_pause_holds_its_clients(
         workers: ManagedProcess, pair: tuple[RawClient, RawClient]) -> None:
     """Last in the module: it kills a worker. The supervisor starts it again; told of the
