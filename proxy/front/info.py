@@ -23,7 +23,9 @@ Each section of the masters' replies (Redis 7.0.15's sections, fields and order)
 - any other section (Replication, Modules): the first master's.
 
 Then the proxy's own ``# Proxy`` section (for no argument, ``default``, ``all``,
-``everything`` or ``proxy``). With workers, every value of the proxy's own is that worker's.
+``everything`` or ``proxy``). With workers, the client counts (``SUMMED_COUNTS``) are every
+worker's, asked before the masters (front/siblings.py); every other value of the proxy's own is
+that worker's.
 """
 
 from __future__ import annotations
