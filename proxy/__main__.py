@@ -26,6 +26,7 @@ import trio
 
 from slotgate import BUILD
 from slotgate.proxy.front.server import Proxy
+from slotgate.proxy.front.siblings import Siblings
 from slotgate.proxy.ops.config import (
     Config,
     ConfigError,
@@ -37,7 +38,7 @@ from slotgate.proxy.ops.config import (
 )
 from slotgate.proxy.ops.metrics import MetricsServer, PrometheusMetrics, check_health
 from slotgate.proxy.ops.supervisor import Supervisor, WorkerStartError
-from slotgate.proxy.ops.workers import WorkerRole, announce_ready, wait_link_closed
+from slotgate.proxy.ops.workers import Link, WorkerRole, announce_ready
 from slotgate.proxy.routing import movelock
 
 
@@ -84,9 +85,10 @@ async def _serve(proxy: Proxy, metrics: PrometheusMetrics, config: Config, ns: a
             link = trio.SocketStream(trio.socket.fromfd(role.fd, socket.AF_UNIX, socket.SOCK_STREAM))
             os.close(role.fd)  # fromfd made its own copy
             await announce_ready(link, listeners[0].socket.getsockname()[1])
+            siblings = proxy.siblings = Siblings(proxy, Link(link))
 
             async def stop_when_orphaned() -> None:
-                await wait_link_closed(link)
+                await siblings.run()
                 logging.getLogger("slotgate").warning("supervisor gone; stopping")
                 proxy.shutdown()
 

@@ -109,7 +109,9 @@ NOTES: dict[str, str] = {
                      "they were, and its error is the reply.",
     "function|list": "From one master, once every master's libraries are the same.",
     "function|dump": "From one master, once every master's libraries are the same.",
-    "function|stats": "The reply of the master running a function, else the first master's.",
+    "function|stats": "Every master's, combined as one server's: `running_script` of the "
+                      "master running a function (if any), `engines` counts as most masters "
+                      "have them (the agreed library set).",
     "sort": "Without patterns, `STORE` across slots: runs next to its destination, which is "
             "written atomically ([details](#multi-key-commands-across-slots)). With `BY`/`GET` "
             "patterns: fetched and sorted by the proxy, not atomic across shards "
@@ -127,15 +129,18 @@ NOTES: dict[str, str] = {
                "written when the proxy dispatches the request (a transaction's commands when "
                "queued, not at EXEC; between clients, in the order the proxy read them); the "
                "address is the client's, the database 0; a monitoring client's own requests "
-               "are served as usual; with `workers: N`, a monitor sees its own worker's clients "
-               "only. While anyone monitors, requests leave the proxy's fast routes.",
+               "are served as usual; with `workers: N`, a monitor sees every worker's clients (the "
+               "lines of clients on different workers in the order the workers' links carry "
+               "them). While anyone monitors, requests leave the proxy's fast routes.",
     "client|pause": "The proxy holds its own clients, as one server: WRITE holds writes, "
                     "PUBLISH, EVAL, FCALL, PFCOUNT, a write queued in MULTI and EXEC of one; ALL "
                     "holds every request, CLIENT UNPAUSE included (only the timeout ends it, as "
-                    "in Redis 7.0); held requests run in order when it ends. The nodes are not "
-                    "paused: writes that do not come through this proxy (other proxies or "
-                    "workers, direct clients) still apply; a held client is not counted in "
-                    "`blocked_clients`. While paused, requests leave the fast routes.",
+                    "in Redis 7.0); held requests run in order when it ends. A held client counts in "
+                    "`blocked_clients` and shows flag `b` and the held command in CLIENT LIST, "
+                    "as in 7.0.15. With workers, every worker's clients are held (the reply "
+                    "comes once all hold them). The nodes are not paused: writes that do not "
+                    "come through this proxy (other proxies, direct clients) still apply. While "
+                    "paused, requests leave the fast routes.",
     "client|unpause": "Ends the proxy's pause (see CLIENT PAUSE).",
     "client|tracking": "The proxy keeps the tracking table itself, while every master feeds it "
                        "its changes (see [Client-side caching](#client-side-caching)).",
@@ -161,18 +166,20 @@ NOTES: dict[str, str] = {
        for sub in ("latest", "history", "reset", "histogram", "doctor", "graph", "help")},
     "config|get": "The proxy's own directives (`slowlog-log-slower-than`, `slowlog-max-len`, "
                   "`latency-monitor-threshold`, `latency-tracking`, "
-                  "`latency-tracking-info-percentiles`) with the proxy's values; asked only for those, answered by the proxy, else "
+                  "`latency-tracking-info-percentiles`, `tracking-table-max-keys`) with the proxy's values; asked only for those, answered by the proxy, else "
                   "by one master with those values replaced.",
     "readonly": "Accepted; reads still go to masters.",
     "xreadgroup": "When its stream MIGRATEs away while it blocks (the node answers `-UNBLOCKED "
                   "the stream key no longer exists`) and the node now redirects its keys, it "
                   "runs again on the new owner, for its whole BLOCK time; a stream deleted "
                   "otherwise still ends it with that error.",
-    "client|list": "Every client of the proxy (of its worker), in Redis' line format.",
+    "client|list": "Every client of the proxy (with workers, of every worker, in id order), "
+                   "in Redis' line format.",
     "client|kill": "Every filter of 7.0 (ID, TYPE, USER, ADDR, LADDR, SKIPME, the old addr "
-                   "form) over the proxy's clients.",
-    "client|unblock": "Wakes a client blocked through the proxy: the node where its command "
-                      "waits ends it with its own TIMEOUT or ERROR reply.",
+                   "form) over the proxy's clients (with workers, every worker's).",
+    "client|unblock": "Wakes a client blocked through the proxy (with workers, on any "
+                      "worker): the node where its command waits ends it with its own TIMEOUT "
+                      "or ERROR reply.",
     "client|reply": "ON/OFF/SKIP: the proxy drops the replies covered (pushes still arrive, "
                     "as in Redis 7.0); refused inside MULTI.",
     "client|no-evict": "Accepted and shown as flag `e`; the proxy evicts no client.",
@@ -484,7 +491,7 @@ connections, with redis-server 7.0.15's line format, argument rules and errors (
 | section | through the proxy |
 |---|---|
 | Server | the first master's, with the proxy's `process_id`, `run_id`, `tcp_port`, `server_time_usec`, `uptime_in_seconds`/`_days`, `executable`, `config_file` (empty) and `redis_mode:standalone` |
-| Clients | the proxy's: `connected_clients`, `maxclients` (`max_clients`), `blocked_clients` (clients waiting in a blocking command through the proxy); the buffer and tracking fields are 0 |
+| Clients | the proxy's: `connected_clients`, `maxclients` (`max_clients`), `blocked_clients` (clients waiting in a blocking command through the proxy, or held by CLIENT PAUSE), `tracking_clients`; the buffer fields are 0 |
 | Memory | integer fields summed over the masters, `*_human` recomputed from the sum; ratios, percentages and names are the first master's |
 | Persistence | a status is `ok` only if every master's is; `loading`, `*_in_progress`, `*_scheduled`, `aof_enabled`, `*_time_sec`: the largest; `rdb_last_save_time`: the oldest; other integers summed |
 | Stats | the proxy's: `total_connections_received`, `total_commands_processed` (rejected requests not counted, as in Redis), `instantaneous_ops_per_sec` (between two INFO calls at least 100 ms apart), `rejected_connections`, `total_error_replies`; every other integer summed over the masters (`keyspace_hits`/`misses`, expired and evicted keys, pub/sub channels, net bytes ...) |
@@ -508,9 +515,12 @@ Remaining differences, and why:
 - Commandstats' `usec` is the proxy's end-to-end time (node round trips included), not a
   node's execution time; a command refused by the proxy's own routing (CROSSSLOT, a refused
   row) counts as a failed call, where a server would have run it.
-- With workers (`workers: N`), every value of the proxy's own is that of the worker the
-  connection landed on, and CLIENT LIST/KILL/UNBLOCK reach that worker's clients only
-  (docs/PROXY.md "Workers"); combined values are on /metrics.
+- With workers (`workers: N`), INFO's `connected_clients`, `blocked_clients` and
+  `tracking_clients` are summed over every worker (asked before the masters); every other
+  value of the proxy's own (stats, commandstats, errorstats, latencystats, `run_id`,
+  `process_id`, uptime) is that of the worker the connection landed on. CLIENT LIST, KILL,
+  UNBLOCK, PAUSE, UNPAUSE and MONITOR cover every worker's clients (docs/PROXY.md
+  "Workers"); combined values are on /metrics.
 """
 
 WAIT = """\
@@ -558,8 +568,9 @@ shared ones):
   cluster fix' gives every master the most common set`. `slotgate cluster fix` does that: it
   copies the libraries of the largest group of agreeing masters to the others
   (`FUNCTION RESTORE <dump> FLUSH`).
-- `FUNCTION STATS`: the reply of the master running a function (`running_script`), else the
-  first master's (the engines' library and function counts are the same on every master).
+- `FUNCTION STATS`: `running_script` of the master running a function (if one is), the
+  engines' library and function counts as most masters have them (the agreed set, the one
+  `slotgate cluster fix` copies; equal on every master when they agree).
 
 **What differs from one server.** The masters change one after another, not at one instant:
 an `FCALL` sent meanwhile by another client may find the new library on one master and not
@@ -645,7 +656,7 @@ refusals):
 | `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
-| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME; HELLO; LATENCY (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state or figures, which the node running the transaction cannot see (HELLO there would change the protocol of the transaction's own connection) |
+| CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME, PAUSE, UNPAUSE, TRACKING, CACHING, GETREDIR, TRACKINGINFO; HELLO; MONITOR; LATENCY, SLOWLOG and ACL (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, figures or users, which the node running the transaction cannot see; there they would pause the node, track or monitor on the transaction's own connection, or answer with the node's log and users (HELLO would change the protocol of that connection). Redis runs them in EXEC (MONITOR there answers `-ERR MONITOR isn't allowed for DENY BLOCKING client`) |
 | a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |
 | with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 
@@ -978,14 +989,22 @@ behind the proxy.
 Differences: while a client tracks, its requests leave the proxy's fast routes (its keys
 must be seen: slower requests, for that client only); keys are remembered when the request
 is dispatched (a read racing a write may bring one invalidation too many, never one too
-few); inside MULTI the queued reads are not remembered; with NOLOOP, a write of the client
+few); inside MULTI the queued reads are remembered once EXEC's reply shows they ran (as
+Redis remembers them when EXEC runs them); with NOLOOP, a write of the client
 through the proxy ends its tracking of the key at once and the change's invalidation is not
 sent to it; a feed that is lost, or a new master,
 sends every tracking client an invalidation of everything (a null key list), since changes
-may have been missed meanwhile; the proxy's table has no `tracking-table-max-keys` bound;
-every master pushes every change to the proxy while any client tracks (network cost on the
-nodes, none when nobody tracks). With `workers: N`, REDIRECT reaches only the clients of the
-same worker.
+may have been missed meanwhile; the proxy's table is bound by `tracking-table-max-keys`
+(config `tracking.table_max_keys`, CONFIG SET/GET through the proxy): over it, keys are
+dropped and their readers sent an invalidation, with Redis' effort per check (100 keys, then
+200 ...), when a tracking client sends its next request (Redis checks before any client's
+command), the oldest keys first (Redis picks them at random); INFO's `tracking_clients` and
+`tracking_total_keys`/`items`/`prefixes` are the proxy's table's; every master pushes every change to the proxy while any client tracks (network cost on the
+nodes, none when nobody tracks). With `workers: N`, REDIRECT may name a client of another
+worker: `CLIENT TRACKING` answers once a worker said it has that client (Redis' error if none
+has), and the invalidations travel to it through the supervisor (a request pipelined right
+after such a `CLIENT TRACKING ON` may be served before tracking is on, so its keys are not
+remembered; `tracking-redir-broken` comes once no worker has the target any more).
 
 """
 

@@ -32,7 +32,9 @@ from slotgate.proxy.routing.router import Call, Gather
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession as Session
+    from slotgate.proxy.front.server import Proxy
     from slotgate.proxy.front.session import Session as FullSession
+    from slotgate.proxy.routing.router import Router
 
 # What a handler returns when it answered by itself: the reply slot is taken (ANSWERED), or
 # the reply is given and the session's reply mode changed (SWITCHED: the session re-reads
@@ -106,7 +108,7 @@ def flags(c: FullSession) -> str:
         out += "P"
     if c.tx.queued is not None:
         out += "x"
-    if c.tx.blocked is not None:
+    if c.tx.blocked is not None or c in c.proxy.pause.held:
         out += "b"
     if c.no_evict:
         out += "e"
@@ -121,6 +123,9 @@ def info_line(c: FullSession, now_s: float, cmd: str | None = None) -> str:
     last_s, last_cmd = c.last_s, c.last_cmd
     if c.tx.blocked is not None and c.slots:  # the blocking command is the oldest unanswered
         last_s, last_cmd = c.slots[0].start_s, c.slots[0].name
+    held = c.proxy.pause.held.get(c)
+    if held is not None:  # a request held by CLIENT PAUSE: Redis shows it as the last command
+        last_cmd = held
     idle_s = int(time.perf_counter() - last_s) if cmd is None else 0
     return (
         f"id={c.id} addr={c.peer} laddr={c.laddr} fd={c.fd} "
@@ -163,38 +168,75 @@ def client_info(s: Session, argv: list[bytes]) -> bytes:
 
 def client_list(s: Session, argv: list[bytes]) -> bytes:
     """CLIENT LIST [TYPE type] | [ID id ...]: 7.0 takes one filter, TYPE with exactly one
-    value; the caller's own line shows this command."""
-    clients = _sessions(s)
+    value; the caller's own line shows this command. With workers, every worker's clients,
+    in id order."""
+    clients = _listed(s.proxy, argv)
+    if isinstance(clients, bytes):
+        return clients
+    now_s = time.monotonic()
+    text = "".join(info_line(c, now_s, "client|list" if c.id == s.id else None)
+                   for c in clients)
+    siblings = s.proxy.siblings
+    if siblings is None:
+        return verbatim(text, proto=s.proto)
+    slot = s.new_slot("client|list")
+    proto = s.proto
+    siblings.ask([b"LIST", *argv[2:]],
+                 lambda answers: slot(verbatim(_by_id(text, answers), proto=proto)))
+    return ANSWERED
+
+
+def _listed(proxy: Proxy, argv: list[bytes]) -> list[FullSession] | bytes:
+    """The clients CLIENT LIST's filter keeps, or its error."""
+    clients = sorted(proxy.sessions, key=lambda c: c.id)
     if len(argv) == 4 and argv[2].lower() == b"type":
         kind = _CLIENT_TYPES.get(argv[3].lower())
         if kind is None:
             return error_frame(errors.UNKNOWN_CLIENT_TYPE.format(type=_shown(argv[3])))
-        clients = [c for c in clients if client_type(c) == kind]
-    elif len(argv) >= 4 and argv[2].lower() == b"id":
+        return [c for c in clients if client_type(c) == kind]
+    if len(argv) >= 4 and argv[2].lower() == b"id":
         ids = set()
         for raw in argv[3:]:
             n = _int(raw)
             if n is None:
                 return error_frame(errors.INVALID_CLIENT_ID)
             ids.add(n)
-        clients = [c for c in clients if c.id in ids]
-    elif len(argv) != 2:
+        return [c for c in clients if c.id in ids]
+    if len(argv) != 2:
         return error_frame(errors.SYNTAX)
+    return clients
+
+
+def _by_id(text: str, answers: list[bytes]) -> str:
+    """This worker's client lines and the other workers', ordered by client id."""
+    lines = text.splitlines(keepends=True)
+    for answer in answers:
+        lines += answer.decode("utf-8", "replace").splitlines(keepends=True)
+    return "".join(sorted(lines, key=lambda line: int(line[3:line.index(" ")])))
+
+
+def asked_list(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Another worker's CLIENT LIST: the lines of this worker's clients its filter keeps."""
+    clients = _listed(proxy, [b"CLIENT", b"LIST", *args])
+    if isinstance(clients, bytes):
+        return []
     now_s = time.monotonic()
-    text = "".join(info_line(c, now_s, "client|list" if c.id == s.id else None)
-                   for c in clients)
-    return verbatim(text, proto=s.proto)
+    return ["".join(info_line(c, now_s) for c in clients).encode()]
 
 
 def client_kill(s: Session, argv: list[bytes]) -> bytes:
     """CLIENT KILL addr (the old form) or CLIENT KILL <filter> <value> ... (ID, TYPE, USER,
-    ADDR, LADDR, SKIPME); a repeated filter keeps its last value, as in Redis."""
+    ADDR, LADDR, SKIPME); a repeated filter keeps its last value, as in Redis. With workers,
+    the other workers' clients too."""
     me = full(s)
     if len(argv) == 3:
         for c in _sessions(s):
             if c.peer.encode() == argv[2]:
-                return _kill_all(s, me, [c], OK)
-        return error_frame(errors.NO_SUCH_CLIENT)
+                return _kill_all(s, me, [c], None, lambda n: OK)
+        if s.proxy.siblings is None:
+            return error_frame(errors.NO_SUCH_CLIENT)
+        return _kill_all(s, me, [], [b"KILL", b"addr", argv[2]],
+                         lambda n: OK if n else error_frame(errors.NO_SUCH_CLIENT))
     filters: dict[bytes, bytes] = {}
     skipme = True
     i = 2
@@ -227,31 +269,71 @@ def client_kill(s: Session, argv: list[bytes]) -> bytes:
         i += 2
     killed = [c for c in _sessions(s)
               if not (skipme and c is me) and all(_matches(c, o, v) for o, v in filters.items())]
-    return _kill_all(s, me, killed, integer(len(killed)))
+    question = [b"KILL", *(part for pair in filters.items() for part in pair)]
+    return _kill_all(s, me, killed, question, integer)
 
 
-def _kill_all(s: Session, me: FullSession, killed: list[FullSession], reply: bytes) -> bytes:
-    """Close the ``killed`` clients; ``reply`` once a blocking command any of them had in
-    flight has ended on its node, and their subscriber links are gone there (as Redis frees a
-    killed client at once: nothing pushed after the reply is popped for it, no PUBLISH after
-    it counts it)."""
+def _kill_all(s: Session, me: FullSession, killed: list[FullSession],
+              question: list[bytes] | None, reply: Callable[[int], bytes]) -> bytes:
+    """Close the ``killed`` clients; ``reply(clients killed)`` once a blocking command any of
+    them had in flight has ended on its node, and their subscriber links are gone there (as
+    Redis frees a killed client at once: nothing pushed after the reply is popped for it, no
+    PUBLISH after it counts it), and, with workers, once the others answered ``question``
+    (their own clients killed by the same filters)."""
+    waiting = _close(killed, me)
+    siblings = s.proxy.siblings if question is not None else None
+    if not waiting and siblings is None:
+        return reply(len(killed))
+    slot = s.new_slot("client|kill")
+    elsewhere = [0]
+    gather = Gather(len(waiting) + (siblings is not None),
+                    lambda replies: slot(reply(len(killed) + elsewhere[0])))
+    for i, (node, node_client_id) in enumerate(waiting):
+        s.router.send(_node_kill(s.router, node, node_client_id, gather.part(i)))
+    if siblings is not None and question is not None:
+        part = gather.part(len(waiting))
+
+        def answered(answers: list[bytes]) -> None:
+            elsewhere[0] = sum(int(a) for a in answers if a.isdigit())
+            part(b"")
+
+        siblings.ask(question, answered)
+    return ANSWERED
+
+
+def _close(killed: list[FullSession], me: FullSession | None) -> list[tuple[str, int]]:
+    """Close the clients; the node connections (node, its client id) still to be killed."""
     waiting = [c.tx.blocked for c in killed if c.tx.blocked is not None]
     waiting += [pair for c in killed if (state := c.sub.link) is not None
                 for pair in state.node_clients()]
     for c in killed:
         if c is me:
-            s.quit = True  # the reply is sent, then the connection closes (CLOSE_AFTER_REPLY)
+            c.quit = True  # the reply is sent, then the connection closes (CLOSE_AFTER_REPLY)
         else:
             c.kill()
-    if not waiting:
-        return reply
-    slot = s.new_slot("client|kill")
-    gather = Gather(len(waiting), lambda replies: slot(reply))
-    for i, (node, node_client_id) in enumerate(waiting):
-        payload = encode_command(b"CLIENT", b"KILL", b"ID", str(node_client_id).encode())
-        s.router.send(Call(s.router, payload, -1, False, s.proto, s.id, gather.part(i),
-                           fixed_node=node))
-    return ANSWERED
+    return waiting
+
+
+def _node_kill(router: Router, node: str, node_client_id: int,
+               done: Callable[[bytes], None]) -> Call:
+    payload = encode_command(b"CLIENT", b"KILL", b"ID", str(node_client_id).encode())
+    return Call(router, payload, -1, False, 2, 0, done, fixed_node=node)
+
+
+def asked_kill(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Another worker's CLIENT KILL: its filters (checked there) applied to this worker's
+    clients; the number killed. Their blocked commands and subscriber links are ended on
+    their nodes without waiting."""
+    filters = dict(zip(args[::2], args[1::2], strict=False))
+    killed = [c for c in sorted(proxy.sessions, key=lambda c: c.id)
+              if all(_matches(c, o, v) for o, v in filters.items())]
+    for node, node_client_id in _close(killed, None):
+        proxy.router.send(_node_kill(proxy.router, node, node_client_id, _ignored))
+    return [b"%d" % len(killed)]
+
+
+def _ignored(raw: bytes) -> None:
+    pass
 
 
 def _matches(c: FullSession, opt: bytes, value: bytes) -> bool:
@@ -280,6 +362,12 @@ def client_unblock(s: Session, argv: list[bytes]) -> bytes | None:
     if target_id is None:
         return error_frame(errors.NOT_INTEGER)
     target = next((c for c in s.proxy.sessions if c.id == target_id), None)
+    siblings = s.proxy.siblings
+    if target is None and siblings is not None:  # a client of another worker, maybe
+        slot = s.new_slot("client|unblock")
+        siblings.ask([b"UNBLOCK", argv[2], how],
+                     lambda answers: slot(integer(1 if b"1" in answers else 0)))
+        return ANSWERED
     if target is None or target.tx.blocked is None:
         return integer(0)
     node, node_client_id = target.tx.blocked
@@ -287,6 +375,21 @@ def client_unblock(s: Session, argv: list[bytes]) -> bytes | None:
     payload = encode_command(b"CLIENT", b"UNBLOCK", str(node_client_id).encode(), how)
     s.router.send(Call(s.router, payload, -1, False, s.proto, s.id, slot, fixed_node=node))
     return ANSWERED
+
+
+def asked_unblock(proxy: Proxy, args: list[bytes], answer: Callable[[list[bytes]], None]) -> None:
+    """Another worker's CLIENT UNBLOCK id how (checked there): ``1`` once the node ended the
+    blocked command of that client of this worker, else ``0``."""
+    target_id = _int(args[0]) if len(args) == 2 else None
+    target = next((c for c in proxy.sessions if c.id == target_id), None)
+    if target is None or target.tx.blocked is None:
+        answer([b"0"])
+        return
+    node, node_client_id = target.tx.blocked
+    payload = encode_command(b"CLIENT", b"UNBLOCK", str(node_client_id).encode(), args[1])
+    proxy.router.send(Call(proxy.router, payload, -1, False, 2, 0,
+                           lambda raw: answer([b"1" if raw == b":1\r\n" else b"0"]),
+                           fixed_node=node))
 
 
 def client_no_evict(s: Session, argv: list[bytes]) -> bytes:

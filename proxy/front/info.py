@@ -23,7 +23,9 @@ Each section of the masters' replies (Redis 7.0.15's sections, fields and order)
 - any other section (Replication, Modules): the first master's.
 
 Then the proxy's own ``# Proxy`` section (for no argument, ``default``, ``all``,
-``everything`` or ``proxy``). With workers, every value of the proxy's own is that worker's.
+``everything`` or ``proxy``). With workers, the client counts (``SUMMED_COUNTS``) are every
+worker's, asked before the masters (front/siblings.py); every other value of the proxy's own is
+that worker's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession as Session
+    from slotgate.proxy.front.server import Proxy
 
 _KEYSPACE_LINE = re.compile(rb"^db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)$")
 _INTEGER = re.compile(rb"^-?\d+$")
@@ -121,6 +124,7 @@ def _stats(s: Session, parts: list[Fields]) -> Fields:
         b"rejected_connections": stats.rejected_connections,
         b"total_error_replies": sum(stats.error_replies.values()),
         b"unexpected_error_replies": 0,
+        **s.proxy.tracker.info_fields(),
     }
     return [(k, b"%d" % own[k] if k in own else v) for k, v in _combine(parts, _sum_integers)]
 
@@ -143,17 +147,35 @@ def _server(s: Session, fields: Fields) -> Fields:
     return [(k, own.get(k, v)) for k, v in fields]
 
 
-def _clients(s: Session) -> Fields:
-    sessions = s.proxy.sessions
-    blocked = sum(1 for c in sessions if c.tx.blocked is not None)
+# INFO clients' counts that, with workers, are summed over every worker (front/siblings.py).
+SUMMED_COUNTS = ("connected_clients", "blocked_clients", "tracking_clients")
+
+
+def _counts(proxy: Proxy) -> list[int]:
+    sessions = proxy.sessions
+    held = proxy.pause.held
+    return [len(sessions),
+            sum(1 for c in sessions if c.tx.blocked is not None or c in held),
+            sum(1 for c in sessions if c.tracking is not None)]
+
+
+def asked_counts(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Another worker's INFO: this worker's ``SUMMED_COUNTS``."""
+    return [b" ".join(b"%d" % n for n in _counts(proxy))]
+
+
+def _clients(s: Session, peers: list[int] | None) -> Fields:
+    connected, blocked, tracking = _counts(s.proxy)
+    if peers is not None:  # the other workers' (with workers)
+        connected, blocked, tracking = connected + peers[0], blocked + peers[1], tracking + peers[2]
     return [
-        (b"connected_clients", b"%d" % len(sessions)),
+        (b"connected_clients", b"%d" % connected),
         (b"cluster_connections", b"0"),
         (b"maxclients", b"%d" % s.settings.max_clients),
         (b"client_recent_max_input_buffer", b"0"),
         (b"client_recent_max_output_buffer", b"0"),
         (b"blocked_clients", b"%d" % blocked),
-        (b"tracking_clients", b"0"),
+        (b"tracking_clients", b"%d" % tracking),
         (b"clients_in_timeout_table", b"0"),
     ]
 
@@ -217,11 +239,11 @@ def _keyspace(parts: list[Fields]) -> Fields:
         for db, (keys, expires, ttl_sum, ttl_keys) in sorted(totals.items())]
 
 
-def _section(s: Session, title: bytes, parts: list[Fields]) -> Fields:
+def _section(s: Session, title: bytes, parts: list[Fields], peers: list[int] | None) -> Fields:
     if title == b"Server":
         return _server(s, parts[0])
     if title == b"Clients":
-        return _clients(s)
+        return _clients(s, peers)
     if title == b"Memory":
         return _memory(parts)
     if title == b"Persistence":
@@ -245,6 +267,8 @@ def _section(s: Session, title: bytes, parts: list[Fields]) -> Fields:
 
 def merge(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     """The INFO reply of the proxy from the masters' INFO replies (see the module)."""
+    siblings = s.proxy.siblings
+    peers = None if siblings is None else siblings.counts.pop(s.id, None)
     for r in replies:
         if r[:1] == b"-":
             return r
@@ -252,7 +276,7 @@ def merge(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     blocks = []
     for title in masters[0]:
         parts = [m.get(title, []) for m in masters]
-        fields = _section(s, title, parts)
+        fields = _section(s, title, parts, peers)
         blocks.append(b"# " + title + b"\r\n" + b"".join(k + b":" + v + b"\r\n" for k, v in fields))
     sections = {a.lower() for a in argv[1:]}
     if not sections or sections & _PROXY_SECTIONS:

@@ -9,8 +9,10 @@ commands, wrong arity, NOAUTH/NOPERM). The address is the client's as the proxy 
 the database is 0. A line is written when the proxy dispatches the request, so lines follow
 each client's order and the order in which the proxy read the clients' requests. While any
 client monitors, every session leaves its fast routes (so every request reaches ``feed``);
-nothing is done while none does. With ``workers: N`` a monitor sees the clients of its own
-worker only.
+nothing is done while none does. With ``workers: N`` a monitor sees the clients of every
+worker: while another worker has a monitor, this one sends it each line (front/siblings.py);
+lines of one client stay in order, lines of clients on different workers arrive as the link
+carries them.
 """
 
 from __future__ import annotations
@@ -34,21 +36,32 @@ class Monitors:
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
         self.sessions: dict[Session, None] = {}
+        self.active = False  # someone monitors: here, or on another worker
 
     def add(self, s: Session) -> None:
         if s in self.sessions:
             return
         self.sessions[s] = None
         if len(self.sessions) == 1:
-            self._derive()
+            self._tell_siblings(True)
+            self.derive()
 
     def remove(self, s: Session) -> None:
         if self.sessions.pop(s, 0) is None and not self.sessions:
-            self._derive()
+            self._tell_siblings(False)
+            self.derive()
 
-    def _derive(self) -> None:
-        for s in self.proxy.sessions:
-            s.set_checked(s.checked)  # fast routes off while anyone monitors
+    def _tell_siblings(self, on: bool) -> None:
+        if self.proxy.siblings is not None:
+            self.proxy.siblings.monitoring(on)
+
+    def derive(self) -> None:
+        siblings = self.proxy.siblings
+        active = bool(self.sessions) or (siblings is not None and siblings.peer_monitors)
+        if active != self.active:
+            self.active = active
+            for s in self.proxy.sessions:
+                s.set_checked(s.checked)  # fast routes off while anyone monitors
 
     def feed(self, s: Session, argv: list[bytes]) -> None:
         """One request of ``s``, shown to every other monitor if a server would show it."""
@@ -59,6 +72,14 @@ class Monitors:
         for m in self.sessions:
             if m is not s:
                 m.write_raw(line)
+        siblings = self.proxy.siblings
+        if siblings is not None and siblings.peer_monitors:
+            siblings.line(line)
+
+    def show(self, line: bytes) -> None:
+        """A line of another worker's client: to every monitor here."""
+        for m in self.sessions:
+            m.write_raw(line)
 
 
 def _full(s: RouteSession) -> Session:

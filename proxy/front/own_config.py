@@ -7,7 +7,8 @@
 
 Today's own directives: ``slowlog-log-slower-than`` and ``slowlog-max-len`` (the proxy's
 SLOWLOG, proxy/front/slowlog.py); ``latency-monitor-threshold``, ``latency-tracking`` and
-``latency-tracking-info-percentiles`` (its LATENCY, proxy/front/latency.py). A value set here
+``latency-tracking-info-percentiles`` (its LATENCY, proxy/front/latency.py);
+``tracking-table-max-keys`` (its CLIENT TRACKING table, proxy/front/tracking.py). A value set here
 lasts until the next reload of the config file. A CONFIG SET that mixes the proxy's and the nodes' parameters applies the proxy's first,
 then sends the rest to the nodes.
 """
@@ -95,6 +96,10 @@ def _set_latency(s: Session, **changes: Any) -> None:
                   s.settings.latency_tracking_info_percentiles)
 
 
+def _set_tracking_max_keys(s: Session, value: int) -> None:
+    s.settings.tracking_table_max_keys = value
+
+
 OWN: dict[bytes, Directive] = {
     b"slowlog-log-slower-than": Directive(_integer(-1),
                                           lambda s: b"%d" % s.proxy.slowlog.slower_than_us,
@@ -111,6 +116,9 @@ OWN: dict[bytes, Directive] = {
         _percentiles,
         lambda s: " ".join(map(latency.format_percentile, s.proxy.latency.percentiles)).encode(),
         lambda s, v: _set_latency(s, latency_tracking_info_percentiles=v)),
+    b"tracking-table-max-keys": Directive(
+        _integer(0), lambda s: b"%d" % s.settings.tracking_table_max_keys,
+        _set_tracking_max_keys),
 }
 
 

@@ -7,10 +7,12 @@
 ALL holds every request, CLIENT UNPAUSE included (as in Redis 7.0: only the timeout ends an
 ALL pause); WRITE holds what may change data or be replicated (``protocol/pause.py``'s rule,
 the node's too), a write queued inside MULTI, and EXEC of a transaction that queued one. A
-held request holds up the client's later ones, in order, as a postponed client in Redis. A
-second pause keeps the stronger kind and the later end. The nodes themselves are not paused:
-writes that do not come through this proxy (other proxies, other workers, direct clients)
-still apply. While paused, every session leaves its fast routes (so every request reaches
+held request holds up the client's later ones, in order, as a postponed client in Redis; a
+held client counts in ``blocked_clients`` and shows flag ``b`` in CLIENT LIST, as there. A
+second pause keeps the stronger kind and the later end. With ``workers: N`` a pause or
+unpause is every worker's: the others are told (front/siblings.py) and the reply comes once
+they all hold their clients. The nodes themselves are not paused: writes that do not come
+through this proxy (other proxies, direct clients) still apply. While paused, every session leaves its fast routes (so every request reaches
 ``check``); nothing is checked while no pause is on.
 """
 
@@ -24,6 +26,7 @@ import trio
 from slotgate.protocol import pause as args
 from slotgate.protocol.commands import lookup
 from slotgate.protocol.resp import OK
+from slotgate.proxy.front.clients import ANSWERED
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -41,6 +44,9 @@ class Pause:
         self.end_s = 0.0
         self.ended = trio.Event()  # set (then replaced) when a pause ends
         self._timer: trio.CancelScope | None = None
+        # The sessions whose request is held now -> that command's name: they count in
+        # blocked_clients and show flag b and that command in CLIENT LIST (as in 7.0.15).
+        self.held: dict[Session, str] = {}
 
     def pause(self, kind: int, timeout_ms: int) -> None:
         end_s = trio.current_time() + timeout_ms / 1000
@@ -97,8 +103,13 @@ def _may_replicate(argv: list[bytes]) -> bool:
 
 async def _held(s: Session, argv: list[bytes]) -> None:
     pause = s.proxy.pause
-    while pause.holds(s, argv):
-        await pause.ended.wait()
+    info = lookup(argv)
+    pause.held[s] = info.name if info is not None else argv[0].lower().decode("utf-8", "replace")
+    try:
+        while pause.holds(s, argv):
+            await pause.ended.wait()
+    finally:
+        pause.held.pop(s, None)
     pending = s.dispatch(argv)
     if pending is not None:
         await pending
@@ -127,12 +138,35 @@ def client_pause(s: RouteSession, argv: list[bytes]) -> bytes:
     except args.PauseError as exc:
         return error_frame(str(exc))
     s.proxy.pause.pause(kind, timeout_ms)
-    return OK
+    return _everywhere(s, "client|pause", [b"PAUSE", b"%d" % kind, b"%d" % timeout_ms])
 
 
 def client_unpause(s: RouteSession, argv: list[bytes]) -> bytes:
     s.proxy.pause.unpause()
-    return OK
+    return _everywhere(s, "client|unpause", [b"UNPAUSE"])
+
+
+def _everywhere(s: RouteSession, name: str, question: list[bytes]) -> bytes:
+    """OK at once, or with workers once every other worker did the same."""
+    siblings = s.proxy.siblings
+    if siblings is None:
+        return OK
+    slot = s.new_slot(name)
+    siblings.ask(question, lambda answers: slot(OK))
+    return ANSWERED
+
+
+def asked_pause(proxy: Proxy, args_: list[bytes]) -> list[bytes]:
+    """Another worker's CLIENT PAUSE (its kind and timeout, already checked)."""
+    if (len(args_) == 2 and args_[0] in (b"%d" % args.PAUSE_WRITE, b"%d" % args.PAUSE_ALL)
+            and args_[1].lstrip(b"-").isdigit()):
+        proxy.pause.pause(int(args_[0]), int(args_[1]))
+    return []
+
+
+def asked_unpause(proxy: Proxy, args_: list[bytes]) -> list[bytes]:
+    proxy.pause.unpause()
+    return []
 
 
 HANDLERS = {"client|pause": client_pause, "client|unpause": client_unpause}

@@ -49,9 +49,18 @@ _RUN_AT_EXEC = (b"auth", b"hello")
 OUTSIDE_MULTI = frozenset({b"exec", b"discard", b"multi", b"watch", b"quit", b"reset"})
 # Commands answered from the proxy's own client state: refused inside MULTI.
 # LATENCY too: the transaction's node would answer with its own figures, not the proxy's.
+# So are the others the proxy answers from state of its own: CLIENT PAUSE/UNPAUSE and
+# TRACKING (on the node they would pause the node, or track on the transaction's connection),
+# MONITOR (it would turn that connection into a monitor), SLOWLOG and ACL (the node's log and
+# users are not the proxy's).
 OWN_STATE = frozenset({"client|id", "client|info", "client|list", "client|kill",
                        "client|unblock", "client|no-evict", "client|reply", "client|setname",
-                       "client|getname",
+                       "client|getname", "client|pause", "client|unpause", "client|tracking",
+                       "client|caching", "client|getredir", "client|trackinginfo", "monitor",
+                       "slowlog|get", "slowlog|len", "slowlog|reset",
+                       *(f"acl|{sub}" for sub in ("cat", "deluser", "dryrun", "genpass", "getuser",
+                                                 "help", "list", "load", "log", "save",
+                                                 "setuser", "users", "whoami")),
                        *(f"latency|{sub}" for sub in ("latest", "history", "reset", "histogram",
                                                      "doctor", "graph", "help"))})
 
@@ -330,6 +339,7 @@ def exec_(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         if tx.shard_watch:
             return shardtx.release(s)
         return _release_watch(s, unwatch=True) if tx.watch is not None else None
+    reply_slot = s.proxy.tracker.at_exec(s, queued, reply_slot)
     if s.checked or any(argv[0].lower() in _RUN_AT_EXEC for argv in queued):
         # As Redis' EXEC: AUTH and HELLO run in their place and the queued commands are
         # checked again (auth.py imports this module).

@@ -137,8 +137,11 @@ def split(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
     fanout.split(s, argv, info)
 
 
-def all_nodes(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+def all_nodes(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
+    if s.proxy.siblings is not None and info.name == "info":
+        return s.proxy.siblings.info(s, argv, info)  # with workers: every worker's clients
     fanout.all_nodes(s, argv, info)
+    return None
 
 
 def proxy(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:

@@ -31,6 +31,7 @@ from slotgate.proxy.front.latency import Latency
 from slotgate.proxy.front.monitor import Monitors
 from slotgate.proxy.front.pause import Pause
 from slotgate.proxy.front.session import Session
+from slotgate.proxy.front.siblings import Siblings
 from slotgate.proxy.front.slowlog import SlowLog
 from slotgate.proxy.front.tracking import Tracker
 from slotgate.proxy.front.users import ProxyUsers
@@ -88,6 +89,7 @@ class Proxy:
         self.tracker = Tracker(self)  # CLIENT TRACKING: the proxy's table and its feeds
         self.pause = Pause(self)  # CLIENT PAUSE: the proxy's clients held
         self.monitors = Monitors(self)  # MONITOR: the sessions that watch every request
+        self.siblings: Siblings | None = None  # with workers: the others (front/siblings.py)
         self.worker_index = worker_index
         self.worker_count = worker_count
         first_id = 1 if worker_index is None else worker_index + 1

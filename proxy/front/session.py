@@ -401,7 +401,7 @@ class Session:
     def _set_fast_routes(self) -> None:
         proxy = self.proxy
         slow = (self.checked or self.db != 0 or self.tracking is not None
-                or proxy.pause.kind != 0 or bool(proxy.monitors.sessions))
+                or proxy.pause.kind != 0 or proxy.monitors.active)
         self._single = (_NO_FAST_ROUTE if slow
                         else _SINGLE_WITH_DATABASES if self._databases else _SINGLE)
         self._split = _NO_FAST_ROUTE if slow else _SPLIT
@@ -609,7 +609,7 @@ class Session:
             held = pause.check(self, argv)
             if held is not None:
                 return held  # dispatched again when the pause ends
-        if self.proxy.monitors.sessions:
+        if self.proxy.monitors.active:
             self.proxy.monitors.feed(self, argv)
         if self._databases:
             done, argv, pending = databases.dispatch(self, argv)

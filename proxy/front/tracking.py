@@ -18,21 +18,30 @@ with an ``invalidate`` push. A feed that is lost, or a master that appears (fail
 reshard onto a new master), flushes every tracking client (``invalidate`` with a null key
 list, as after FLUSHALL): what changed meanwhile is unknown.
 
+Keys read inside MULTI are remembered when EXEC ran them (its reply an array), with the
+CLIENT CACHING of the EXEC; NOLOOP notes the transaction's writes when EXEC is sent. The table
+holds at most ``tracking-table-max-keys`` keys (``limit``, Redis' trackingLimitUsedSlots):
+over it, before a tracking client's next request, keys are dropped and their readers told, as
+if the keys had changed, with Redis' effort (100 keys, 200 the next time while still over...).
+
 While a client tracks, its requests leave the session's fast routes (their keys must be
 seen). Arguments, checks and TRACKINGINFO are ``protocol/tracking.py``'s, as the node's.
+With workers, a REDIRECT target on another worker gets its invalidations through the
+supervisor (front/siblings.py: REDIR, HAS).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import hiredis
 import trio
 
 from slotgate.protocol import tracking as args
-from slotgate.protocol.commands import CommandInfo, get_keys
+from slotgate.protocol.commands import CommandInfo, get_keys, lookup
 from slotgate.protocol.resp import (
     OK,
     ReplyFramer,
@@ -62,6 +71,7 @@ _INVALIDATE = b"invalidate"
 _CHANNEL = b"__redis__:invalidate"
 _OWN_WRITES_MAX = 10_000  # NOLOOP's memory of the client's own writes, bounded
 _FEED_RETRY_S = 0.5
+_LIMIT_EFFORT = 100  # keys dropped per check over tracking-table-max-keys, times the rounds
 
 
 class ClientTracking:
@@ -97,6 +107,7 @@ class Tracker:
         self.changed = trio.Event()
         self.feed_up = trio.Event()  # set (then replaced) whenever a feed connects
         self.running = False
+        self._limit_rounds = 0  # checks in a row that ended still over the limit
 
     # --- clients -----------------------------------------------------------------------------
     def enable(self, s: Session, o: args.Options) -> None:
@@ -141,15 +152,24 @@ class Tracker:
     def remember(self, s: Session, argv: list[bytes], info: CommandInfo) -> None:
         """A tracking client's request: its keys remembered if it reads them (Redis'
         trackingRememberKeys), its own writes noted for NOLOOP."""
+        self.limit()
         st = s.tracking
         assert st is not None
+        self._note(s, st, argv, info, st.caching, reads=True, writes=True)
+        # (As Redis' resetClient: kept inside MULTI, MULTI included, and after CLIENT.)
+        if s.tx.queued is None and info.name != "multi" and not info.name.startswith("client"):
+            st.caching = False
+
+    def _note(self, s: Session, st: ClientTracking, argv: list[bytes], info: CommandInfo,
+              caching: bool, *, reads: bool, writes: bool) -> None:
         flags = info.flags
         if "readonly" in flags and not st.bcast and not (
-                (st.optin and not st.caching) or (st.optout and st.caching)):
-            for key in self._names(get_keys(argv)):
-                self.table.setdefault(key, {})[s] = None
-                st.keys.add(key)
-        elif st.noloop and "write" in flags:
+                (st.optin and not caching) or (st.optout and caching)):
+            if reads:
+                for key in self._names(get_keys(argv)):
+                    self.table.setdefault(key, {})[s] = None
+                    st.keys.add(key)
+        elif st.noloop and "write" in flags and writes:
             # The client's own write ends its tracking of the key at once, silently (as in
             # Redis); the change's invalidation, when it comes, is not for this client.
             if len(st.own_writes) > _OWN_WRITES_MAX:
@@ -157,8 +177,61 @@ class Tracker:
             for key in self._names(get_keys(argv)):
                 st.own_writes[key] += 1
                 self._forget(s, key)
-        if s.tx.queued is None and not info.name.startswith("client"):
-            st.caching = False
+
+    def at_exec(self, rs: RouteSession, queued: list[list[bytes]],
+                reply_slot: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        """EXEC of a tracking client: its writes noted now (NOLOOP), the keys its queued
+        reads read remembered once EXEC's reply says they ran, as Redis remembers them when
+        EXEC runs them; the CLIENT CACHING before the transaction applies to them all."""
+        s = _full(rs)
+        st = s.tracking
+        if st is None:
+            return reply_slot
+        caching = st.caching
+        st.caching = False
+        rows = [(argv, info) for argv in queued if (info := lookup(argv)) is not None]
+        for argv, info in rows:
+            self._note(s, st, argv, info, caching, reads=False, writes=True)
+
+        def done(raw: bytes) -> None:
+            if s.tracking is st and raw[:1] == b"*" and raw[:2] != b"*-":
+                for argv, info in rows:
+                    self._note(s, st, argv, info, caching, reads=True, writes=False)
+            reply_slot(raw)
+
+        return done
+
+    def limit(self) -> None:
+        """Redis' trackingLimitUsedSlots: while the table holds more keys than
+        tracking-table-max-keys (0: no limit), keys are dropped, the oldest first, and their
+        readers told as if the keys changed; at most 100 keys per check, 100 more each check
+        that ended still over the limit."""
+        max_keys = self.proxy.settings.tracking_table_max_keys
+        table = self.table
+        if not max_keys or len(table) <= max_keys:
+            self._limit_rounds = 0
+            return
+        effort = _LIMIT_EFFORT * (self._limit_rounds + 1)
+        while effort > 0 and table:
+            effort -= 1
+            key = next(iter(table))
+            for s in list(table[key]):
+                self._forget(s, key)
+                if s.tracking is not None:
+                    self._send(s, [key])
+            table.pop(key, None)
+            if len(table) <= max_keys:
+                self._limit_rounds = 0
+                return
+        self._limit_rounds += 1
+
+    def info_fields(self) -> dict[bytes, int]:
+        """INFO stats' tracking fields, the proxy's own table's."""
+        prefixes = {p for s in self.bcast if s.tracking is not None
+                    for p in (s.tracking.prefixes or [b""])}
+        return {b"tracking_total_keys": len(self.table),
+                b"tracking_total_items": sum(len(r) for r in self.table.values()),
+                b"tracking_total_prefixes": len(prefixes)}
 
     def _names(self, keys: list[bytes]) -> list[bytes]:
         """Key names as the clients know them: with numbered databases, a stored name
@@ -224,24 +297,29 @@ class Tracker:
         target: Session | None = s
         if st.redirect:
             target = next((c for c in self.proxy.sessions if c.id == st.redirect), None)
+            siblings = self.proxy.siblings
+            if target is None and siblings is not None:  # a client of another worker, maybe
+                redirect = st.redirect
+                siblings.ask([b"REDIR", b"%d" % redirect,
+                              *([b"null"] if keys is None else [b"keys", *keys])],
+                             lambda answers: None if b"1" in answers else self._broken(s, redirect))
+                return
             if target is None:
-                st.broken_redirect = True
-                if s.proto == 3:
-                    s.write_raw(push_header(2, 3) + bulk(b"tracking-redir-broken")
-                                + integer(st.redirect))
-                    s.flush_output()
+                self._broken(s, st.redirect)
                 return
         assert target is not None
-        if target.proto == 3:
-            head = push_header(2, 3) + bulk(_INVALIDATE)
-        elif st.redirect and target.sub.link is not None:
-            head = push_header(3, 2) + bulk(b"message") + bulk(_CHANNEL)
-        else:
-            return  # RESP2 without a redirect: nothing can carry it (as in Redis)
-        body = null(target.proto) if keys is None else (
-            array_header(len(keys)) + b"".join(bulk(k) for k in keys))
-        target.write_raw(head + body)
-        target.flush_output()
+        _deliver(target, bool(st.redirect), keys)
+
+    @staticmethod
+    def _broken(s: Session, redirect: int) -> None:
+        """The client it redirects to is gone: ``tracking-redir-broken`` (RESP3), as Redis."""
+        st = s.tracking
+        if st is None or st.redirect != redirect:
+            return
+        st.broken_redirect = True
+        if s.proto == 3:
+            s.write_raw(push_header(2, 3) + bulk(b"tracking-redir-broken") + integer(redirect))
+            s.flush_output()
 
     # --- the feeds ---------------------------------------------------------------------------
     async def wait_feeds(self) -> None:
@@ -326,6 +404,35 @@ class Tracker:
                             if isinstance(keys, list) else None)
 
 
+def _deliver(target: Session, redirected: bool, keys: list[bytes] | None) -> None:
+    if target.proto == 3:
+        head = push_header(2, 3) + bulk(_INVALIDATE)
+    elif redirected and target.sub.link is not None:
+        head = push_header(3, 2) + bulk(b"message") + bulk(_CHANNEL)
+    else:
+        return  # RESP2 without a redirect: nothing can carry it (as in Redis)
+    body = null(target.proto) if keys is None else (
+        array_header(len(keys)) + b"".join(bulk(k) for k in keys))
+    target.write_raw(head + body)
+    target.flush_output()
+
+
+def asked_redirect(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Another worker's invalidation for a client of this one (its REDIRECT target): ``1``
+    when that client is here (delivered if it can be), else ``0``."""
+    target_id = int(args[0]) if args and args[0].isdigit() else -1
+    target = next((c for c in proxy.sessions if c.id == target_id), None)
+    if target is None:
+        return [b"0"]
+    _deliver(target, True, None if args[1:2] == [b"null"] else args[2:])
+    return [b"1"]
+
+
+def asked_has(proxy: Proxy, args: list[bytes]) -> list[bytes]:
+    """Whether a client of this id is here (another worker's CLIENT TRACKING REDIRECT)."""
+    return [b"1" if any(args[:1] == [b"%d" % c.id] for c in proxy.sessions) else b"0"]
+
+
 # --- the CLIENT subcommands ---------------------------------------------------------------------
 def _full(s: RouteSession) -> Session:
     return s  # type: ignore[return-value]  # route code's view of the session is the session
@@ -341,18 +448,33 @@ def _parse_id(raw: bytes) -> int:
 def client_tracking(s: RouteSession, argv: list[bytes]) -> bytes:
     me = _full(s)
     tracker = me.proxy.tracker
+    siblings = me.proxy.siblings
+    here: list[bool] = []
+
+    def exists(i: int) -> bool:
+        here.append(any(c.id == i for c in me.proxy.sessions))
+        return here[-1] or (siblings is not None and i > 0)  # (then asked below)
+
     try:
-        o = args.parse(argv, _parse_id, lambda i: any(c.id == i for c in me.proxy.sessions),
-                       me.tracking)
+        o = args.parse(argv, _parse_id, exists, me.tracking)
     except args.TrackingError as exc:
         return error_frame(str(exc))
     if not o.on:
         tracker.disable(me)
         return OK
-    tracker.enable(me, o)
+    elsewhere = siblings is not None and o.redirect != 0 and not here[-1]
+    if not elsewhere:
+        tracker.enable(me, o)
     slot = s.new_slot("client|tracking")
 
     async def answer() -> None:
+        if elsewhere:  # on once the other workers said the client is there
+            assert siblings is not None
+            if b"1" not in await siblings.ask_all([b"HAS", b"%d" % o.redirect]):
+                slot(error_frame(args.REDIRECT_MISSING))
+                me.flush_output()
+                return
+            tracker.enable(me, o)
         await tracker.wait_feeds()
         slot(OK)
         me.flush_output()

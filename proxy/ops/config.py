@@ -386,6 +386,10 @@ SCHEMA: tuple[Key, ...] = (
         ("latency_tracking_info_percentiles",), True,
         "Redis' latency-tracking-info-percentiles: the percentiles INFO latencystats shows.",
         show=lambda vs: "[" + ", ".join(f"{p:g}" for p in vs[0]) + "]"),
+    Key("tracking.table_max_keys", integer(0), ("tracking_table_max_keys",), True,
+        "Redis' tracking-table-max-keys for the proxy's own CLIENT TRACKING table: over this "
+        "many keys, keys are dropped and their readers sent an invalidation; 0: no limit. "
+        "CONFIG SET through the proxy changes it until the next reload."),
     _ms_key("shutdown.grace", duration_s(zero_ok=True), "shutdown_grace_ms", True,
             "On SIGTERM/SIGINT: how long in-flight requests may finish before connections "
             "close."),

@@ -61,6 +61,8 @@ class ProxySettings:
     latency_monitor_threshold_ms: int = 0
     latency_tracking: bool = True
     latency_tracking_info_percentiles: tuple[float, ...] = (50.0, 99.0, 99.9)
+    # CLIENT TRACKING: the proxy's table of tracked keys (Redis' tracking-table-max-keys).
+    tracking_table_max_keys: int = 1_000_000
 
     # Client limits.
     max_clients: int = 10000

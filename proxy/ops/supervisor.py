@@ -4,9 +4,12 @@
         │ binds the address with SO_REUSEPORT, never listens (reserves the port)
         │ SIGTERM/SIGINT/SIGHUP ──forwarded──▶ every worker
         │ a worker that dies unexpectedly ──▶ started again (backoff while it keeps dying)
-        └ /metrics, /healthz, /slots on the public address: every worker's own endpoint
-          (loopback, ephemeral port announced on the socketpair), fetched concurrently and
-          merged (/slots: the per-slot request counts summed)
+        ├ /metrics, /healthz, /slots on the public address: every worker's own endpoint
+        │ (loopback, ephemeral port announced on the socketpair), fetched concurrently and
+        │ merged (/slots: the per-slot request counts summed)
+        └ the socketpairs after ``ready``: what one worker tells the others, relayed
+          (MON/PEERMON/LINE for MONITOR; ASK/ANS: a question to every other worker, their
+          answers gathered for the asker; proxy/front/siblings.py is the worker's side)
 
 Each worker is a whole proxy (its own node connections, topology, clients); the kernel spreads
 new client connections over the workers' listening sockets. Workers run in their own process
@@ -16,6 +19,7 @@ dies without stopping them, they see their socketpair close and stop as on SIGTE
 
 from __future__ import annotations
 
+import itertools
 import logging
 import signal
 import socket
@@ -43,7 +47,7 @@ from slotgate.proxy.ops.metrics import (
     slots_json,
 )
 from slotgate.proxy.ops.metrics_merge import merge_expositions
-from slotgate.proxy.ops.workers import READY, WorkerRole, http_get
+from slotgate.proxy.ops.workers import READY, Link, WorkerRole, http_get
 
 log = logging.getLogger("slotgate.supervisor")
 
@@ -69,6 +73,19 @@ class Worker:
     ready: bool = False  # listening now
     started: trio.Event = field(default_factory=trio.Event)  # ready at least once
     restarts: int = 0
+    link: Link | None = None  # the control link while the worker is ready
+    monitors: bool = False  # it has MONITOR clients
+    told_peer_monitors: bool = False  # what it was last told about the others' monitors
+
+
+@dataclass
+class _Ask:
+    """A worker's question relayed to the others: who asked, whose answers are missing."""
+
+    origin: Worker
+    origin_id: bytes
+    waiting: set[int]
+    answers: list[bytes] = field(default_factory=list)
 
 
 class Supervisor:
@@ -80,6 +97,10 @@ class Supervisor:
         self._stop = trio.Event()
         self.scrape_errors = 0
         self.listen_address = ""
+        self._asks: dict[bytes, _Ask] = {}
+        self._ask_seq = itertools.count(1)
+        # The clients' pause now: (kind, trio time it ends), told to a worker started again.
+        self._pause: tuple[bytes, float] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_SupervisorCollector(self))
         ProcessCollector(registry=self.registry)
@@ -159,8 +180,9 @@ class Supervisor:
         try:
             if self.stopping:  # a signal came while it was being started
                 proc.send_signal(signal.SIGTERM)
+            line, rest = b"", b""
             with trio.move_on_after(READY_TIMEOUT_S) as waited:
-                line = await _read_line(link)
+                line, rest = await _read_line(link)
             if waited.cancelled_caught:
                 log.error("worker %d (pid %d) not ready after %.0f s; killing it", w.index,
                           proc.pid, READY_TIMEOUT_S)
@@ -170,6 +192,18 @@ class Supervisor:
                 w.ready = True
                 w.started.set()
                 log.info("worker %d ready (pid %d)", w.index, proc.pid)
+                w.link = Link(link, rest)
+                self._tell_pause(w.link)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(w.link.run_writer)
+                        nursery.start_soon(self._relay, w, w.link)
+                        self._tell_monitors()
+                        status = await proc.wait()
+                        nursery.cancel_scope.cancel()
+                    return status
+                finally:
+                    self._link_gone(w)
             return await proc.wait()
         finally:
             # Cancelled (the supervisor is failing): no worker may outlive it.
@@ -178,6 +212,89 @@ class Supervisor:
                 with trio.CancelScope(shield=True):
                     await proc.wait()
             await link.aclose()
+
+    # --- what the workers tell each other -------------------------------------------------------
+    async def _relay(self, w: Worker, link: Link) -> None:
+        async for frame in link.frames():
+            op = frame[0]
+            if op == b"LINE" and len(frame) == 2:  # a MONITOR line: to every other monitor
+                for o in self.workers:
+                    if o is not w and o.monitors and o.link is not None:
+                        o.link.send(b"LINE", frame[1])
+            elif op == b"MON" and len(frame) == 2:
+                w.monitors = frame[1] == b"1"
+                self._tell_monitors()
+            elif op == b"ASK" and len(frame) >= 3:
+                self._ask(w, frame[1], frame[2:])
+            elif op == b"ANS" and len(frame) >= 2:
+                self._answer(w, frame[1], frame[2:])
+
+    def _tell_monitors(self) -> None:
+        """Every ready worker learns whether another one has MONITOR clients (then it sends
+        the lines of its clients' requests)."""
+        for o in self.workers:
+            if o.link is None:
+                continue
+            others = any(x.monitors for x in self.workers if x is not o and x.link is not None)
+            if others != o.told_peer_monitors:
+                o.told_peer_monitors = others
+                o.link.send(b"PEERMON", b"1" if others else b"0")
+
+    def _note_pause(self, question: list[bytes]) -> None:
+        now = trio.current_time()
+        if question[0] == b"UNPAUSE":
+            self._pause = None
+        elif question[0] == b"PAUSE" and len(question) == 3 and question[2].isdigit():
+            kind, end = question[1], now + int(question[2]) / 1000
+            if self._pause is not None and self._pause[1] > now:
+                kind, end = max(kind, self._pause[0]), max(end, self._pause[1])
+            self._pause = (kind, end)
+
+    def _tell_pause(self, link: Link) -> None:
+        """A worker (started again) holds its clients as the others do until the pause ends
+        (its answer, to an ask of no one, is dropped)."""
+        if self._pause is not None:
+            left_ms = int((self._pause[1] - trio.current_time()) * 1000)
+            if left_ms > 0:
+                link.send(b"ASK", b"0", b"PAUSE", self._pause[0], b"%d" % left_ms)
+
+    def _ask(self, w: Worker, origin_id: bytes, question: list[bytes]) -> None:
+        self._note_pause(question)
+        others = [o for o in self.workers if o is not w and o.link is not None]
+        if not others:
+            if w.link is not None:
+                w.link.send(b"ANS", origin_id)
+            return
+        seq = b"%d" % next(self._ask_seq)
+        self._asks[seq] = _Ask(w, origin_id, {o.index for o in others})
+        for o in others:
+            assert o.link is not None
+            o.link.send(b"ASK", seq, *question)
+
+    def _answer(self, w: Worker, seq: bytes, answer: list[bytes]) -> None:
+        ask = self._asks.get(seq)
+        if ask is None or w.index not in ask.waiting:
+            return
+        ask.waiting.discard(w.index)
+        ask.answers.extend(answer)
+        self._maybe_done(seq, ask)
+
+    def _maybe_done(self, seq: bytes, ask: _Ask) -> None:
+        if ask.waiting:
+            return
+        del self._asks[seq]
+        if ask.origin.link is not None:
+            ask.origin.link.send(b"ANS", ask.origin_id, *ask.answers)
+
+    def _link_gone(self, w: Worker) -> None:
+        """A worker stopped: its monitors are gone, and it answers nothing more."""
+        w.link = None
+        w.monitors = False
+        w.told_peer_monitors = False
+        for seq, ask in list(self._asks.items()):
+            ask.waiting.discard(w.index)
+            self._maybe_done(seq, ask)
+        self._tell_monitors()
 
     # --- signals -------------------------------------------------------------------------------
     async def _forward_signals(self, signals: AsyncIterator[int], nursery: trio.Nursery) -> None:
@@ -268,18 +385,20 @@ class Supervisor:
         return True, f"ok: {len(self.workers)} workers; {answers[0][1]}"
 
 
-async def _read_line(link: trio.SocketStream) -> bytes:
-    """The first line the worker sends, or b"" if it closed the link first (it died)."""
+async def _read_line(link: trio.SocketStream) -> tuple[bytes, bytes]:
+    """The first line the worker sends and what came after it, or b"" if it closed the link
+    first (it died)."""
     buf = b""
     while b"\n" not in buf:
         try:
             data = await link.receive_some(256)
         except trio.BrokenResourceError:
-            return b""
+            return b"", b""
         if not data:
-            return b""
+            return b"", b""
         buf += data
-    return buf.split(b"\n", 1)[0]
+    line, _, rest = buf.partition(b"\n")
+    return line, rest
 
 
 class _SupervisorCollector(Collector):

@@ -8,8 +8,9 @@
     FUNCTION LIST / DUMP ─▶ every master's libraries (FUNCTION LIST WITHCODE) compared, as
         sets (a server lists them in no fixed order) ─▶ equal: the command on one master;
         else an error naming the masters that differ (``slotgate cluster fix`` repairs it)
-    FUNCTION STATS ─▶ every master's; the reply of the master running a function, if one
-        is, else the first master's (the libraries are the same on every master)
+    FUNCTION STATS ─▶ every master's, combined as one server's: ``running_script`` of the
+        master running a function (if one is), ``engines`` (libraries and functions counted)
+        of the most masters (the agreed set, which ``slotgate cluster fix`` copies)
 
 Each step runs, after the client's earlier requests, on the client's own connections to the
 masters (the ones its transactions and blocking commands use), so a master's shared
@@ -30,7 +31,7 @@ import hiredis
 import trio
 
 from slotgate.protocol.commands import CommandInfo
-from slotgate.protocol.resp import encode_command
+from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError
 from slotgate.proxy.front.pinned import _direct, after_writes
@@ -165,12 +166,37 @@ def _running(raw: bytes) -> bool:
     return _fields(parsed).get(b"running_script") is not None
 
 
+def _pairs(raw: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+    """A FUNCTION STATS reply (RESP2 array or RESP3 map of two fields) as its header and
+    field name -> the value's raw frame."""
+    head_end = raw.index(b"\r\n") + 2
+    framer = ReplyFramer()
+    framer.feed(raw[head_end:])
+    frames = [frame for _, frame in framer.frames()]
+    return raw[:head_end], {_bulk(k): v for k, v in zip(frames[::2], frames[1::2], strict=False)}
+
+
+def combined_stats(replies: Sequence[bytes]) -> bytes:
+    """Every master's FUNCTION STATS as one server's: ``running_script`` of the first master
+    running a function (else the first master's null), ``engines`` as most masters count them
+    (ties: the first master's)."""
+    parsed = [_pairs(r) for r in replies]
+    head, first = parsed[0]
+    running = next((fields for r, (_, fields) in zip(replies, parsed, strict=True)
+                    if _running(r)), first)
+    engines = [fields.get(b"engines", b"") for _, fields in parsed]
+    agreed = max(engines, key=engines.count)  # (max keeps the first of equal counts)
+    values = {b"running_script": running.get(b"running_script", b""), b"engines": agreed}
+    return head + b"".join(b"$%d\r\n%s\r\n" % (len(k), k) + values.get(k, v)
+                           for k, v in first.items())
+
+
 async def _stats(s: Session, argv: list[bytes], masters: list[str]) -> bytes:
     replies = await _on_all(s, masters, [encode_command(*argv)] * len(masters))
     err = _first_error(replies)
     if err is not None:
         return err
-    return next((r for r in replies if _running(r)), replies[0])
+    return combined_stats(replies)
 
 
 def _home(s: Session, masters: list[str]) -> str:

@@ -9,6 +9,7 @@ connection is declared dead although the script outlives the backend command tim
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.support import (
     create_cluster,
     free_port,
     redis_server,
+    running,
     slotgate_node,
     slotgate_proxy,
     start_all,
@@ -205,6 +207,45 @@ def test_silent_busy_node_is_not_declared_dead(busy: Setup) -> None:
         assert _dead_connection_events(busy.metrics_port) == dead_before
     finally:
         RawClient(node.port).call("CONFIG", "SET", "busy-reply-threshold", "100")
+
+
+LOOP_LIBRARY = ("#!lua name=busylib\n"
+                "redis.register_function('busyloop', function(keys, args) while true do end end)")
+_DURATION = re.compile(rb"(duration_ms\r\n):\d+\r\n")
+
+
+def _stats_while_busy(port: int, node_port: int, keys: list[str]) -> list[bytes]:
+    """FUNCTION STATS (RESP2, RESP3) while a function loops on the server at ``node_port``,
+    then FUNCTION KILL and STATS again; the running time masked."""
+    seen = []
+    with RawClient(port) as admin, RawClient(port) as runner, RawClient(port) as c3:
+        seen.append(admin.call("FUNCTION", "LOAD", LOOP_LIBRARY))
+        try:
+            runner.send("FCALL", "busyloop", str(len(keys)), *keys)
+            wait_until(lambda: _busy(node_port), timeout_s=10)
+            c3.call("HELLO", "3")
+            for c in (admin, c3):
+                seen.append(_DURATION.sub(rb"\1:<ms>\r\n", c.call("FUNCTION", "STATS")))
+            seen.append(admin.call("FUNCTION", "KILL"))
+            seen.append(runner.read(timeout_s=10))
+            seen.append(admin.call("FUNCTION", "STATS"))
+        finally:
+            seen.append(admin.call("FUNCTION", "DELETE", "busylib"))
+    return seen
+
+
+def test_function_stats_while_busy_matches_standalone(
+        busy: Setup, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The busy master's running function shows in the proxy's FUNCTION STATS, as in one
+    server's; the libraries counted once."""
+    node = busy.nodes[0]
+    key = busy.keys[node.port].decode()
+    alone = redis_server(tmp_path_factory.mktemp("stats-alone"),
+                         extra=["--busy-reply-threshold", "100"])
+    with running(alone):
+        want = _stats_while_busy(alone.port, alone.port, [key])
+    assert b"busyloop" in want[1] and b"busyloop" in want[2]
+    assert _stats_while_busy(busy.proxy.port, node.port, [key]) == want
 
 
 def test_writing_script_is_unkillable(busy: Setup) -> None:

@@ -44,3 +44,19 @@ def test_monitor_lines_match_standalone(slotgate: ManagedProcess,
     want = _lines(redis_standalone.port, run)
     assert b'+<ts> [0 <addr>] "AUTH" "(redacted)"\r\n' in want
     assert _lines(slotgate.port, run) == want
+
+
+def test_commands_of_the_proxys_own_state_are_refused_inside_multi(
+        slotgate: ManagedProcess) -> None:
+    """MONITOR, CLIENT PAUSE / TRACKING, SLOWLOG and ACL inside MULTI: refused as the other
+    commands of the proxy's own state (docs/COMMANDS.md "Inside MULTI"), never run on the
+    transaction's node connection; the transaction then ends in EXECABORT."""
+    for argv in (["MONITOR"], ["CLIENT", "PAUSE", "10"], ["CLIENT", "UNPAUSE"],
+                 ["CLIENT", "TRACKING", "ON"], ["SLOWLOG", "LEN"], ["ACL", "WHOAMI"]):
+        name = "|".join(argv[:2]).lower() if len(argv) > 1 else argv[0].lower()
+        with RawClient(slotgate.port) as c:
+            assert c.call("MULTI") == b"+OK\r\n"
+            assert c.call(*argv) == (b"-ERR slotgate: '%s' cannot run inside MULTI through "
+                                     b"the proxy\r\n" % name.encode())
+            assert c.call("EXEC").startswith(b"-EXECABORT")
+            assert c.call("PING") == b"+PONG\r\n"

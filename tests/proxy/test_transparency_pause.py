@@ -4,7 +4,8 @@ Each scenario runs against one standalone redis-server and through the proxy, an
 clients observe is compared: a write held under WRITE is not applied (a read by another client
 is served meanwhile and sees the old value) and is answered after CLIENT UNPAUSE; a write
 queued inside MULTI is held too, EXEC of reads is not; ALL holds reads until the timeout;
-the argument errors are Redis' own.
+the argument errors are Redis' own; a held client counts in ``blocked_clients`` and shows flag
+``b`` in CLIENT LIST.
 """
 
 from __future__ import annotations
@@ -27,15 +28,25 @@ def _nothing_yet(c: RawClient) -> bool:
     return False
 
 
+def _info_field(frame: bytes, name: str) -> str:
+    return next(line.split(":", 1)[1] for line in frame.decode().splitlines()
+                if line.startswith(name + ":"))
+
+
 def _write_pause(port: int, run: str) -> list[object]:
     k = f"pz{run}"
     seen: list[object] = []
     with RawClient(port) as a, RawClient(port) as b, RawClient(port) as c:
+        b_id = b.call("CLIENT", "ID")[1:-2].decode()
         seen.append(a.call("CLIENT", "PAUSE", LONG_MS, "WRITE"))
         b.send("SET", k, "v")  # held
         seen.append(c.call("GET", k))  # a read is served, the write not applied yet
         seen.append(c.call("EXISTS", k))
         seen.append(_nothing_yet(b))
+        # A held client counts as blocked (7.0.15), and CLIENT LIST shows it so.
+        seen.append(_info_field(c.call("INFO", "clients"), "blocked_clients"))
+        line = c.call("CLIENT", "LIST", "ID", b_id).decode()
+        seen.append([f for f in line.split() if f.startswith(("flags=", "cmd="))])
         c.send("MULTI")
         seen.append(c.read())
         c.send("GET", k)
@@ -76,7 +87,8 @@ def test_write_pause_matches_standalone(slotgate: ManagedProcess,
                                         redis_standalone: ManagedProcess) -> None:
     run = uuid.uuid4().hex[:6]
     want = _write_pause(redis_standalone.port, run)
-    assert want[1] == b"$-1\r\n" and want[7] == b"+OK\r\n"
+    assert want[1] == b"$-1\r\n" and want[9] == b"+OK\r\n"
+    assert want[4:6] == ["1", ["flags=b", "cmd=set"]]
     assert _write_pause(slotgate.port, run) == want
 
 

@@ -77,6 +77,23 @@ def _redirect(run: str) -> list[Step]:
             ("B", ["DEL", k1])]
 
 
+def _multi(run: str) -> list[Step]:
+    """Keys read inside MULTI are tracked once EXEC ran them; CLIENT CACHING before MULTI
+    covers the transaction's reads (OPTIN). (One slot: a transaction's keys.)"""
+    k1, k2 = f"{{tr{run}}}:a", f"{{tr{run}}}:b"
+    return [("A", ["HELLO", "3"]), ("A", ["CLIENT", "TRACKING", "ON"]),
+            ("A", ["MULTI"]), ("A", ["GET", k1]), ("A", ["EXEC"]),
+            ("B", ["SET", k1, "x"]), ("A", "push"),
+            ("A", ["MULTI"]), ("A", ["SET", k2, "own"]), ("A", ["EXEC"]), ("A", "quiet"),
+            ("A", ["CLIENT", "TRACKING", "OFF"]),
+            ("A", ["CLIENT", "TRACKING", "ON", "OPTIN"]),
+            ("A", ["MULTI"]), ("A", ["GET", k1]), ("A", ["EXEC"]),
+            ("B", ["SET", k1, "y"]), ("A", "quiet"),
+            ("A", ["CLIENT", "CACHING", "YES"]), ("A", ["MULTI"]), ("A", ["GET", k1]),
+            ("A", ["GET", k2]), ("A", ["EXEC"]), ("B", ["DEL", k1, k2]), ("A", "push"),
+            ("A", "push")]
+
+
 def _run(port: int, steps: list[Step]) -> list[bytes]:
     got: list[bytes] = []
     with RawClient(port) as a, RawClient(port) as b, RawClient(port) as r:
@@ -101,8 +118,8 @@ def _run(port: int, steps: list[Step]) -> list[bytes]:
     return got
 
 
-@pytest.mark.parametrize("script", [_default, _bcast, _optin_noloop, _redirect],
-                         ids=["default", "bcast", "optin-noloop", "redirect"])
+@pytest.mark.parametrize("script", [_default, _bcast, _optin_noloop, _redirect, _multi],
+                         ids=["default", "bcast", "optin-noloop", "redirect", "multi"])
 def test_tracking_matches_standalone(slotgate: ManagedProcess, redis_standalone: ManagedProcess,
                                      script: object) -> None:
     run = uuid.uuid4().hex[:6]
@@ -111,6 +128,49 @@ def test_tracking_matches_standalone(slotgate: ManagedProcess, redis_standalone:
     assert any(f.startswith(b">2\r\n$10\r\ninvalidate") or b"__redis__:invalidate\r\n*1" in f
                for f in want)
     assert _run(slotgate.port, steps) == want
+
+
+def _until_reply(c: RawClient, *argv: str) -> tuple[int, bytes]:
+    """(invalidation pushes received before the reply, the reply)."""
+    c.send(*argv)
+    pushes = 0
+    while (frame := c.read(timeout_s=10)).startswith(b">"):
+        pushes += 1
+    return pushes, frame
+
+
+def _table_limit(port: int, run: str) -> list[object]:
+    keys = [f"trmax{run}:{i}" for i in range(5)]
+    seen: list[object] = []
+    with RawClient(port) as a, RawClient(port) as b:
+        seen.append(b.call("CONFIG", "SET", "tracking-table-max-keys", "2"))
+        try:
+            seen.append(b.call("CONFIG", "GET", "tracking-table-max-keys"))
+            a.call("HELLO", "3")
+            seen.append(a.call("CLIENT", "TRACKING", "ON"))
+            # Over the limit, keys are dropped before the next command, their readers told.
+            seen += [_until_reply(a, "GET", k) for k in keys]
+            seen.append(_until_reply(a, "PING"))
+            stats = b.call("INFO", "stats").decode()
+            seen += [line for line in stats.split("\r\n") if line.startswith("tracking_total")]
+            for k in keys:
+                b.call("SET", k, "v")
+            time.sleep(0.3)  # (the proxy learns of the writes from the masters' feeds)
+            seen.append(_until_reply(a, "PING"))  # the two keys still tracked
+            seen.append(b.call("CONFIG", "SET", "tracking-table-max-keys", "x"))
+        finally:
+            b.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
+        b.call("DEL", *keys)
+    return seen
+
+
+def test_tracking_table_max_keys_matches_standalone(slotgate: ManagedProcess,
+                                                    redis_standalone: ManagedProcess) -> None:
+    run = uuid.uuid4().hex[:6]
+    want = _table_limit(redis_standalone.port, run)
+    assert want[3:9] == [(0, b"_\r\n")] * 3 + [(1, b"_\r\n")] * 2 + [(1, b"+PONG\r\n")]
+    assert want[-2] == (2, b"+PONG\r\n")
+    assert _table_limit(slotgate.port, run) == want
 
 
 def _feeds(node: ManagedProcess) -> list[str]:
