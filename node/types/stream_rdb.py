@@ -42,6 +42,8 @@ from slotgate.node.types.stream import (
 if TYPE_CHECKING:
     from slotgate.node.persistence.rdb import _Reader
 
+_UNOWNED = Consumer(b"", 0)  # the owner of a loaded pending entry until its consumer is read
+
 T_STREAM_LISTPACKS = 15
 T_STREAM_LISTPACKS_2 = 19
 
@@ -230,7 +232,7 @@ def _decode(r: _Reader, v2: bool) -> Stream:
         for _ in range(r.plain_length()):
             sid = _load_raw_id(r)
             when = int.from_bytes(r.take(8), "little", signed=True)
-            g.pel[sid] = Nack(None, when, r.plain_length())  # type: ignore[arg-type]
+            g.pel[sid] = Nack(_UNOWNED, when, r.plain_length())
         for _ in range(r.plain_length()):
             cname = r.string()
             seen = int.from_bytes(r.take(8), "little", signed=True)
@@ -240,11 +242,11 @@ def _decode(r: _Reader, v2: bool) -> Stream:
             for _ in range(r.plain_length()):
                 sid = _load_raw_id(r)
                 nack = g.pel.get(sid)
-                if nack is None or nack.consumer is not None:
+                if nack is None or nack.consumer is not _UNOWNED:
                     raise _bad()
                 nack.consumer = cons
                 cons.pel[sid] = nack
-        if any(n.consumer is None for n in g.pel.values()):
+        if any(n.consumer is _UNOWNED for n in g.pel.values()):
             raise _bad()
     return s
 
