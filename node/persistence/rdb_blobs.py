@@ -1,4 +1,5 @@
-"""The blob formats inside RDB values (pure): listpack, ziplist, zipmap, intset, LZF.
+"""The blob formats inside RDB values (pure): listpack, ziplist, zipmap, intset, LZF decoding
+(the compressor is lzf.py).
 
 Decoders validate in depth (bounds, back-lengths, declared counts, intset order) and raise
 ``RdbError(ERR_BAD_FORMAT)`` on anything inconsistent; integers come back as decimal bytes.
@@ -282,89 +283,3 @@ def intset_decode(blob: bytes) -> list[bytes]:
     if any(a >= b for a, b in zip(vals, vals[1:], strict=False)):
         raise RdbError(ERR_BAD_FORMAT)
     return [b"%d" % v for v in vals]
-
-
-# --- LZF compression (lzf_c.c as Redis builds it: HLOG 16, VERY_FAST) --------------------
-_LZF_MAX_LIT = 1 << 5
-_LZF_MAX_OFF = 1 << 13
-_LZF_MAX_REF = (1 << 8) + (1 << 3)
-
-
-def lzf_compress(src: bytes, out_len: int) -> bytes | None:
-    """``lzf_compress(src, len, out, out_len)``: the compressed bytes, or None when they would
-    not fit in ``out_len`` bytes (Redis then stores the string as it is)."""
-    n = len(src)
-    if n < 3 or out_len <= 0:
-        return None
-    out = bytearray(out_len + 8)
-    htab = [0] * 65536
-    ip, op, lit = 0, 1, 0
-    tail_checked = False  # the C loop's end: "at most 3 bytes can be missing here"
-    hval = (src[0] << 8) | src[1]
-    while ip < n:
-        if ip < n - 2:
-            hval = ((hval << 8) | src[ip + 2]) & 0xFFFFFFFF
-            slot = ((hval >> 8) - hval * 5) & 0xFFFF
-            ref = htab[slot]
-            htab[slot] = ip
-            off = ip - ref - 1
-            if (0 <= off < _LZF_MAX_OFF and ref > 0 and src[ref + 2] == src[ip + 2]
-                    and src[ref] == src[ip] and src[ref + 1] == src[ip + 1]):
-                length = 2
-                maxlen = min(n - ip - length, _LZF_MAX_REF)
-                if op + 4 >= out_len and op - (0 if lit else 1) + 4 >= out_len:
-                    return None
-                out[op - lit - 1] = (lit - 1) & 0xFF
-                op -= 0 if lit else 1
-                unrolled_all = False
-                if maxlen > 16:
-                    unrolled_all = True
-                    for _ in range(16):
-                        length += 1
-                        if src[ref + length] != src[ip + length]:
-                            unrolled_all = False
-                            break
-                if maxlen <= 16 or unrolled_all:
-                    length += 1
-                    while length < maxlen and src[ref + length] == src[ip + length]:
-                        length += 1
-                length -= 2
-                ip += 1
-                if length < 7:
-                    out[op] = ((off >> 8) + (length << 5)) & 0xFF
-                    op += 1
-                else:
-                    out[op] = ((off >> 8) + (7 << 5)) & 0xFF
-                    out[op + 1] = (length - 7) & 0xFF
-                    op += 2
-                out[op] = off & 0xFF
-                op += 2  # and a new literal run starts
-                lit = 0
-                ip += length + 1
-                if ip < n - 2:
-                    ip -= 2
-                    hval = (src[ip] << 8) | src[ip + 1]
-                    for _ in range(2):
-                        hval = ((hval << 8) | src[ip + 2]) & 0xFFFFFFFF
-                        htab[((hval >> 8) - hval * 5) & 0xFFFF] = ip
-                        ip += 1
-                continue
-            if op >= out_len:
-                return None
-        elif not tail_checked:
-            if op + 3 > out_len:
-                return None
-            tail_checked = True
-        lit += 1
-        out[op] = src[ip]
-        op += 1
-        ip += 1
-        if lit == _LZF_MAX_LIT:
-            out[op - lit - 1] = lit - 1
-            lit = 0
-            op += 1
-    if not tail_checked and op + 3 > out_len:
-        return None
-    out[op - lit - 1] = (lit - 1) & 0xFF
-    op -= 0 if lit else 1
-    return bytes(out[:op])

@@ -436,16 +436,14 @@ def within_radius(s: Shape, entries: list[tuple[float, bytes]],
     lat1r = s.lat * D_R
     lon1r = s.lon * D_R
     cos1 = math.cos(lat1r)
-    sin, asin, sqrt = math.sin, math.asin, math.sqrt
     two_r = 2.0 * EARTH_RADIUS_M
-    known = TRIG.get
-    append = out.append
-    for score, member in entries:
-        lon, lat, lat2r, lon2r, cos2 = known(score) or trig_of(score)
-        u = sin((lat2r - lat1r) / 2)
-        v = sin((lon2r - lon1r) / 2)
-        r = sqrt(u * u + cos1 * cos2 * v * v)
-        d = two_r * (asin(r) if r <= 1.0 else _NAN)
+    for score, member in entries:  # math.* called directly: compiled, each is one C call
+        t = TRIG.get(score)
+        lon, lat, lat2r, lon2r, cos2 = t if t is not None else trig_of(score)
+        u = math.sin((lat2r - lat1r) / 2)
+        v = math.sin((lon2r - lon1r) / 2)
+        r = math.sqrt(u * u + cos1 * cos2 * v * v)
+        d = two_r * (math.asin(r) if r <= 1.0 else _NAN)
         if not d > limit_m:
-            append((d, score, lon, lat, member))
+            out.append((d, score, lon, lat, member))
 

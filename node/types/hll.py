@@ -24,6 +24,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from struct import unpack_from
 
+from mypy_extensions import i64
+
 HDR_SIZE = 16
 P = 14
 Q = 64 - P  # hash bits left for the run of zeroes
@@ -66,10 +68,62 @@ _H0 = [(_SEED ^ (n * _MURMUR_M)) & _MASK64 for n in range(64)]
 _ONE_Q = 1 << Q
 
 
+def _wraps(x: i64) -> bool:
+    """Whether i64 arithmetic wraps around at 2**64, as it does compiled (mypyc: C's int64_t,
+    built with -fwrapv); in pure Python an i64 is an int and never wraps."""
+    y: i64 = x * 4
+    return y == 0
+
+
+_NATIVE_I64 = _wraps(1 << 62)
+_M_I64: i64 = -4132994306676758123  # _MURMUR_M as a signed 64-bit value
+_LOW17: i64 = (1 << 17) - 1  # what is left of a logical shift right by 47
+
+
+def _pat_len_i64(ele: bytes) -> tuple[int, int]:
+    """pat_len in wrapping i64 arithmetic (only where ``_NATIVE_I64``): the same bits,
+    without a big int per step."""
+    n: i64 = len(ele)
+    m = _M_I64
+    h: i64 = _SEED ^ (n * m)
+    end: i64 = n & ~7
+    p: i64 = 0
+    while p < end:
+        k: i64 = (i64(ele[p]) | i64(ele[p + 1]) << 8 | i64(ele[p + 2]) << 16
+                  | i64(ele[p + 3]) << 24 | i64(ele[p + 4]) << 32 | i64(ele[p + 5]) << 40
+                  | i64(ele[p + 6]) << 48 | i64(ele[p + 7]) << 56)
+        k *= m
+        k ^= (k >> 47) & _LOW17
+        k *= m
+        h ^= k
+        h *= m
+        p += 8
+    if n & 7:
+        tail: i64 = 0
+        shift: i64 = 0
+        while p < n:
+            tail |= i64(ele[p]) << shift
+            shift += 8
+            p += 1
+        h ^= tail
+        h *= m
+    h ^= (h >> 47) & _LOW17
+    h *= m
+    h ^= (h >> 47) & _LOW17
+    count: i64 = 1
+    rest: i64 = h >> P  # the low 50 bits are the pattern (bit 50 stops the count)
+    while count <= Q and not rest & 1:
+        count += 1
+        rest >>= 1
+    return int(h & (REGISTERS - 1)), int(count)
+
+
 def pat_len(ele: bytes) -> tuple[int, int]:
     """hllPatLen: (register index, length of the 000..1 pattern of the other 50 bits). The
     hash is ``murmur64a``; for elements under 64 bytes (PFADD's usual) its 8-byte blocks are
     read off one little-endian int, which is faster than unpacking them."""
+    if _NATIVE_I64:
+        return _pat_len_i64(ele)
     n = len(ele)
     if n < 64:
         m = _MURMUR_M

@@ -73,9 +73,9 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
     old = db.lookup(key)
     if (type(old) is bytes and len(old) == hll.DENSE_SIZE and old[4] == hll.DENSE
             and old[:4] == b"HYLL"):  # a valid dense HLL: read, copied only when it grows
-        stored, updated = hll.dense_add(old, argv[2:])
+        grown, updated = hll.dense_add(old, argv[2:])
         if updated:
-            db.set(key, stored, keep_ttl=True)
+            db.set(key, grown, keep_ttl=True)
             db.notify(NOTIFY_STRING, b"pfadd", key)
             c.ks.dirty += updated
         db.mark_raw(key)
@@ -98,7 +98,7 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
             db.mark_raw(key)
         raise CommandError(INVALID_HLL)
     updated += r
-    stored = old
+    stored = old if type(old) is bytes else None
     if updated:
         buf[15] |= 0x80  # HLL_INVALIDATE_CACHE
         stored = bytes(buf)
@@ -216,7 +216,7 @@ def pfdebug(c: Client, argv: list[bytes]) -> bytes:
         if sub == b"todense":
             return ONE if converted else ZERO
         raw = hll.dense_to_raw(v)
-        return b"*%d\r\n" % hll.REGISTERS + b"".join(_INT_REPLY[r] for r in raw)
+        return b"*%d\r\n" % hll.REGISTERS + b"".join(map(_INT_REPLY.__getitem__, raw))
     if sub == b"decode":
         if v[4] != hll.SPARSE:
             raise CommandError(_NOT_SPARSE)

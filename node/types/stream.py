@@ -20,6 +20,8 @@ import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Sequence
 
+from mypy_extensions import mypyc_attr
+
 from slotgate.node.persistence.rdb_blobs import lp_entry
 
 StreamID = tuple[int, int]
@@ -146,6 +148,7 @@ class Nack:
         self.consumer = consumer
 
 
+@mypyc_attr(native_class=False)  # a dict subclass stays a Python class when compiled
 class Pel(dict):  # type: ignore[type-arg]
     """A pending entries list: id -> Nack, with ``ids`` kept in id order (Redis' rax), so
     range reads (XPENDING, XAUTOCLAIM, history reads) never sort the whole list."""

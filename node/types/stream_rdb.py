@@ -9,7 +9,7 @@ deleted id, entries added; then the groups in name order: name, last id, entries
 2**64-1), the PEL (16-byte ids, delivery time as 8 little-endian bytes, delivery count) and the
 consumers in name order (name, seen time, their PEL as bare ids). Strings are written as
 Redis' rdbSaveRawString writes them (integer forms, LZF when it saves 4 bytes or more), so a
-DUMP is byte-identical with redis-server's (up to ``LZF_MAX_STREAM_BYTES``). Anything
+DUMP is byte-identical with redis-server's (in pure Python up to ``LZF_MAX_STREAM_BYTES``). Anything
 inconsistent is ``ERR Bad data format``, never a crash.
 """
 
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from slotgate.node.persistence import rdb
+from slotgate.node.persistence import lzf, rdb
 from slotgate.node.persistence.rdb_blobs import (
     ERR_BAD_FORMAT,
     RdbError,
     listpack_decode,
     listpack_from_entries,
     lp_entry,
-    lzf_compress,
     strict_int,
 )
 from slotgate.node.types.stream import (
@@ -41,6 +40,8 @@ from slotgate.node.types.stream import (
 
 if TYPE_CHECKING:
     from slotgate.node.persistence.rdb import _Reader
+
+_UNOWNED = Consumer(b"", 0)  # the owner of a loaded pending entry until its consumer is read
 
 T_STREAM_LISTPACKS = 15
 T_STREAM_LISTPACKS_2 = 19
@@ -75,16 +76,17 @@ def node_listpack(node: Node) -> bytes:
     return listpack_from_entries(els)
 
 
-# LZF in pure Python runs at 1-7 MB/s: streams whose listpacks add up to more than this are
-# written uncompressed (still loadable everywhere, no longer byte-identical with Redis' DUMP)
+# LZF in pure Python runs at 1-7 MB/s: there, streams whose listpacks add up to more than this
+# are written uncompressed (still loadable everywhere, no longer byte-identical with Redis'
+# DUMP); the compiled build compresses every stream (lzf.COMPILED)
 LZF_MAX_STREAM_BYTES = 256 * 1024
 LZF = {"on": True}  # rdbcompression, kept current by the server's apply_config
 
 
-def _string(b: bytes, lzf: bool = False) -> bytes:
+def _string(b: bytes, compress: bool = False) -> bytes:
     """rdbSaveRawString: an integer form for short numbers, LZF when it saves 4+ bytes."""
-    if lzf and len(b) > 20:
-        packed = lzf_compress(b, len(b) - 4)
+    if compress and len(b) > 20:
+        packed = lzf.lzf_compress(b, len(b) - 4)
         if packed is not None:
             return b"\xc3" + rdb._len_bytes(len(packed)) + rdb._len_bytes(len(b)) + packed
     return rdb._string_bytes(b)
@@ -95,18 +97,19 @@ def _ms(n: int) -> bytes:
 
 
 def encode(s: Stream, limits: object = None) -> bytes:
-    lzf = LZF["on"] and sum(node.nbytes() for node in s.nodes) <= LZF_MAX_STREAM_BYTES
+    packed = LZF["on"] and (lzf.COMPILED
+                             or sum(node.nbytes() for node in s.nodes) <= LZF_MAX_STREAM_BYTES)
     out = [bytes((T_STREAM_LISTPACKS_2,)), rdb._len_bytes(len(s.nodes))]
     for node in s.nodes:
         out.append(_string(_key(node.master)))
-        out.append(_string(node_listpack(node), lzf))
+        out.append(_string(node_listpack(node), packed))
     out.append(rdb._len_bytes(s.length))
     for sid in (s.last_id, s.first_id, s.max_deleted):
         out += [rdb._len_bytes(sid[0]), rdb._len_bytes(sid[1])]
     out.append(rdb._len_bytes(s.entries_added))
     out.append(rdb._len_bytes(len(s.groups)))
     for name, g in sorted(s.groups.items()):
-        out.append(_string(name, lzf))
+        out.append(_string(name, packed))
         out += [rdb._len_bytes(g.last_id[0]), rdb._len_bytes(g.last_id[1]),
                 rdb._len_bytes(g.entries_read & U64)]
         pel = g.pel.ids
@@ -116,7 +119,7 @@ def encode(s: Stream, limits: object = None) -> bytes:
             out += [_key(sid), _ms(nack.delivery_ms), rdb._len_bytes(nack.count)]
         out.append(rdb._len_bytes(len(g.consumers)))
         for cname, cons in sorted(g.consumers.items()):
-            out += [_string(cname, lzf), _ms(cons.seen_ms), rdb._len_bytes(len(cons.pel))]
+            out += [_string(cname, packed), _ms(cons.seen_ms), rdb._len_bytes(len(cons.pel))]
             out += [_key(sid) for sid in cons.pel.ids]
     return b"".join(out)
 
@@ -230,7 +233,7 @@ def _decode(r: _Reader, v2: bool) -> Stream:
         for _ in range(r.plain_length()):
             sid = _load_raw_id(r)
             when = int.from_bytes(r.take(8), "little", signed=True)
-            g.pel[sid] = Nack(None, when, r.plain_length())  # type: ignore[arg-type]
+            g.pel[sid] = Nack(_UNOWNED, when, r.plain_length())
         for _ in range(r.plain_length()):
             cname = r.string()
             seen = int.from_bytes(r.take(8), "little", signed=True)
@@ -240,11 +243,11 @@ def _decode(r: _Reader, v2: bool) -> Stream:
             for _ in range(r.plain_length()):
                 sid = _load_raw_id(r)
                 nack = g.pel.get(sid)
-                if nack is None or nack.consumer is not None:
+                if nack is None or nack.consumer is not _UNOWNED:
                     raise _bad()
                 nack.consumer = cons
                 cons.pel[sid] = nack
-        if any(n.consumer is None for n in g.pel.values()):
+        if any(n.consumer is _UNOWNED for n in g.pel.values()):
             raise _bad()
     return s
 

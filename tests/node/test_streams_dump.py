@@ -10,8 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hiredis
+import pytest
+import redis
 
-from slotgate.node.persistence import rdb
+from slotgate.node.persistence import lzf, rdb
+from slotgate.node.types.stream_rdb import LZF_MAX_STREAM_BYTES
 from tests.node.diff import Pair
 from tests.support import ManagedProcess, RawClient, running, slotgate_node, wait_until
 
@@ -82,6 +85,37 @@ def test_payloads_restore_across_servers(diff_pair: Pair) -> None:
     finally:
         ours.close()
         real.close()
+
+
+@pytest.mark.skipif(not lzf.COMPILED, reason="pure Python compresses streams up to 256 KB only")
+def test_large_stream_dump_is_redis_bytes(diff_pair: Pair) -> None:
+    """A stream of more than LZF_MAX_STREAM_BYTES of listpacks (and a group): the compiled
+    build LZF-compresses every listpack as Redis does, so the DUMP is redis-server's."""
+    rng = random.Random(5)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"%d" % rng.getrandbits(40)]
+    conns = [redis.Redis(port=port) for port in (diff_pair.ours_port, diff_pair.real_port)]
+    try:
+        entries = []
+        for i in range(1, 3001):
+            value = b" ".join(rng.choice(words) + b"%d" % rng.randrange(1000) for _ in range(14))
+            entries.append((f"{i}-{i % 3}", {b"f%d" % (i % 5): value, b"n": b"%d" % i}))
+        for r in conns:
+            r.delete("huge")
+            pipe = r.pipeline(transaction=False)
+            for sid, fields in entries:
+                pipe.xadd("huge", fields, id=sid)
+            pipe.xgroup_create("huge", "readers", id="1500-0")
+            pipe.execute()
+        mine, theirs = (r.dump("huge") for r in conns)
+        assert mine is not None and theirs is not None
+        assert len(theirs) > LZF_MAX_STREAM_BYTES // 2  # compressed, yet large
+        assert mine == theirs
+        assert conns[0].restore("huge:r", 0, theirs) and conns[1].restore("huge:r", 0, mine)
+        assert conns[0].xlen("huge:r") == conns[1].xlen("huge:r") == 3000
+    finally:
+        for r in conns:
+            r.delete("huge", "huge:r")
+            r.close()
 
 
 def test_damaged_payloads_are_refused(diff_pair: Pair) -> None:

@@ -2,16 +2,18 @@
 
 5 writers XADD entries to 4 streams (each in a slot of its own); 10 consumers of one group per
 stream read them with XREADGROUP ... BLOCK and XACK each batch. Meanwhile the slot of one
-stream migrates to another master (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), so
-reads and writes meet ASK, then MOVED, and blocked reads wait on a key that goes away. In the
-end every entry written was delivered to exactly one consumer and acknowledged once, no
-entry stays pending and every stream holds what was written. Runs against a real redis-server
-cluster and our nodes (the ``slotgate`` fixture); like test_redirects.py, it restores no
-topology.
+stream migrates to another master, either step by step from the test (SETSLOT
+IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE: reads and writes meet ASK, then MOVED, and blocked
+reads wait on a key that goes away) or by the real ``redis-cli --cluster reshard`` of that one
+slot while the writers and consumers run. In the end every entry written was delivered to
+exactly one consumer and acknowledged once, no entry stays pending and every stream holds what
+was written. Runs against a real redis-server cluster and our nodes (the ``slotgate``
+fixture); like test_redirects.py, it restores no topology.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import uuid
@@ -30,7 +32,7 @@ from tests.proxy.test_redirects import (
     open_migration,
     slot_owner,
 )
-from tests.support import ManagedProcess, RawClient, wait_blocked
+from tests.support import REDIS_CLI, ManagedProcess, RawClient, redis_cli, wait_blocked, wait_until
 
 STREAMS = 4
 WRITERS = 5
@@ -44,11 +46,16 @@ BLOCK_MS = 100
 DEADLINE_S = {10_000: 120.0, 100_000: 600.0}
 
 
-def stream_keys() -> list[str]:
-    """STREAMS keys of this run, each in a slot of its own."""
+def stream_keys(first_slot: int | None = None) -> list[str]:
+    """STREAMS keys of this run, each in a slot of its own (the first in ``first_slot`` when
+    given)."""
     prefix = f"xc{uuid.uuid4().hex[:6]}"
     keys: list[str] = []
     slots: set[int] = set()
+    if first_slot is not None:
+        tag = next(str(t) for t in range(1 << 20) if key_slot(str(t).encode()) == first_slot)
+        keys.append(f"{{{tag}}}:{prefix}")
+        slots.add(first_slot)
     i = 0
     while len(keys) < STREAMS:
         key = f"{prefix}:{i}"
@@ -197,10 +204,54 @@ def move_slot_during(run: Run, backend: ClusterBackend) -> tuple[ManagedProcess,
     return src, dst
 
 
+def lowest_slot(backend: ClusterBackend, node: ManagedProcess) -> int | None:
+    """The lowest slot ``node`` owns (what ``redis-cli --cluster reshard`` moves first)."""
+    spans = node.client().execute_command("CLUSTER", "SLOTS")
+    owned = [int(e[0]) for e in spans if int(e[2][1]) == node.port]
+    return min(owned) if owned else None
+
+
+def cluster_agrees(backend: ClusterBackend) -> bool:
+    out = redis_cli("--cluster", "check", f"127.0.0.1:{backend.ports[0]}", check=False).stdout
+    return ("[OK] All nodes agree about slots configuration." in out
+            and "[WARNING]" not in out and "[ERR]" not in out)
+
+
+def reshard_slot_during(run: Run, backend: ClusterBackend, src: ManagedProcess,
+                        dst: ManagedProcess) -> None:
+    """Once the first third is processed, ``redis-cli --cluster reshard`` moves the first
+    key's slot (the lowest of ``src``) to ``dst`` while the writers write the rest."""
+    wait_processed(run, phase_total(run.total, 0), "the first third processed")
+    tool = subprocess.Popen(
+        [REDIS_CLI, "--cluster", "reshard", f"127.0.0.1:{src.port}", "--cluster-from",
+         myid(src), "--cluster-to", myid(dst), "--cluster-slots", "1", "--cluster-yes"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for gate in run.gates:
+            gate.set()
+        out, _ = tool.communicate(timeout=max(1.0, run.deadline - time.monotonic()))
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+    assert tool.returncode == 0 and "[ERR]" not in out, out[-2000:]
+    assert f"Moving slot {key_slot(run.keys[0].encode())} from" in out, out[-2000:]
+
+
 @pytest.mark.parametrize("total", [10_000, pytest.param(100_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("move", ["setslot", "reshard"])
 def test_consumer_group_while_slot_moves(slotgate: ManagedProcess,
-                                         cluster_backend: ClusterBackend, total: int) -> None:
-    keys = stream_keys()
+                                         cluster_backend: ClusterBackend, move: str,
+                                         total: int) -> None:
+    if move == "reshard":  # the tool refuses a cluster whose nodes do not agree yet
+        wait_until(lambda: cluster_agrees(cluster_backend), timeout_s=60,
+                   what="the cluster's nodes agree")
+        src = next(m for m in masters(cluster_backend)
+                   if lowest_slot(cluster_backend, m) is not None)
+        dst = next(m for m in masters(cluster_backend) if m is not src)
+        keys = stream_keys(lowest_slot(cluster_backend, src))
+    else:
+        keys = stream_keys()
     admin = slotgate.client(socket_timeout=30)
     for key in keys:
         assert admin.xgroup_create(key, GROUP, id="$", mkstream=True) is True
@@ -213,7 +264,10 @@ def test_consumer_group_while_slot_moves(slotgate: ManagedProcess,
     for th in consumers + writers:
         th.start()
     try:
-        src, dst = move_slot_during(run, cluster_backend)
+        if move == "reshard":
+            reshard_slot_during(run, cluster_backend, src, dst)
+        else:
+            src, dst = move_slot_during(run, cluster_backend)
         for th in writers:
             th.join(max(0.0, run.deadline - time.monotonic()))
         run.writers_done.set()
@@ -227,7 +281,7 @@ def test_consumer_group_while_slot_moves(slotgate: ManagedProcess,
     assert not any(th.is_alive() for th in writers + consumers), "a thread hung"
     assert run.errors == [], run.errors[:5]
     print(f"{cluster_backend.kind}: {total} entries in {elapsed_s:.1f}s; slot of {keys[0]} "
-          f"moved {src.port}->{dst.port}")
+          f"moved {src.port}->{dst.port} ({move})")
 
     assert sum(len(v) for v in run.written.values()) == total
     for key in keys:
