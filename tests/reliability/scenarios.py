@@ -361,7 +361,8 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
         try:
             time.sleep(settle_s)  # the workload runs undisturbed first (part of the scenario)
             cut_s = time.monotonic()
-            fault.apply(cluster, victim)
+            with net.batch():  # every rule of the fault at once
+                fault.apply(cluster, victim)
             time.sleep(hold_s or fault.hold_s)  # the fault lasts this long (the scenario)
             cluster.heal()
             heal_s = time.monotonic()
