@@ -239,6 +239,7 @@ class Fault:
     modes: tuple[str, ...] = ("proxy", "cluster")  # the clients it means something for
     durable: bool = False  # every write followed by WAIT 1 (acknowledged once a replica has it)
     small_disk: bool = False  # the victim's directory is a small tmpfs
+    after_heal: Callable[[NetCluster], None] | None = None  # once healed, before the wait
 
 
 def _isolate(cluster: NetCluster, victim: str) -> None:
@@ -259,6 +260,27 @@ def _cascade(cluster: NetCluster, victim: str) -> None:
     for node in NODES:
         cluster.restart(node)
         cluster.wait_healthy(120)
+
+
+RESHARD_SLOTS = 1000
+RESHARD_RATE = 100  # slots a second at most: the move takes 10 s or more, the cut comes 1 s in
+
+
+def _reshard_then_cut(which: str) -> Callable[[NetCluster, str], None]:
+    """A reshard from the victim to the next master, then the source (or the target) cut off
+    from every other node and from the reshard's own namespace while it runs: its replica is
+    elected, the reshard fails (or is stopped, see NetCluster.finish_reshard)."""
+    def apply(cluster: NetCluster, victim: str) -> None:
+        target = sorted(cluster.masters())[1]
+        cluster.start_reshard(victim, target, RESHARD_SLOTS, RESHARD_RATE)
+        time.sleep(1.0)  # slots are moving now (the scenario)
+        cut = victim if which == "source" else target
+        cluster.net.cut([cut], [*(n for n in NODES if n != cut), "ctl"])
+    return apply
+
+
+def _fix_slots(cluster: NetCluster) -> None:
+    cluster.finish_reshard()
 
 
 def _fill_disk(cluster: NetCluster, victim: str) -> None:
@@ -319,6 +341,15 @@ FAULTS = {
         Fault("proxy-minority", "the proxy cut off together with a master from every other "
               "node (the clients still reach the proxy) for 8 s, then healed",
               _proxy_minority, 8.0, modes=("proxy",)),
+        Fault("reshard-source-failover", f"{RESHARD_SLOTS} slots moving from a master to "
+              f"another (at most {RESHARD_RATE} a second, `slotgate cluster reshard`), the "
+              "source cut off from every other node and from the reshard 1 s into the move, "
+              "for 8 s (its replica is elected, "
+              "the move fails); once healed, `slotgate cluster fix` closes the open slots "
+              "(durable writes)", _reshard_then_cut("source"), 8.0, (), None, durable=True,
+              after_heal=_fix_slots),
+        Fault("reshard-target-failover", "the same with the target cut off",
+              _reshard_then_cut("target"), 8.0, (), None, durable=True, after_heal=_fix_slots),
         Fault("proxy-restart", "the proxy stopped (SIGTERM: it drains) and started again "
               "under load; its clients reconnect", _restart_proxy, 2.0, (), False,
               modes=("proxy",)),
@@ -366,6 +397,8 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
             time.sleep(hold_s or fault.hold_s)  # the fault lasts this long (the scenario)
             cluster.heal()
             heal_s = time.monotonic()
+            if fault.after_heal is not None:
+                fault.after_heal(cluster)
             out.healthy_after_heal_s = round(cluster.wait_healthy(90), 2)
             time.sleep(settle_s)  # the workload runs on the healed cluster (the scenario)
         finally:
