@@ -260,7 +260,11 @@ class NetCluster:
                 log.write(r.stdout + r.stderr + f"exit {r.returncode}\n")
             return r.returncode == 0
 
-        wait_until(fixed, 120, "slotgate cluster fix exiting 0", interval_s=1.0)
+        def last_words() -> str:
+            lines = (d / "fix.log").read_text(errors="replace").strip().splitlines()
+            return "slotgate cluster fix exiting 0; it said: " + " / ".join(lines[-3:])
+
+        wait_until(fixed, 120, last_words, interval_s=1.0)
         return (d / "reshard.log").read_text(errors="replace") + (d / "fix.log").read_text()
 
     def fill_disk(self, node: str) -> None:
