@@ -36,6 +36,7 @@ from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK
 from slotgate.node.core.errors import CommandError
 from slotgate.node.persistence import snapshot
+from slotgate.node.persistence.aof_write import AofWriter
 from slotgate.node.persistence.loading import Loader, PersistenceError
 from slotgate.node.replication.apply import encode, select_cmd
 from slotgate.protocol.resp import simple
@@ -67,13 +68,6 @@ def _fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 class Child:
@@ -228,7 +222,7 @@ class Persistence:
         self.aof_rewrite_failures = 0
         self.aof_last_rewrite_ok = True
         self.aof_last_rewrite_time_s = -1
-        self.aof_last_write_ok = True
+        self.aof_writer = AofWriter(server)  # aof_last_write_status, MISCONF (aof_write.py)
         self.fsync_policy = str(self.cfg.get("appendfsync"))
         self.save_params: list[tuple[int, int]] = []
 
@@ -349,18 +343,11 @@ class Persistence:
         if db_index != aof.selected_db:
             data = select_cmd(db_index) + data
             aof.selected_db = db_index
-        try:
-            _write_all(aof.fd, data)
-            if self.fsync_policy == "always":
-                os.fsync(aof.fd)
-            else:
-                aof.unsynced = True
-            self.aof_last_write_ok = True
-        except OSError as exc:
-            self.aof_last_write_ok = False
-            log.warning("Error writing to the AOF file: %s", exc)
-            return
-        aof.current_size += len(data)
+        always = self.fsync_policy == "always"
+        grown = self.aof_writer.append(aof.fd, data, always)
+        if grown:
+            aof.current_size += grown
+            aof.unsynced = not always
 
     def _start_aof_at_runtime(self) -> None:
         """CONFIG SET appendonly yes: a new incr file now; the manifest names it once the
@@ -378,6 +365,7 @@ class Persistence:
     def _stop_aof(self) -> None:
         aof = self.aof
         self.aof = None
+        self.aof_writer.reset()
         if aof is not None:
             aof.close()
         if self.feed in self.ks.propagate_hooks:
@@ -500,6 +488,11 @@ class Persistence:
             await trio.sleep(CRON_INTERVAL_S)
             self.cron()
             aof = self.aof
+            if aof is not None and aof.fd is not None and self.aof_writer.kept:
+                always = self.fsync_policy == "always"
+                grown = self.aof_writer.retry(aof.fd, always)
+                aof.current_size += grown
+                aof.unsynced = aof.unsynced or (bool(grown) and not always)
             now = time.monotonic()
             if aof is not None and aof.unsynced and self.fsync_policy == "everysec" \
                     and now - last_fsync >= 1.0:
@@ -589,7 +582,7 @@ class Persistence:
             ("aof_last_bgrewrite_status", "ok" if self.aof_last_rewrite_ok else "err"),
             ("aof_rewrites", self.aof_rewrites),
             ("aof_rewrites_consecutive_failures", self.aof_rewrite_failures),
-            ("aof_last_write_status", "ok" if self.aof_last_write_ok else "err"),
+            ("aof_last_write_status", "ok" if self.aof_writer.ok else "err"),
             ("aof_last_cow_size", 0), ("module_fork_in_progress", 0),
             ("module_fork_last_cow_size", 0),
         ]

@@ -66,6 +66,7 @@ class NetCluster:
         self.proxy_yaml = ""
         self.nodes: dict[str, subprocess.Popen[bytes]] = {}
         self.argvs: dict[str, list[str]] = {}
+        self.reshard: subprocess.Popen[bytes] | None = None  # start_reshard's CLI
 
     # -- reaching nodes (from the ctl namespace) ------------------------------------------------
     def in_ctl(self, fn: Callable[..., T], *args: Any, timeout_s: float = 60.0) -> T:
@@ -223,6 +224,48 @@ class NetCluster:
             os.kill(self.relays[node], signal.SIGUSR1 if on else signal.SIGUSR2)
         elif on:
             self.net.delay(node, SLOW_DELAY_MS)
+
+    def start_reshard(self, source: str, target: str, slots: int, rate: int) -> None:
+        """``slotgate cluster reshard`` of ``slots`` slots from ``source`` to ``target`` (at
+        most ``rate`` a second, MIGRATE timeout 2 s), started in the ctl namespace; it runs
+        on while the caller does what it wants to it (:meth:`finish_reshard`)."""
+        ids = {n: self.ask(n, "CLUSTER", "MYID").decode() for n in (source, target)}
+        d = self.workdir / "reshard"
+        d.mkdir(parents=True, exist_ok=True)
+        self.reshard = self.net.start(self.net.ns("ctl"), [
+            str(Path(sys.executable).parent / "slotgate"), "cluster", "reshard",
+            f"{self.net.address(source)}:{NODE_PORT}", "--from", ids[source], "--to",
+            ids[target], "--slots", str(slots), "--rate", str(rate), "--timeout", "2000",
+            "--yes"], cwd=d, log=d / "reshard.log")
+        wait_until(lambda: "Moving " in (d / "reshard.log").read_text(errors="replace"), 60,
+                   "the reshard under way", interval_s=0.1)
+
+    def finish_reshard(self) -> str:
+        """The reshard waited for (stopped after 30 s), then ``slotgate cluster fix`` run
+        until it exits 0 (an election may still be under way at first); what both printed."""
+        proc = self.reshard
+        assert proc is not None
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait(10)
+        d = self.workdir / "reshard"
+        fixer = [str(Path(sys.executable).parent / "slotgate"), "cluster", "fix",
+                 f"{self.net.address('n1')}:{NODE_PORT}"]
+
+        def fixed() -> bool:
+            r = self.net.run(self.net.ns("ctl"), fixer, timeout_s=120, cwd=d)
+            with open(d / "fix.log", "a") as log:
+                log.write(r.stdout + r.stderr + f"exit {r.returncode}\n")
+            return r.returncode == 0
+
+        def last_words() -> str:
+            lines = (d / "fix.log").read_text(errors="replace").strip().splitlines()
+            return "slotgate cluster fix exiting 0; it said: " + " / ".join(lines[-3:])
+
+        wait_until(fixed, 120, last_words, interval_s=1.0)
+        return (d / "reshard.log").read_text(errors="replace") + (d / "fix.log").read_text()
 
     def fill_disk(self, node: str) -> None:
         """``node``'s small disk filled up (a ballast file written until ENOSPC)."""

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,9 +49,12 @@ OP_PAUSE_S = 0.01
 PROBE_EVERY_S = 0.1
 WAIT_MS = 1000
 LOSS_PERCENT = 30
-UNKNOWN_FATE = "may or may not have been applied"  # the proxy's error for a write in flight
+# the proxy's errors for a write in flight, and for a durable write its replicas did not
+# acknowledge (it ran on the master)
+UNKNOWN_FATE = ("may or may not have been applied", "slotgate: write applied on")
 MODES = ("proxy", "cluster")
 PROXY_YAML = 'backend:\n  command_timeout: "2s"\nretry:\n  deadline: "3s"\n'
+PROXY_DURABLE_YAML = f'writes:\n  durable_writes: 1\n  durable_timeout: "{WAIT_MS}ms"\n'
 
 
 class NotReplicated(Exception):
@@ -62,7 +65,7 @@ def judge(exc: BaseException) -> Status:
     """A refusal (an error reply) means the command did not run; a timeout or a lost
     connection, the proxy's own unknown-fate error and a durable write no replica
     acknowledged mean it may have."""
-    if isinstance(exc, redis.ResponseError) and UNKNOWN_FATE not in str(exc):
+    if isinstance(exc, redis.ResponseError) and not any(s in str(exc) for s in UNKNOWN_FATE):
         return "fail"
     return "info"
 
@@ -167,8 +170,8 @@ class Workload:
 
     def _write(self, c: Any, *command: str) -> Callable[[], object]:
         """The write; when durable, followed by WAIT 1 on the key's master (cluster client),
-        and acknowledged only if a replica has it."""
-        if not self.durable:
+        and acknowledged only if a replica has it (the proxy does so itself: durable_writes)."""
+        if not self.durable or self.mode == "proxy":
             return partial(c.execute_command, *command)
 
         def durable() -> object:
@@ -236,10 +239,15 @@ class Fault:
     modes: tuple[str, ...] = ("proxy", "cluster")  # the clients it means something for
     durable: bool = False  # every write followed by WAIT 1 (acknowledged once a replica has it)
     small_disk: bool = False  # the victim's directory is a small tmpfs
+    after_heal: Callable[[NetCluster], None] | None = None  # once healed, before the wait
 
 
 def _isolate(cluster: NetCluster, victim: str) -> None:
     cluster.net.cut([victim], [n for n in NODES if n != victim])
+
+
+def _proxy_minority(cluster: NetCluster, victim: str) -> None:
+    cluster.net.cut([victim, "proxy"], [n for n in NODES if n != victim])
 
 
 def _two_masters(cluster: NetCluster, victim: str) -> None:
@@ -252,6 +260,27 @@ def _cascade(cluster: NetCluster, victim: str) -> None:
     for node in NODES:
         cluster.restart(node)
         cluster.wait_healthy(120)
+
+
+RESHARD_SLOTS = 1000
+RESHARD_RATE = 100  # slots a second at most: the move takes 10 s or more, the cut comes 1 s in
+
+
+def _reshard_then_cut(which: str) -> Callable[[NetCluster, str], None]:
+    """A reshard from the victim to the next master, then the source (or the target) cut off
+    from every other node and from the reshard's own namespace while it runs: its replica is
+    elected, the reshard fails (or is stopped, see NetCluster.finish_reshard)."""
+    def apply(cluster: NetCluster, victim: str) -> None:
+        target = sorted(cluster.masters())[1]
+        cluster.start_reshard(victim, target, RESHARD_SLOTS, RESHARD_RATE)
+        time.sleep(1.0)  # slots are moving now (the scenario)
+        cut = victim if which == "source" else target
+        cluster.net.cut([cut], [*(n for n in NODES if n != cut), "ctl"])
+    return apply
+
+
+def _fix_slots(cluster: NetCluster) -> None:
+    cluster.finish_reshard()
 
 
 def _fill_disk(cluster: NetCluster, victim: str) -> None:
@@ -286,10 +315,10 @@ FAULTS = {
               "reach it) for 8 s, then healed", _isolate, 8.0),
         Fault("minority-master-minrep", "the same with min-replicas-to-write 1 "
               "(min-replicas-max-lag 1)", _isolate, 8.0, MIN_REPLICAS),
-        Fault("minority-master-wait", "the same with min-replicas-to-write 1, every write "
-              f"followed by WAIT 1 {WAIT_MS} on its master (acknowledged only once the replica "
-              "has it; cluster client only: the proxy has no WAIT yet)", _isolate, 8.0,
-              MIN_REPLICAS, modes=("cluster",), durable=True),
+        Fault("minority-master-wait", "the same with min-replicas-to-write 1 and durable "
+              "writes: acknowledged only once the replica has it (the cluster client follows "
+              f"every write with WAIT 1 {WAIT_MS} on its master; the proxy runs with "
+              "writes.durable_writes: 1)", _isolate, 8.0, MIN_REPLICAS, durable=True),
         Fault("short-cut", "a master cut off for half of node_timeout (no failover due), "
               "then healed", _isolate, 1.0, (), False),
         Fault("bus-one-way", "a master's own links to every other node's bus cut (theirs to "
@@ -309,11 +338,36 @@ FAULTS = {
         Fault("disk-full", "a master's data directory (appendonly yes, on a 4 MB tmpfs of "
               "its own) filled up for 6 s, then space freed", _fill_disk, 6.0,
               ("--appendonly", "yes"), False, small_disk=True),
+        Fault("proxy-minority", "the proxy cut off together with a master from every other "
+              "node (the clients still reach the proxy) for 8 s, then healed",
+              _proxy_minority, 8.0, modes=("proxy",)),
+        Fault("reshard-source-failover", f"{RESHARD_SLOTS} slots moving from a master to "
+              f"another (at most {RESHARD_RATE} a second, `slotgate cluster reshard`), the "
+              "source cut off from every other node and from the reshard 1 s into the move, "
+              "for 8 s (its replica is elected, "
+              "the move fails); once healed, `slotgate cluster fix` closes the open slots "
+              "(durable writes)", _reshard_then_cut("source"), 8.0, (), None, durable=True,
+              after_heal=_fix_slots),
+        Fault("reshard-target-failover", "the same with the target cut off",
+              _reshard_then_cut("target"), 8.0, (), None, durable=True, after_heal=_fix_slots),
         Fault("proxy-restart", "the proxy stopped (SIGTERM: it drains) and started again "
               "under load; its clients reconnect", _restart_proxy, 2.0, (), False,
               modes=("proxy",)),
     )
 }
+
+
+
+def _durable(base: str) -> Fault:
+    f = FAULTS[base]
+    return replace(f, name=f"{base}-durable", extra=(*f.extra, *MIN_REPLICAS), durable=True,
+                   describe=f"`{base}` with min-replicas-to-write 1 and durable writes (as "
+                   "`minority-master-wait`)")
+
+
+# every partition scenario again with the defences on: nothing acknowledged may be lost
+FAULTS.update((f.name, f) for f in map(_durable, (
+    "short-cut", "bus-one-way", "lossy-links", "two-masters", "proxy-minority")))
 
 
 def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str,
@@ -329,7 +383,7 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
     try:
         cluster.start()
         if mode == "proxy":
-            cluster.start_proxy(PROXY_YAML)
+            cluster.start_proxy(PROXY_YAML + (PROXY_DURABLE_YAML if fault.durable else ""))
         victim = sorted(cluster.masters())[0]
         assert victim == "n1" or not (relayed or fault.small_disk), cluster.masters()
         victim_slots = cluster.slots_of(victim)
@@ -338,10 +392,13 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
         try:
             time.sleep(settle_s)  # the workload runs undisturbed first (part of the scenario)
             cut_s = time.monotonic()
-            fault.apply(cluster, victim)
+            with net.batch():  # every rule of the fault at once
+                fault.apply(cluster, victim)
             time.sleep(hold_s or fault.hold_s)  # the fault lasts this long (the scenario)
             cluster.heal()
             heal_s = time.monotonic()
+            if fault.after_heal is not None:
+                fault.after_heal(cluster)
             out.healthy_after_heal_s = round(cluster.wait_healthy(90), 2)
             time.sleep(settle_s)  # the workload runs on the healed cluster (the scenario)
         finally:

@@ -25,8 +25,6 @@ from tests.reliability.scenarios import FAULTS, run_scenario
 
 NODE_TIMEOUT_MS = 2000
 CI = {("minority-master", "ours", "proxy")}
-NO_MISCONF = ("the bundled node notes a failed AOF write (aof_last_write_status:err) but keeps "
-              "accepting writes; redis-server answers -MISCONF until a write succeeds again")
 
 
 def cases() -> list[Any]:
@@ -35,8 +33,6 @@ def cases() -> list[Any]:
         for kind in KINDS:
             for mode in FAULTS[fault].modes:
                 marks = [] if (fault, kind, mode) in CI else [pytest.mark.slow]
-                if fault == "disk-full" and kind == "ours":
-                    marks.append(pytest.mark.xfail(strict=True, reason=NO_MISCONF))
                 out.append(pytest.param(fault, kind, mode, marks=marks,
                                         id=f"{fault}-{kind}-{mode}"))
     return out
