@@ -11,13 +11,11 @@ side (the same steps to both, at the same time):
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from slotgate.node.cluster import bus
-from tests.node.test_busy_script import BUSY_EVAL, LOOP, Background, _wait_busy
+from tests.node.test_busy_script import BUSY_EVAL, LOOP, Background, _wait_busy, side_by_side
 from tests.support import (
     ManagedProcess,
     RawClient,
@@ -29,36 +27,19 @@ from tests.support import (
 )
 
 THRESHOLD = ["--busy-reply-threshold", "200"]
-KINDS = ("ours", "real")
 KILLED = b"-ERR Script killed by user with SCRIPT KILL... script: "
+
+
+def _head(reply: bytes | Exception) -> bytes:
+    """The start of a killed script's reply (its sha and line follow)."""
+    assert isinstance(reply, bytes), reply
+    return reply[: len(KILLED)]
 
 
 def _server(kind: str, workdir: Path, cluster: bool = False) -> ManagedProcess:
     if kind == "ours":
         return slotgate_node(workdir, cluster=cluster, extra=THRESHOLD)
     return redis_server(workdir, cluster=cluster, extra=THRESHOLD)
-
-
-def _side_by_side(steps: Callable[[str], list[object]]) -> dict[str, list[object]]:
-    """``steps(kind)`` for both kinds at once (each waits for its own script); the
-    transcripts by kind."""
-    out: dict[str, list[object]] = {}
-    errors: list[BaseException] = []
-
-    def run(kind: str) -> None:
-        try:
-            out[kind] = steps(kind)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in KINDS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(90)
-    if errors:
-        raise errors[0]
-    return out
 
 
 def test_replica_does_not_serve_its_master_while_busy(tmp_path: Path) -> None:
@@ -73,13 +54,13 @@ def test_replica_does_not_serve_its_master_while_busy(tmp_path: Path) -> None:
             _wait_busy(r, BUSY_EVAL)
             seen: list[object] = [m.call("SET", "k", "v"), m.call("WAIT", "1", "500")]
             seen.append(r.call("GET", "k"))  # still busy: the script runs on
-            seen += [r.call("SCRIPT", "KILL"), script.result()[: len(KILLED)]]
+            seen += [r.call("SCRIPT", "KILL"), _head(script.result())]
             wait_until(lambda: r.call("GET", "k") == b"$1\r\nv\r\n", 30,
                        f"{kind} replica applying the write after the script")
             seen.append(m.call("WAIT", "1", "10000"))
             return seen
 
-    got = _side_by_side(steps)
+    got = side_by_side(steps)
     assert got["ours"] == got["real"]
     assert got["ours"] == [b"+OK\r\n", b":0\r\n", BUSY_EVAL, b"+OK\r\n", KILLED, b":1\r\n"]
 
@@ -122,10 +103,10 @@ def test_cluster_bus_served_while_busy(tmp_path: Path) -> None:
                 with socket.create_connection(("127.0.0.1", bus_port), timeout=10) as new:
                     seen.append(_pong_within(new, 10))
                     seen.append(other.call("PING"))  # the script was running all along
-                    seen += [other.call("SCRIPT", "KILL"), script.result()[: len(KILLED)]]
+                    seen += [other.call("SCRIPT", "KILL"), _head(script.result())]
                     seen.append(_pong_within(new, 10))
             return seen
 
-    got = _side_by_side(steps)
+    got = side_by_side(steps)
     assert got["ours"] == got["real"]
     assert got["ours"] == [True, True, True, BUSY_EVAL, b"+OK\r\n", KILLED, True]
