@@ -96,28 +96,34 @@ class Script:
     is_function: bool = False  # a library's function (FCALL): called with (keys, args)
 
 
-@dataclass
 class Run:
-    """The state of the running script (Redis' scriptRunCtx)."""
+    """The state of the running script (Redis' scriptRunCtx). (A plain class: the compiled
+    build makes a dataclass's ``__init__`` an interpreted one, a cost paid on every run.)"""
 
-    caller: Client
-    sha: str
-    flags: int
-    read_only: bool
-    slot: int  # the slot of the declared keys (-1: none), then of the first key touched
-    cross_slot_ok: bool  # a script without shebang, or flag allow-cross-slot-keys
-    resp: int = 2
-    repl: int = REPL_ALL
-    wrote: bool = False
-    acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
-    keys: list[bytes] | None = None  # the declared keys (client tracking remembers them)
-    # a long run (node/scripting/busy.py): started at (monotonic ns), past
-    # busy-reply-threshold, marked by SCRIPT/FUNCTION KILL, the command check refusing others
-    start_ns: int = 0
-    timed_out: bool = False
-    killed: bool = False
-    busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
-    argv: list[bytes] | None = None  # the caller's command (FUNCTION STATS shows it)
+    def __init__(self, caller: Client, sha: str, flags: int, read_only: bool, slot: int,
+                 cross_slot_ok: bool, keys: list[bytes] | None = None, start_ns: int = 0,
+                 argv: list[bytes] | None = None) -> None:
+        self.caller = caller
+        self.sha = sha
+        self.flags = flags
+        self.read_only = read_only
+        # the slot of the declared keys (-1: none), then of the first key touched
+        self.slot = slot
+        self.cross_slot_ok = cross_slot_ok  # a script without shebang, or allow-cross-slot-keys
+        self.resp = 2
+        self.repl = REPL_ALL
+        self.wrote = False
+        # the caller's user may be refused commands (else the check is skipped)
+        self.acl_checked = True
+        self.keys = keys  # the declared keys (client tracking remembers them)
+        # a long run (node/scripting/busy.py): started at (monotonic ns), past
+        # busy-reply-threshold, marked by SCRIPT/FUNCTION KILL, the command check refusing
+        # others
+        self.start_ns = start_ns
+        self.timed_out = False
+        self.killed = False
+        self.busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+        self.argv = argv  # the caller's command (FUNCTION STATS shows it)
 
 
 class ScriptEngine:
