@@ -6,8 +6,9 @@ byte stream into messages (``bus.FrameReader``), feeds them to the engine, runs 
 ``before_sleep`` (state update + nodes.conf save) before anything is written, and drains
 ``Link.out`` in one writer task per link. A framing error or any socket error closes that
 link only; the engine's cron reconnects outbound links. While a long command blocks the node
-(a busy script), ``serve_while_blocked`` reads and writes the open links without waiting, as
-Redis serves its bus then: a peer's PING is still answered.
+(a busy script), ``serve_while_blocked`` reads and writes the open links without waiting, and
+accepts new inbound links (their task starts once the node is free again), as Redis serves its
+bus then: a peer's PING is still answered, on an old or a new connection.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ log = logging.getLogger("node.cluster")
 
 RECV_SIZE = 64 * 1024  # bytes per recv
 BUS_LISTEN_BACKLOG = 511  # as Redis' cluster bus listener
+ACCEPTS_WHILE_BLOCKED = 16  # new inbound links taken per listener and pass while blocked
 
 
 class Transport:
@@ -44,6 +46,7 @@ class Transport:
         self._pending: list[Link] = []
         # the open links' descriptors and frame readers (serve_while_blocked reads them too)
         self._live: dict[Link, tuple[int, bus.FrameReader]] = {}
+        self._listeners: list[_stdsocket.socket] = []  # the bus listening sockets (non-blocking)
 
     # hooks the engine calls -----------------------------------------------------------------
     def connect(self, link: Link) -> None:
@@ -60,8 +63,9 @@ class Transport:
     # tasks ------------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on the bus port (OSError if it cannot be bound), then serve until cancelled."""
-        listeners = [trio.socket.from_stdlib_socket(sock) for sock in open_listeners(
-            redis_bind(self.bind_addrs), self.port, backlog=BUS_LISTEN_BACKLOG)]
+        self._listeners = open_listeners(redis_bind(self.bind_addrs), self.port,
+                                         backlog=BUS_LISTEN_BACKLOG)
+        listeners = [trio.socket.from_stdlib_socket(sock) for sock in self._listeners]
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -73,6 +77,7 @@ class Transport:
                 task_status.started()
         finally:
             self._nursery = None
+            self._listeners = []
             for lsock in listeners:
                 lsock.close()
 
@@ -85,6 +90,35 @@ class Transport:
             return
         link = self.engine.accept(_plain_ip(peer), _plain_ip(local))
         await self._serve_link(link, trio.SocketStream(sock))
+
+    def _accept_while_blocked(self) -> None:
+        """Take the inbound links waiting on the bus port: each is read and written by
+        ``serve_while_blocked`` until its task runs (with the same frame reader)."""
+        nursery = self._nursery
+        if nursery is None:
+            return
+        for lsock in self._listeners:
+            for _ in range(ACCEPTS_WHILE_BLOCKED):
+                try:
+                    sock, peer = lsock.accept()
+                except OSError:  # nothing waiting (or out of descriptors: the loop retries)
+                    break
+                try:
+                    sock.setblocking(False)
+                    sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+                    local = sock.getsockname()[0]
+                except OSError:
+                    sock.close()
+                    continue
+                link = self.engine.accept(_plain_ip(peer[0]), _plain_ip(local))
+                reader = bus.FrameReader()
+                self._live[link] = (sock.fileno(), reader)
+                nursery.start_soon(self._serve_adopted, link, sock, reader)
+
+    async def _serve_adopted(self, link: Link, sock: _stdsocket.socket,
+                             reader: bus.FrameReader) -> None:
+        await self._serve_link(link, trio.SocketStream(trio.socket.from_stdlib_socket(sock)),
+                               reader)
 
     async def _outbound(self, link: Link) -> None:
         node = link.node
@@ -109,7 +143,8 @@ class Transport:
         self.engine.on_link_connected(link)  # the first PING/MEET, behind what the cron queued
         await self._serve_link(link, stream)
 
-    async def _serve_link(self, link: Link, stream: trio.SocketStream) -> None:
+    async def _serve_link(self, link: Link, stream: trio.SocketStream,
+                          reader: bus.FrameReader | None = None) -> None:
         try:
             stream.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
         except OSError:
@@ -121,7 +156,7 @@ class Transport:
                     scope.cancel()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._writer, link, stream)
-                    await self._reader(link, stream)
+                    await self._reader(link, stream, reader or bus.FrameReader())
                     nursery.cancel_scope.cancel()
         except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                  bus.BusError) as group:
@@ -135,8 +170,8 @@ class Transport:
                 await stream.aclose()
             self.after_input()
 
-    async def _reader(self, link: Link, stream: trio.SocketStream) -> None:
-        reader = bus.FrameReader()
+    async def _reader(self, link: Link, stream: trio.SocketStream,
+                      reader: bus.FrameReader) -> None:
         self._live[link] = (stream.socket.fileno(), reader)
         try:
             while True:
@@ -168,6 +203,7 @@ class Transport:
         """Without waiting: read every link with input and hand its messages to the engine,
         then write what the links queued (a link whose writer task is in the middle of a send
         is left to it). Errors and closes are left to the links' tasks, which run later."""
+        self._accept_while_blocked()
         live = self._live
         if not live:
             return

@@ -193,7 +193,7 @@ def _modules(s: Server) -> Fields:
 
 
 def _errorstats(s: Server) -> Fields:
-    return [(f"errorstat_{k}", f"count={v}") for k, v in s.error_counts.items()]
+    return [(f"errorstat_{k}", f"count={v}") for k, v in sorted(s.error_counts.items())]  # (a rax: sorted)
 
 
 def _cluster(s: Server) -> Fields:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from slotgate.node.core.client import Client
     from slotgate.node.core.server import Server
 
-NOSCRIPT = b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
+NOSCRIPT_TEXT = "NOSCRIPT No matching script. Please use EVAL."
 KEYS_GT_ARGS = "ERR Number of keys can't be greater than number of args"
 KEYS_NEGATIVE = "ERR Number of keys can't be negative"
 NO_CLUSTER = "ERR Can not run script on cluster, 'no-cluster' flag is set."
@@ -81,8 +81,7 @@ def _eval(c: Client, argv: list[bytes], by_sha: bool, read_only: bool) -> bytes:
         found = (eng.scripts_by_sha.get(argv[1])
                  or eng.scripts.get(argv[1].lower().decode("latin-1")))
         if found is None:
-            c.server.count_error(NOSCRIPT)
-            return NOSCRIPT
+            raise CommandError(NOSCRIPT_TEXT)
         script = found
     else:
         script = _load(eng, argv[1])

@@ -96,28 +96,34 @@ class Script:
     is_function: bool = False  # a library's function (FCALL): called with (keys, args)
 
 
-@dataclass
 class Run:
-    """The state of the running script (Redis' scriptRunCtx)."""
+    """The state of the running script (Redis' scriptRunCtx). (A plain class: the compiled
+    build makes a dataclass's ``__init__`` an interpreted one, a cost paid on every run.)"""
 
-    caller: Client
-    sha: str
-    flags: int
-    read_only: bool
-    slot: int  # the slot of the declared keys (-1: none), then of the first key touched
-    cross_slot_ok: bool  # a script without shebang, or flag allow-cross-slot-keys
-    resp: int = 2
-    repl: int = REPL_ALL
-    wrote: bool = False
-    acl_checked: bool = True  # the caller's user may be refused commands (else skip the check)
-    keys: list[bytes] | None = None  # the declared keys (client tracking remembers them)
-    # a long run (node/scripting/busy.py): started at (monotonic ns), past
-    # busy-reply-threshold, marked by SCRIPT/FUNCTION KILL, the command check refusing others
-    start_ns: int = 0
-    timed_out: bool = False
-    killed: bool = False
-    busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
-    argv: list[bytes] | None = None  # the caller's command (FUNCTION STATS shows it)
+    def __init__(self, caller: Client, sha: str, flags: int, read_only: bool, slot: int,
+                 cross_slot_ok: bool, keys: list[bytes] | None = None, start_ns: int = 0,
+                 argv: list[bytes] | None = None) -> None:
+        self.caller = caller
+        self.sha = sha
+        self.flags = flags
+        self.read_only = read_only
+        # the slot of the declared keys (-1: none), then of the first key touched
+        self.slot = slot
+        self.cross_slot_ok = cross_slot_ok  # a script without shebang, or allow-cross-slot-keys
+        self.resp = 2
+        self.repl = REPL_ALL
+        self.wrote = False
+        # the caller's user may be refused commands (else the check is skipped)
+        self.acl_checked = True
+        self.keys = keys  # the declared keys (client tracking remembers them)
+        # a long run (node/scripting/busy.py): started at (monotonic ns), past
+        # busy-reply-threshold, marked by SCRIPT/FUNCTION KILL, the command check refusing
+        # others
+        self.start_ns = start_ns
+        self.timed_out = False
+        self.killed = False
+        self.busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
+        self.argv = argv  # the caller's command (FUNCTION STATS shows it)
 
 
 class ScriptEngine:
@@ -246,15 +252,23 @@ class ScriptEngine:
         lua = self.lua
         tracker = self.server.tracker
         tracker.in_script = True
+        errors: Any = None  # the error replies written (with the reply of a run that ended)
         try:
             if len(keys) + len(args) <= MAX_ARGS_ON_STACK:
                 run_fn = self._call_v if script.is_function else self._run_v
-                ok, result = run_fn(script.fn, c.resp, len(keys), *keys, *args)
+                got = run_fn(script.fn, c.resp, len(keys), *keys, *args)
             else:
                 table_from = lua.table_from
                 run_fn = self._call_t if script.is_function else self._run_t
-                ok, result = run_fn(script.fn, c.resp, table_from(keys), table_from(args))
-            reply = result if ok else self._failure(script.sha, result)
+                got = run_fn(script.fn, c.resp, table_from(keys), table_from(args))
+            if got[0]:
+                reply = got[1]
+                if len(got) > 2:
+                    errors = got
+            else:
+                reply, marked = self._failure(script.sha, got[1])
+                if marked:
+                    errors = (True, reply, None, 1)
         except lua51.LuaMemoryError:
             reply = b"-ERR Error running script %s, not enough memory\r\n" % script.sha.encode()
         except lua51.LuaError as e:
@@ -273,21 +287,39 @@ class ScriptEngine:
                 self._emit_effects(c)
             if sc.asking:
                 sc.set_asking(False)
-        if reply[:1] == b"-":
-            self.server.count_error(reply)
+        if errors is not None:
+            self._count_errors(c, errors[2], int(errors[3]))
+        elif reply[:1] == b"-":
+            self._count_errors(c, [reply], 0)
         return reply
 
-    def _failure(self, sha: str, err: Any) -> bytes:
-        msg, source, line, plain = self.handle.error_info(err)
+    def _count_errors(self, c: Client, counted: Any, marked: int) -> None:
+        """The error replies a run wrote to ``c`` (Redis' afterErrorReply): ``counted`` (a Lua
+        table or a list of them) go to the error stats; ``marked`` ones were counted when the
+        command that failed ran. The caller's command fails once if any was counted, and once
+        more for each marked one."""
+        srv = self.server
+        n = 0
+        if counted is not None:
+            for e in (counted.values() if not isinstance(counted, list) else counted):
+                srv.count_error(e)
+                n += 1
+        cmd = srv.table.get(c.last_cmd.encode())
+        if cmd is not None:
+            cmd.failed_calls += (1 if n else 0) + marked
+
+    def _failure(self, sha: str, err: Any) -> tuple[bytes, bool]:
+        """A run that raised: the error reply, and whether the error was counted already."""
+        msg, source, line, plain, marked = self.handle.error_info(err)
         if plain is not None:  # not an error table (a memory error): Redis' own wording
-            return b"-ERR Error running script %s, %s\r\n" % (sha.encode(), plain[:100])
+            return b"-ERR Error running script %s, %s\r\n" % (sha.encode(), plain[:100]), False
         if msg is None:
             msg = b"ERR unknown error"
         text = msg
         if source is not None and line is not None:
             text += b" script: %s, on %s:%s." % (sha.encode(), source, line)
         text = text.rstrip(b"\r\n").replace(b"\r", b" ").replace(b"\n", b" ")
-        return b"-" + text + b"\r\n"
+        return b"-" + text + b"\r\n", bool(marked)
 
     # -- effects replication ---------------------------------------------------------------
     def _collect(self, db_index: int, argv: list[bytes]) -> None:
@@ -341,12 +373,12 @@ class ScriptEngine:
             return None, b"ERR redis.call/pcall can only be called inside a script invocation"
         cmd = self._commands.get(argv[0]) or self._command(argv)
         if cmd is None:
-            return None, UNKNOWN_COMMAND
+            return self._reject(None, UNKNOWN_COMMAND)
         n = len(argv)
         if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
-            return None, WRONG_ARGS
+            return self._reject(cmd, WRONG_ARGS)
         if "noscript" in cmd.flags:
-            return None, NOT_ALLOWED
+            return self._reject(cmd, NOT_ALLOWED)
         srv = self.server
         argv_l = list(argv)
         if run.acl_checked or run.read_only or srv.cluster_route is not None or (
@@ -354,7 +386,7 @@ class ScriptEngine:
                 and (srv.command_checks or srv.oom_check is not None)):
             refused = self._refused(run, cmd, argv_l)
             if refused is not None:
-                return None, refused
+                return self._reject(cmd, refused)
         if cmd.write:
             run.wrote = True
         sc = self.client
@@ -379,6 +411,14 @@ class ScriptEngine:
         if kind == 45:  # "-"
             return None, error_text(reply[: reply.index(b"\r\n")])
         return self.to_lua.convert(reply)
+
+    def _reject(self, cmd: Command | None, err: bytes) -> tuple[None, bytes]:
+        """A command the script may not run: counted as Redis counts a rejected command (its
+        ``rejected_calls``, the error stats), then the error for redis.call / redis.pcall."""
+        if cmd is not None:
+            cmd.rejected_calls += 1
+        self.server.count_error(b"-" + err)
+        return None, err
 
     def _refused(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
         """Why the script may not run ``argv`` (the ACL, writes, cluster keys), or None."""

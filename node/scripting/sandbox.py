@@ -128,7 +128,20 @@ local function protected(lookup)
 end
 local env = {}
 local visible = env  -- what scripts see: env, or load_env while a function library loads
-local G = protected(function(k) return visible[k] end)
+-- G reads ``visible`` through a table __index (followed in C: no Lua call per global read);
+-- a key missing there reaches its metatable's error (``guard``). What a script's
+-- getmetatable(_G) shows is a read-only table whose __index function does the same.
+local function missing_global(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+local function guard(t) return setmetatable(t, {__index = missing_global}) end
+local G_mt = {__index = guard(env), __newindex = ro_newindex}
+face_of[G_mt] = face_of[getmetatable(protected(function(k) return visible[k] end))]
+local G = setmetatable({}, G_mt)
+local function show(t)  -- what G reads from now on: env, or a library's load_env
+  visible = t
+  G_mt.__index = t
+end
 real_of[G] = env
 
 local function plain(t)
@@ -233,24 +246,34 @@ local script_resp = 2  -- redis.setresp of the running script (how booleans go o
 -- +OK (one value crosses, not three) or, when an argument is not a string, (nil, nil, nil,
 -- true): they are converted here and sent again
 local STATUS_OK = {}
+-- a command's error (its reply, or the script's refusal) was counted in the error stats when
+-- it happened: the table carries Redis' mark, so that it is not counted again as a reply
+local function command_error(msg) return {err = msg, ignore_error_stats_update = true} end
+-- (an argument that cannot be converted is the script's error, not a command's: the 4th value)
 local function converted_call(...)
   local argv, e, n = command_args(...)
-  if e then return nil, e end
+  if e then return nil, nil, nil, e end
   return py_call(unpack(argv, 1, n))
 end
 entry(redis, 'call', function(...)
   local v, err, st, conv = py_call(...)
-  if conv then v, err, st = converted_call(...) end
+  if conv then
+    v, err, st, conv = converted_call(...)
+    if conv then raise(conv) end
+  end
   if v == STATUS_OK then return {ok = 'OK'} end
-  if err then raise(err) end
+  if err then error(command_error(err), 0) end
   if st then return {ok = st} end
   return v
 end)
 entry(redis, 'pcall', function(...)
   local v, err, st, conv = py_call(...)
-  if conv then v, err, st = converted_call(...) end
+  if conv then
+    v, err, st, conv = converted_call(...)
+    if conv then return {err = conv} end
+  end
   if v == STATUS_OK then return {ok = 'OK'} end
-  if err then return {err = err} end
+  if err then return command_error(err) end
   if st then return {ok = st} end
   return v
 end)
@@ -516,13 +539,13 @@ load_redis.log = redis.log
 load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING =
   0, 1, 2, 3
 load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = py.version, py.version_num
-local load_env = {redis = protected(function(k) return load_redis[k] end)}
+local load_env = guard({redis = protected(function(k) return load_redis[k] end)})
 
 local encode_reply  -- Lua -> RESP, below
 -- a run's outcome: true and the reply for the caller's protocol, or false and the error
 local function run_result(proto, ok, ...)
   if ok then return true, encode_reply((...), proto) end
-  return false, (...)
+  return false, (...), nil
 end
 -- the engine's handle ---------------------------------------------------------------------
 local handle = {status_ok = STATUS_OK}
@@ -531,9 +554,9 @@ local handle = {status_ok = STATUS_OK}
 function handle.load_library(f)
   repair()
   registered = {}
-  visible = load_env
+  show(load_env)
   local ok, err = xpcall(f, err_handler)
-  visible = env
+  show(env)
   local got = registered
   registered = nil
   if not ok then return false, err end
@@ -590,6 +613,9 @@ end
 local MAX_DEPTH = 7994  -- Redis stops at its C stack limit: 7995 nested levels
 local sfmt, concat = string.format, table.concat
 local function crlf_free(s) return (s:gsub('[\r\n]', ' ')) end
+-- the error replies an encoding wrote (afterErrorReply): those to count, and how many carried
+-- the mark of an error counted already
+local errors_counted, errors_marked = nil, 0
 local function encode(out, v, proto, resp, depth)
   local t = type(v)
   if t == 'string' then
@@ -614,7 +640,16 @@ local function encode(out, v, proto, resp, depth)
       return
     end
     local f = rawget(v, 'err')
-    if type(f) == 'string' then out[#out + 1] = '-' .. crlf_free(f) .. '\r\n'; return end
+    if type(f) == 'string' then
+      local e = '-' .. crlf_free(f) .. '\r\n'
+      out[#out + 1] = e
+      if rawget(v, 'ignore_error_stats_update') == true then
+        errors_marked = errors_marked + 1
+      else
+        errors_counted[#errors_counted + 1] = e
+      end
+      return
+    end
     f = rawget(v, 'ok')
     if type(f) == 'string' then out[#out + 1] = '+' .. crlf_free(f) .. '\r\n'; return end
     f = rawget(v, 'double')
@@ -683,20 +718,23 @@ local function encode(out, v, proto, resp, depth)
     out[#out + 1] = proto == 2 and '$-1\r\n' or '_\r\n'
   end
 end
+-- the reply, then (when it holds error replies) those to count and how many were marked
 encode_reply = function(v, proto)
   if type(v) == 'string' then return '$' .. #v .. '\r\n' .. v .. '\r\n' end  -- the common reply
   local out = {}
+  errors_counted, errors_marked = {}, 0
   encode(out, v, proto, script_resp, 0)
-  return concat(out)
+  if #errors_counted == 0 and errors_marked == 0 then return concat(out) end
+  return concat(out), errors_counted, errors_marked
 end
 -- error tables of a failed script, as luaExtractErrorInformation reads them
 function handle.error_info(e)
-  if type(e) ~= 'table' then return nil, nil, nil, tostring(e) end
+  if type(e) ~= 'table' then return nil, nil, nil, tostring(e), false end
   local msg, source, line = rawget(e, 'err'), rawget(e, 'source'), rawget(e, 'line')
   if type(msg) ~= 'string' then msg = nil end
   if type(source) ~= 'string' then source = nil end
   if line ~= nil then line = tostring(line) end
-  return msg, source, line, nil
+  return msg, source, line, nil, rawget(e, 'ignore_error_stats_update') == true
 end
 return handle
 """

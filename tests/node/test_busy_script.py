@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -78,15 +78,15 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Managed
         yield procs
 
 
-def _both(procs: dict[str, ManagedProcess], steps: object) -> dict[str, list[object]]:
-    """``steps(port)`` -> a transcript, run on both servers at the same time (each waits for
-    its script's threshold), the transcripts returned by kind."""
+def side_by_side(steps: Callable[[str], list[object]]) -> dict[str, list[object]]:
+    """``steps(kind)`` for ours and redis-server at the same time (each waits for its own
+    script's threshold); the transcripts by kind."""
     out: dict[str, list[object]] = {}
     errors: list[BaseException] = []
 
     def run(kind: str) -> None:
         try:
-            out[kind] = steps(procs[kind].port)  # type: ignore[operator]
+            out[kind] = steps(kind)
         except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
             errors.append(e)
 
@@ -94,10 +94,16 @@ def _both(procs: dict[str, ManagedProcess], steps: object) -> dict[str, list[obj
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(90)
     if errors:
         raise errors[0]
     return out
+
+
+def _both(procs: dict[str, ManagedProcess],
+          steps: Callable[[int], list[object]]) -> dict[str, list[object]]:
+    """``steps(port)`` -> a transcript, run on both servers at the same time."""
+    return side_by_side(lambda kind: steps(procs[kind].port))
 
 
 def test_config_names(pair: dict[str, ManagedProcess]) -> None:
