@@ -385,9 +385,45 @@ class Server:
         return c
 
     async def run_client(self, c: Client, sock: _stdsocket.socket) -> None:
-        """Serve ``c`` until it or the server ends, then close its socket."""
+        """Serve ``c`` until it or the server ends, then close its socket. (One coroutine,
+        parked in the poller while idle: its frame is part of the memory per connection.)"""
         try:
-            await self._client_loop(c, sock)
+            cfg = self.config
+            # made when accepted (node/core/blocked.py), maybe served already while a long
+            # command blocked the server
+            reader = self.blocked.taken_back(c)
+            if reader is None:
+                reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
+            elif (c.close_after_reply or c.out) and (not await self._busy(c, self._flushed(c))
+                                                     or c.close_after_reply):
+                return
+            qbuf_limit = int(cfg.get("client-query-buffer-limit"))
+            c.wake = functools.partial(self._wake, c)  # (a partial: smaller than a closure)
+            c.query_buffered = reader.buffered_bytes
+            poller = self.poller
+            assert poller is not None
+            # The poller serves this client until something needs this task (``serve`` returns
+            # what): a blocking command, a close, a protocol error, a full send buffer, the
+            # query-buffer limit; or EOF. A socket error is raised by ``park``.
+            serve = functools.partial(polled.serve, self, c, reader, qbuf_limit,
+                                      dispatch.run_requests)
+            # A new connection may have sent something (or closed) already: served once now.
+            what: Any = poller.serve_now(sock, serve, RECV_SIZE)
+            if self._deferred:  # served outside a poller pass: end it here
+                self._end_pass()
+                if what is None and c.out:  # a rest _end_pass could not hand to a parked task
+                    what = FLUSH
+            while True:
+                if what is None:
+                    if c.killed:
+                        return
+                    # idle: no cancel scope of its own (memory per idle connection); a kill wakes
+                    # it from here with EOF (_end_task)
+                    what = await poller.park(sock, serve, RECV_SIZE)
+                if what is EOF or not await self._busy(c, self._finish(c, sock, reader, what,
+                                                                       qbuf_limit)):
+                    return
+                what = None
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, HandlerError):
             pass  # gone, or a bug the poller logged: this client only
         except Exception:  # a bug while its task served it: this client only
@@ -397,57 +433,18 @@ class Server:
             c.writer.sock = None  # nothing more is written to it
             sockets.close(sock)
 
-    async def _client_loop(self, c: Client, sock: _stdsocket.socket) -> None:
-        cfg = self.config
-        # made when accepted (node/core/blocked.py), maybe served already while a long
-        # command blocked the server
-        reader = self.blocked.taken_back(c)
-        if reader is None:
-            reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
-        elif (c.close_after_reply or c.out) and (not await self._busy(c, self._flushed(c))
-                                                 or c.close_after_reply):
+    def _wake(self, c: Client) -> None:
+        """``c.wake``: end its blocking wait, or send its output (a flush task), or end it."""
+        ev = c.unblock_event
+        if ev is not None:
+            ev.set()
             return
-        qbuf_limit = int(cfg.get("client-query-buffer-limit"))
         nursery = self.nursery
-        assert nursery is not None
-
-        def wake() -> None:
-            ev = c.unblock_event
-            if ev is not None:
-                ev.set()
-                return
-            if c.out and not c.flush_scheduled and not c.running:
-                c.flush_scheduled = True
-                nursery.start_soon(self._flush_task, c)
-            if c.killed and not c.running:
-                self._end_task(c)
-
-        c.wake = wake
-        c.query_buffered = reader.buffered_bytes
-        poller = self.poller
-        assert poller is not None
-        # The poller serves this client until something needs this task (``serve`` returns
-        # what): a blocking command, a close, a protocol error, a full send buffer, the
-        # query-buffer limit; or EOF. A socket error is raised by ``park``.
-        serve = functools.partial(polled.serve, self, c, reader, qbuf_limit,
-                                  dispatch.run_requests)
-        # A new connection may have sent something (or closed) already: served once now.
-        what: Any = poller.serve_now(sock, serve, RECV_SIZE)
-        if self._deferred:  # served outside a poller pass: end it here
-            self._end_pass()
-            if what is None and c.out:  # a rest _end_pass could not hand to a parked task
-                what = FLUSH
-        while True:
-            if what is None:
-                if c.killed:
-                    return
-                # idle: no cancel scope of its own (memory per idle connection); a kill wakes
-                # it from here with EOF (_end_task)
-                what = await poller.park(sock, serve, RECV_SIZE)
-            if what is EOF or not await self._busy(c, self._finish(c, sock, reader, what,
-                                                                   qbuf_limit)):
-                return
-            what = None
+        if c.out and not c.flush_scheduled and not c.running and nursery is not None:
+            c.flush_scheduled = True
+            nursery.start_soon(self._flush_task, c)
+        if c.killed and not c.running:
+            self._end_task(c)
 
     async def _busy(self, c: Client, work: Awaitable[bool]) -> bool:
         """Await ``work`` in a cancel scope that a kill of ``c`` cancels (``_end_task``);
