@@ -335,7 +335,9 @@ class Server:
             return
         poller = self.poller
         sock = c.writer.sock
-        if poller is None or sock is None or not poller.wake(sock, EOF):
+        if poller is None or sock is None:
+            return  # no task of its own (an internal client), or its task has ended
+        if not poller.wake(sock, EOF):
             self._kill_pending.add(c)
 
     def flush_replicas(self) -> None:
