@@ -17,7 +17,9 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from mypy_extensions import mypyc_attr
 
 from slotgate.eventcore.writer import Writer
 from slotgate.node.core.keyspace import Database, now_ms
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from slotgate.protocol.acl import User
 
 
+@mypyc_attr(native_class=False)  # compiled: a subclass of bytes stays a Python class
 class _BlockedMarker(bytes):
     """Type of ``BLOCKED``: compared by identity, and harmless (empty) if ever sent."""
 
@@ -75,7 +78,7 @@ class Client:
 
     # The inputs of the fast-path flag ``slow``: read them freely, change them only with
     # their setters (``set_<name>``), which recompute the flag.
-    SLOW_INPUTS = ("authenticated", "multi", "reply_mode", "subscriptions", "asking", "acl_user",
+    SLOW_INPUTS: ClassVar[tuple[str, ...]] = ("authenticated", "multi", "reply_mode", "subscriptions", "asking", "acl_user",
                    "tracking")
     # Fixed fields, no per-instance dict: one of these lives for every connection (the
     # memory per idle connection, bench/bench_conn_memory.py).

@@ -1,7 +1,7 @@
 """The node's trio shell: listener, clients, active expiry, blocking waits.
 
 Clients are served by one poller task (``eventcore.poller``): every ready socket in one pass,
-synchronously ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests``
+synchronously (``polled.serve``) ``recv`` -> ``RequestReader.get_requests()`` -> ``dispatch.run_requests``
 (handlers append encoded replies to ``c.out``) -> one non-blocking write (``c.writer``,
 ``eventcore.writer``). Each client also has a task of its own, parked while the poller serves
 it; anything unusual (a blocking command, a close, a protocol error, EOF, a full send buffer,
@@ -32,12 +32,13 @@ from slotgate.eventcore.poller import EOF, HandlerError, Poller, receive_ready
 from slotgate.node.commands import load_all
 from slotgate.node.commands.registry import Command, build_table
 from slotgate.node.commands.server_cmds import parse_notify_flags
-from slotgate.node.core import dispatch
+from slotgate.node.core import dispatch, polled
 from slotgate.node.core.blocked import WhileBlocked
 from slotgate.node.core.client import Client, output_limit_reached
 from slotgate.node.core.config import Config, oblimit_class
 from slotgate.node.core.keyspace import Keyspace
 from slotgate.node.core.latency import LatencyMonitor
+from slotgate.node.core.polled import FLUSH
 from slotgate.node.types import hashes, stream_rdb
 from slotgate.protocol import monitor
 from slotgate.protocol.monitor import redacted
@@ -152,6 +153,9 @@ class Server:
         # Polled clients whose replies wait for the end of the poller's pass because replica
         # bytes were queued: the pass's writes then reach each replica in one send.
         self._deferred: list[Client] = []
+        # Clients killed while their task was neither parked, nor awaiting, nor running: woken
+        # already, with something to finish; their next await is cancelled (_busy).
+        self._kill_pending: set[Client] = set()
         self.info_sections: dict[str, Callable[[Server], list[tuple[str, Any]]]] = {}
         self.client_close_hooks: list[Callable[[Client], None]] = []
         self.shutdown_hooks: list[Callable[[], None]] = []
@@ -305,6 +309,7 @@ class Server:
 
     def _drop_client(self, c: Client) -> None:
         self.clients.pop(c.id, None)
+        self._kill_pending.discard(c)
         if c.blocked is not None:
             c.wake = _noop
             c.unblock(None)
@@ -318,9 +323,22 @@ class Server:
         """CLIENT KILL: close ``c`` (after the current reply if it is the caller)."""
         c.killed = True
         c.close_after_reply = True
+        if not c.running:
+            self._end_task(c)
+
+    def _end_task(self, c: Client) -> None:
+        """End a killed client's task (not while it runs requests): cancel what it awaits, or
+        wake it from the poller with EOF; else (already woken) its next await is cancelled."""
         scope = c.cancel_scope
-        if scope is not None and not c.running:
+        if scope is not None:
             scope.cancel()
+            return
+        poller = self.poller
+        sock = c.writer.sock
+        if poller is None or sock is None:
+            return  # no task of its own (an internal client), or its task has ended
+        if not poller.wake(sock, EOF):
+            self._kill_pending.add(c)
 
     def flush_replicas(self) -> None:
         """Write the replication stream queued for replicas now, with one non-blocking send
@@ -346,6 +364,10 @@ class Server:
             return
         self.stat_net_output_bytes += await c.writer.send_rest()
 
+    async def _flushed(self, c: Client) -> bool:
+        await self._flush(c)
+        return True
+
     async def _flush_task(self, c: Client) -> None:
         c.flush_scheduled = False
         try:
@@ -365,11 +387,45 @@ class Server:
         return c
 
     async def run_client(self, c: Client, sock: _stdsocket.socket) -> None:
-        """Serve ``c`` until it or the server ends, then close its socket."""
+        """Serve ``c`` until it or the server ends, then close its socket. (One coroutine,
+        parked in the poller while idle: its frame is part of the memory per connection.)"""
         try:
-            with trio.CancelScope() as scope:
-                c.cancel_scope = scope
-                await self._client_loop(c, sock)
+            cfg = self.config
+            # made when accepted (node/core/blocked.py), maybe served already while a long
+            # command blocked the server
+            reader = self.blocked.taken_back(c)
+            if reader is None:
+                reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
+            elif (c.close_after_reply or c.out) and (not await self._busy(c, self._flushed(c))
+                                                     or c.close_after_reply):
+                return
+            qbuf_limit = int(cfg.get("client-query-buffer-limit"))
+            c.wake = functools.partial(self._wake, c)  # (a partial: smaller than a closure)
+            c.query_buffered = reader.buffered_bytes
+            poller = self.poller
+            assert poller is not None
+            # The poller serves this client until something needs this task (``serve`` returns
+            # what): a blocking command, a close, a protocol error, a full send buffer, the
+            # query-buffer limit; or EOF. A socket error is raised by ``park``.
+            serve = functools.partial(polled.serve, self, c, reader, qbuf_limit,
+                                      dispatch.run_requests)
+            # A new connection may have sent something (or closed) already: served once now.
+            what: Any = poller.serve_now(sock, serve, RECV_SIZE)
+            if self._deferred:  # served outside a poller pass: end it here
+                self._end_pass()
+                if what is None and c.out:  # a rest _end_pass could not hand to a parked task
+                    what = FLUSH
+            while True:
+                if what is None:
+                    if c.killed:
+                        return
+                    # idle: no cancel scope of its own (memory per idle connection); a kill wakes
+                    # it from here with EOF (_end_task)
+                    what = await poller.park(sock, serve, RECV_SIZE)
+                if what is EOF or not await self._busy(c, self._finish(c, sock, reader, what,
+                                                                       qbuf_limit)):
+                    return
+                what = None
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, HandlerError):
             pass  # gone, or a bug the poller logged: this client only
         except Exception:  # a bug while its task served it: this client only
@@ -379,111 +435,53 @@ class Server:
             c.writer.sock = None  # nothing more is written to it
             sockets.close(sock)
 
-    async def _client_loop(self, c: Client, sock: _stdsocket.socket) -> None:
-        cfg = self.config
-        # made when accepted (node/core/blocked.py), maybe served already while a long
-        # command blocked the server
-        reader = self.blocked.taken_back(c)
-        if reader is None:
-            reader = RequestReader(max_bulk_len=int(cfg.get("proto-max-bulk-len")))
-        elif c.close_after_reply or c.out:
-            await self._flush(c)
-            if c.close_after_reply:
-                return
-        qbuf_limit = int(cfg.get("client-query-buffer-limit"))
+    def _wake(self, c: Client) -> None:
+        """``c.wake``: end its blocking wait, or send its output (a flush task), or end it."""
+        ev = c.unblock_event
+        if ev is not None:
+            ev.set()
+            return
         nursery = self.nursery
-        assert nursery is not None
+        if c.out and not c.flush_scheduled and not c.running and nursery is not None:
+            c.flush_scheduled = True
+            nursery.start_soon(self._flush_task, c)
+        if c.killed and not c.running:
+            self._end_task(c)
 
-        def wake() -> None:
-            ev = c.unblock_event
-            if ev is not None:
-                ev.set()
-                return
-            if c.out and not c.flush_scheduled and not c.running:
-                c.flush_scheduled = True
-                nursery.start_soon(self._flush_task, c)
-            if c.killed and not c.running:
-                scope = c.cancel_scope
-                if scope is not None:
-                    scope.cancel()
+    async def _busy(self, c: Client, work: Awaitable[bool]) -> bool:
+        """Await ``work`` in a cancel scope that a kill of ``c`` cancels (``_end_task``);
+        False: the connection is to be closed (killed, or ``work`` said so)."""
+        with trio.CancelScope() as scope:
+            c.cancel_scope = scope
+            if c in self._kill_pending:
+                self._kill_pending.discard(c)
+                scope.cancel()
+            try:
+                return await work
+            finally:
+                c.cancel_scope = None
+        return False  # cancelled: killed
 
-        c.wake = wake
-        c.query_buffered = reader.buffered_bytes
-        poller = self.poller
-        assert poller is not None
-        buffered = reader.buffered_bytes
-        # The poller serves this client until something needs this task (``serve`` returns
-        # what): a blocking command, a close, a protocol error, a full send buffer, the
-        # query-buffer limit; or EOF. A socket error is raised by ``park``.
-        serve = functools.partial(self._serve_polled, c, reader, qbuf_limit)
-        # A new connection may have sent something (or closed) already: served once now.
-        what: Any = poller.serve_now(sock, serve, RECV_SIZE)
-        if self._deferred:  # served outside a poller pass: end it here
-            self._end_pass()
-            if what is None and c.out:  # a rest _end_pass could not hand to a parked task
-                what = _FLUSH
-        while True:
-            if what is None:
-                what = await poller.park(sock, serve, RECV_SIZE)
-            if what is EOF:
-                return
-            kind = what[0]
-            if kind == "proto":
-                self._protocol_error(c, what[1])
-                await self._flush(c)
-                return
-            if kind == "batch" and not await self._process(c, sock, reader, what[1], what[2]):
-                return
-            if c.out:
-                await self._flush(c)
-            if buffered() > qbuf_limit:
-                self._qbuf_overflow(c)
-                return
-            what = None
-
-    def _serve_polled(self, c: Client, reader: RequestReader, qbuf_limit: int,
-                      data: bytes) -> tuple[Any, ...] | None:
-        """One ready client, synchronously: run every complete request in ``data`` (and
-        before), send. Anything unusual is returned, for the client's task to finish."""
-        if c.killed:
-            return None
-        self.stat_net_input_bytes += len(data)
-        reader.feed(data)
-        run = dispatch.run_requests
-        c.running = True
-        try:
-            while True:
-                try:
-                    reqs = reader.get_requests()
-                except ProtocolError as e:
-                    return ("proto", e)
-                if not reqs:
-                    break
-                idx = run(c, reqs, 0)
-                if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
-                    if c.close_after_reply and self.blocked.serving:
-                        self.blocked.close_now(c)  # (a QUIT while a script is busy)
-                    return ("batch", reqs, idx)
-                c.last_interaction_ms = int(time.time() * 1000)
-                if not reader.buffered_bytes():
-                    break
-        finally:
-            c.running = False
-        w = c.writer
-        if c.out and not w.sending:
-            if self.repl_dirty:  # replicas first: sent with the pass's others (_end_pass)
-                self._deferred.append(c)
-            else:  # (_send_now, inline: once per request)
-                if self.before_reply is not None:
-                    self.before_reply()
-                self.stat_net_output_bytes += w.write_now()
-                if c.out:  # the kernel buffer is full: the task sends the rest before reading on
-                    if self.normal_obuf_limits is not None and self._obuf_over(c):
-                        return None
-                    return _FLUSH
+    async def _finish(self, c: Client, sock: _stdsocket.socket, reader: RequestReader,
+                      what: Any, qbuf_limit: int) -> bool:
+        """Finish what the poller handed back for ``c``; False: close the connection."""
+        kind = what[0]
+        if kind == "proto":
+            self._protocol_error(c, what[1])
+            await self._flush(c)
+            return False
+        if kind == "batch" and not await self._process(c, sock, reader, what[1], what[2]):
+            return False
+        if c.out:
+            await self._flush(c)
         if reader.buffered_bytes() > qbuf_limit:
-            return _QBUF
-        return None
+            self._qbuf_overflow(c)
+            return False
+        return True
+
+    def defer_reply(self, c: Client) -> None:
+        """Send ``c``'s replies at the end of this pass, after the replicas' stream."""
+        self._deferred.append(c)
 
     def _end_pass(self) -> None:
         """After a poller pass: the replication stream of the pass's writes goes to each
@@ -501,21 +499,21 @@ class Server:
                 if c.killed or not c.out or c.writer.sending or sock is None:
                     continue  # its task sends (or drops) the output
                 if not self._send_now(c):
-                    if self.normal_obuf_limits is not None and self._obuf_over(c):
+                    if self.normal_obuf_limits is not None and self.obuf_over(c):
                         continue
-                    poller.wake(sock, _FLUSH)
+                    poller.wake(sock, FLUSH)
 
     def _send_now(self, c: Client) -> bool:
         """Write ``c.out`` with one non-blocking write. False: a rest is left in ``c.out``
         (or the connection broke: the task's send finds out). Callers send only with no
-        replica bytes queued (``_serve_polled`` defers to ``_end_pass``, which flushes the
+        replica bytes queued (``polled.serve`` defers to ``_end_pass``, which flushes the
         replicas first)."""
         if self.before_reply is not None:
             self.before_reply()
         self.stat_net_output_bytes += c.writer.write_now()
         return not c.out
 
-    def _obuf_over(self, c: Client) -> bool:
+    def obuf_over(self, c: Client) -> bool:
         """client-output-buffer-limit ``normal`` for what a pass left unsent in ``c.out``
         (pub/sub clients have their own class, checked on delivery; replicas theirs): over
         it, ``c`` is closed at once and its output dropped. True: closed."""
@@ -688,11 +686,6 @@ class Server:
 
 def _noop() -> None:
     return None
-
-
-# What the poller hands back to a client's task besides a batch or a protocol error.
-_FLUSH = ("flush",)  # the kernel took only part of the output: the task sends the rest
-_QBUF = ("qbuf",)  # the query buffer is over its limit
 
 
 def _keys_here(cmd: Command, argv: list[bytes]) -> bool:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_ARRAY, OK, ONE, ZERO
 from slotgate.node.commands.util import LONG_MAX, LONG_MIN, parse_int
@@ -56,6 +58,7 @@ def set_limits(entries: int, value: int) -> tuple[int, int]:
     return entries, value
 
 
+@mypyc_attr(native_class=False)  # compiled: a subclass of a builtin stays a Python class
 class RHash(dict):  # type: ignore[type-arg]
     """A hash value; ``ht`` is True once Redis would use the hashtable encoding."""
 

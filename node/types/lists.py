@@ -19,6 +19,8 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from slotgate.node.commands.registry import Handler, command
 from slotgate.node.commands.replies import EMPTY_ARRAY, OK, ZERO
 from slotgate.node.commands.util import parse_int
@@ -47,6 +49,7 @@ COUNT_NEGATIVE = "ERR COUNT can't be negative"
 MAXLEN_NEGATIVE = "ERR MAXLEN can't be negative"
 
 
+@mypyc_attr(native_class=False)  # compiled: a subclass of a builtin stays a Python class
 class RList(deque):  # type: ignore[type-arg]
     """A list value."""
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_ARRAY, ONE, ZERO
 from slotgate.node.commands.util import LONG_MAX
@@ -46,6 +48,7 @@ LIMIT_NEGATIVE = "ERR LIMIT can't be negative"
 LIMITS = {"intset": 512}
 
 
+@mypyc_attr(native_class=False)  # compiled: a subclass of a builtin stays a Python class
 class RSet(set):  # type: ignore[type-arg]
     """A set value; ``ht`` is True once Redis would use the hashtable encoding."""
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, RawClient, slotgate_node, wait_blocked
+from slotgate.protocol.resp import encode_command
+from tests.support import ManagedProcess, RawClient, slotgate_node, wait_blocked, wait_until
 
 
 def _both(node_standalone: ManagedProcess, redis_standalone: ManagedProcess) -> list[int]:
@@ -102,3 +103,26 @@ def test_shutdown_nosave_stops_the_node(tmp_path: Path) -> None:
         assert node.proc.wait(10) == 0
     finally:
         node.stop()
+
+
+def test_client_kill_ends_a_client_waiting_to_send(node_standalone: ManagedProcess) -> None:
+    """A client that does not read its replies leaves its task waiting for the socket to take
+    them (the only time an idle-looking client's task holds a cancel scope): CLIENT KILL
+    still ends it, and the connection closes once what was sent is read."""
+    a, b = RawClient(node_standalone.port), RawClient(node_standalone.port)
+    cid = a.call(b"CLIENT", b"ID")[1:-2]
+    assert b.call(b"SET", b"kill-big", b"x" * 1_000_000) == b"+OK\r\n"
+    a.send_raw(encode_command(b"GET", b"kill-big") * 16)  # 16 MB of replies, not read yet
+
+    def line() -> bytes:
+        return next((x for x in b.call(b"CLIENT", b"LIST").split(b"\n")
+                     if b"id=" + cid + b" " in x), b"")
+
+    # the GETs ran: their 16 MB cannot all be in the socket buffers, the rest waits to be sent
+    wait_until(lambda: b" cmd=get " in line(), what="the GETs to run")
+    assert b.call(b"CLIENT", b"KILL", b"ID", cid) == b":1\r\n"
+    wait_until(lambda: line() == b"", what="the killed client to be gone")
+    a.sock.settimeout(10)
+    assert len(a.read_until_closed()) < 16 * 1_000_020  # closed before every reply went out
+    a.close()
+    b.close()

@@ -258,6 +258,37 @@ def test_fuzz_fast_path_agrees_with_exact_parser(parts: list[bytes], cuts: list[
     assert fast == slow
 
 
+_CANON_FRAGMENTS = [b"*1\r\n", b"*2\r\n", b"*3\r\n", b"$0\r\n", b"$1\r\n", b"$3\r\n", b"$4\r\n",
+                    b"$20\r\n", b"$21\r\n", b"*01\r\n", b"$03\r\n", b"*6\r\n", b"\r\n", b"a",
+                    b"abc", b"SET", b"*", b"$", b"\r", b"x\r\n", b"$-1\r\n", b"*0\r\n"]
+
+
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_CANON_FRAGMENTS), max_size=30),
+       st.lists(st.integers(0, 10**6), max_size=5), st.booleans())
+def test_fuzz_canonical_path_agrees_with_exact_parser(parts: list[bytes], cuts: list[int],
+                                                      canonical: bool) -> None:
+    """The canonical-request parser (the compiled build's first choice; forced on or off
+    here, whichever build runs) changes nothing: near-canonical bytes, random chunks."""
+    data = b"".join(parts)
+    reader = RequestReader(max_bulk_len=20, max_multibulk_len=5)
+    reader.use_canonical = canonical
+    fast = read_all(reader, chunked(data, cuts))
+    slow = read_all(SlowReader(max_bulk_len=20, max_multibulk_len=5), [data])
+    assert fast == slow
+
+
+def test_canonical_path_takes_everyday_requests() -> None:
+    data = encode_command("SET", "k", "v") + encode_command("GET", "k")
+    r = RequestReader()
+    tail = b"*2\r\n$3\r\nGET"  # incomplete: left to the general parsers
+    assert r._canonical(data + tail, 0, len(data) + len(tail)) == len(data)
+    assert r.get_requests() == [[b"SET", b"k", b"v"], [b"GET", b"k"]]
+    for odd in (b"*01\r\n$1\r\na\r\n", b"*1\r\n$01\r\na\r\n", b"*1\r\n$1\r\nab\r\n",
+                b"*1\r\n$1\r\na\n\n", b"*+1\r\n$1\r\na\r\n", b"*1\n$1\r\na\r\n"):
+        assert r._canonical(odd, 0, len(odd)) == 0, odd
+
+
 @settings(max_examples=300)
 @given(st.binary(max_size=300))
 def test_fuzz_random_bytes_only_protocol_error(data: bytes) -> None:

@@ -1,0 +1,74 @@
+"""One ready client served synchronously inside a poller pass: the node's per-request loop.
+
+Called by the poller (``eventcore.poller``) with the bytes it read from a client's socket
+(node/core/server.py binds the first arguments): parse every complete request, run them
+(``dispatch.run_requests``), write the replies with one non-blocking send. Anything unusual
+is returned, for the client's own task to finish with awaits (``server.py``): a blocking
+command, a close, a protocol error, output the kernel did not take, the query-buffer limit.
+
+A module of its own so that the compiled build compiles it (docs/ARCHITECTURE.md "The
+compiled build"); server.py, which awaits, stays Python.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from slotgate.protocol.resp import ProtocolError, RequestReader
+
+if TYPE_CHECKING:
+    from slotgate.node.core.client import Client
+    from slotgate.node.core.server import Server
+
+# What the client's task is woken with (besides a ("batch", requests, index) to finish):
+FLUSH = ("flush",)  # the kernel took only part of the output: the task sends the rest
+QBUF = ("qbuf",)  # the query buffer is over its limit
+
+Runner = Callable[["Client", list[list[bytes]], int], int]
+
+
+def serve(srv: Server, c: Client, reader: RequestReader, qbuf_limit: int, run: Runner,
+          data: bytes) -> tuple[Any, ...] | None:
+    """One ready client: run every complete request in ``data`` (and before) with ``run``
+    (``dispatch.run_requests``), then send. Anything unusual is returned, for the client's
+    task to finish."""
+    if c.killed:
+        return None
+    srv.stat_net_input_bytes += len(data)
+    reader.feed(data)
+    c.running = True
+    try:
+        while True:
+            try:
+                reqs = reader.get_requests()
+            except ProtocolError as e:
+                return ("proto", e)
+            if not reqs:
+                break
+            idx = run(c, reqs, 0)
+            if idx < len(reqs) or c.close_after_reply or c.blocked is not None:
+                if c.close_after_reply and srv.blocked.serving:
+                    srv.blocked.close_now(c)  # (a QUIT while a script is busy)
+                return ("batch", reqs, idx)
+            c.last_interaction_ms = int(time.time() * 1000)
+            if not reader.buffered_bytes():
+                break
+    finally:
+        c.running = False
+    w = c.writer
+    if c.out and not w.sending:
+        if srv.repl_dirty:  # replicas first: sent with the pass's others (Server._end_pass)
+            srv.defer_reply(c)
+        else:  # (Server._send_now, inline: once per request)
+            if srv.before_reply is not None:
+                srv.before_reply()
+            srv.stat_net_output_bytes += w.write_now()
+            if c.out:  # the kernel buffer is full: the task sends the rest before reading on
+                if srv.normal_obuf_limits is not None and srv.obuf_over(c):
+                    return None
+                return FLUSH
+    if reader.buffered_bytes() > qbuf_limit:
+        return QBUF
+    return None
