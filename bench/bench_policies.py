@@ -9,14 +9,18 @@ free loopback ports, then runs the real ``redis-benchmark -c 50`` SET and GET at
 - ``ryw``:     ``read_from: replica`` + ``read_your_writes: true`` (a ROLE after each
                connection's batch of writes);
 - ``durable``: ``writes.durable_writes: 1`` (a WAIT 1 after each connection's batch of
-               writes, the replies held until it answers).
+               writes, the replies held until it answers);
+- ``requirepass``: ``auth.requirepass`` set, redis-benchmark logged in as the default user
+               (who may run everything: its requests take the same path as with no auth);
+- ``acluser``: a user whose ACL rules are checked on every request (key pattern
+               ``~key:*``, ``+@all -@dangerous``), redis-benchmark logged in as that user.
 
 For every run: requests/s, the proxy's CPU per request (utime + stime from /proc) and the
 ROLE and WAIT commands the masters ran per 1000 requests (their INFO commandstats; the
 replica checks' ROLEs included). Everything started is stopped by PID.
 
     .venv/bin/python bench/bench_policies.py [--rounds 3] [--requests 50000]
-        [--pipelined 200000] [--targets plain,replica,ryw,durable]
+        [--pipelined 200000] [--targets plain,replica,ryw,durable,requirepass,acluser]
 """
 
 from __future__ import annotations
@@ -38,7 +42,11 @@ CONFIGS = {
     "replica": "reads:\n  read_from: replica\n",
     "ryw": "reads:\n  read_from: replica\n  read_your_writes: true\n",
     "durable": "writes:\n  durable_writes: 1\n",
+    "requirepass": "auth:\n  requirepass: benchpw\n",
+    "acluser": "auth:\n  users: ['bench on >benchpw ~key:* +@all -@dangerous']\n",
 }
+# How redis-benchmark logs in to each target (none: no auth).
+LOGIN = {"requirepass": ["-a", "benchpw"], "acluser": ["--user", "bench", "-a", "benchpw"]}
 TICKS_PER_S = 100
 
 
@@ -55,7 +63,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=50_000, help="per run at -P 1")
     ap.add_argument("--pipelined", type=int, default=200_000, help="per run at -P 16")
-    ap.add_argument("--targets", default=",".join(CONFIGS))
+    ap.add_argument("--targets", default="plain,replica,ryw,durable")
     args = ap.parse_args()
     targets = args.targets.split(",")
     work = Path(tempfile.mkdtemp(prefix="bench-policies-"))
@@ -78,7 +86,8 @@ def main() -> None:
                         before = (cpu_ticks(proxy.pid), master_calls(masters, "role"),
                                   master_calls(masters, "wait"))
                         rps = redis_benchmark(["-p", str(proxy.port), "-c", "50", "-n", str(n),
-                                               "-P", str(pipeline), "-t", test])
+                                               "-P", str(pipeline), "-t", test,
+                                               *LOGIN.get(name, [])])
                         cpu_s = (cpu_ticks(proxy.pid) - before[0]) / TICKS_PER_S
                         roles = master_calls(masters, "role") - before[1]
                         waits = master_calls(masters, "wait") - before[2]
