@@ -69,7 +69,13 @@ SPECS: dict[str, Spec] = {
     **dict.fromkeys(("rename", "renamenx", "lmove", "rpoplpush", "smove"), _MOVE),
     # Every key may be written.
     "msetnx": Spec(0, "all"),
+    # Scripts and functions over their declared KEYS, next to the first one: every declared
+    # key the script changed is written back; the read-only forms write nothing.
+    **dict.fromkeys(("eval", "evalsha", "fcall"), Spec(0, "all")),
+    **dict.fromkeys(("eval_ro", "evalsha_ro", "fcall_ro"), _FIRST),
 }
+# Routed ``single`` (one slot: forwarded as is); across slots by ``gather.route``.
+SCRIPTS = frozenset({"eval", "evalsha", "fcall", "eval_ro", "evalsha_ro", "fcall_ro"})
 
 TEMP_PREFIX = b"slotgate-tmp:"
 # A move's *marker*: a key of the slot a step writes, set by that step's own transaction, so
@@ -343,3 +349,15 @@ class Undo(NamedTuple):
 
 def is_null(raw: bytes) -> bool:
     return raw in _NULLS
+
+
+def unmask(raw: bytes, temps: dict[bytes, bytes]) -> bytes:
+    """A script's reply with each temporary's name, as a whole bulk or status string (a
+    script that returns its ``KEYS``), given back as the key's own."""
+    if TEMP_PREFIX not in raw:
+        return raw
+    for key, temp in temps.items():
+        raw = raw.replace(b"$%d\r\n%s\r\n" % (len(temp), temp),
+                          b"$%d\r\n%s\r\n" % (len(key), key))
+        raw = raw.replace(b"+%s\r\n" % temp, b"+%s\r\n" % key)
+    return raw

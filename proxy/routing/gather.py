@@ -88,7 +88,10 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
 async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
                reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
-    reply_slot(await run_plan(s, p, readonly, name))
+    reply = await run_plan(s, p, readonly, name)
+    if name in crossslot.SCRIPTS:
+        reply = crossslot.unmask(reply, p.temps)  # ``return KEYS``
+    reply_slot(reply)
 
 
 async def run_plan(s: RouteSession, p: Plan, readonly: bool, name: str) -> bytes:
@@ -297,8 +300,8 @@ async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
 
 def _is_move(p: Plan) -> bool:
     """A move (one source, one destination): finishing it is as good as taking it back.
-    MSETNX is not: its keys are all taken back."""
-    return p.argv[0].lower() != b"msetnx"
+    MSETNX and scripts are not: their keys are all taken back."""
+    return crossslot.SPECS[p.argv[0].decode(errors="replace").lower()].writes == "first"
 
 
 def _unsettled(s: RouteSession, p: Plan, outcome: str, todo: list[Undo], node: str) -> bytes:
