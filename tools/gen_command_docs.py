@@ -756,7 +756,11 @@ in others. If another client changes a declared key of another slot meanwhile, i
 key's slot is put back as it was (each only if it still holds what the script left, under
 `WATCH`), and the script runs again from step 1, 3 times at most, then `ERR slotgate:
 '<name>' across slots: its source kept changing meanwhile; nothing was changed`. Writes to
-keys the script did not declare are not put back.
+keys the script did not declare are not put back. When another client changed a declared
+key of the first key's slot too, after the script, that key cannot be put back: the client
+gets `ERR slotgate: move across slots half done: …`, and what could not be put back holds
+what the script and that client left (the test covers only the first case: its other
+writer touches keys of other slots).
 
 **A node failing half-way** is handled as for the moves and MSETNX (markers, settling): a
 gather that fails changes nothing; the first key's master failing after step 2 was sent is
