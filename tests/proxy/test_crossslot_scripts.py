@@ -12,17 +12,16 @@ import hashlib
 import random
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from slotgate.protocol.slots import key_slot
 from slotgate.proxy.routing.splitter import array_elements
+from tests.proxy.test_crossslot import TTL, _argv, _keys, _prefix, _run
 from tests.support import ManagedProcess, RawClient, redis_server, running
 
 NAMES = ("a", "b", "c", "d", "l1", "l2", "h", "s", "e1", "e2")
-TTL = "ttl"
 
 SETUP: list[list[str]] = [
     ["SET", "a", "1"], ["SET", "b", "two"], ["SET", "c", "3"], ["RPUSH", "l1", "x", "y", "z"],
@@ -87,48 +86,15 @@ FUNCTIONS: list[list[str]] = [
 ]
 
 
-def _keys(prefix: str) -> dict[str, str]:
-    return {name: f"{prefix}{name}" for name in NAMES}
-
-
-def _prefix() -> str:
-    """A fresh prefix that puts every key in a slot of its own."""
-    while True:
-        prefix = f"x{uuid.uuid4().hex[:8]}:"
-        if len({key_slot(k.encode()) for k in _keys(prefix).values()}) == len(NAMES):
-            return prefix
-
-
-def _argv(cmd: Sequence[str], keys: dict[str, str]) -> list[str]:
-    return [keys.get(a, a) for a in cmd if a != TTL]
-
-
-def _run(port: int, proto: int, prefix: str, script: list[list[str]]) -> list[bytes]:
-    keys = _keys(prefix)
-    with RawClient(port) as c:
-        if proto == 3:
-            assert c.call("HELLO", "3")[:1] == b"%"
-        c.pipeline([_argv(cmd, keys) for cmd in SETUP])
-        out = []
-        for cmd in script:  # one at a time: a mismatch names its command
-            raw = c.call(*_argv(cmd, keys))
-            if TTL in cmd and raw[:1] == b":":
-                raw = b":+\r\n" if int(raw[1:-2]) > 0 else raw
-            out.append(raw)
-        assert c.call("DEL", *keys.values())[:1] == b":"
-        assert c.call("KEYS", "*slotgate-tmp*") == b"*0\r\n"  # no temporary left behind
-    return out
-
-
 @pytest.mark.parametrize("script", ["scripts", "functions"])
 @pytest.mark.parametrize("proto", [2, 3])
 def test_scripts_same_replies_as_one_redis_server(slotgate: ManagedProcess,
                                                   redis_standalone: ManagedProcess,
                                                   proto: int, script: str) -> None:
     commands = SCRIPTS if script == "scripts" else FUNCTIONS
-    prefix = _prefix()
-    want = _run(redis_standalone.port, proto, prefix, commands)
-    got = _run(slotgate.port, proto, prefix, commands)
+    prefix = _prefix(NAMES)
+    want = _run(redis_standalone.port, proto, prefix, commands, SETUP, NAMES)
+    got = _run(slotgate.port, proto, prefix, commands, SETUP, NAMES)
     for cmd, w, g in zip(commands, want, got, strict=True):
         assert g == w, cmd
 
@@ -159,8 +125,8 @@ def _migrate_script(target: int) -> list[list[str]]:
 def test_migrate_keys_same_replies_as_one_redis_server(
         slotgate: ManagedProcess, redis_standalone: ManagedProcess,
         migrate_target: ManagedProcess, proto: int) -> None:
-    prefix = _prefix()
-    keys = _keys(prefix)
+    prefix = _prefix(NAMES)
+    keys = _keys(prefix, NAMES)
     script = _migrate_script(migrate_target.port)
     replies = []
     moved = []
@@ -168,7 +134,7 @@ def test_migrate_keys_same_replies_as_one_redis_server(
         with RawClient(migrate_target.port) as t:
             t.call("FLUSHALL")
             t.pipeline([_argv(cmd, keys) for cmd in (["HSET", "h", "f", "v"], ["SADD", "s", "m"])])
-        replies.append(_run(port, proto, prefix, script))
+        replies.append(_run(port, proto, prefix, script, SETUP, NAMES))
         with RawClient(migrate_target.port) as t:
             moved.append([t.call("TYPE", k) for k in keys.values()])
     for cmd, w, g in zip(script, *replies, strict=True):
