@@ -49,6 +49,8 @@ SCRIPTS: list[list[str]] = [
     ["EVAL", _PCALL, "2", "a", "h"], ["EVAL", _MAP, "2", "a", "h"],
     ["EVAL", _EXPIRE, "2", "a", "e2"], ["PTTL", "e2", TTL],
     ["EVAL", _STATUS, "2", "c", "s"], ["GET", "c"],
+    ["EVAL", _WRITE3, "3", "e1", "b", "e1", "dup"], ["EVAL", _WRITE3, "3", "c", "e2", "e2", "x"],
+    ["MGET", "e1", "b", "c", "e2"],
     ["EVAL", "return KEYS", "4", "a", "b", "c", "b"],
     ["EVAL", "return redis.status_reply(KEYS[2])", "2", "a", "b"],
     ["EVAL", "return redis.call('nosuch', KEYS[2])", "2", "a", "b"],
