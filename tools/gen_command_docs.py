@@ -759,8 +759,9 @@ key's slot is put back as it was (each only if it still holds what the script le
 keys the script did not declare are not put back. When another client changed a declared
 key of the first key's slot too, after the script, that key cannot be put back: the client
 gets `ERR slotgate: move across slots half done: …`, and what could not be put back holds
-what the script and that client left (the test covers only the first case: its other
-writer touches keys of other slots).
+what the script and that client left (the tests cover the first case: a deterministic one
+in `tests/proxy/test_crossslot_faults.py`, and concurrent script moves against a writer of
+the other slots' keys in `tests/proxy/test_crossslot_scripts.py`).
 
 **A node failing half-way** is handled as for the moves and MSETNX (markers, settling): a
 gather that fails changes nothing; the first key's master failing after step 2 was sent is
