@@ -767,18 +767,21 @@ the other slots' keys in `tests/proxy/test_crossslot_scripts.py`).
 gather that fails changes nothing; the first key's master failing after step 2 was sent is
 resolved by step 2's marker — not run: "not done", nothing changed; run: the script runs a
 second time on copies of what step 2 started from (in one transaction that deletes them) to
-learn what it left in its declared keys, which are then put back (or written back to their
-slots); a master of another slot failing during its commit is resolved by that commit's
+learn what it left in its declared keys, and those of the first key's slot are put back
+(the client gets "not done"); a master of another slot failing during its commit is resolved by that commit's
 marker; neither known before the retry deadline: the unknown-fate error. A script whose
 result depends on more than its declared keys (time, randomness, undeclared keys) may give
-a different result in that second run; the keys are then settled from it.
+a different result in that second run, and its writes to undeclared keys happen twice. The errors are the
+moves' (`… across slots not done: …`, `… half done …`, as for MSETNX): in them, the
+*destination* is the first key's slot and a *source* a declared key of another slot.
 
 **MIGRATE … KEYS** (`proxy/routing/migrateroute.py`). A cluster node refuses keys of
 several slots in one `MIGRATE`, even when it serves them all. The proxy sends one `MIGRATE`
 per slot with that slot's keys (key order kept) and every other argument as the client gave
 it (`COPY`, `REPLACE`, `AUTH`, `AUTH2`, the target, its database, the timeout), slots of one
 master one after another, masters in parallel, and answers as one server: the first error
-of a part in key order (`-BUSYKEY`, `-IOERR`, the target's refusal), else `+OK` if any key
+of the parts (in the order of their slots' first keys: `-BUSYKEY`, `-IOERR`, the target's
+refusal), else `+OK` if any key
 moved, else `+NOKEY`. Not atomic across slots (nor is `MIGRATE` on one server: keys are
 deleted at the source after the target acknowledged them): when one part fails, the keys of
 the parts that succeeded are moved, as with a failed batch on one server; a source master

@@ -4,8 +4,9 @@ A cluster node refuses a MIGRATE whose keys are in several slots (``CROSSSLOT``)
 when it serves them all. The proxy sends each slot's keys in a MIGRATE of their own to
 that slot's master, with every option of the client's (``COPY``, ``REPLACE``, ``AUTH``,
 ``AUTH2``, the target, database and timeout), slots of one node one after another, nodes
-in parallel, and answers as one server would: the first error in key order if any part
-failed, else ``+OK`` if any part moved a key, else ``+NOKEY``.
+in parallel, and answers as one server would: the first error of the parts (in the order
+of their slots' first keys) if any failed, else ``+OK`` if any part moved a key, else
+``+NOKEY``.
 
 Not atomic across slots (MIGRATE of one server is not atomic either: keys move in one
 batch, the source deletes them afterwards): a part that failed leaves the keys of the
