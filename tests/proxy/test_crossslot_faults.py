@@ -330,21 +330,21 @@ async def test_the_destinations_master_lost_during_step_2_leaves_nothing_changed
     c, src, dst = await replicated_destination(proxy, cluster, f"lost{applied}")
     victim = master_of(cluster, dst)
     dst_slot = key_slot(dst.encode())
-    real = gather._on_owner
+    real = gather.on_owner_at
     lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node=f"127.0.0.1:{victim.port}"))
     calls: list[int] = []
 
-    async def losing(s: object, slot: int, payload: bytes, *args: object) -> bytes:
+    async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
         if slot == dst_slot and b"RESTORE" in payload and not calls:
             calls.append(slot)
             if applied:
                 await real(s, slot, payload, *args)  # type: ignore[arg-type]
             assert victim.client().wait(1, 5000) >= 1
             victim.kill()
-            return lost
+            return lost, ""
         return await real(s, slot, payload, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(gather, "_on_owner", losing)
+    monkeypatch.setattr(gather, "on_owner_at", losing)
     reply = await c.call("LMOVE", src, dst, "LEFT", "RIGHT")
     monkeypatch.undo()
     assert calls
@@ -365,19 +365,19 @@ async def test_a_lost_step_2_whose_destination_changed_meanwhile_is_finished(
     proxy to finish the move, writing the source. The client gets the element, found once."""
     c, src, dst = await two_lists(proxy, cluster, "lostrun")
     dst_slot = key_slot(dst.encode())
-    real = gather._on_owner
+    real = gather.on_owner_at
     lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node="127.0.0.1:1"))
     calls: list[int] = []
 
-    async def losing(s: object, slot: int, payload: bytes, *args: object) -> bytes:
+    async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
         if slot == dst_slot and b"RESTORE" in payload and not calls:
             calls.append(slot)
             await real(s, slot, payload, *args)  # type: ignore[arg-type]
             master_of(cluster, dst).client().rpush(dst, "other")
-            return lost
+            return lost, ""
         return await real(s, slot, payload, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(gather, "_on_owner", losing)
+    monkeypatch.setattr(gather, "on_owner_at", losing)
     assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
     monkeypatch.undo()
     assert calls
