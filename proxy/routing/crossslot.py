@@ -307,6 +307,17 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) 
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
 
 
+def changed(before: Value, after: Value, elapsed_ms: int) -> bool:
+    """Whether the command changed a key read ``elapsed_ms`` before its value ``after``
+    was: its value, or its TTL (added, removed, or set apart from the decay of that time:
+    a script's ``PEXPIRE``/``PERSIST``)."""
+    if before.payload != after.payload:
+        return True
+    if after.payload is None or (before.ttl_ms == 0) != (after.ttl_ms == 0):
+        return after.payload is not None
+    return not before.ttl_ms - elapsed_ms - 2 <= after.ttl_ms <= before.ttl_ms + 1
+
+
 def dumps(frames: list[bytes]) -> list[bytes | None]:
     """DUMP replies' payloads (None: no such key)."""
     return [_bulk(f) for f in frames]

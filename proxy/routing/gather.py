@@ -156,6 +156,7 @@ class _Watches:
         self.by_key: dict[bytes, DirectConnection] = {}
         self.marks: dict[DirectConnection, bytes] = {}  # each commit's marker (its slot's)
         self.clean: set[DirectConnection] = set()
+        self.started_s = trio.current_time()  # before step 1's reads: bounds a TTL's decay
 
     async def open(self, node: str) -> DirectConnection:
         name = _WATCH_PREFIX + node
@@ -360,7 +361,8 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
     before = crossslot.read_values(local, elems[layout.before_at : layout.before_at + 2 * n_local])
     after = crossslot.dumps(elems[layout.after_at : layout.after_at + n_local])
     new = crossslot.read_values(p.written, elems[layout.after_at + n_local :])
-    changed = {k: v for k, v in new.items() if v.payload != values[k].payload}
+    elapsed_ms = int((trio.current_time() - watches.started_s) * 1000)
+    changed = {k: v for k, v in new.items() if crossslot.changed(values[k], v, elapsed_ms)}
     undo = [Undo(k, p.anchor_slot, before[k], a) for k, a in zip(local, after, strict=True)
             if before[k].payload != a]
     # Step 2's marker goes (its fate is known), after a replica has step 2 when the sources
