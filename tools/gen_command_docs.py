@@ -722,9 +722,10 @@ SCRIPTS_ACROSS = """\
 declared key counting as written (`proxy/routing/crossslot.py`, `gather.py`): the keys
 outside the first key's slot are gathered under `WATCH` (step 1); the script runs on the
 first key's master in one transaction with those `KEYS` replaced by temporaries holding
-copies (step 2); every declared key whose value or TTL the script changed is then written
-back on its own master, one `MULTI … EXEC` per slot under its `WATCH` (step 3), a key the
-script deleted is deleted there. `EVAL_RO`, `EVALSHA_RO`, `FCALL_RO` gather without `WATCH`,
+copies (step 2); every declared key whose value or TTL the script changed (a TTL added,
+removed, or set apart from its decay since the gather) is then written back on its own
+master, one `MULTI … EXEC` per slot under its `WATCH` (step 3), a key the script deleted is
+deleted there. `EVAL_RO`, `EVALSHA_RO`, `FCALL_RO` gather without `WATCH`,
 run, and write nothing back. With every `KEYS` in one slot (or none) nothing of this runs:
 the command is forwarded as before, with the same cost.
 
