@@ -6,9 +6,10 @@ a time (``-P 1``), the cases alternating inside every round; reported per comman
 median wall time over the rounds, the proxy's CPU time and the masters' CPU time.
 
 - ``sunionstore``: SUNIONSTORE of 3 sets of 100 members into a 4th key;
-- ``rename``: RENAME of a 100-byte string to another key and back (each command one move).
+- ``rename``: RENAME of a 100-byte string to another key and back (each command one move);
+- ``eval``: the same move as an EVAL script over its 2 KEYS (GET, SET, DEL).
 
-Targets: ``xslot``: the keys without hash tags, in 4 (RENAME: 2) different slots spread over
+Targets: ``xslot``: the keys without hash tags, in 4 (RENAME, EVAL: 2) different slots spread over
 the masters, through the proxy; ``tagged``: the same commands on keys sharing one hash tag,
 through the proxy; ``direct``: the tagged commands straight to their master.
 
@@ -40,6 +41,8 @@ from tests.support import (  # noqa: E402
 )
 
 MEMBERS = 100
+_MOVE_SCRIPT = ("redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) "
+                "return redis.call('DEL', KEYS[1])")
 
 
 def spread_keys(n: int, owner_of: dict[int, int]) -> list[str]:
@@ -68,8 +71,13 @@ def run_case(c: RawClient, case: str, keys: list[str], n: int) -> None:
         return
     a, b = keys[4], keys[5]
     for i in range(n):
-        reply = c.call("RENAME", a, b) if i % 2 == 0 else c.call("RENAME", b, a)
-        assert reply == b"+OK\r\n", reply
+        pair = (a, b) if i % 2 == 0 else (b, a)
+        if case == "eval":
+            reply = c.call("EVAL", _MOVE_SCRIPT, "2", *pair)
+            assert reply == b":1\r\n", reply
+        else:
+            reply = c.call("RENAME", *pair)
+            assert reply == b"+OK\r\n", reply
 
 
 def main() -> None:
@@ -108,7 +116,7 @@ def main() -> None:
         node_pids = [n.pid for n in nodes]
         results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         for _ in range(args.rounds):
-            for case in ("sunionstore", "rename"):
+            for case in ("sunionstore", "rename", "eval"):
                 for target in ("xslot", "tagged", "direct"):
                     c = clients[target]
                     p0, n0 = cpu_ns(proxy.pid), sum(cpu_ns(p) for p in node_pids)

@@ -26,7 +26,7 @@ from slotgate.protocol.commands import ALL_COMMANDS, REDIS_VERSION, CommandInfo 
 from slotgate.protocol.overrides import MAY_RUN_LONG  # noqa: E402
 from slotgate.proxy.routing.blockmove import HANDLED as BLOCKMOVE_HANDLED  # noqa: E402
 from slotgate.proxy.routing.blockmulti import HANDLED as BLOCK_HANDLED  # noqa: E402
-from slotgate.proxy.routing.crossslot import SPECS  # noqa: E402
+from slotgate.proxy.routing.crossslot import SCRIPTS, SPECS  # noqa: E402
 from slotgate.proxy.routing.xreadmulti import HANDLED as XREAD_HANDLED  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "COMMANDS.md"
@@ -82,6 +82,13 @@ _KEYLESS_SCRIPT = ("Without keys{}: to the master that answers this client's key
                    "master's slots, else the node's `-ERR Script attempted to access a non "
                    "local key in a cluster node …`.")
 _CACHED_ON_ONE = " The script is cached on that one master only."
+# Routed ``single``, yet run across slots (proxy/front/routes.py).
+_SINGLE_ACROSS = frozenset({*SCRIPTS, "migrate"})
+_SCRIPT_ACROSS = (" `KEYS` in several slots: runs next to its first key on copies of the "
+                  "others, each changed key written back to its own slot ([details]"
+                  "(#scripts-functions-and-migrate-across-slots)).")
+_SCRIPT_RO_ACROSS = (" `KEYS` in several slots: runs next to its first key on copies of the "
+                     "others ([details](#scripts-functions-and-migrate-across-slots)).")
 _NOSCRIPT = " `-NOSCRIPT` passes through unchanged."
 
 NOTES: dict[str, str] = {
@@ -96,12 +103,14 @@ NOTES: dict[str, str] = {
     "mset": "Each slot's part is atomic on its node; the whole is not (see [MSETNX]"
             "(#msetnx-across-slots)).",
     "del": "Parts per slot run independently; the count is their sum.",
-    "eval": _KEYLESS_SCRIPT.format(" (`EVAL script 0`)") + _CACHED_ON_ONE,
-    "evalsha": _KEYLESS_SCRIPT.format("") + _NOSCRIPT,
-    "eval_ro": _KEYLESS_SCRIPT.format("") + _CACHED_ON_ONE,
-    "evalsha_ro": _KEYLESS_SCRIPT.format("") + _NOSCRIPT,
-    "fcall": _KEYLESS_SCRIPT.format(""),
-    "fcall_ro": _KEYLESS_SCRIPT.format(""),
+    "migrate": ("`KEYS` in several slots: one MIGRATE per slot, replies merged as one server's "
+                "([details](#scripts-functions-and-migrate-across-slots))."),
+    "eval": _KEYLESS_SCRIPT.format(" (`EVAL script 0`)") + _CACHED_ON_ONE + _SCRIPT_ACROSS,
+    "evalsha": _KEYLESS_SCRIPT.format("") + _NOSCRIPT + _SCRIPT_ACROSS,
+    "eval_ro": _KEYLESS_SCRIPT.format("") + _CACHED_ON_ONE + _SCRIPT_RO_ACROSS,
+    "evalsha_ro": _KEYLESS_SCRIPT.format("") + _NOSCRIPT + _SCRIPT_RO_ACROSS,
+    "fcall": _KEYLESS_SCRIPT.format("") + _SCRIPT_ACROSS,
+    "fcall_ro": _KEYLESS_SCRIPT.format("") + _SCRIPT_RO_ACROSS,
     "script|load": "Replicas do not get it: a replica promoted later answers `-NOSCRIPT` "
                    "for it until it is loaded again.",
     "function|load": "All or nothing: a master that refuses (`-ERR Library 'x' already "
@@ -240,6 +249,8 @@ def handling(info: CommandInfo) -> str:
         text = f"one master per call; {MERGE_TEXT[merge]}"
     elif merge is not None:
         text = f"{ROUTE_TEXT[route]}; {MERGE_TEXT[merge]}"
+    elif info.name in _SINGLE_ACROSS:
+        text = "to the master of its keys' slot"  # across slots: its note
     else:
         text = ROUTE_TEXT[route]
     text = text[0].upper() + text[1:] + "."
@@ -715,6 +726,83 @@ a client can only observe by reading concurrently).
 """
 
 
+SCRIPTS_ACROSS = """\
+## Scripts, functions and MIGRATE across slots
+
+`EVAL`, `EVALSHA`, `FCALL` whose declared `KEYS` span slots run as `MSETNX` does, every
+declared key counting as written (`proxy/routing/crossslot.py`, `gather.py`): the keys
+outside the first key's slot are gathered under `WATCH` (step 1); the script runs on the
+first key's master in one transaction with those `KEYS` replaced by temporaries holding
+copies (step 2); every declared key whose value or TTL the script changed (a TTL added,
+removed, or set apart from its decay since the gather) is then written back on its own
+master, one `MULTI … EXEC` per slot under its `WATCH` (step 3), a key the script deleted is
+deleted there. `EVAL_RO`, `EVALSHA_RO`, `FCALL_RO` gather without `WATCH`,
+run, and write nothing back. With every `KEYS` in one slot (or none) nothing of this runs:
+the command is forwarded as before, with the same cost.
+
+Replies and errors are the node's own: `-NOSCRIPT`, compile errors, `error()` and
+`redis.error_reply`, `WRONGTYPE` and other errors of `redis.call` with their `script: <sha>,
+on @user_script:…` suffix, `redis.pcall`'s error replies, RESP3 replies after
+`redis.setresp(3)`, the read-only forms' refusal of writes. A reply holding a temporary's
+name as a whole string (`return KEYS`) gets the key's own name back.
+`tests/proxy/test_crossslot_scripts.py` compares all of them with one redis-server, RESP2
+and RESP3, behind a real cluster and behind our nodes.
+
+**What a script can touch.** Only its declared keys are copied. A key name the script
+builds itself (from `ARGV`, by concatenation) is looked up on the first key's master as it
+is, under that node's cluster rules for scripts: a key of a slot it does not serve gets
+`-ERR Script attempted to access a non local key in a cluster node …`; one of another slot
+it serves, `-ERR Script attempted to access keys that do not hash to the same slot` unless
+the script allows cross-slot keys (`EVAL` without a `#!lua` line, the flag
+`allow-cross-slot-keys`). Such keys are real keys, not copies: never written back nor put
+back. Names sharing the first key's hash tag always work. `EVALSHA` and `FCALL` need the
+script (`SCRIPT LOAD`, which the proxy sends to every master) or the library (`FUNCTION
+LOAD`, every master) on the first key's master.
+
+**Atomicity and what others observe.** The script itself runs atomically on the copies and
+on the first key's slot. The keys of other slots are each read at their slot's gather, a
+little earlier, and written back after the script, one slot after another: between step 2
+and the last commit another client can read the script's writes in some slots and not yet
+in others. If another client changes a declared key of another slot meanwhile, its slot's
+`EXEC` answers null: every key already written back and every declared key of the first
+key's slot is put back as it was (each only if it still holds what the script left, under
+`WATCH`), and the script runs again from step 1, 3 times at most, then `ERR slotgate:
+'<name>' across slots: its source kept changing meanwhile; nothing was changed`. Writes to
+keys the script did not declare are not put back. When another client changed a declared
+key of the first key's slot too, after the script, that key cannot be put back: the client
+gets `ERR slotgate: move across slots half done: …`, and what could not be put back holds
+what the script and that client left (the tests cover the first case: a deterministic one
+in `tests/proxy/test_crossslot_faults.py`, and concurrent script moves against a writer of
+the other slots' keys in `tests/proxy/test_crossslot_scripts.py`).
+
+**A node failing half-way** is handled as for the moves and MSETNX (markers, settling): a
+gather that fails changes nothing; the first key's master failing after step 2 was sent is
+resolved by step 2's marker — not run: "not done", nothing changed; run: the script runs a
+second time on copies of what step 2 started from (in one transaction that deletes them) to
+learn what it left in its declared keys, and those of the first key's slot are put back
+(the client gets "not done"); a master of another slot failing during its commit is resolved by that commit's
+marker; neither known before the retry deadline: the unknown-fate error. A script whose
+result depends on more than its declared keys (time, randomness, undeclared keys) may give
+a different result in that second run, and its writes to undeclared keys happen twice. The errors are the
+moves' (`… across slots not done: …`, `… half done …`, as for MSETNX): in them, the
+*destination* is the first key's slot and a *source* a declared key of another slot.
+
+**MIGRATE … KEYS** (`proxy/routing/migrateroute.py`). A cluster node refuses keys of
+several slots in one `MIGRATE`, even when it serves them all. The proxy sends one `MIGRATE`
+per slot with that slot's keys (key order kept) and every other argument as the client gave
+it (`COPY`, `REPLACE`, `AUTH`, `AUTH2`, the target, its database, the timeout), slots of one
+master one after another, masters in parallel, and answers as one server: the first error
+of the parts (in the order of their slots' first keys: `-BUSYKEY`, `-IOERR`, the target's
+refusal), else `+OK` if any key
+moved, else `+NOKEY`. Not atomic across slots (nor is `MIGRATE` on one server: keys are
+deleted at the source after the target acknowledged them): when one part fails, the keys of
+the parts that succeeded are moved, as with a failed batch on one server; a source master
+failing during its part gets the usual error and leaves its keys at the source or at the
+target, as `MIGRATE` does. The differential test compares replies and the target's keys.
+
+"""
+
+
 CROSS_SLOT = """\
 ## Multi-key commands across slots
 
@@ -779,10 +867,9 @@ Handled elsewhere: `LMPOP`, `ZMPOP`, `BLMOVE`, `BRPOPLPUSH` and the other blocki
 ([Blocking pops across slots](#blocking-pops-across-slots)), `XREAD`/`XREADGROUP` over
 streams of several slots, `SORT … BY/GET` patterns (next section), `COPY … DB` with
 `databases` above 1 ([Numbered databases](#numbered-databases); with `databases: 1` a
-node's own refusal). Not handled (still `-CROSSSLOT` across slots): the keys of
-`EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `FCALL`, `FCALL_RO` (a script may touch its keys
-in any order and read what it wrote: it must run where all its keys are), and `MIGRATE`'s
-`KEYS` (it moves keys between servers, not inside this one).
+node's own refusal), scripts and functions whose `KEYS` span slots and `MIGRATE … KEYS`
+([Scripts, functions and MIGRATE across slots]
+(#scripts-functions-and-migrate-across-slots)).
 
 ## SORT with BY and GET patterns
 
@@ -1042,6 +1129,7 @@ def render() -> str:
     out.append(f"\n{len(rows)} commands and subcommands in all.\n")
     out.append(CROSS_SLOT)
     out.append(MSETNX)
+    out.append(SCRIPTS_ACROSS)
     out.append(BLOCKING_CROSS)
     out.append(DATABASES)
     out.append(OWN_FACTS)

@@ -25,7 +25,16 @@ from slotgate.protocol.commands import COMMANDS, CommandInfo
 from slotgate.protocol.resp import OK
 from slotgate.proxy import errors
 from slotgate.proxy.front import auth, cluster_emu, guard, local, own_config, pinned, pubsub, wait
-from slotgate.proxy.routing import blockmove, blockmulti, fanout, functions, gather, xreadmulti
+from slotgate.proxy.routing import (
+    blockmove,
+    blockmulti,
+    crossslot,
+    fanout,
+    functions,
+    gather,
+    migrateroute,
+    xreadmulti,
+)
 from slotgate.proxy.routing.redirect import error_frame
 
 if TYPE_CHECKING:
@@ -120,12 +129,24 @@ _KEYLESS_HOME = {
 }
 
 
-def single(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:
+def single(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
     slot = s.slot_of(argv)
     if slot is None:
-        s.reply(info.name, CROSSSLOT)
-        return
+        across = _SINGLE_ACROSS.get(info.name)
+        pending = across(s, argv, info) if across is not None else None
+        if pending is None:
+            s.reply(info.name, CROSSSLOT)
+        return pending
     s.send_single(argv, slot, "readonly" in info.flags, info.name)
+    return None
+
+
+# Commands routed ``single`` that the proxy still runs when their keys span slots: scripts
+# and functions on copies of their KEYS (gather.py), MIGRATE … KEYS per slot.
+_SINGLE_ACROSS: dict[str, Route] = {
+    **dict.fromkeys(crossslot.SCRIPTS, gather.route),
+    "migrate": migrateroute.route,
+}
 
 
 def keyless(s: RouteSession, argv: list[bytes], info: CommandInfo) -> None:

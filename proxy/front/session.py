@@ -80,7 +80,7 @@ from slotgate.proxy.front import (
     tracking,
 )
 from slotgate.proxy.front.latency import BUCKETS, LEVELS_S
-from slotgate.proxy.front.routes import CROSSSLOT, ROUTES
+from slotgate.proxy.front.routes import ROUTES
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call
@@ -592,11 +592,11 @@ class Session:
                     self.send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
                     return None
                 slot = self._slot_at(argv, positions)
-                if slot is None:
-                    self.reply(row.name, CROSSSLOT)
-                else:
+                if slot is not None:
                     self.send_single(argv, slot, readonly, row.name)
-                return None
+                    return None
+                # Keys in several slots: the slow path (routes.single, its CROSSSLOT or a
+                # route across slots).
         self.argv = argv
         split = self._split.get(argv[0])
         if split is not None and self.tx.queued is None and self.sub.link is None:

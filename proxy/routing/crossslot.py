@@ -69,7 +69,13 @@ SPECS: dict[str, Spec] = {
     **dict.fromkeys(("rename", "renamenx", "lmove", "rpoplpush", "smove"), _MOVE),
     # Every key may be written.
     "msetnx": Spec(0, "all"),
+    # Scripts and functions over their declared KEYS, next to the first one: every declared
+    # key the script changed is written back; the read-only forms write nothing.
+    **dict.fromkeys(("eval", "evalsha", "fcall"), Spec(0, "all")),
+    **dict.fromkeys(("eval_ro", "evalsha_ro", "fcall_ro"), _FIRST),
 }
+# Routed ``single`` (one slot: forwarded as is); across slots by ``gather.route``.
+SCRIPTS = frozenset({"eval", "evalsha", "fcall", "eval_ro", "evalsha_ro", "fcall_ro"})
 
 TEMP_PREFIX = b"slotgate-tmp:"
 # A move's *marker*: a key of the slot a step writes, set by that step's own transaction, so
@@ -301,6 +307,17 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) 
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
 
 
+def changed(before: Value, after: Value, elapsed_ms: int) -> bool:
+    """Whether the command changed a key read ``elapsed_ms`` before its value ``after``
+    was: its value, or its TTL (added, removed, or set apart from the decay of that time:
+    a script's ``PEXPIRE``/``PERSIST``)."""
+    if before.payload != after.payload:
+        return True
+    if after.payload is None or (before.ttl_ms == 0) != (after.ttl_ms == 0):
+        return after.payload is not None
+    return not before.ttl_ms - elapsed_ms - 2 <= after.ttl_ms <= before.ttl_ms + 1
+
+
 def dumps(frames: list[bytes]) -> list[bytes | None]:
     """DUMP replies' payloads (None: no such key)."""
     return [_bulk(f) for f in frames]
@@ -343,3 +360,15 @@ class Undo(NamedTuple):
 
 def is_null(raw: bytes) -> bool:
     return raw in _NULLS
+
+
+def unmask(raw: bytes, temps: dict[bytes, bytes]) -> bytes:
+    """A script's reply with each temporary's name, as a whole bulk or status string (a
+    script that returns its ``KEYS``), given back as the key's own."""
+    if TEMP_PREFIX not in raw:
+        return raw
+    for key, temp in temps.items():
+        raw = raw.replace(b"$%d\r\n%s\r\n" % (len(temp), temp),
+                          b"$%d\r\n%s\r\n" % (len(key), key))
+        raw = raw.replace(b"+%s\r\n" % temp, b"+%s\r\n" % key)
+    return raw

@@ -88,7 +88,10 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
 async def _run(s: RouteSession, p: Plan, readonly: bool, name: str,
                reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
-    reply_slot(await run_plan(s, p, readonly, name))
+    reply = await run_plan(s, p, readonly, name)
+    if name in crossslot.SCRIPTS:
+        reply = crossslot.unmask(reply, p.temps)  # ``return KEYS``
+    reply_slot(reply)
 
 
 async def run_plan(s: RouteSession, p: Plan, readonly: bool, name: str) -> bytes:
@@ -153,6 +156,7 @@ class _Watches:
         self.by_key: dict[bytes, DirectConnection] = {}
         self.marks: dict[DirectConnection, bytes] = {}  # each commit's marker (its slot's)
         self.clean: set[DirectConnection] = set()
+        self.started_s = trio.current_time()  # before step 1's reads: bounds a TTL's decay
 
     async def open(self, node: str) -> DirectConnection:
         name = _WATCH_PREFIX + node
@@ -297,8 +301,8 @@ async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
 
 def _is_move(p: Plan) -> bool:
     """A move (one source, one destination): finishing it is as good as taking it back.
-    MSETNX is not: its keys are all taken back."""
-    return p.argv[0].lower() != b"msetnx"
+    MSETNX and scripts are not: their keys are all taken back."""
+    return crossslot.SPECS[p.argv[0].decode(errors="replace").lower()].writes == "first"
 
 
 def _unsettled(s: RouteSession, p: Plan, outcome: str, todo: list[Undo], node: str) -> bytes:
@@ -357,7 +361,8 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
     before = crossslot.read_values(local, elems[layout.before_at : layout.before_at + 2 * n_local])
     after = crossslot.dumps(elems[layout.after_at : layout.after_at + n_local])
     new = crossslot.read_values(p.written, elems[layout.after_at + n_local :])
-    changed = {k: v for k, v in new.items() if v.payload != values[k].payload}
+    elapsed_ms = int((trio.current_time() - watches.started_s) * 1000)
+    changed = {k: v for k, v in new.items() if crossslot.changed(values[k], v, elapsed_ms)}
     undo = [Undo(k, p.anchor_slot, before[k], a) for k, a in zip(local, after, strict=True)
             if before[k].payload != a]
     # Step 2's marker goes (its fate is known), after a replica has step 2 when the sources

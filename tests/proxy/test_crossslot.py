@@ -119,15 +119,15 @@ MOVES: list[list[str]] = [
 ]
 
 
-def _keys(prefix: str) -> dict[str, str]:
-    return {name: f"{prefix}{name}" for name in NAMES}
+def _keys(prefix: str, names: Sequence[str] = NAMES) -> dict[str, str]:
+    return {name: f"{prefix}{name}" for name in names}
 
 
-def _prefix() -> str:
+def _prefix(names: Sequence[str] = NAMES) -> str:
     """A fresh prefix that puts every key in a slot of its own."""
     while True:
         prefix = f"x{uuid.uuid4().hex[:8]}:"
-        if len({key_slot(k.encode()) for k in _keys(prefix).values()}) == len(NAMES):
+        if len({key_slot(k.encode()) for k in _keys(prefix, names).values()}) == len(names):
             return prefix
 
 
@@ -143,12 +143,13 @@ def _normal(cmd: Sequence[str], raw: bytes) -> bytes:
     return raw
 
 
-def _run(port: int, proto: int, prefix: str, script: list[list[str]]) -> list[bytes]:
-    keys = _keys(prefix)
+def _run(port: int, proto: int, prefix: str, script: list[list[str]],
+         setup: list[list[str]] = SETUP, names: Sequence[str] = NAMES) -> list[bytes]:
+    keys = _keys(prefix, names)
     with RawClient(port) as c:
         if proto == 3:
             assert c.call("HELLO", "3")[:1] == b"%"
-        c.pipeline([_argv(cmd, keys) for cmd in SETUP])
+        c.pipeline([_argv(cmd, keys) for cmd in setup])
         out = []
         for cmd in script:  # one at a time: a mismatch names its command
             out.append(_normal(cmd, c.call(*_argv(cmd, keys))))

@@ -169,6 +169,34 @@ async def test_msetnx_whose_key_appears_meanwhile_sets_none_of_its_keys(
     await c.call("DEL", a, b, c_key)
 
 
+async def test_a_script_whose_foreign_key_is_written_meanwhile_is_put_back_and_runs_again(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """EVAL over KEYS on two masters pops from its first key and pushes onto the other;
+    another client writes the other key before its commit: the first key is put back, the
+    script runs again, and the element is found once."""
+    c, src, dst = await two_lists(proxy, cluster, "script")
+    real = crossslot.commit_payload
+    calls: list[int] = []
+
+    def racing(changed: dict[bytes, crossslot.Value], *rest: bytes | None) -> tuple[bytes, int]:
+        if not calls:
+            master_of(cluster, dst).client().rpush(dst, "late")
+        calls.append(len(changed))
+        return real(changed, *rest)
+
+    monkeypatch.setattr(crossslot, "commit_payload", racing)
+    script = ("local v = redis.call('LPOP', KEYS[1]) "
+              "if v then redis.call('RPUSH', KEYS[2], v) end return v")
+    assert await c.call("EVAL", script, "2", src, dst) == b"$2\r\ne0\r\n"
+    assert calls == [1, 1, 1]  # dst's commit (refused), src put back, dst's second commit
+    got_src, got_dst = await lists(c, src, dst)
+    assert got_src == [f"e{i}".encode() for i in range(1, 10)]
+    assert got_dst == [b"d0", b"late", b"e0"]
+    assert await c.call("KEYS", "*slotgate-tmp*") == b"*0\r\n"
+    await c.call("DEL", src, dst)
+
+
 async def test_the_sources_master_killed_between_steps_loses_and_duplicates_nothing(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -306,8 +334,7 @@ async def test_the_destinations_master_lost_during_step_2_leaves_nothing_changed
     lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node=f"127.0.0.1:{victim.port}"))
     calls: list[int] = []
 
-    async def losing(s: object, slot: int, payload: bytes,
-                     *args: object) -> tuple[bytes, str]:
+    async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
         if slot == dst_slot and b"RESTORE" in payload and not calls:
             calls.append(slot)
             if applied:
@@ -342,8 +369,7 @@ async def test_a_lost_step_2_whose_destination_changed_meanwhile_is_finished(
     lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node="127.0.0.1:1"))
     calls: list[int] = []
 
-    async def losing(s: object, slot: int, payload: bytes,
-                     *args: object) -> tuple[bytes, str]:
+    async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
         if slot == dst_slot and b"RESTORE" in payload and not calls:
             calls.append(slot)
             await real(s, slot, payload, *args)  # type: ignore[arg-type]
