@@ -45,12 +45,13 @@ import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import hiredis
 import trio
 
 from slotgate.eventcore import sockets
+from slotgate.eventcore.groups import on_group
 from slotgate.eventcore.poller import EOF, HandlerError, receive_ready
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.commands import (
@@ -92,10 +93,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("slotgate.session")
 
 RECV_BUFFER_BYTES = 64 * 1024
+_REPLY_ON: Final = 0  # clients.REPLY_ON, inlined in the compiled build
+assert _REPLY_ON == clients.REPLY_ON
 _MINUS = ord("-")
 # Why the poller handed the client socket back to the session's task (besides EOF).
 _PENDING, _QUIT, _BAD, _FULL = range(1, 5)
 _NO_REQUESTS: list[list[bytes]] = []
+_GONE: tuple[type[Exception], ...] = (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                                      HandlerError)
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 
@@ -113,7 +118,7 @@ def _sockname(sock: socket.socket) -> str:
 def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
     failure is dropped), count it, and write out whatever is now ready in order. Both
-    ``ReplySlot.__call__`` and ``SlotCall.finish`` are this function (no extra call)."""
+    ``ReplySlot.__call__`` and ``SlotCall.finish`` call this function."""
     if slot.data is not None:
         return
     slot.data = raw
@@ -167,7 +172,8 @@ class ReplySlot:
         self.start_s = start_s
         self.argv = session.argv  # the request being dispatched (for the slow log)
 
-    __call__ = _fill
+    def __call__(self, raw: bytes) -> None:
+        _fill(self, raw)
 
 
 def _never(raw: bytes) -> None:
@@ -204,22 +210,23 @@ class SlotCall(Call):
         if type_byte == _MINUS:
             self.router.on_error(self, raw)
         else:
-            self.finish(raw)
+            _fill(self, raw)
 
-    finish = _fill
+    def finish(self, raw: bytes) -> None:
+        _fill(self, raw)
 
 
 class Session:
     # Fixed fields (one Session lives per client connection: the memory per idle connection,
-    # bench/bench_conn_memory.py); ``__dict__`` only for what is set on an instance now and
-    # then (``dispatch`` while CLIENT REPLY is not ON).
+    # bench/bench_conn_memory.py).
     __slots__ = ("proxy", "router", "metrics", "_slot_requests", "settings", "_sock", "_flusher",
                  "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd", "created_s",
                  "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet", "proto",
                  "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress", "quit",
                  "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login", "checked",
                  "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader", "_batch",
-                 "_next", "_pending", "_depth", "_conns", "_conns_proto", "__dict__")
+                 "_next", "_pending", "_depth", "_conns", "_conns_proto", "slowlog", "argv",
+                 "tracking", "tls", "policies", "db", "_databases", "last_write_slot")
 
     def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
         self.proxy = proxy
@@ -354,18 +361,14 @@ class Session:
 
     # --- CLIENT REPLY OFF / SKIP: requests whose replies are dropped -----------------------
     def set_reply_mode(self, mode: int) -> None:
-        """While replies are off (or the next one skipped), requests go through
-        ``_dispatch_quiet``; the ordinary dispatch is untouched."""
+        """While replies are off (or the next one skipped), ``dispatch`` hands every request
+        to ``_dispatch_quiet`` (one flag test on the ordinary path)."""
         self.reply_mode = mode
-        if mode != clients.REPLY_ON:
-            self.dispatch = self._dispatch_quiet  # type: ignore[method-assign]
 
     def _dispatch_quiet(self, argv: list[bytes]) -> Awaitable[None] | None:
         mode = self.reply_mode
-        if mode == clients.REPLY_ON or clients.answered_anyway(argv, mode):
-            if mode == clients.REPLY_ON:
-                self.__dict__.pop("dispatch", None)  # the ordinary dispatch again
-            return Session.dispatch(self, argv)
+        if clients.answered_anyway(argv, mode):
+            return self.dispatch(argv, True)
         if mode == clients.REPLY_SKIP:
             self.reply_mode = clients.REPLY_ON  # this request is the one skipped
         # A filled placeholder ahead of the request's reply slots holds them back until they
@@ -374,7 +377,7 @@ class Session:
         slots = self.slots
         slots.append(hold)
         try:
-            return Session.dispatch(self, argv)
+            return self.dispatch(argv, True)
         finally:
             for slot in reversed(slots):  # the slots this request took, after the hold
                 if slot is hold:
@@ -437,21 +440,21 @@ class Session:
     async def run(self) -> None:
         self.metrics.client_connected()
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                eof = await self._read_loop()
-                if not eof:
-                    deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
-                    if deadline is None:
-                        deadline = trio.current_time() + self.settings.shutdown_grace_ms / 1000
-                    with trio.move_on_at(deadline):
-                        await self._drain()
-                nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
-                 HandlerError) as eg:
             # The client went away (reset, broken pipe), or serving it hit a bug (logged by
             # the poller): nothing to answer any more.
-            log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
+            with on_group(_GONE, self._gone):
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    eof = await self._read_loop()
+                    if not eof:
+                        # None: QUIT or bad input, not shutdown
+                        deadline = self.proxy.stop_deadline
+                        if deadline is None:
+                            deadline = (trio.current_time()
+                                        + self.settings.shutdown_grace_ms / 1000)
+                        with trio.move_on_at(deadline):
+                            await self._drain()
+                    nursery.cancel_scope.cancel()
         finally:
             self.closed = True
             self._writer.sock = None
@@ -463,6 +466,9 @@ class Session:
                 await self.tx.aclose()
                 await self.sub.aclose()
                 sockets.close(self._sock)
+
+    def _gone(self, exc: Exception) -> None:
+        log.debug("client %s gone: %r", self.peer, exc)
 
     async def _read_loop(self) -> bool:
         """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
@@ -579,9 +585,12 @@ class Session:
             reader.feed(data)
         await trio.sleep_forever()  # enough buffered: stop reading until the request ends
 
-    def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
+    def dispatch(self, argv: list[bytes], loud: bool = False) -> Awaitable[None] | None:
         """Route one request. Returns an awaitable when the request must finish before the
-        next one is read (the caller awaits it), else None."""
+        next one is read (the caller awaits it), else None. ``loud``: its reply is written
+        whatever CLIENT REPLY says (``_dispatch_quiet`` decided)."""
+        if self.reply_mode != _REPLY_ON and not loud:
+            return self._dispatch_quiet(argv)
         fast = self._single.get(argv[0])
         if fast is not None and self.tx.queued is None and self.sub.link is None:
             row, keys, arity, readonly = fast
@@ -673,6 +682,14 @@ class Session:
         return slot
 
     def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        """One request as one call to ``slot``'s master, the call being its reply slot; with
+        read/write policies on (readwrite.py), as they decide."""
+        if self.policies is not None:
+            self.policies.send_single(argv, slot, readonly, name)
+        else:
+            self.send_master(argv, slot, readonly, name)
+
+    def send_master(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         """One request as one call to ``slot``'s master, the call being its reply slot."""
         call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
         self.slots.append(call)
