@@ -19,8 +19,10 @@ import socket
 from collections.abc import Callable
 
 import trio
+from mypy_extensions import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled: proxy/backend/batches.py extends it
 class Writer:
     """Output of one socket (not its owner: closing the socket is the caller's)."""
 
@@ -72,28 +74,35 @@ class Writer:
         to take it; bytes sent. ``after_chunk`` runs after each joined chunk went out.
         Raises ``OSError`` when the connection is broken or there is no socket
         (``trio.ClosedResourceError`` if it is closed while waiting)."""
-        out = self.out
-        total = 0
         self.sending = True
         try:
-            while out:
-                data = out[0] if len(out) == 1 else b"".join(out)
-                out.clear()
-                self.unsent = 0
-                view = memoryview(data)
-                while view:
-                    sock = self.sock
-                    if sock is None:
-                        raise OSError(errno.EBADF, "the socket is closed")
-                    try:
-                        view = view[sock.send(view):]
-                    except BlockingIOError:
-                        await trio.lowlevel.wait_writable(sock)
-                total += len(data)
-                if after_chunk is not None:
-                    after_chunk()
+            return await self._send_all(after_chunk)
         finally:
             self.sending = False
+
+    async def _send_all(self, after_chunk: Callable[[], None] | None) -> int:
+        # No ``try`` around an ``await`` in this loop: compiled with mypyc, a local assigned
+        # in a ``try`` whose handler awaits is read back stale after the await (the loop sent
+        # its chunk again from the start).
+        out = self.out
+        total = 0
+        while out:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            self.unsent = 0
+            view = memoryview(data)
+            while view:
+                sock = self.sock
+                if sock is None:
+                    raise OSError(errno.EBADF, "the socket is closed")
+                sent = _send_some(sock, view)
+                if sent < 0:
+                    await trio.lowlevel.wait_writable(sock)
+                else:
+                    view = view[sent:]
+            total += len(data)
+            if after_chunk is not None:
+                after_chunk()
         return total
 
     async def run(self, after_chunk: Callable[[], None] | None = None) -> None:
@@ -105,6 +114,14 @@ class Writer:
                 await self._wakeup.wait()
                 continue
             await self.send_rest(after_chunk)
+
+
+def _send_some(sock: socket.socket, view: memoryview) -> int:
+    """Bytes the socket took now; -1 when it takes none (would block)."""
+    try:
+        return sock.send(view)
+    except BlockingIOError:
+        return -1
 
 
 class Flusher:

@@ -15,6 +15,7 @@ proxy could not start (e.g. its address is in use).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -40,6 +41,16 @@ from slotgate.proxy.ops.metrics import MetricsServer, PrometheusMetrics, check_h
 from slotgate.proxy.ops.supervisor import Supervisor, WorkerStartError
 from slotgate.proxy.ops.workers import Link, WorkerRole, announce_ready
 from slotgate.proxy.routing import movelock
+
+
+def _tune_gc() -> None:
+    """The cycle collector, for a process that allocates a few short-lived objects per
+    request: what start-up built (modules, the command table) is frozen out of every
+    collection, and the youngest generation is collected every 20,000 allocations instead
+    of 700 (most requests' objects are freed by reference counting long before: a
+    collection mostly walked the requests in flight; bench/RESULTS.md has the figures)."""
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 async def serve(config: Config, ns: argparse.Namespace, role: WorkerRole | None = None) -> None:
@@ -137,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if role is None:  # once per proxy, not once per worker
         logging.getLogger("slotgate").info("build: %s", BUILD.describe())
     status = 0
+    _tune_gc()
     try:
         if role is None and config.workers > 1:
             trio.run(supervise, config, args)

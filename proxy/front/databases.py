@@ -56,7 +56,7 @@ _OK = b"+OK\r\n"
 NAMED_REPLIES = frozenset({"blpop", "brpop", "bzpopmin", "bzpopmax", "blmpop", "bzmpop",
                            "lmpop", "zmpop", "xread", "xreadgroup"})
 # Commands of the session's fast route that this module answers in every database.
-NOT_FAST = frozenset({"move"})
+NOT_FAST: frozenset[str] = frozenset({"move"})
 # SCAN's cursor: the node's cursor times this, plus the master's index.
 _CURSOR_STRIDE = 1024
 

@@ -5,14 +5,14 @@
         ─▶ a replica: on the session's connection to it, READONLY sent first on that connection
     write ─▶ durable_writes: N ─▶ a DurableCall, its reply held until the batch's WAIT (durable.py)
           ─▶ read-your-writes ─▶ a ticket for the write (offsets.py)
-    anything else ─▶ Session.send_single, unchanged
+    anything else ─▶ Session.send_master, unchanged
 
 A session's ``Policy`` is the proxy-wide one (``reads.*``, ``writes.*``) with the TLS
 listener's fields over it for a TLS client, and its user's over those (``policies.*``).
 ``judge`` works it out when the client connects, logs in (AUTH, HELLO AUTH, RESET) and on a
-reload. Only a session whose policy is on gets ``ReadWrite.send_single`` in place of the
-session's own (an instance attribute: sessions without a policy pay nothing); a policy turned
-off gives the session its own back. Transactions, WATCH, blocking commands, scripts (EVAL_RO,
+reload. Only a session whose policy is on has a ``ReadWrite`` (``Session.policies``, which
+``Session.send_single`` hands its requests to: sessions without a policy pay one test); a
+policy turned off drops it. Transactions, WATCH, blocking commands, scripts (EVAL_RO,
 FCALL_RO too) and multi-slot fan-out keep going to masters. A redirect or a lost connection
 sends the request the router's usual way (the master).
 """
@@ -103,7 +103,7 @@ class DurableCall(SlotCall):
 
 
 class ReadWrite:
-    """One session's policies; ``send_single`` replaces the session's."""
+    """One session's policies; ``Session.send_single`` calls its ``send_single``."""
 
     __slots__ = ("session", "proxy", "policy", "replica_reads", "ryw", "durable", "on_writes",
                  "tickets", "blind_until")
@@ -133,17 +133,17 @@ class ReadWrite:
                 if node != owner:
                     self._send_to_replica(argv, slot, name, node)
                     return
-            Session.send_single(s, argv, slot, readonly, name)
+            s.send_master(argv, slot, readonly, name)
             return
         if name in WRITES:
             if self.durable:
                 self._send_durable(argv, slot, name, owner)
             else:
-                Session.send_single(s, argv, slot, readonly, name)
+                s.send_master(argv, slot, readonly, name)
             if self.ryw:
                 self._ticket(owner)
             return
-        Session.send_single(s, argv, slot, readonly, name)
+        s.send_master(argv, slot, readonly, name)
 
     def _ticket(self, owner: str | None) -> None:
         """Read-your-writes: the write just queued to ``owner`` (None: not known yet)."""
@@ -354,11 +354,9 @@ def judge(session: Session, proxy: Proxy) -> None:
         return
     if not policy.on:
         if rw is not None:
-            session.policies = None
-            session.__dict__.pop("send_single", None)  # the session's own again
+            session.policies = None  # Session.send_single sends to masters again
         return
     if rw is None:
-        rw = session.policies = ReadWrite(session, proxy, policy)
-        session.send_single = rw.send_single  # type: ignore[method-assign]
+        session.policies = ReadWrite(session, proxy, policy)  # Session.send_single asks it
     else:
         rw.take(policy)

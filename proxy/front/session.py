@@ -43,14 +43,14 @@ import logging
 import socket
 import time
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import hiredis
 import trio
 
 from slotgate.eventcore import sockets
+from slotgate.eventcore.groups import on_group
 from slotgate.eventcore.poller import EOF, HandlerError, receive_ready
 from slotgate.eventcore.writer import Flusher, Writer
 from slotgate.protocol.commands import (
@@ -81,6 +81,7 @@ from slotgate.proxy.front import (
 )
 from slotgate.proxy.front.latency import BUCKETS, LEVELS_S
 from slotgate.proxy.front.routes import ROUTES
+from slotgate.proxy.ops.tally import CommandTally
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call
@@ -92,10 +93,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("slotgate.session")
 
 RECV_BUFFER_BYTES = 64 * 1024
+_REPLY_ON: Final = 0  # clients.REPLY_ON, inlined in the compiled build
+assert _REPLY_ON == clients.REPLY_ON
 _MINUS = ord("-")
 # Why the poller handed the client socket back to the session's task (besides EOF).
 _PENDING, _QUIT, _BAD, _FULL = range(1, 5)
 _NO_REQUESTS: list[list[bytes]] = []
+_GONE: tuple[type[Exception], ...] = (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                                      HandlerError)
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 
@@ -113,7 +118,7 @@ def _sockname(sock: socket.socket) -> str:
 def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
     failure is dropped), count it, and write out whatever is now ready in order. Both
-    ``ReplySlot.__call__`` and ``SlotCall.finish`` are this function (no extra call)."""
+    ``ReplySlot.__call__`` and ``SlotCall.finish`` call this function."""
     if slot.data is not None:
         return
     slot.data = raw
@@ -127,7 +132,7 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
         s.metrics.command(name, "error", took_s)
         s.stats.error_reply(raw)
     else:
-        s.metrics.command(name, "ok", took_s)
+        s.tally.ok(name, took_s)  # metrics.command(name, "ok", took_s), compiled
     lat = s.latency
     if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one level counted per request
         try:
@@ -167,7 +172,8 @@ class ReplySlot:
         self.start_s = start_s
         self.argv = session.argv  # the request being dispatched (for the slow log)
 
-    __call__ = _fill
+    def __call__(self, raw: bytes) -> None:
+        _fill(self, raw)
 
 
 def _never(raw: bytes) -> None:
@@ -204,27 +210,29 @@ class SlotCall(Call):
         if type_byte == _MINUS:
             self.router.on_error(self, raw)
         else:
-            self.finish(raw)
+            _fill(self, raw)
 
-    finish = _fill
+    def finish(self, raw: bytes) -> None:
+        _fill(self, raw)
 
 
 class Session:
     # Fixed fields (one Session lives per client connection: the memory per idle connection,
-    # bench/bench_conn_memory.py); ``__dict__`` only for what is set on an instance now and
-    # then (``dispatch`` while CLIENT REPLY is not ON).
-    __slots__ = ("proxy", "router", "metrics", "_slot_requests", "settings", "_sock", "_flusher",
-                 "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd", "created_s",
-                 "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet", "proto",
-                 "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress", "quit",
-                 "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login", "checked",
-                 "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader", "_batch",
-                 "_next", "_pending", "_depth", "_conns", "_conns_proto", "__dict__")
+    # bench/bench_conn_memory.py).
+    __slots__ = ("proxy", "router", "metrics", "tally", "_slot_requests", "settings", "_sock",
+                 "_flusher", "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd",
+                 "created_s", "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet",
+                 "proto", "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress",
+                 "quit", "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login",
+                 "checked", "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader",
+                 "_batch", "_next", "_pending", "_depth", "_conns", "_conns_proto", "slowlog",
+                 "argv", "tracking", "tls", "policies", "db", "_databases", "last_write_slot")
 
     def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
         self.proxy = proxy
         self.router = proxy.router
         self.metrics = proxy.metrics
+        self.tally: CommandTally = proxy.metrics.tally
         self._slot_requests = proxy.metrics.slot_requests  # bumped in place per request
         self.settings = proxy.settings
         self._sock = sock  # the client's, non-blocking (eventcore.sockets); closed by run()
@@ -254,7 +262,10 @@ class Session:
         # A slot whose owner answers this client's keyless commands (stable per client).
         self.any_slot = (client_id * 2654435761) % SLOT_COUNT
         self.last_write_slot = -1  # the slot of the client's last write (WAIT), -1: none yet
-        self.slots: deque[ReplySlot | SlotCall] = deque()
+        # Reply slots in request order (a list, not a deque: an idle client's is 56 bytes,
+        # a deque's 760; the filled prefix is cut in one ``del`` per flush, at most
+        # max_pipeline_depth entries moved).
+        self.slots: list[ReplySlot | SlotCall] = []
         self.unfilled = 0
         self._out = self._writer.out  # replies ready, in order
         # Set whenever replies were flushed; made by whoever waits for it (most never do).
@@ -306,15 +317,26 @@ class Session:
         out = self._out
         was_empty = not out
         quiet = self._quiet
+        n = len(slots)
+        i = 0
         if quiet:
-            while slots and slots[0].data is not None:
-                slot = slots.popleft()
+            while i < n and slots[i].data is not None:
+                slot = slots[i]
+                i += 1
                 if slot in quiet:
                     quiet.discard(slot)
                 else:
                     out.append(slot.data)  # type: ignore[arg-type]
-        while slots and slots[0].data is not None:
-            out.append(slots.popleft().data)  # type: ignore[arg-type]
+        while i < n:
+            data = slots[i].data
+            if data is None:
+                break
+            out.append(data)
+            i += 1
+        if i == n:
+            slots.clear()
+        elif i:
+            del slots[:i]
         if was_empty and out and not self._writer.dirty and not self.closed:
             self._writer.dirty = True
             self._flusher.pending.append(self._writer)
@@ -354,18 +376,14 @@ class Session:
 
     # --- CLIENT REPLY OFF / SKIP: requests whose replies are dropped -----------------------
     def set_reply_mode(self, mode: int) -> None:
-        """While replies are off (or the next one skipped), requests go through
-        ``_dispatch_quiet``; the ordinary dispatch is untouched."""
+        """While replies are off (or the next one skipped), ``dispatch`` hands every request
+        to ``_dispatch_quiet`` (one flag test on the ordinary path)."""
         self.reply_mode = mode
-        if mode != clients.REPLY_ON:
-            self.dispatch = self._dispatch_quiet  # type: ignore[method-assign]
 
     def _dispatch_quiet(self, argv: list[bytes]) -> Awaitable[None] | None:
         mode = self.reply_mode
-        if mode == clients.REPLY_ON or clients.answered_anyway(argv, mode):
-            if mode == clients.REPLY_ON:
-                self.__dict__.pop("dispatch", None)  # the ordinary dispatch again
-            return Session.dispatch(self, argv)
+        if clients.answered_anyway(argv, mode):
+            return self.dispatch(argv, True)
         if mode == clients.REPLY_SKIP:
             self.reply_mode = clients.REPLY_ON  # this request is the one skipped
         # A filled placeholder ahead of the request's reply slots holds them back until they
@@ -374,7 +392,7 @@ class Session:
         slots = self.slots
         slots.append(hold)
         try:
-            return Session.dispatch(self, argv)
+            return self.dispatch(argv, True)
         finally:
             for slot in reversed(slots):  # the slots this request took, after the hold
                 if slot is hold:
@@ -437,21 +455,21 @@ class Session:
     async def run(self) -> None:
         self.metrics.client_connected()
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                eof = await self._read_loop()
-                if not eof:
-                    deadline = self.proxy.stop_deadline  # None: QUIT or bad input, not shutdown
-                    if deadline is None:
-                        deadline = trio.current_time() + self.settings.shutdown_grace_ms / 1000
-                    with trio.move_on_at(deadline):
-                        await self._drain()
-                nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
-                 HandlerError) as eg:
             # The client went away (reset, broken pipe), or serving it hit a bug (logged by
             # the poller): nothing to answer any more.
-            log.debug("client %s gone: %r", self.peer, eg.exceptions[0])
+            with on_group(_GONE, self._gone):
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    eof = await self._read_loop()
+                    if not eof:
+                        # None: QUIT or bad input, not shutdown
+                        deadline = self.proxy.stop_deadline
+                        if deadline is None:
+                            deadline = (trio.current_time()
+                                        + self.settings.shutdown_grace_ms / 1000)
+                        with trio.move_on_at(deadline):
+                            await self._drain()
+                    nursery.cancel_scope.cancel()
         finally:
             self.closed = True
             self._writer.sock = None
@@ -464,13 +482,12 @@ class Session:
                 await self.sub.aclose()
                 sockets.close(self._sock)
 
+    def _gone(self, exc: Exception) -> None:
+        log.debug("client %s gone: %r", self.peer, exc)
+
     async def _read_loop(self) -> bool:
         """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
-        s = self.settings
-        self._reader = reader = RequestReader(
-            max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
-            max_multibulk_len=s.max_multibulk_len)
-        self._depth = depth = s.max_pipeline_depth
+        self._depth = depth = self.settings.max_pipeline_depth
         flush = self._flush_all
         # Only waiting for input is cancelled by stop_reading(); a request being dispatched
         # (a blocking command, a transaction) is shielded and runs to its end.
@@ -481,7 +498,9 @@ class Session:
                 while len(self.slots) >= depth or (self._writer.sending and self._out):
                     self._progress = trio.Event()
                     await self._progress.wait()
-                reason = self._process()  # what is left of the last batch, if anything
+                # What is left of the last batch, if anything. ``object``: park returns EOF
+                # too (compiled, a variable typed ``int | None`` refuses it).
+                reason: object = self._process()
                 if reason is None:
                     flush()
                     reason = await self._poller.park(self._sock, self._on_readable,
@@ -491,7 +510,8 @@ class Session:
                 flush()
                 if reason == _PENDING:
                     pending, self._pending = self._pending, None
-                    assert pending is not None
+                    reader = self._reader  # made by the read that brought the request
+                    assert pending is not None and reader is not None
                     await self._await_pending(pending, reader)
                     if self._client_eof:
                         return True
@@ -505,7 +525,13 @@ class Session:
     def _on_readable(self, data: bytes) -> int | None:
         """The poller's handler for the client socket: parse, dispatch; hand the socket back
         to the session's task (return why) when it has to wait."""
-        self._reader.feed(data)  # type: ignore[union-attr]
+        reader = self._reader
+        if reader is None:  # the client's first bytes (an idle client holds no reader)
+            s = self.settings
+            reader = self._reader = RequestReader(
+                max_bulk_len=s.max_bulk_len, max_inline_len=s.max_inline_len,
+                max_multibulk_len=s.max_multibulk_len)
+        reader.feed(data)
         reason = self._process()
         if reason is None:
             if len(self.slots) < self._depth and not (self._writer.sending and self._out):
@@ -520,8 +546,11 @@ class Session:
         dispatch = self.dispatch
         while True:
             if i >= len(reqs):
+                reader = self._reader
+                if reader is None:  # nothing read yet
+                    return None
                 try:
-                    reqs = self._reader.get_requests()  # type: ignore[union-attr]
+                    reqs = reader.get_requests()
                 except ProtocolError as exc:
                     self._batch = _NO_REQUESTS
                     self._next = 0
@@ -579,9 +608,12 @@ class Session:
             reader.feed(data)
         await trio.sleep_forever()  # enough buffered: stop reading until the request ends
 
-    def dispatch(self, argv: list[bytes]) -> Awaitable[None] | None:
+    def dispatch(self, argv: list[bytes], loud: bool = False) -> Awaitable[None] | None:
         """Route one request. Returns an awaitable when the request must finish before the
-        next one is read (the caller awaits it), else None."""
+        next one is read (the caller awaits it), else None. ``loud``: its reply is written
+        whatever CLIENT REPLY says (``_dispatch_quiet`` decided)."""
+        if self.reply_mode != _REPLY_ON and not loud:
+            return self._dispatch_quiet(argv)
         fast = self._single.get(argv[0])
         if fast is not None and self.tx.queued is None and self.sub.link is None:
             row, keys, arity, readonly = fast
@@ -673,6 +705,14 @@ class Session:
         return slot
 
     def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        """One request as one call to ``slot``'s master, the call being its reply slot; with
+        read/write policies on (readwrite.py), as they decide."""
+        if self.policies is not None:
+            self.policies.send_single(argv, slot, readonly, name)
+        else:
+            self.send_master(argv, slot, readonly, name)
+
+    def send_master(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         """One request as one call to ``slot``'s master, the call being its reply slot."""
         call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
         self.slots.append(call)

@@ -47,6 +47,7 @@ from prometheus_client.utils import floatToGoString
 
 from slotgate.protocol.commands import ALL_COMMANDS
 from slotgate.protocol.slots import SLOT_COUNT
+from slotgate.proxy.ops.tally import CommandTally
 from slotgate.proxy.ops.tls import open_node_stream
 
 log = logging.getLogger("slotgate.metrics")
@@ -61,7 +62,7 @@ class ProxyMetrics:
     def __init__(self) -> None:
         self.counters: Counter[tuple[str, ...]] = Counter()
         self.clients_connected = 0
-        self.commands_total = 0
+        self.tally = CommandTally()  # requests answered (the session bumps it directly)
         self.auth_refusing: set[str] = set()  # nodes whose last login was refused
         # Requests routed to each slot (a resend after MOVED or a retry counts again); the
         # routing path increments the list in place, so holders of the list see the counts.
@@ -70,11 +71,21 @@ class ProxyMetrics:
     def redirect(self, kind: str, node: str) -> None:
         self.counters["redirect", kind, node] += 1
 
+    @property
+    def commands_total(self) -> int:
+        return self.tally.total
+
     def command(self, name: str, result: str, latency_s: float) -> None:
-        # Kept deliberately tiny: it runs once per client request.
-        self.commands_total += 1
-        if result != "ok":
-            self.counters["command_error", name] += 1
+        # The session counts replies without an error with ``tally.ok`` (compiled) and calls
+        # this for errors; both come here from elsewhere (tests, other callers).
+        if result == "ok":
+            self.tally.ok(name, latency_s)
+            return
+        self.tally.total += 1
+        self.command_failed(name, result, latency_s)
+
+    def command_failed(self, name: str, result: str, latency_s: float) -> None:
+        self.counters["command_error", name] += 1
 
     def upstream(self, node: str, result: str) -> None:
         self.counters["upstream", node, result] += 1
@@ -221,8 +232,8 @@ class PrometheusMetrics(ProxyMetrics):
         self.command_seconds: dict[tuple[str, str], float] = dict.fromkeys(self.command_counts,
                                                                            0.0)
         self.command_latency = Histogram(COMMAND_BUCKETS_S)
-        self._latency_counts = self.command_latency.counts
-        self._latency_bounds = self.command_latency.bounds
+        self.tally.label(self.command_counts, self.command_seconds, self.command_latency.counts,
+                         self.command_latency.bounds, self._command_slow)
         self.refresh_duration: dict[tuple[str, str], Histogram] = {
             (r, o): Histogram(REFRESH_BUCKETS_S) for r in REFRESH_REASONS for o in REFRESH_OUTCOMES
         }
@@ -233,20 +244,11 @@ class PrometheusMetrics(ProxyMetrics):
             ProcessCollector(registry=self.registry)
 
     # --- hot path ----------------------------------------------------------------------------
-    def command(self, name: str, result: str, latency_s: float) -> None:
-        self.commands_total += 1
-        key = (name, result)
-        try:
-            self.command_counts[key] += 1
-        except KeyError:
-            self._command_slow(name, result)
-        else:
-            self.command_seconds[key] += latency_s
-            if result != "ok":
-                self.counters["command_error", name] += 1
-        # Histogram.observe, inlined: the bucket list and bounds are bound once in __init__.
-        self._latency_counts[bisect_left(self._latency_bounds, latency_s)] += 1
-        self.command_latency.sum += latency_s
+    def command_failed(self, name: str, result: str, latency_s: float) -> None:
+        known = (name, result) in self.command_counts
+        self.tally.count(name, result, latency_s)  # (the histogram's sum: tally.latency_sum)
+        if known and result != "ok":
+            self.counters["command_error", name] += 1
 
     def _command_slow(self, name: str | bytes, result: str) -> None:
         """A name or result outside the table: count it under its bounded labels."""
@@ -332,7 +334,7 @@ class _Collector(Collector):
 
         h = HistogramMetricFamily(PREFIX + "command_duration_seconds",
                                   "Time from reading a client command to its reply being ready.")
-        h.add_metric((), m.command_latency.cumulative(), m.command_latency.sum)
+        h.add_metric((), m.command_latency.cumulative(), m.tally.latency_sum)
         yield h
 
         redirects: dict[tuple[str, ...], float] = {(k, n): 0 for k in LABEL_KINDS for n in nodes}

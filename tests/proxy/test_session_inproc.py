@@ -8,6 +8,7 @@ the blocking ``RawClient``, run in a worker thread.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -245,3 +246,22 @@ async def test_blocking_command_follows_moved(setup: Setup) -> None:
     setup.cluster.move(key_slot(key), b)
     assert await setup.call("BLPOP", key, "0") == array([bulk(key), bulk(b"job")])
     assert len(a.commands(b"BLPOP")) == 1 and len(b.commands(b"BLPOP")) == 1
+
+
+async def test_a_client_that_closes_ends_its_session_quietly(
+        setup: Setup, caplog: pytest.LogCaptureFixture) -> None:
+    """A client's close (EOF while its session waits for input, idle or after requests) ends
+    the session without an error (compiled, the read loop once refused the poller's EOF)."""
+    port = int(setup.proxy.listen_address.rpartition(":")[2])
+    before = len(setup.proxy.sessions)
+    with caplog.at_level(logging.ERROR, logger="slotgate"):
+        for requests in (0, 1):
+            client = await trio.to_thread.run_sync(lambda: RawClient(port, timeout_s=10))
+            if requests:
+                assert await trio.to_thread.run_sync(client.call, "PING") == b"+PONG\r\n"
+            client.close()
+        for _ in range(1000):  # until both sessions ended (10 s at most)
+            if len(setup.proxy.sessions) <= before:
+                break
+            await trio.sleep(0.01)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -288,6 +288,39 @@ async def test_a_full_socket_hands_the_rest_to_the_writer_task_in_order() -> Non
         assert b"".join(received) == big + b"after"
 
 
+async def test_send_rest_sends_a_large_output_once_through_many_partial_writes() -> None:
+    """Output far larger than the socket buffers, taken by a slow reader a little at a time:
+    every byte arrives once, in order (compiled, a send loop with an ``await`` in a ``try``
+    handler restarted its chunk from the start after each wait)."""
+    with tcp_pair() as (ours, peer):
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        first = b"".join(b"%08d" % i for i in range(100_000))  # no run repeats anywhere
+        second = b"".join(b"%08x" % i for i in range(50_000))
+        w = Writer([first, second], ours)
+        received: list[bytes] = []
+        sent: list[int] = []
+        chunks: list[int] = []
+
+        async def send() -> None:
+            sent.append(await w.send_rest(lambda: chunks.append(1)))
+
+        expected = len(first) + len(second)
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                while not sent and sum(map(len, received)) <= expected:
+                    await trio.lowlevel.wait_readable(peer)
+                    received.append(peer.recv(4096))
+                    await trio.lowlevel.checkpoint()  # the writer waits for room many times
+                nursery.cancel_scope.cancel()  # a writer sending too much
+            await trio.sleep(0.01)
+            received.append(drain(peer))
+        data = b"".join(received)
+        assert len(data) == expected and data == first + second
+        assert sent == [len(data)] and chunks == [1] and not w.sending and w.out == []
+
+
 async def test_send_rest_raises_when_the_peer_is_gone() -> None:
     with tcp_pair() as (ours, peer):
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
