@@ -94,12 +94,16 @@ def _human(c: Client, x: float) -> bytes:
     A coordinate is a double, which a long double holds exactly, so Python's correctly
     rounded ``%.17f`` of it is the same text (protocol/resp.py's format_long_double is the
     general, slower way)."""
-    s = (b"%.17f" % x).rstrip(b"0").rstrip(b".")
-    if s == b"-0":
-        s = b"0"
+    s = human_text(x)
     if c.resp == 3:
         return b",%s\r\n" % s
     return b"$%d\r\n%s\r\n" % (len(s), s)
+
+
+def human_text(x: float) -> bytes:
+    """A coordinate's text as ``_human`` sends it (``%.17f`` trimmed, ``-0`` as ``0``)."""
+    s = (b"%.17f" % x).rstrip(b"0").rstrip(b".")
+    return b"0" if s == b"-0" else s
 
 
 def _dist(d: float) -> bytes:
