@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from slotgate.protocol.commands import ALL_COMMANDS
@@ -417,7 +417,7 @@ def _help(s: Session, argv: list[bytes]) -> bytes:
     return array(b"+" + line.encode() + b"\r\n" for line in HELP)
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[[Session, list[bytes]], bytes]] = {
     "latency|latest": _latest,
     "latency|history": _history,
     "latency|reset": _reset,

@@ -18,6 +18,7 @@ carries them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slotgate.protocol import monitor
@@ -98,4 +99,4 @@ def reset(s: RouteSession) -> None:
     me.proxy.monitors.remove(me)
 
 
-HANDLERS = {"monitor": monitor_}
+HANDLERS: dict[str, Callable[[RouteSession, list[bytes]], bytes]] = {"monitor": monitor_}

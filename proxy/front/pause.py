@@ -18,7 +18,7 @@ through this proxy (other proxies, direct clients) still apply. While paused, ev
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -169,4 +169,5 @@ def asked_unpause(proxy: Proxy, args_: list[bytes]) -> list[bytes]:
     return []
 
 
-HANDLERS = {"client|pause": client_pause, "client|unpause": client_unpause}
+HANDLERS: dict[str, Callable[[RouteSession, list[bytes]], bytes]] = {
+    "client|pause": client_pause, "client|unpause": client_unpause}

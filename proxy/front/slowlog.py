@@ -94,8 +94,8 @@ class SlowLog:
     def __init__(self, slower_than_us: int = 10000, max_len: int = 128) -> None:
         self.entries: deque[Entry] = deque(maxlen=max_len)
         self.next_id = 0
-        self.slower_than_us = slower_than_us
-        self.max_len = max_len
+        self.slower_than_us: int = slower_than_us
+        self.max_len: int = max_len
         self.threshold_s = math.inf
         self.configure(slower_than_us, max_len)
 

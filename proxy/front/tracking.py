@@ -509,7 +509,7 @@ def reset(s: RouteSession) -> None:
     me.proxy.tracker.disable(me)
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[[RouteSession, list[bytes]], bytes]] = {
     "client|tracking": client_tracking,
     "client|caching": client_caching,
     "client|getredir": client_getredir,

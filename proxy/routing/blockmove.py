@@ -44,7 +44,7 @@ from slotgate.proxy.routing.splitter import array_elements
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession
 
-HANDLED = frozenset({"blmove", "brpoplpush"})
+HANDLED: frozenset[str] = frozenset({"blmove", "brpoplpush"})
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
 

@@ -46,7 +46,7 @@ from slotgate.proxy.routing.redirect import error_frame
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession
 
-HANDLED = frozenset({"sort", "sort_ro"})
+HANDLED: frozenset[str] = frozenset({"sort", "sort_ro"})
 _KINDS = {b"list", b"set", b"zset"}
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")

@@ -37,7 +37,7 @@ from slotgate.proxy.routing.splitter import array_elements
 if TYPE_CHECKING:
     from slotgate.proxy.front.routes import RouteSession
 
-HANDLED = frozenset({"xread", "xreadgroup"})
+HANDLED: frozenset[str] = frozenset({"xread", "xreadgroup"})
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
 _LAST_ID_UNKNOWN = b"$"
