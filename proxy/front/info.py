@@ -8,7 +8,7 @@ Each section of the masters' replies (Redis 7.0.15's sections, fields and order)
 - ``Server``: the first master's, with the proxy's own process_id, run_id, tcp_port,
   server_time_usec, uptime, executable and config_file, and ``redis_mode:standalone``.
 - ``Clients``, ``CPU``, ``Commandstats``, ``Errorstats``: the proxy's own (its clients, its
-  process, the commands and error replies it served).
+  process(es), the commands and error replies it served).
 - ``Stats``: connections, commands, ops/sec, rejected connections and error replies are the
   proxy's own; every other integer counter is summed over the masters (keyspace hits and
   misses, expired and evicted keys, pub/sub channels ...); other values are the first master's.
@@ -24,9 +24,9 @@ Each section of the masters' replies (Redis 7.0.15's sections, fields and order)
 
 Then the proxy's own ``# Proxy`` section (for no argument, ``default``, ``all``,
 ``everything`` or ``proxy``). With workers, every value of the proxy's own (``Own``: client
-counts, stats, commandstats, errorstats, latencystats; server identity) is the whole proxy's,
-asked of the other workers before the masters (front/siblings.py) and ``combined``; only
-``# Proxy`` and ``CPU`` stay this worker's.
+counts, stats, commandstats, errorstats, latencystats, CPU; server identity) is the whole
+proxy's, asked of the other workers before the masters (front/siblings.py) and ``combined``;
+only ``# Proxy`` stays this worker's.
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ class Own:
     errors: dict[bytes, int]  # error code -> replies
     tracking: dict[bytes, int]  # INFO stats' tracking_total_* fields
     latency: dict[str, list[int]]  # command name -> requests per latency level
+    cpu: list[float]  # seconds, in ``_CPU_FIELDS`` order
 
     def encode(self) -> bytes:
         lines = [b"%d %d %d %s %s" % (self.index, self.pid, self.uptime_s, self.run_id,
@@ -178,6 +179,7 @@ class Own:
         lines += [b"t %s %d" % (field, n) for field, n in self.tracking.items()]
         lines += [b"l %s %s" % (name.encode(), b",".join(b"%d" % n for n in counts))
                   for name, counts in self.latency.items()]
+        lines.append(b"u " + b" ".join(b"%.6f" % x for x in self.cpu))
         return b"\n".join(lines)
 
 
@@ -190,10 +192,15 @@ def decode(raw: bytes) -> Own | None:
         return None
     numbers = [int(w) for w in head[4:]]
     own = Own(int(head[0]), int(head[1]), int(head[2]), head[3], numbers[:3], numbers[3:],
-              {}, {}, {}, {})
+              {}, {}, {}, {}, [0.0] * len(_CPU_FIELDS))
     for line in lines[1:]:
         words = line.split(b" ")
-        if words[0] == b"l" and len(words) == 3:
+        if words[0] == b"u" and len(words) == 1 + len(_CPU_FIELDS):
+            try:
+                own.cpu = [float(w) for w in words[1:]]
+            except ValueError:
+                continue
+        elif words[0] == b"l" and len(words) == 3:
             counts = words[2].split(b",")
             if all(c.isdigit() for c in counts):
                 own.latency[words[1].decode("utf-8", "replace")] = [int(c) for c in counts]
@@ -221,7 +228,7 @@ def own_facts(proxy: Proxy) -> Own:
         [stats.connections_received, commands, stats.ops_per_sec(commands),
          stats.rejected_connections],
         _command_numbers(proxy), dict(stats.error_replies), proxy.tracker.info_fields(),
-        dict(proxy.latency.with_data(stats.rejected)))
+        dict(proxy.latency.with_data(stats.rejected)), _cpu_seconds())
 
 
 def asked_counts(proxy: Proxy, args: list[bytes]) -> list[bytes]:
@@ -236,7 +243,8 @@ def combined(mine: Own, peers: Sequence[Own]) -> Own:
     first = every[0]
     out = Own(first.index, first.pid, first.uptime_s, first.run_id,
               [sum(col) for col in zip(*(o.counts for o in every), strict=True)],
-              [sum(col) for col in zip(*(o.stats for o in every), strict=True)], {}, {}, {}, {})
+              [sum(col) for col in zip(*(o.stats for o in every), strict=True)], {}, {}, {}, {},
+              [sum(col) for col in zip(*(o.cpu for o in every), strict=True)])
     for o in every:
         for name, numbers in o.commands.items():
             _add(out.commands, name, numbers)
@@ -270,16 +278,20 @@ def _clients(s: Session, own: Own) -> Fields:
     ]
 
 
-def _cpu() -> Fields:
+_CPU_FIELDS = (b"used_cpu_sys", b"used_cpu_user", b"used_cpu_sys_children",
+               b"used_cpu_user_children", b"used_cpu_sys_main_thread", b"used_cpu_user_main_thread")
+
+
+def _cpu_seconds() -> list[float]:
     me = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     thread = resource.getrusage(resource.RUSAGE_THREAD)
-    return [(k.encode(), b"%.6f" % v) for k, v in (
-        ("used_cpu_sys", me.ru_stime), ("used_cpu_user", me.ru_utime),
-        ("used_cpu_sys_children", children.ru_stime),
-        ("used_cpu_user_children", children.ru_utime),
-        ("used_cpu_sys_main_thread", thread.ru_stime),
-        ("used_cpu_user_main_thread", thread.ru_utime))]
+    return [me.ru_stime, me.ru_utime, children.ru_stime, children.ru_utime, thread.ru_stime,
+            thread.ru_utime]
+
+
+def _cpu(own: Own) -> Fields:
+    return [(k, b"%.6f" % v) for k, v in zip(_CPU_FIELDS, own.cpu, strict=True)]
 
 
 def _command_numbers(proxy: Proxy) -> dict[bytes, list[int]]:
@@ -344,7 +356,7 @@ def _section(s: Session, title: bytes, parts: list[Fields], own: Own) -> Fields:
     if title == b"Stats":
         return _stats(s, own, parts)
     if title == b"CPU":
-        return _cpu()
+        return _cpu(own)
     if title == b"Commandstats":
         return _commandstats(own)
     if title == b"Errorstats":

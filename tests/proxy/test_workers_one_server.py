@@ -8,6 +8,7 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -236,6 +237,11 @@ def test_info_stats_are_the_whole_proxys(pair: tuple[RawClient, RawClient]) -> N
     assert servers[0]["process_id"] == servers[1]["process_id"] in {str(_pid(a)), str(_pid(b))}
     assert int(after_b["total_commands_processed"]) > int(after_a["total_commands_processed"])
     assert int(after_a["total_connections_received"]) >= int(after_a["connected_clients"]) >= 2
+    # CPU: at least both workers' (read first: it only grows); 1/100 s ticks in /proc.
+    ticks_s = [sum(int(x) for x in Path(f"/proc/{_pid(c)}/stat").read_text()
+                   .rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") for c in pair]
+    cpu = parse_info(a.call("INFO", "cpu"))
+    assert float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]) >= sum(ticks_s) - 0.03
     a.call("DEL", key)
 
 
