@@ -159,7 +159,7 @@ class Latency:
             drop -= taken
         return counts if any(counts) else None
 
-    def _with_data(self, rejected: Mapping[str, int]) -> list[tuple[str, list[int]]]:
+    def with_data(self, rejected: Mapping[str, int]) -> list[tuple[str, list[int]]]:
         out = []
         for name in list(self.histograms):
             counts = self._counts(name, rejected)
@@ -171,7 +171,7 @@ class Latency:
     def histogram(self, names: Sequence[bytes], rejected: Mapping[str, int], proto: int
                   ) -> bytes:
         if not names:
-            chosen = self._with_data(rejected)
+            chosen = self.with_data(rejected)
         else:
             chosen = []
             for raw in names:
@@ -186,11 +186,14 @@ class Latency:
         return _map([(bulk(name), _cdf(counts, proto)) for name, counts in chosen], proto)
 
     # --- INFO latencystats -------------------------------------------------------------------
-    def info_lines(self, rejected: Mapping[str, int]) -> list[tuple[bytes, bytes]]:
+    def info_lines(self, rejected: Mapping[str, int],
+                   chosen: list[tuple[str, list[int]]] | None = None) -> list[tuple[bytes, bytes]]:
+        """``chosen``: the counts to report (with workers: every worker's, summed); by
+        default this process's."""
         if not self.tracking:
             return []
         out = []
-        for name, counts in self._with_data(rejected):
+        for name, counts in self.with_data(rejected) if chosen is None else chosen:
             total = sum(counts)
             parts = []
             for p in self.percentiles:

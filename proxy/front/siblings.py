@@ -10,8 +10,9 @@
 The questions (``ANSWERS``): PAUSE / UNPAUSE (CLIENT PAUSE holds every worker's clients; the
 asker replies once every worker holds them), LIST (CLIENT LIST's lines of their clients), KILL
 (CLIENT KILL's filters applied to their clients), REDIR / HAS (CLIENT TRACKING's REDIRECT to a client of
-theirs: its invalidations, whether it is there), COUNTS (INFO's client counts: INFO sums
-them with its own, the request waiting for them before it goes to the masters), UNBLOCK (CLIENT UNBLOCK of a client of
+theirs: its invalidations, whether it is there), COUNTS (INFO's own facts, ``info.Own``, one
+encoded answer per worker: INFO combines them with its own, the request waiting for them
+before it goes to the masters), UNBLOCK (CLIENT UNBLOCK of a client of
 theirs, answered once its node did). A worker that does not answer in time is
 left out of the reply. A worker started again while a pause is on is told of it by the
 supervisor, and holds its clients until it ends.
@@ -50,8 +51,8 @@ class Siblings:
         self.peer_monitors = False  # another worker has MONITOR clients
         self._ids = itertools.count(1)
         self._waiting: dict[bytes, Callable[[list[bytes]], None]] = {}
-        # client id -> the other workers' client counts, for the INFO it is asking
-        self.counts: dict[int, list[int]] = {}
+        # client id -> the other workers' own facts, for the INFO it is asking
+        self.counts: dict[int, list[info.Own]] = {}
 
     async def run(self) -> None:
         """Serve the link until the supervisor is gone."""
@@ -113,15 +114,13 @@ class Siblings:
         return got
 
     async def info(self, s: RouteSession, argv: list[bytes], row: CommandInfo) -> None:
-        """INFO: the other workers' client counts first, then the masters' INFO as usual
+        """INFO: the other workers' own facts first, then the masters' INFO as usual
         (the client's later requests wait, so its replies stay in order)."""
-        totals = [0] * len(info.SUMMED_COUNTS)
-        for answer in await self.ask_all([b"COUNTS"]):
-            for i, word in enumerate(answer.split()[:len(totals)]):
-                totals[i] += int(word) if word.isdigit() else 0
+        peers = [own for own in map(info.decode, await self.ask_all([b"COUNTS"]))
+                 if own is not None]
         if len(self.counts) >= COUNTS_KEPT_MAX:  # (left by INFOs that got no masters' reply)
             self.counts.clear()
-        self.counts[s.id] = totals
+        self.counts[s.id] = peers
         fanout.info(s, argv, row)
 
     async def _expire(self, ask_id: bytes) -> None:

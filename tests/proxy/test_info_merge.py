@@ -44,3 +44,33 @@ def test_keyspace_sums_and_weights_avg_ttl() -> None:
 def test_human_as_redis() -> None:
     assert [info._human(n) for n in (0, 1023, 1024, 990632, 12107776, 25276063744)] == [
         b"0B", b"1023B", b"1.00K", b"967.41K", b"11.55M", b"23.54G"]
+
+
+def _own(index: int, pid: int, echo_calls: int) -> info.Own:
+    return info.Own(index, pid, 10 + index, b"r%d" % index, [2, 1, 0], [5, 40, 7, 1],
+                    {b"echo": [echo_calls, 100, 1, 0], b"client|list": [1, 50, 0, 0]},
+                    {b"WRONGTYPE": 2}, {b"tracking_total_keys": 3},
+                    {"echo": [0, 3, 1]}, [0.5, 1.25, 0.0, 0.0, 0.5, 1.0])
+
+
+def test_workers_facts_travel_and_sum() -> None:
+    """With workers: each worker's Own survives its encoding; the combination sums every
+    counter (usec_per_call recomputed) and keeps the lowest-indexed worker's identity."""
+    one, two = _own(1, 200, 3), _own(0, 100, 5)
+    assert info.decode(one.encode()) == one
+    total = info.combined(one, [info.decode(two.encode()) or two])
+    assert (total.index, total.pid, total.uptime_s, total.run_id) == (0, 100, 10, b"r0")
+    assert (total.counts, total.stats) == ([4, 2, 0], [10, 80, 14, 2])
+    assert total.commands == {b"echo": [8, 200, 2, 0], b"client|list": [2, 100, 0, 0]}
+    assert info._commandstats(total)[0] == (
+        b"cmdstat_echo", b"calls=8,usec=200,usec_per_call=25.00,rejected_calls=2,failed_calls=0")
+    assert total.errors == {b"WRONGTYPE": 4} and total.tracking == {b"tracking_total_keys": 6}
+    assert total.latency == {"echo": [0, 6, 2]} and total.cpu == [1.0, 2.5, 0.0, 0.0, 1.0, 2.0]
+
+
+def test_a_bad_workers_answer_is_skipped() -> None:
+    assert info.decode(b"") is None
+    assert info.decode(b"x y z") is None
+    good = _own(1, 200, 3).encode()
+    garbled = info.decode(good + b"\nc echo 1 x 2 3\ne\nu 1 2\nl echo 1,a\nzz")
+    assert garbled is not None and garbled.commands[b"echo"] == [3, 100, 1, 0]

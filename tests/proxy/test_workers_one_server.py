@@ -8,6 +8,7 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory,
 
 
 def _pid(c: RawClient) -> int:
-    return int(parse_info(c.call("INFO", "server"))["process_id"])
+    return int(parse_info(c.call("INFO", "proxy"))["process_id"])  # (INFO server's is one)
 
 
 @pytest.fixture
@@ -185,6 +186,63 @@ def test_info_counts_the_clients_of_every_worker(pair: tuple[RawClient, RawClien
     assert a.read(10) == b"+PONG\r\n"
     assert b.nothing_pending(0.1)
     b.close()  # (the BLPOP ends with its client)
+
+
+def _numbers(value: str) -> dict[str, float]:
+    """``calls=3,usec=12,...`` -> its numbers."""
+    return {k: float(v) for k, v in (part.split("=") for part in value.split(","))}
+
+
+def test_info_stats_are_the_whole_proxys(pair: tuple[RawClient, RawClient]) -> None:
+    """INFO server, stats, commandstats, errorstats and latencystats through either worker
+    are every worker's: counters summed, one server's identity."""
+    a, b = pair
+    key = f"infos{uuid.uuid4().hex[:6]}"
+
+    def info(c: RawClient) -> dict[str, str]:
+        return parse_info(c.call("INFO", "everything"))
+
+    before = info(a)
+    assert a.call("SET", key, "v") == b"+OK\r\n"
+    for _ in range(3):
+        assert a.call("ECHO", "x") == b"$1\r\nx\r\n"
+    for _ in range(20):
+        assert b.call("ECHO", "x") == b"$1\r\nx\r\n"
+    for _ in range(4):
+        assert b.call("STRLEN", key) == b":1\r\n"  # (b's worker alone runs STRLEN)
+    assert a.call("LPUSH", key, "x").startswith(b"-WRONGTYPE ")
+    for _ in range(2):
+        assert b.call("LPUSH", key, "x").startswith(b"-WRONGTYPE ")
+    after_a, after_b = info(a), info(b)
+
+    def delta(field: str, part: str | None = None) -> float:
+        if part is None:
+            return float(after_a[field]) - float(before.get(field, 0))
+        was = _numbers(before[field])[part] if field in before else 0
+        return _numbers(after_a[field])[part] - was
+
+    assert delta("cmdstat_echo", "calls") == 23
+    assert delta("cmdstat_strlen", "calls") == 4
+    assert delta("cmdstat_lpush", "failed_calls") == 3
+    assert delta("errorstat_WRONGTYPE", "count") == 3
+    assert delta("total_error_replies") >= 3
+    assert delta("total_commands_processed") >= 31
+    assert "latency_percentiles_usec_strlen" in after_a
+    # Through either worker: the same totals and the same server.
+    for field in ("cmdstat_echo", "cmdstat_strlen", "errorstat_WRONGTYPE",
+                  "total_connections_received", "rejected_connections", "run_id",
+                  "total_error_replies"):
+        assert after_a[field] == after_b[field], field
+    servers = [parse_info(c.call("INFO", "server")) for c in pair]  # (# Proxy has its own pid)
+    assert servers[0]["process_id"] == servers[1]["process_id"] in {str(_pid(a)), str(_pid(b))}
+    assert int(after_b["total_commands_processed"]) > int(after_a["total_commands_processed"])
+    assert int(after_a["total_connections_received"]) >= int(after_a["connected_clients"]) >= 2
+    # CPU: at least both workers' (read first: it only grows); 1/100 s ticks in /proc.
+    ticks_s = [sum(int(x) for x in Path(f"/proc/{_pid(c)}/stat").read_text()
+                   .rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") for c in pair]
+    cpu = parse_info(a.call("INFO", "cpu"))
+    assert float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]) >= sum(ticks_s) - 0.03
+    a.call("DEL", key)
 
 
 def test_tracking_redirect_to_a_client_of_another_worker(
