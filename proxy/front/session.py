@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import hiredis
 import trio
+from mypy_extensions import mypyc_attr
 
 from slotgate.eventcore import sockets
 from slotgate.eventcore.groups import on_group
@@ -180,6 +181,7 @@ def _never(raw: bytes) -> None:
     raise AssertionError("a SlotCall is finished through finish()")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled: readwrite.py's DurableCall extends it
 class SlotCall(Call):
     """A request that is exactly one backend call: the call and its reply slot in one."""
 

@@ -264,6 +264,10 @@ def test_tracking_redirect_to_a_client_of_another_worker(
                 b"-ERR The client ID you want redirect to does not exist\r\n")
             # The target gone: the next invalidation finds the redirect broken.
             b.close()
+            # (Once its worker has seen it go: an invalidation sent before that still finds
+            # the client there, and no later one would come.)
+            wait_until(lambda: b"id=%d " % id_b not in a.call("CLIENT", "LIST"), 10,
+                       "the redirect's target gone from CLIENT LIST")
             assert a.call("GET", key) == b"$1\r\nv\r\n"
             assert w.call("DEL", key) == b":1\r\n"
             wait_until(lambda: b"broken_redirect" in a.call("CLIENT", "TRACKINGINFO"), 10,
