@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from slotgate.node.commands.pubsub import hub as pubsub_hub
 from slotgate.node.commands.registry import command
 from slotgate.node.core.config import REDIS_VERSION
 from slotgate.node.core.config_table import format_percentile, parse_percentiles
@@ -134,6 +135,7 @@ def _persistence(s: Server) -> Fields:
 
 
 def _stats(s: Server) -> Fields:
+    subs = pubsub_hub(s)  # channels, patterns and shard channels with a subscriber
     return [
         ("total_connections_received", s.stat_numconnections),
         ("total_commands_processed", s.stat_numcommands),
@@ -149,9 +151,8 @@ def _stats(s: Server) -> Fields:
         ("expire_cycle_cpu_milliseconds", 0), ("evicted_keys", s.evictor.evicted_keys), ("evicted_clients", 0),
         ("total_eviction_exceeded_time", 0), ("current_eviction_exceeded_time", 0),
         ("keyspace_hits", s.ks.keyspace_hits), ("keyspace_misses", s.ks.keyspace_misses),
-        ("pubsub_channels", s.extra_stats.get("pubsub_channels", 0)),
-        ("pubsub_patterns", s.extra_stats.get("pubsub_patterns", 0)),
-        ("pubsubshard_channels", s.extra_stats.get("pubsubshard_channels", 0)),
+        ("pubsub_channels", len(subs.channels)), ("pubsub_patterns", len(subs.patterns)),
+        ("pubsubshard_channels", len(subs.shard)),
         ("latest_fork_usec", 0), ("total_forks", 0), ("migrate_cached_sockets", 0),
         ("slave_expires_tracked_keys", 0), ("active_defrag_hits", 0), ("active_defrag_misses", 0),
         ("active_defrag_key_hits", 0), ("active_defrag_key_misses", 0),

@@ -114,7 +114,6 @@ class Server:
         self.total_error_replies = 0
         self.skip_checksum_validation = False  # DEBUG SET-SKIP-CHECKSUM-VALIDATION (RESTORE)
         self.error_counts: dict[str, int] = {}  # INFO errorstats: prefix -> count
-        self.extra_stats: dict[str, int] = {}  # other modules' INFO stats fields
         self.ops_per_sec = 0
         self._ops_sample: tuple[float, int] = (time.monotonic(), 0)
         self.slowlog: deque[tuple[int, int, int, list[bytes], str, bytes]] = deque()

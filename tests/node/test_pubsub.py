@@ -47,6 +47,12 @@ def assert_same(servers: dict[str, ManagedProcess], script: Script) -> list[obje
     return got["ours"]
 
 
+def info_pubsub(conn: RawClient) -> list[bytes]:
+    """INFO stats' three pub/sub counts, as the server prints them."""
+    lines = conn.call("INFO", "stats").split(b"\r\n")
+    return [ln for ln in lines if ln.startswith((b"pubsub_", b"pubsubshard_"))]
+
+
 def wait_numsub(conn: RawClient, channel: str, want: int) -> None:
     """Subscriptions made on other connections are visible once PUBSUB NUMSUB says so."""
     wait_until(lambda: conn.call("PUBSUB", "NUMSUB", channel).endswith(b":%d\r\n" % want),
@@ -178,6 +184,7 @@ def test_sharded_pubsub(servers: dict[str, ManagedProcess]) -> None:
         t += s.call_frames("SUBSCRIBE", "plain", frames=1)  # shard and plain counts are separate
         t += s.call_frames("GET", "x")
         t += pub.call_frames("PUBSUB", "SHARDNUMSUB", "{u}a", "{u}b", "none")
+        t += info_pubsub(pub)
         t += [sorted(pub.call_frames("PUBSUB", "SHARDCHANNELS", "{u}*")[0].split(b"\r\n"))]
         t += pub.call_frames("SPUBLISH", "{u}a", "hi")
         t += s.read_frames(1)
@@ -185,6 +192,7 @@ def test_sharded_pubsub(servers: dict[str, ManagedProcess]) -> None:
         t += [s.nothing_pending()]
         t += s.call_frames("SUNSUBSCRIBE", "{u}a", frames=1)
         t += pub.call_frames("PUBSUB", "SHARDCHANNELS")
+        t += info_pubsub(pub)
         return t
 
     assert_same(servers, script)
@@ -202,6 +210,7 @@ def test_pubsub_introspection(servers: dict[str, ManagedProcess]) -> None:
         t += q.call_frames("PUBSUB", "NUMSUB", "alpha", "beta", "gamma")
         t += q.call_frames("PUBSUB", "NUMSUB")
         t += q.call_frames("PUBSUB", "NUMPAT")
+        t += info_pubsub(q)
         t += [sorted(q.call_frames("PUBSUB", "CHANNELS")[0].split(b"\r\n"))]
         t += q.call_frames("PUBSUB", "CHANNELS", "b*")
         t += q.call_frames("PUBSUB", "CHANNELS", "a", "b")
@@ -215,6 +224,7 @@ def test_pubsub_introspection(servers: dict[str, ManagedProcess]) -> None:
         wait_numsub(q, "alpha", 0)
         t += q.call_frames("PUBSUB", "NUMPAT")
         t += q.call_frames("PUBSUB", "CHANNELS")
+        t += info_pubsub(q)
         return t
 
     assert_same(servers, script)

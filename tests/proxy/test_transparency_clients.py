@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ClusterBackend
-from tests.proxy import gaps
 from tests.support import (
     ManagedProcess,
     RawClient,
@@ -137,10 +136,7 @@ def test_connected_and_blocked_clients(pair: dict[str, ManagedProcess], proto: i
     both(pair, script)
 
 
-def test_pubsub_counts_in_info_stats(pair: dict[str, ManagedProcess], request: pytest.FixtureRequest,
-                                     cluster_backend: ClusterBackend) -> None:
-    gaps.node_gap(request, cluster_backend, gaps.NO_PUBSUB_STATS)
-
+def test_pubsub_counts_in_info_stats(pair: dict[str, ManagedProcess]) -> None:
     def script(port: int) -> object:
         with RawClient(port) as c, RawClient(port) as sub:
             def counts() -> list[int]:
