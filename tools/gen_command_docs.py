@@ -668,7 +668,7 @@ refusals):
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME, PAUSE, UNPAUSE, TRACKING, CACHING, GETREDIR, TRACKINGINFO; HELLO; MONITOR; LATENCY, SLOWLOG and ACL (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, figures or users, which the node running the transaction cannot see; there they would pause the node, track or monitor on the transaction's own connection, or answer with the node's log and users (HELLO would change the protocol of that connection). Redis runs them in EXEC (MONITOR there answers `-ERR MONITOR isn't allowed for DENY BLOCKING client`) |
-| a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |
+| a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), in either mode: the `gather` rows too (SUNIONSTORE, RENAME, LMOVE, MSETNX …) and `EVAL`, `EVALSHA`, `FCALL` (and their `_RO` forms) whose `KEYS` span slots | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it; with `per_shard` each group is one slot's transaction, where the copies of other slots' keys such a command runs on cannot be made (they would take transactions of their own between the groups, and a script's writes to other slots could not be part of any group). Redis would queue and run it; a client may send it outside `MULTI`, where it runs across slots (`tests/proxy/test_cross_slot_tx.py`) |
 | with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 
 ### Transactions across slots
@@ -746,7 +746,10 @@ removed, or set apart from its decay since the gather) is then written back on i
 master, one `MULTI … EXEC` per slot under its `WATCH` (step 3), a key the script deleted is
 deleted there. `EVAL_RO`, `EVALSHA_RO`, `FCALL_RO` gather without `WATCH`,
 run, and write nothing back. With every `KEYS` in one slot (or none) nothing of this runs:
-the command is forwarded as before, with the same cost.
+the command is forwarded as before, with the same cost. Inside `MULTI` such a script is refused
+when queued (`-CROSSSLOT`, then `EXECABORT`), with `cross_slot_transactions: per_shard` too,
+as every other command run across slots this way is: a `per_shard` group is one slot's
+transaction, and the script's copies and write-backs would be transactions of their own.
 
 Replies and errors are the node's own: `-NOSCRIPT`, compile errors, `error()` and
 `redis.error_reply`, `WRONGTYPE` and other errors of `redis.call` with their `script: <sha>,
