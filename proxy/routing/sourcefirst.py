@@ -70,11 +70,12 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
             return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
         if not ran:
             return None  # never ran, never will: nothing changed
-        raw = b""
         reply = await _again(s, m, src_slot, {**values, **dst_before})
         if reply is None:
             s.metrics.unknown_fate_write()
             return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
+        if not crossslot.moved(reply):
+            return reply  # it ran and changed nothing but its marker
     else:
         on_exec.append(conn)
         if crossslot.is_null(raw):
@@ -146,6 +147,7 @@ async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], rep
         if got is not None:
             # It ran and changed nothing (the destination changed meanwhile): the element
             # goes back; the client gets this reply, as if the move ran now.
+            await moveundo.drop_marker(s, p.anchor_slot, mark)
             return await _put_back(s, p, values, reply, got)
         if trio.current_time() >= deadline:
             return await _put_back(s, p, values, reply, error_frame(

@@ -309,6 +309,46 @@ async def test_others_writing_both_lists_during_a_move_duplicate_nothing(
     await c.call("DEL", src, dst)
 
 
+@pytest.mark.parametrize("command", ["LMOVE", "RENAMENX"])
+async def test_a_destination_changed_before_its_write_gets_the_element_put_back(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch, command: str,
+) -> None:
+    """After the source was written, and before the destination is, another client makes
+    the destination a string (LMOVE: WRONGTYPE) or creates it (RENAMENX onto a new key: 0),
+    and pushes onto the source. The destination's write changes nothing, so the element goes
+    back into the source, after that client's push (RENAMENX: the key restored, its name
+    free again), and the client gets the destination's answer, as if the move ran then."""
+    c, src, dst = await two_lists(proxy, cluster, f"back{command}")
+    if command == "RENAMENX":
+        await c.call("DEL", dst)
+    real = crossslot.destination_payload
+    writes: list[bytes] = []
+
+    def changing(*args: object) -> crossslot.RunLayout:
+        if not writes:
+            master_of(cluster, dst).client().set(dst, "string")
+            if command == "LMOVE":
+                master_of(cluster, src).client().lpush(src, "other")
+            writes.append(b"")
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crossslot, "destination_payload", changing)
+    argv = ["LMOVE", src, dst, "LEFT", "RIGHT"] if command == "LMOVE" else ["RENAMENX", src, dst]
+    reply = await c.call(*argv)
+    monkeypatch.undo()
+    assert writes
+    got_src = elements(await c.call("LRANGE", src, "0", "-1"))
+    assert await c.call("GET", dst) == b"$6\r\nstring\r\n"
+    if command == "LMOVE":
+        assert reply == b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+        assert got_src == [b"e0", b"other"] + [f"e{i}".encode() for i in range(1, 10)]
+    else:
+        assert reply == b":0\r\n"
+        assert got_src == [f"e{i}".encode() for i in range(10)]
+    assert await c.call("KEYS", "*slotgate-[mt][am][rp]*") == b"*0\r\n"
+    await c.call("DEL", src, dst)
+
+
 def replicated_masters(cluster: list[ManagedProcess]) -> set[int]:
     """Ports of the live masters with a replica connected."""
     out = set()
