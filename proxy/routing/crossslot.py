@@ -14,9 +14,12 @@ Redis Cluster refuses SUNIONSTORE, ZINTER, BITOP, RENAME, LMOVE, MSETNX … over
                 ``DUMP`` of what the command left in the temporaries and of the keys it
                 wrote in the anchor's slot), ``DEL`` of the temporaries, ``EXEC``. The
                 command's element of EXEC's reply is the client's.
-    3. commit   (moves) each foreign key the command changed is written back on its own
-                master, ``MULTI … EXEC`` per slot under the ``WATCH`` of step 1; if one
-                fails, what was written is taken back (``Undo``) and the command runs again.
+    3. commit   (MSETNX, scripts) each foreign key the command changed is written back on
+                its own master, ``MULTI … EXEC`` per slot under the ``WATCH`` of step 1; if
+                one fails, what was written is taken back (``Undo``) and the command runs
+                again. A move (RENAME, LMOVE …) instead writes its source first
+                (``source_payload``), then its destination (``destination_payload``):
+                ``sourcefirst.py``.
 
 The anchor is the key the command writes (the destination), else its first key: the result
 then lands directly in its real key. Temporaries are named ``{T}slotgate-tmp:<token>:<n>``

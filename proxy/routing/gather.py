@@ -9,19 +9,18 @@ client's own connections (``pinned.py``'s, closed with the session). A move's wa
 and its commit run on connections opened for the request and closed at its end: a WATCH
 belongs to one connection, and a redirect there ends the request with ``TRYAGAIN``.
 
-Failure handling of a move (the order matters: destination first, then source; MSETNX:
-the first key's slot, then the other slots one by one). Steps 2 and 3 each set a marker
-key of their slot in their own transaction, so that their fate is always known afterwards
+A move (one source, one destination) writes its source first, then its destination
+(``sourcefirst.py``), once step 1 is done. MSETNX and scripts write the first key's slot
+(step 2), then the other slots one by one (step 3). Steps 2 and 3 each set a marker key of
+their slot in their own transaction, so that their fate is always known afterwards
 (``moveundo.py``):
 
-- step 2 fails: nothing was committed at the source; the client gets the error. A lost
-  connection after sending: ``_recover_run`` asks the marker whether it ran; if it did,
-  the destination is put back (or, changed meanwhile, the move is finished).
-- step 3 does not run (EXEC's null: another client changed the source since step 1; a
-  refusal; a lost connection and no marker): every key already written is put back as it
-  was, or a move whose destination was changed meanwhile is finished by writing its
-  source again if it is unchanged; after a null the whole command starts again,
-  ``MOVE_ATTEMPTS`` times at most.
+- step 2 fails: nothing was committed in the other slots; the client gets the error. A
+  lost connection after sending: ``_recover_run`` asks the marker whether it ran; if it
+  did, what it wrote is put back.
+- step 3 does not run (EXEC's null: another client changed a key since step 1; a refusal;
+  a lost connection and no marker): every key already written is put back as it was;
+  after a null the whole command starts again, ``MOVE_ATTEMPTS`` times at most.
 - step 3 loses its connection and the marker is there: the commit happened, the client
   gets the command's reply.
 """
