@@ -870,8 +870,9 @@ bench/RESULTS.md. The client's later requests wait meanwhile, as behind a transa
 **What differs from one server.** What the nodes themselves report shows the work:
 `MONITOR` and the slow log of the anchor's master show the `MULTI`, `RESTORE`, the command
 on temporaries and `DEL`; keyspace notifications there name the temporaries (`restore`,
-`del`, and a `RENAME` across slots notifies `rename_from` for a temporary and `del` at
-the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
+`del`; a move runs its command on each side, so its source and its destination get the
+events one server gives them — `rename_from`, `lpop`, `srem` at the source, `rename_to`,
+`rpush`, `sadd` at the destination — besides those of the temporaries); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
 (a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
 
 Handled elsewhere: `LMPOP`, `ZMPOP`, `BLMOVE`, `BRPOPLPUSH` and the other blocking pops
