@@ -65,6 +65,12 @@ MOVE_NOT_DONE = (
     "ERR slotgate: '{name}' across slots not done: the master of its destination ({node}) "
     "failed during the move; nothing was changed"
 )
+# A move whose element left its source and could be neither written to its destination nor
+# put back before the retry deadline (proxy/routing/sourcefirst.py).
+MOVE_STRANDED = (
+    "ERR slotgate: move across slots half done: the element left '{src}' but could be "
+    "neither written to '{dst}' nor put back"
+)
 MOVE_HALF_DONE = (
     "ERR slotgate: move across slots half done: its source could not be updated and its "
     "destination '{key}' was changed meanwhile"

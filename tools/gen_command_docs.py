@@ -279,7 +279,7 @@ def _gather_note(info: CommandInfo) -> str | None:
     if info.route != "gather" or spec is None:
         return None
     if spec.writes == "first":
-        return ("Across slots: a move, destination first, then the source under WATCH "
+        return ("Across slots: a move, the source first (under WATCH), then the destination "
                 "([moves](#moves-across-slots)).")
     where = "its last key" if spec.anchor == -1 else "its first key"
     if "write" in info.flags:
@@ -668,7 +668,7 @@ refusals):
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME, PAUSE, UNPAUSE, TRACKING, CACHING, GETREDIR, TRACKINGINFO; HELLO; MONITOR; LATENCY, SLOWLOG and ACL (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, figures or users, which the node running the transaction cannot see; there they would pause the node, track or monitor on the transaction's own connection, or answer with the node's log and users (HELLO would change the protocol of that connection). Redis runs them in EXEC (MONITOR there answers `-ERR MONITOR isn't allowed for DENY BLOCKING client`) |
-| a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it |
+| a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), in either mode: the `gather` rows too (SUNIONSTORE, RENAME, LMOVE, MSETNX …) and `EVAL`, `EVALSHA`, `FCALL` (and their `_RO` forms) whose `KEYS` span slots | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it; with `per_shard` each group is one slot's transaction, where the copies of other slots' keys such a command runs on cannot be made (they would take transactions of their own between the groups, and a script's writes to other slots could not be part of any group). Redis would queue and run it; a client may send it outside `MULTI`, where it runs across slots (`tests/proxy/test_cross_slot_tx.py`) |
 | with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 
 ### Transactions across slots
@@ -704,19 +704,27 @@ MSETNX = """\
 
 `MSETNX k1 v1 k2 v2 …` sets all the keys only if none of them exists. It is not split by
 slot: each part would decide on its own keys only, and a part could set its keys while
-another finds one present. Across slots it runs as the moves above, with every key
-written: the keys outside the first key's slot are gathered under `WATCH` (step 1), the
-real `MSETNX` runs on the first key's master over copies of them (step 2: the keys in that
-slot are set there, atomically with the check of all the keys), and each other slot's keys
-are then written on their master, one `MULTI … EXEC` per slot under its `WATCH` (step 3).
-An answer of 0 changes nothing anywhere.
+another finds one present. Across slots every key is written: the keys outside the first
+key's slot are gathered under `WATCH` (step 1), the real `MSETNX` runs on the first key's
+master over copies of them (step 2: the keys in that slot are set there, atomically with
+the check of all the keys), and each other slot's keys are then written on their master,
+one `MULTI … EXEC` per slot under its `WATCH` (step 3); steps 2 and 3 each set a marker
+as the moves' steps do (`proxy/routing/gather.py`, `moveundo.py`). An answer of 0 changes
+nothing anywhere.
 
 Not atomic as a whole: between step 2 and the last commit another client can read some of
 the keys set and others not yet. If a key is created or changed meanwhile by another
 client, its slot's `EXEC` answers null: every key already written (the first slot's, the
 slots committed before) is deleted again — each only if it still holds the value written,
 under `WATCH` — and the command runs again, so it then answers 0 as one server would after
-that client's write. A master failing during a commit is handled as for the moves.
+that client's write. A master failing during step 2 or a commit: the step's marker tells
+whether it ran. Step 2 not run: "not done", nothing changed; step 2 run (its reply lost):
+`MSETNX` runs again on copies of what step 2 started from, to learn what it wrote, and that
+is taken back ("not done"); a commit not run: what was written is taken back, then the
+client gets `ERR slotgate: 'msetnx' across slots not done: the master of its source (<node>)
+failed before the source was updated; nothing was changed`. A key written by the proxy and
+changed since by another client cannot be taken back: `ERR slotgate: move across slots half
+done: …`, the key holding that client's value.
 `tests/proxy/test_crossslot_faults.py` covers the concurrent creation; the differential test
 covers the replies (set, not set, repeated keys, odd arguments, keys of other types).
 
@@ -738,7 +746,10 @@ removed, or set apart from its decay since the gather) is then written back on i
 master, one `MULTI … EXEC` per slot under its `WATCH` (step 3), a key the script deleted is
 deleted there. `EVAL_RO`, `EVALSHA_RO`, `FCALL_RO` gather without `WATCH`,
 run, and write nothing back. With every `KEYS` in one slot (or none) nothing of this runs:
-the command is forwarded as before, with the same cost.
+the command is forwarded as before, with the same cost. Inside `MULTI` such a script is refused
+when queued (`-CROSSSLOT`, then `EXECABORT`), with `cross_slot_transactions: per_shard` too,
+as every other command run across slots this way is: a `per_shard` group is one slot's
+transaction, and the script's copies and write-backs would be transactions of their own.
 
 Replies and errors are the node's own: `-NOSCRIPT`, compile errors, `error()` and
 `redis.error_reply`, `WRONGTYPE` and other errors of `redis.call` with their `script: <sha>,
@@ -775,7 +786,7 @@ what the script and that client left (the tests cover the first case: a determin
 in `tests/proxy/test_crossslot_faults.py`, and concurrent script moves against a writer of
 the other slots' keys in `tests/proxy/test_crossslot_scripts.py`).
 
-**A node failing half-way** is handled as for the moves and MSETNX (markers, settling): a
+**A node failing half-way** is handled as for MSETNX (markers, taking back): a
 gather that fails changes nothing; the first key's master failing after step 2 was sent is
 resolved by step 2's marker — not run: "not done", nothing changed; run: the script runs a
 second time on copies of what step 2 started from (in one transaction that deletes them) to
@@ -783,8 +794,8 @@ learn what it left in its declared keys, and those of the first key's slot are p
 (the client gets "not done"); a master of another slot failing during its commit is resolved by that commit's
 marker; neither known before the retry deadline: the unknown-fate error. A script whose
 result depends on more than its declared keys (time, randomness, undeclared keys) may give
-a different result in that second run, and its writes to undeclared keys happen twice. The errors are the
-moves' (`… across slots not done: …`, `… half done …`, as for MSETNX): in them, the
+a different result in that second run, and its writes to undeclared keys happen twice. The errors are
+MSETNX's (`… across slots not done: …`, `… half done …`): in them, the
 *destination* is the first key's slot and a *source* a declared key of another slot.
 
 **MIGRATE … KEYS** (`proxy/routing/migrateroute.py`). A cluster node refuses keys of
@@ -859,8 +870,9 @@ bench/RESULTS.md. The client's later requests wait meanwhile, as behind a transa
 **What differs from one server.** What the nodes themselves report shows the work:
 `MONITOR` and the slow log of the anchor's master show the `MULTI`, `RESTORE`, the command
 on temporaries and `DEL`; keyspace notifications there name the temporaries (`restore`,
-`del`, and a `RENAME` across slots notifies `rename_from` for a temporary and `del` at
-the source); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
+`del`; a move runs its command on each side, so its source and its destination get the
+events one server gives them — `rename_from`, `lpop`, `srem` at the source, `rename_to`,
+`rpush`, `sadd` at the destination — besides those of the temporaries); `OBJECT IDLETIME`/`FREQ` of a key renamed or copied across slots start afresh
 (a `RESTORE` without `IDLETIME`/`FREQ`), and its encoding is the one `RESTORE` gives.
 
 Handled elsewhere: `LMPOP`, `ZMPOP`, `BLMOVE`, `BRPOPLPUSH` and the other blocking pops
@@ -899,115 +911,123 @@ due to insufficient ACL permissions.` (`GET` likewise).
 
 ## Moves across slots
 
-`RENAME`, `RENAMENX`, `LMOVE`, `RPOPLPUSH` and `SMOVE` change their source too (`MSETNX`:
-[below](#msetnx-across-slots)). The anchor
-is the destination. Order of steps:
+`RENAME`, `RENAMENX`, `LMOVE`, `RPOPLPUSH` and `SMOVE` change their source too (their
+blocking forms: [below](#blmove-and-brpoplpush-across-slots); `MSETNX`:
+[below](#msetnx-across-slots)). The source is written first, then the destination, so the
+moved element is never in both keys: no other client can take it from each
+(`proxy/routing/sourcefirst.py`). Order of steps:
 
 1. **Gather** the source under `WATCH` on a connection of its own (`WATCH src marker`,
-   `PTTL`, `DUMP`).
-2. **Run** on the destination's master, in one transaction under `WATCH` of a marker of its
-   own: the destination's `PTTL` and `DUMP` (its *before* image), the command on the
-   source's copy, the destination's `DUMP` again (*after*), the copy's `PTTL` and `DUMP`
-   (what is left of the source), `DEL` of the copy, `SET` of the marker. The destination
-   now holds the result.
-3. **Commit** the source, only if the command changed it (a `RENAMENX` onto an existing key,
-   an `SMOVE` of a missing member change nothing): `MULTI SET marker DEL src [RESTORE src
-   ttl rest] EXEC` on the watching connection. Once a step's reply is in, its marker is
-   deleted (after step 2 with the `WAIT` below; after step 3 with a `WAIT 1 500` of its own
-   when the source's master has a replica, so an acknowledged commit survives a failover
-   of that master too). If that master goes silent instead (it failed before answering
-   the `WAIT`), the marker, asked of the promoted replica, tells whether the step survived
-   the failover: it did, the move goes on; it did not, a step 2 lost that way answers "not
-   done" (the source was not touched yet) and a step 3 is settled as below.
+   `PTTL`, `DUMP`), and the destination (`MULTI PTTL dst DUMP dst EXEC`), on their masters
+   at once.
+2. **Source.** On the watching connection, one transaction: `SET` of the source's marker,
+   `RESTORE` of the destination's copy under a temporary beside the source, the client's
+   command over the real source and that copy, `DEL` of the copy, `EXEC`. The command's
+   reply tells what the move does: a null (empty source), `:0` (`RENAMENX` onto an existing
+   key, `SMOVE` of a missing member) or an error (`WRONGTYPE` of either key, `ERR no such
+   key`) changed nothing and is the client's reply; otherwise the element (the member, the
+   value) has left the source.
+3. **Destination.** On the destination's master, one transaction under `WATCH` of a marker
+   of its own: `RESTORE` of the source as step 1 read it under a temporary, the command over
+   that copy and the real destination, `DEL` of the copy, `SET` of the marker. Its reply is
+   step 2's (the same element): the destination has it, the move is done. Another reply
+   (the destination changed type meanwhile, a `RENAMENX` target created meanwhile): the
+   destination was not changed; the element is put back into the source (below) and the
+   client gets that reply, as if the move had run at that instant.
 
-**Markers.** Each of steps 2 and 3 sets a *marker* in its own transaction: a key
-`{T}slotgate-mark:<process token>:<n>` of the slot it writes, set to `1` with a 10-minute
-expiry, under that transaction's `WATCH`. A step whose reply is lost (its connection closed,
-its master failed, no reply within `command_timeout_ms`) has a fate the proxy can always
-learn: it sends `SET marker 0 NX GET PX …` to that slot's master of now (after a failover,
-the promoted replica, which has the marker exactly when it has the step: one transaction)
-until the retry deadline. `1`: the step ran. Null (or the `0` of this check, sent again):
-it did not, and never will, since the check wrote a key the step's `WATCH` covers. Either
-answer is final, whatever other clients did to the keys meanwhile. The marker is then
-deleted. It exists only while its step's fate is being learned (a `KEYS` at that instant
-may list it; a proxy that dies leaves it to expire); the prefix is reserved as
+Once a step's reply is in, its marker is deleted, after a `WAIT 1 500` when that master has
+a replica, so that a failover right after the step keeps it. If that master goes silent
+instead, the marker, asked of the promoted replica, tells whether the step survived.
+
+**Markers.** Steps 2 and 3 each set a *marker* in their transaction: a key
+`{T}slotgate-mark:<process token>:<n>` of the slot they write, set to `1` with a 10-minute
+expiry, under that transaction's `WATCH`. A step whose reply is lost (its connection
+closed, its master failed, no reply within `command_timeout_ms`) has a fate the proxy can
+always learn: it sends `SET marker 0 NX GET PX …` to that slot's master of now (after a
+failover, the promoted replica, which has the marker exactly when it has the step: one
+transaction) until the retry deadline. `1`: the step ran. Null (or the `0` of this check,
+sent again): it did not, and never will, since the check wrote a key the step's `WATCH`
+covers. Either answer is final, whatever other clients did to the keys meanwhile. The
+marker is then deleted. It exists only while its step's fate is being learned (a `KEYS` at
+that instant may list it; a proxy that dies leaves it to expire); the prefix is reserved as
 `slotgate-tmp:` is.
 
-**Settling a step 3 that did not run.** Step 2 ran, so the element is in both keys. The
-proxy then, until the retry deadline: puts the destination back to its *before* image
-(under `WATCH`, only if it still holds the *after* image, with a marker of its own: a
-put-back whose reply is lost is resolved by its marker, never guessed from the key, which
-another client may have brought back to the *before* image by taking the moved element);
-if another client changed the
-destination meanwhile, it *finishes* the move instead: the source is written as step 3
-would have (under `WATCH`, with a marker of its own, only if the source still holds what
-step 1 read). Finishing is tried only when the destination is known to be changed by
-someone else, never after a put-back whose reply was lost (it may have run). Only when both keys were changed by other clients does the move answer
-`ERR slotgate: move across slots half done: …`; when neither key's master answers before
-the deadline, the unknown-fate error.
+**When a step does not go as planned** (every case leaves each element in exactly one
+place, whatever other clients do to either key meanwhile):
 
-Writers the lock does not hold back — single-key commands, clients of the nodes themselves —
-are handled by `WATCH`, the markers and this settling:
+- Step 1 fails: nothing was written; the client gets the error.
+- Step 2's `EXEC` answers null (another client wrote the source since step 1): nothing was
+  written; the command runs again from step 1, 3 times at most, then `ERR slotgate:
+  '<name>' across slots: its source kept changing meanwhile; nothing was changed`. Refused
+  (`EXECABORT`, say of a `CLUSTERDOWN` during a failover; a redirect is answered
+  `TRYAGAIN`): nothing was written; the client gets the refusal.
+- Step 2's reply lost (the source's master died, say): its marker tells. Not run: nothing
+  was written, the command runs again from step 1 (on the promoted replica after a
+  failover). Run: the same command runs again on copies of what step 2 started from (made
+  and deleted in one transaction, it changes nothing), which gives step 2's reply; the move
+  goes on with step 3.
+- Step 3 not run (its reply lost and its marker absent, or refused, or its master
+  unreachable): it is sent again, with a new marker each time, until it runs or the retry
+  deadline passes; the element is in neither key meanwhile. Step 3's reply lost and its
+  marker there: the move is done, the client gets step 2's reply.
+- Step 3 never ran before the deadline, or ran and changed nothing: the element is *put
+  back* into the source, whatever happened to it since — pushed back at the end it left
+  (`LPUSH`/`RPUSH`), the member added back (`SADD`), the value restored if the name is
+  free (`RESTORE` without `REPLACE`) — in a transaction with a marker of its own, until
+  the retry deadline. Then the client gets `ERR slotgate: '<name>' across slots not done:
+  the master of its destination (<node>) failed during the move; nothing was changed` (or
+  the destination's own reply, above). Only if the source refuses the element (another
+  client made it a key of another type, or created the renamed name again, meanwhile) or
+  its master stays unreachable is the client told `ERR slotgate: move across slots half
+  done: the element left '<src>' but could be neither written to '<dst>' nor put back`:
+  the element is then lost, and the client knows it.
+- When neither master answers a fate check before the deadline: `ERR slotgate: connection
+  to <node> lost; write may or may not have been applied`.
 
-- Step 1 or 2 fails: nothing was committed at the source; the client gets the error.
-  Step 2's connection lost after sending (its master failed, say): its marker tells whether
-  it ran. Not run: the client gets `ERR slotgate: '<name>' across slots not done: the
-  master of its destination (<node>) failed during the move; nothing was changed`. Run: the
-  proxy runs the same command again on copies of what step 2 started from (made and
-  deleted in one transaction), which gives the *after* image and the source's new value;
-  the move is then settled as above (put back: the same "not done" error; finished: the
-  command's reply).
-- Step 3's `EXEC` answers null (another client wrote the source since step 1) or is
-  refused (`EXECABORT`, say of a `CLUSTERDOWN` during a failover): the move is settled;
-  put back after a null, the command runs again from step 1, 3 times at most, then
-  `ERR slotgate: '<name>' across slots: its source kept changing meanwhile; nothing was
-  changed`; put back after a refusal, the client gets the refusal.
-- Step 3's connection lost (the source's master died, say): its marker tells. Run: the
-  client gets the command's reply. Not run (the commit was lost with the node, or never
-  arrived): the move is settled; put back, the client gets `ERR slotgate: '<name>' across
-  slots not done: the master of its source (<node>) failed before the source was updated;
-  nothing was changed`; finished, the command's reply.
-- The destination's master dying after step 2: before step 3 removes anything from a
-  source, the move sends `WAIT 1 500` on step 2's connection when that master has a
-  replica, so the promoted replica has the destination's new value and the element
-  survives in it. If no replica acknowledges within 500 ms (or there is none), the move
-  goes on, and a failover of that master in the next moments can lose the element, as it
-  can lose any write Redis acknowledged.
+**What others observe.** Between steps 2 and 3 the element is in neither key: a client
+reading both may miss it for that moment (one round trip, more during a failover of the
+destination's master), never see it twice. A `WATCH` of the source or the destination by
+another client is touched by the step that writes it. An element put back lands at the end
+it left, after anything other clients pushed there meanwhile; a list emptied by the move
+and put back has no TTL. A proxy process that dies between steps 2 and 3 leaves the element
+in neither key: it is lost (written destination first, it was left in both instead); its
+markers expire after 10 minutes. Scripts and `MSETNX` keep the other order (the first key's
+slot, then the others): a script that moves an element from a key of another slot into a
+key of the first key's slot can still leave it in both when other clients write both keys
+meanwhile, answering `… half done …` (below).
 
 What is proven by tests: every move's replies and results against one server, including the
 emptied source (`RPOPLPUSH` of the last element, `SMOVE` of the last member), TTLs
 (`RENAME` keeps it) and `MSETNX`'s cases (`tests/proxy/test_crossslot.py`); 600 concurrent
 random moves through the proxy, each element found once at the end (same file); with a
 real cluster of 3 masters and 3 replicas (`tests/proxy/test_crossslot_faults.py`): an
-`LMOVE` whose source another client writes between steps 2 and 3 (the destination is put
-back, the command runs again, each element found once), an `MSETNX` one of whose keys
-another client creates between the commits (what was written is taken back, it answers 0),
-an `LMOVE` whose source master is killed between steps 2 and 3 (after the failover both
-lists are as before and the client got the error above), and an `LMOVE` whose destination
-master is killed between steps 2 and 3 (after the failover the element is in the
-destination, once); an `LMOVE` whose step 2 loses its reply because the destination's
-master is killed after running it, or before it arrives (after the failover both lists are
-as before, the client told "not done"); an `LMOVE` whose step 3 connection the node closes
-(`QUIT`) after the commit ran while another client then writes the source (the marker says
-it ran: the client gets the element), or before the commit while another client writes the
-destination (the marker says it did not, the destination cannot be put back: the source is
-written again, the client gets the element); an `LMOVE` whose step 2 ran but lost its
-reply while another client wrote the destination (the move is finished, the client gets
-the element); each element once; and a soak: eight clients
-make random `LMOVE`, `RPOPLPUSH`, `BLMOVE`, `BRPOPLPUSH` and `BLPOP` over three lists (the
+`LMOVE` whose source another client writes before step 2 (the command runs again, each
+element found once); an `LMOVE` whose step 2 meets other clients' writes of both lists (a
+push onto each; or a push onto the destination and a pop of the source's first element,
+the step's connection then cut before it runs) — the interleaving that left a duplicate
+when the destination was written first: each element found once, in the lists or in the
+other client's hands; an `LMOVE` whose source's master is killed as step 2 is sent (after
+the failover the move runs again on the promoted replica: the element moved, once); an
+`LMOVE` whose step 2 connection the node closes (`QUIT`) after it ran while another client
+then writes the source (the marker says it ran: the client gets the element), or before it
+while another client writes the destination (it did not: the move runs again); an `LMOVE`
+whose destination's master is killed before step 3 (after the failover step 3 runs on the
+promoted replica: the element is in the destination, once), whose step 3 loses its reply
+because that master is killed after running it or before it arrives (the marker tells; run
+again if needed), or whose step 3 ran but lost its reply while another client wrote the
+destination (the marker says it ran); each element once; and a soak: eight clients make
+random `LMOVE`, `RPOPLPUSH`, `BLMOVE`, `BRPOPLPUSH` and `BLPOP` over three lists (the
 client pushing the element to another list) between lists on every master, while the first
-move whose source is on a replicated master after a third of them has that master killed
-between its steps 2 and 3 (its writes paused with `CLIENT PAUSE WRITE` and `WAIT`ed for
-first, so that the failover loses no write it acknowledged: Redis' asynchronous replication
-would otherwise bring back, say, the element of a `BLPOP` it answered just before dying,
-which no proxy can prevent); after the failover every element is counted, and the test
-requires none lost and none duplicated (400 operations between 40 lists in CI; 10,000
-between 200 lists with `--run-slow`: 1,000 elements, none lost, none duplicated; 5 error
-replies during the failover: 3 from moves ("not done" and the like), 2 "no connection"
-refusals before any write; 28 s, compiled build). That destination-kill test also passes
-without the `WAIT` (the write had reached the replica anyway): it does not prove the `WAIT`
-necessary. Not proven: a replica lagging when the destination's master dies (the `WAIT` is
-bounded by 500 ms, then the move goes on as any acknowledged write).
+move with a list on a replicated master after a third of them has that master killed as it
+writes its source (its writes paused with `CLIENT PAUSE WRITE` and `WAIT`ed for first, so
+that the failover loses no write it acknowledged: Redis' asynchronous replication would
+otherwise bring back, say, the element of a `BLPOP` it answered just before dying, which no
+proxy can prevent); after the failover every element is counted, and the test requires none
+lost and none duplicated (400 operations between 40 lists in CI; 10,000 between 200 lists
+with `--run-slow`: 1,000 elements, none lost, none
+duplicated; 3 error replies during the failover, all "no connection" refusals before any
+write; 27 s, compiled build, load average 13). Not proven: a replica lagging when a master dies right after
+a step (the `WAIT` is bounded by 500 ms, then the move goes on as any acknowledged write).
 """
 
 PUBSUB = """\

@@ -14,9 +14,12 @@ Redis Cluster refuses SUNIONSTORE, ZINTER, BITOP, RENAME, LMOVE, MSETNX … over
                 ``DUMP`` of what the command left in the temporaries and of the keys it
                 wrote in the anchor's slot), ``DEL`` of the temporaries, ``EXEC``. The
                 command's element of EXEC's reply is the client's.
-    3. commit   (moves) each foreign key the command changed is written back on its own
-                master, ``MULTI … EXEC`` per slot under the ``WATCH`` of step 1; if one
-                fails, what was written is taken back (``Undo``) and the command runs again.
+    3. commit   (MSETNX, scripts) each foreign key the command changed is written back on
+                its own master, ``MULTI … EXEC`` per slot under the ``WATCH`` of step 1; if
+                one fails, what was written is taken back (``Undo``) and the command runs
+                again. A move (RENAME, LMOVE …) instead writes its source first
+                (``source_payload``), then its destination (``destination_payload``):
+                ``sourcefirst.py``.
 
 The anchor is the key the command writes (the destination), else its first key: the result
 then lands directly in its real key. Temporaries are named ``{T}slotgate-tmp:<token>:<n>``
@@ -203,6 +206,47 @@ def scratch(p: Plan) -> Plan:
     return out
 
 
+def mirror(p: Plan) -> Plan:
+    """A move's plan the other way round: the command beside its source (the first key),
+    over a copy of its destination. The command then changes the real source (and the
+    copy, deleted in the same transaction)."""
+    names = {temp: key for key, temp in p.temps.items()}
+    argv = list(p.argv)
+    for i in key_positions(argv):
+        argv[i] = names.get(argv[i], argv[i])
+    out = plan(argv, _FIRST)
+    assert out is not None  # the keys span slots, as in ``p``
+    return out
+
+
+def bare(p: Plan) -> Plan:
+    """``p`` without what compensation reads: the command over its copies, nothing more."""
+    return Plan(p.argv, p.anchor_slot, p.anchor_key, p.temps, p.by_slot)
+
+
+def moved(reply: bytes) -> bool:
+    """Whether a move's reply says it changed its source: an element, ``+OK``, ``:1``; not
+    a null, ``:0`` or an error."""
+    return not (reply in _NULLS or reply == b":0\r\n" or reply[:1] in (b"-", b"!"))
+
+
+def put_back(argv: list[bytes], reply: bytes, before: Value) -> bytes:
+    """What takes a move's element back into its source, whatever other clients did to the
+    source since: the element pushed back at the end it left (``LMOVE``, ``RPOPLPUSH``),
+    the member added back (``SMOVE``), the value restored if the name is free again
+    (``RENAME``, ``RENAMENX``; ``BUSYKEY`` if another client created it meanwhile)."""
+    name = argv[0].lower()
+    if name == b"smove":
+        return encode_command(b"SADD", argv[1], argv[3])
+    if name in (b"rename", b"renamenx"):
+        assert before.payload is not None
+        return encode_command(b"RESTORE", argv[1], b"%d" % before.ttl_ms, before.payload)
+    element = _bulk(reply)
+    assert element is not None
+    left = name == b"lmove" and argv[3].upper() == b"LEFT"
+    return encode_command(b"LPUSH" if left else b"RPUSH", argv[1], element)
+
+
 # --- step 1: gather ---------------------------------------------------------------------------
 def gather_payload(keys: list[bytes], watch: bool,
                    mark: bytes | None = None) -> tuple[bytes, int]:
@@ -274,14 +318,18 @@ def _ttl_dump(key: bytes) -> bytes:
     return encode_command(b"PTTL", key) + encode_command(b"DUMP", key)
 
 
-def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) -> RunLayout:
+def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None,
+                watch: bool = True) -> RunLayout:
     """Step 2's request. With ``mark`` (a move's, in the anchor's slot): ``WATCH mark`` first
     and ``SET mark`` inside the transaction, so its fate can be told if its reply is lost;
     then ``ASKING`` before ``MULTI``, which keeps it for the whole transaction, as a
     redirect's ``ASKING`` in front of ``MULTI`` does without the ``WATCH`` (the redirect's
-    is taken by the ``WATCH``; on a slot not being imported it has no effect)."""
-    parts = ([encode_command(b"WATCH", mark), _ASKING, _MULTI] if mark is not None
-             else [_MULTI])
+    is taken by the ``WATCH``; on a slot not being imported it has no effect). Without
+    ``watch``: the connection watches already (a move's source, since step 1)."""
+    watched = mark is not None and watch
+    parts = [_MULTI]
+    if mark is not None and watch:
+        parts = [encode_command(b"WATCH", mark), _ASKING, _MULTI]
     restored: list[bytes] = []
     for key, temp in p.temps.items():
         v = values[key]
@@ -301,10 +349,23 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None) 
     n += 1
     if mark is not None:
         parts.append(set_marker(mark))
-        n += 3  # the SET's +QUEUED, WATCH's and ASKING's +OK
+        n += 3 if watched else 1  # the SET's +QUEUED, WATCH's and ASKING's +OK
     parts.append(_EXEC)
     # MULTI's +OK, one +QUEUED per queued command, EXEC's array.
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
+
+
+def source_payload(p: Plan, dst: dict[bytes, Value], mark: bytes) -> RunLayout:
+    """A move's write of its source (``sourcefirst.py``): ``mirror(p)``'s command over the
+    real source and a copy of the destination (``dst``, as step 1 read it), with the
+    source's marker, on the connection that watches the source since step 1."""
+    return run_payload(mirror(p), dst, mark, watch=False)
+
+
+def destination_payload(p: Plan, values: dict[bytes, Value], mark: bytes) -> RunLayout:
+    """A move's write of its destination, once its source is written: the command over a
+    copy of the source as step 1 read it (``values``) and the real destination."""
+    return run_payload(bare(p), values, mark)
 
 
 def changed(before: Value, after: Value, elapsed_ms: int) -> bool:

@@ -9,19 +9,18 @@ client's own connections (``pinned.py``'s, closed with the session). A move's wa
 and its commit run on connections opened for the request and closed at its end: a WATCH
 belongs to one connection, and a redirect there ends the request with ``TRYAGAIN``.
 
-Failure handling of a move (the order matters: destination first, then source; MSETNX:
-the first key's slot, then the other slots one by one). Steps 2 and 3 each set a marker
-key of their slot in their own transaction, so that their fate is always known afterwards
+A move (one source, one destination) writes its source first, then its destination
+(``sourcefirst.py``), once step 1 is done. MSETNX and scripts write the first key's slot
+(step 2), then the other slots one by one (step 3). Steps 2 and 3 each set a marker key of
+their slot in their own transaction, so that their fate is always known afterwards
 (``moveundo.py``):
 
-- step 2 fails: nothing was committed at the source; the client gets the error. A lost
-  connection after sending: ``_recover_run`` asks the marker whether it ran; if it did,
-  the destination is put back (or, changed meanwhile, the move is finished).
-- step 3 does not run (EXEC's null: another client changed the source since step 1; a
-  refusal; a lost connection and no marker): every key already written is put back as it
-  was, or a move whose destination was changed meanwhile is finished by writing its
-  source again if it is unchanged; after a null the whole command starts again,
-  ``MOVE_ATTEMPTS`` times at most.
+- step 2 fails: nothing was committed in the other slots; the client gets the error. A
+  lost connection after sending: ``_recover_run`` asks the marker whether it ran; if it
+  did, what it wrote is put back.
+- step 3 does not run (EXEC's null: another client changed a key since step 1; a refusal;
+  a lost connection and no marker): every key already written is put back as it was;
+  after a null the whole command starts again, ``MOVE_ATTEMPTS`` times at most.
 - step 3 loses its connection and the marker is there: the commit happened, the client
   gets the command's reply.
 """
@@ -36,12 +35,18 @@ from typing import TYPE_CHECKING
 import trio
 
 from slotgate.protocol.commands import CommandInfo
-from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, on_owner_at
-from slotgate.proxy.routing import blockmulti, crossslot, movelock, moveundo, sortroute
+from slotgate.proxy.routing import (
+    blockmulti,
+    crossslot,
+    movelock,
+    moveundo,
+    sortroute,
+    sourcefirst,
+)
 from slotgate.proxy.routing.crossslot import Plan, Undo, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -51,9 +56,6 @@ if TYPE_CHECKING:
 
 # A move restarted because a source changed meanwhile: at most this many tries in all.
 MOVE_ATTEMPTS = 3
-# How long a move waits for a replica to have its destination before committing its source.
-REPLICA_WAIT_MS = 500
-_REDIRECTS = (b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN", b"-LOADING")
 _UNKNOWN_FATE = error_frame(errors.UNKNOWN_FATE_WRITE).split(b"{node}")[0]
 _LOCAL = -1  # in a node's list of gather reads: the anchor's own keys (moves)
 
@@ -234,6 +236,15 @@ async def _attempt(s: RouteSession, p: Plan, readonly: bool) -> bytes:
 async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
                           values: dict[bytes, Value], watches: _Watches,
                           local_before: dict[bytes, Value]) -> bytes:
+    if p.written and _is_move(p):
+        conn = watches.by_key[p.written[0]]
+        on_exec: list[DirectConnection] = []
+        reply = await sourcefirst.run(s, p, values, conn, watches.marks[conn], local_before,
+                                      on_exec)
+        watches.clean.update(on_exec)
+        if reply is None:
+            raise _Retry  # nothing changed: the command runs again
+        return reply
     mark = crossslot.marker(p.anchor_slot) if p.written else None
     layout = crossslot.run_payload(p, values, mark)
     node = _owner(s, p.anchor_slot)
@@ -291,17 +302,14 @@ async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
     new = {k: done[k] for k in p.written if done[k].payload != values[k].payload}
     if not new:  # the command left its source as it was: nothing more to do
         return elems[layout.command_at]
-    outcome = await moveundo.settle(s, todo, values if _is_move(p) else None, new)
+    outcome = await moveundo.settle(s, todo)
     if outcome == moveundo.UNDONE:
         return not_done
-    if outcome == moveundo.FORWARD:
-        return elems[layout.command_at]
     return _unsettled(s, p, outcome, todo, node)
 
 
 def _is_move(p: Plan) -> bool:
-    """A move (one source, one destination): finishing it is as good as taking it back.
-    MSETNX and scripts are not: their keys are all taken back."""
+    """A move (one source, one destination: ``sourcefirst.py``), not MSETNX or a script."""
     return crossslot.SPECS[p.argv[0].decode(errors="replace").lower()].writes == "first"
 
 
@@ -315,13 +323,6 @@ def _unsettled(s: RouteSession, p: Plan, outcome: str, todo: list[Undo], node: s
 
 def _owner(s: RouteSession, slot: int) -> str | None:
     return s.router.topology.owners[slot]
-
-
-def _refused(raw: bytes) -> bytes:
-    """A redirect on a watched connection ends the request: the client may try again."""
-    if raw.startswith(_REDIRECTS):
-        return error_frame(errors.CROSSSLOT_TRYAGAIN)
-    return raw
 
 
 async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
@@ -344,7 +345,7 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
         return error_frame(errors.NODE_UNREACHABLE.format(node=node))
     err = crossslot.first_error(frames)
     if err is not None:
-        return _refused(err)
+        return moveundo.refused(err)
     return crossslot.read_values(keys, frames[1:])
 
 
@@ -369,7 +370,7 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
     # are about to lose what it wrote.
     name = p.argv[0].decode(errors="replace").lower()
     anchor_node = _owner(s, p.anchor_slot) or "?"
-    if not await _after_write(s, p.anchor_slot, mark, bool(undo and changed)):
+    if not await moveundo.after_write(s, p.anchor_slot, mark, bool(undo and changed)):
         # The destination's master went silent after step 2: did step 2 survive it?
         ran = await moveundo.fate(s, p.anchor_slot, mark)
         if ran is None:
@@ -389,15 +390,14 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
         if ran is None:  # no master answered in time: it may or may not have run
             return raw
         if not ran:
-            outcome = await moveundo.settle(s, undo, values if _is_move(p) else None, part)
+            outcome = await moveundo.settle(s, undo)
             if outcome == moveundo.UNDONE:
                 if crossslot.is_null(raw):
                     raise _Retry  # a source changed: the command runs again
                 if raw[:1] in (b"-", b"!"):
-                    return _refused(raw)
+                    return moveundo.refused(raw)
                 return error_frame(errors.MOVE_UNDONE.format(name=name, node=conn.address))
-            if outcome != moveundo.FORWARD:
-                return _unsettled(s, p, outcome, undo, conn.address)
+            return _unsettled(s, p, outcome, undo, conn.address)
         else:
             written.append(conn)
         undo.extend(Undo(k, slot, values[k], changed[k].payload) for k in keys)
@@ -423,7 +423,7 @@ async def _commit_slot(s: RouteSession, conn: DirectConnection, part: dict[bytes
     watches.clean.add(conn)  # EXEC, whatever its answer, ended the WATCH
     if raw[:1] != b"*" or crossslot.is_null(raw):
         return False, raw
-    if not await _after_write(s, slot, mark, True, conn):
+    if not await moveundo.after_write(s, slot, mark, True, conn):
         # Its master went silent after the commit: did the commit survive it?
         ran = await moveundo.fate(s, slot, mark)
         if ran is None:
@@ -431,26 +431,3 @@ async def _commit_slot(s: RouteSession, conn: DirectConnection, part: dict[bytes
             return None, error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
         return ran, raw if ran else b""
     return True, raw
-
-
-async def _after_write(s: RouteSession, slot: int, mark: bytes, wait: bool,
-                       conn: DirectConnection | None = None) -> bool:
-    """A step's marker deleted, once its reply is in; with ``wait``, first ``WAIT`` until a
-    replica of the slot's master has the step (at most ``REPLICA_WAIT_MS``), so that this
-    master failing now does not take the only copy of a moved element with it. No replica,
-    or none in time: the move goes on (as any write acknowledged by one master). False: the
-    master did not answer (it may have failed before a replica had the step: the caller asks
-    the marker whether the step survived)."""
-    node = _owner(s, slot)
-    payload, n = encode_command(b"DEL", mark), 1
-    if wait and node is not None and s.router.topology.slot_map.replicas.get(node):
-        payload, n = encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS) + payload, 2
-    try:
-        if conn is None and node is not None:
-            conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection
-        if conn is not None:
-            await moveundo.roundtrip(s, conn, payload, n)
-            return True
-    except (OSError, BackendError, trio.TooSlowError):
-        pass
-    return False

@@ -1,16 +1,15 @@
-"""Moves across slots when a step's outcome is not the expected one: fate, undo, forward.
+"""Writes across slots when a step's outcome is not the expected one: fate, undo.
 
-A move (``gather.py``) writes its destination (step 2), then its source (step 3), each in a
-transaction that also sets a *marker* key of its slot (``crossslot.marker``), watched from
-before it was sent. Whatever reply is lost, the proxy can tell afterwards whether the step
-ran: ``fate`` sends ``SET marker 0 NX GET`` to the slot's master of now (after a failover,
-the promoted replica, which has the marker exactly when it has the step: one transaction).
-"done": it ran. Absent: it did not, and it never will, since that SET touched a key the
-step's transaction watches. A step that did not run after step 2 did leaves the element in
-both keys; ``settle`` then takes step 2 back (``undo``: the destination put back as it was,
-if it still holds what step 2 left) or, if the destination was changed meanwhile, finishes
-the move (``forward``: the source written as step 3 would have, if it still holds what step
-1 read), trying both until the retry deadline.
+MSETNX and scripts across slots (``gather.py``) write the first key's slot (step 2), then
+each other slot (step 3); moves (``sourcefirst.py``) write their source, then their
+destination. Each step's transaction also sets a *marker* key of its slot
+(``crossslot.marker``), watched from before it was sent. Whatever reply is lost, the proxy
+can tell afterwards whether the step ran: ``fate`` sends ``SET marker 0 NX GET`` to the
+slot's master of now (after a failover, the promoted replica, which has the marker exactly
+when it has the step: one transaction). "done": it ran. Absent: it did not, and it never
+will, since that SET touched a key the step's transaction watches. A step 3 that did not
+run after step 2 did is settled by ``settle``: what was written is taken back (``undo``:
+each key put back as it was, if it still holds what the proxy wrote).
 """
 
 from __future__ import annotations
@@ -21,11 +20,12 @@ from typing import TYPE_CHECKING
 import trio
 
 from slotgate.protocol.resp import encode_command
-from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
 from slotgate.proxy.routing import crossslot
 from slotgate.proxy.routing.crossslot import Undo, Value
+from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 _DONE = b"$1\r\n" + crossslot.MARK_DONE + b"\r\n"
 _GIVEN_UP = b"$1\r\n" + crossslot.MARK_GIVEN_UP + b"\r\n"
 _POLL_S = 0.1
+# How long a move waits for a replica to have what a step wrote before it goes on.
+REPLICA_WAIT_MS = 500
+_REDIRECTS = (b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN", b"-LOADING")
 
 class FateUnknown(Exception):
     """A write of settling lost its reply and no master told its fate in time."""
@@ -41,8 +44,7 @@ class FateUnknown(Exception):
 
 # What ``settle`` did.
 UNDONE = "undone"  # step 2 taken back: nothing changed
-FORWARD = "forward"  # the source written: the move is done
-HALF = "half"  # both keys changed by others meanwhile: neither could be
+HALF = "half"  # a key changed by others meanwhile: it could not be put back
 UNKNOWN = "unknown"  # no answer from a master before the deadline
 
 
@@ -173,45 +175,82 @@ async def undo(s: RouteSession, todo: list[Undo]) -> bool | None:
     return result
 
 
-async def forward(s: RouteSession, old: dict[bytes, Value],
-                  new: dict[bytes, Value]) -> bool | None:
-    """Step 3 done again on a connection of its own: the keys (one slot) written as ``new``
-    if they still hold ``old`` (what step 1 read). True written, False changed, None not
-    now."""
-    slot = key_slot(next(iter(new)))
-    return await _compare_and_write(s, slot, {k: old[k].payload for k in new}, new, True)
-
-
-async def settle(s: RouteSession, todo: list[Undo], old: dict[bytes, Value] | None,
-                 new: dict[bytes, Value]) -> str:
-    """Step 2 ran, the write of ``new`` (one slot's sources) did not: take ``todo`` back,
-    or, when that cannot be (and ``old`` is given), write ``new`` after all. Tried until
-    the retry deadline."""
+async def settle(s: RouteSession, todo: list[Undo]) -> str:
+    """A later write of a request did not run: take ``todo`` back (put back, or changed by
+    someone else meanwhile: half done). Tried until the retry deadline."""
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     while True:
         try:
-            took_back, went_on = await _settle_once(s, todo, old, new)
+            took_back = await undo(s, todo)
         except FateUnknown:
             return UNKNOWN
         if took_back:
             return UNDONE
-        if went_on:
-            return FORWARD
-        if took_back is False and (went_on is False or old is None):
+        if took_back is False:
             return HALF
         if trio.current_time() >= deadline:
             return UNKNOWN
         await trio.sleep(_POLL_S)
 
 
-async def _settle_once(s: RouteSession, todo: list[Undo], old: dict[bytes, Value] | None,
-                       new: dict[bytes, Value]) -> tuple[bool | None, bool | None]:
-    """One try: (put back?, finished?), each True, False (a key changed by someone else)
-    or None (not now)."""
-    took_back = await undo(s, todo)
-    if took_back:
-        return True, None
-    # Finishing is tried only when the destination is known not to be put back (never
-    # after a put-back whose fate is not known: both would lose the element).
-    went_on = await forward(s, old, new) if old is not None and took_back is False else None
-    return took_back, went_on
+async def write_marked(s: RouteSession, slot: int, op: bytes) -> bool | None:
+    """``op`` (one command) run on ``slot``'s master in a transaction with a marker of its
+    own, sent until it runs or the retry deadline passes (a lost reply settled by the
+    marker). True: it ran; False: it ran and failed (its error), or no master took it before
+    the deadline; None: its fate is unknown."""
+    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
+    while True:
+        node = owner(s, slot)
+        m = crossslot.marker(slot)
+        payload = (encode_command(b"WATCH", m) + encode_command(b"MULTI")
+                   + crossslot.set_marker(m) + op + encode_command(b"EXEC"))
+        conn = None
+        try:
+            if node is not None:
+                conn = await _open(s, node)
+                raw = (await roundtrip(s, conn, payload, 5))[-1][1]
+                if raw[:1] == b"*" and not crossslot.is_null(raw):
+                    await drop_marker(s, slot, m, conn)
+                    return array_elements(raw)[1][:1] not in (b"-", b"!")
+        except (OSError, BackendError, trio.TooSlowError):
+            if conn is not None:  # sent, reply lost: did it run?
+                ran = await fate(s, slot, m)
+                if ran is None or ran:
+                    return ran
+        finally:
+            if conn is not None:
+                with trio.CancelScope(shield=True):
+                    await conn.aclose()
+        if trio.current_time() >= deadline:
+            return False
+        await trio.sleep(_POLL_S)
+
+
+def refused(raw: bytes) -> bytes:
+    """A redirect on a watched connection ends the request: the client may try again."""
+    if raw.startswith(_REDIRECTS):
+        return error_frame(errors.CROSSSLOT_TRYAGAIN)
+    return raw
+
+
+async def after_write(s: RouteSession, slot: int, mark: bytes, wait: bool,
+                      conn: DirectConnection | None = None) -> bool:
+    """A step's marker deleted, once its reply is in; with ``wait``, first ``WAIT`` until a
+    replica of the slot's master has the step (at most ``REPLICA_WAIT_MS``), so that this
+    master failing now does not take the only copy of a moved element with it. No replica,
+    or none in time: the move goes on (as any write acknowledged by one master). False: the
+    master did not answer (it may have failed before a replica had the step: the caller asks
+    the marker whether the step survived)."""
+    node = owner(s, slot)
+    payload, n = encode_command(b"DEL", mark), 1
+    if wait and node is not None and s.router.topology.slot_map.replicas.get(node):
+        payload, n = encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS) + payload, 2
+    try:
+        if conn is None and node is not None:
+            conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection
+        if conn is not None:
+            await roundtrip(s, conn, payload, n)
+            return True
+    except (OSError, BackendError, trio.TooSlowError):
+        pass
+    return False

@@ -173,3 +173,36 @@ def test_refuse_names_the_setting(proxies: dict[str, ManagedProcess]) -> None:
         pipe = r.pipeline()
         pipe.set(a, "1").get(a).delete(a)
         assert pipe.execute() == [True, b"1", 1]
+
+
+@pytest.mark.parametrize("command", [
+    ("EVAL", "redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) return 1", "2"),
+    ("SUNIONSTORE",), ("RENAME",),
+])
+def test_gathered_commands_across_slots_are_refused_inside_multi(
+    proxies: dict[str, ManagedProcess], redis_standalone: ManagedProcess,
+    command: tuple[str, ...],
+) -> None:
+    """A script (or any other command run by gathering copies, docs/COMMANDS.md) whose keys
+    span slots is refused inside MULTI even with ``per_shard``: each group is one slot's
+    transaction, where its copies cannot be made. ``EXEC`` then aborts as Redis does after
+    a refused command; with its keys in one slot it is queued and runs as on one server."""
+    a, b = _keys(2)
+    tag = uuid.uuid4().hex[:6]
+    one_slot = (f"{{{tag}}}a", f"{{{tag}}}b")
+    for keys, want in ((a, b), False), (one_slot, True):
+        argv = (*command, *keys)
+        replies = {}
+        for name, port in (("proxy", proxies["per_shard"].port), ("one", redis_standalone.port)):
+            with RawClient(port) as cl:
+                replies[name] = [cl.call(*c) for c in (
+                    ("SET", keys[0], "v"), ("SADD", keys[1] + "s", "m"), ("MULTI",), argv,
+                    ("EXEC",), ("GET", keys[1]), ("DEL", *keys))]
+        if want:
+            assert replies["proxy"] == replies["one"]
+        else:
+            assert replies["proxy"][3] == (b"-CROSSSLOT Keys in request don't hash to the "
+                                           b"same slot\r\n")
+            assert replies["proxy"][4].startswith(b"-EXECABORT"), replies["proxy"]
+            assert replies["proxy"][5] == b"$-1\r\n"  # nothing ran
+            assert replies["one"][3] == b"+QUEUED\r\n"
