@@ -15,8 +15,11 @@ Redis' library functions are C functions: an error they raise names the *caller'
 and a script that tail-calls one (``return redis.call(...)``) keeps its frame. Ours are Lua
 functions, which a tail call would erase; so each public library function is the C function
 ``coroutine.wrap`` makes around a loop running the Lua implementation (``entry``). An error
-inside it kills that coroutine; the entry is rebuilt (``repair``) after the error is caught
-(our ``pcall``/``xpcall``) or before the next script runs.
+inside it kills that coroutine; the table entry is rebuilt at once. ``pcall``/``xpcall`` of a
+library function itself run its implementation directly (as a C function called from C: no
+position, no name), so a function kept in a local survives the errors they catch. The texts
+a C library raises without the Lua VM's help (luaL_argerror's function name, lua_settable's
+``table index is nil``) are made Redis' where the error is caught (``caught``).
 
 Internal chunks are named ``=lualib``; the error handler (``__redis__err__handler``, Redis'
 own logic) skips their frames when it looks for the script line that failed.
@@ -54,35 +57,74 @@ end
 sethook(count_hook, '', HOOK_EVERY)
 
 -- entries: the C-function face of every library function --------------------------------
-local dead = {}
+local impl_of = setmetatable({}, {__mode = 'k'})  -- an entry's face -> its implementation
 local function entry(tbl, name, impl)
-  local rec = {tbl = tbl, name = name}
+  local body
   -- each call: resume with the arguments, run impl, yield its results; proper tail calls, so
   -- the loop neither grows the stack nor allocates
   local function loop(ok, ...)
     if not ok then
-      dead[#dead + 1] = rec
+      -- this coroutine dies with the error: the table gets a new face now (the old one stays
+      -- alive on its caller's stack until the error has left it)
+      local face = cowrap(body)
+      impl_of[face] = impl
+      tbl[name] = face
       error((...), 0)
     end
     return loop(pcall(impl, coyield(...)))
   end
-  local function body(...)
+  body = function(...)
     sethook(count_hook, '', HOOK_EVERY)  -- once per coroutine: its first call
     return loop(pcall(impl, ...))
   end
-  rec.body = body
-  tbl[name] = cowrap(body)
+  local face = cowrap(body)
+  impl_of[face] = impl
+  tbl[name] = face
 end
-local function repair()
-  for i = #dead, 1, -1 do
-    local rec = dead[i]
-    dead[i] = nil
-    rec.tbl[rec.name] = cowrap(rec.body)
-  end
-end
--- luaL_argerror's text, raised from inside an entry (the entry adds the caller's position)
+-- luaL_argerror's text, raised from inside an entry (the entry adds the caller's position);
+-- its parts are kept: Redis' C function is named as its caller names it ('?' from C code)
+local arg_text, arg_n, arg_msg = nil, 0, ''
 local function argerror(n, fname, msg)
-  error(('bad argument #%d to \'%s\' (%s)'):format(n, fname, msg), 0)
+  local text = ('bad argument #%d to \'%s\' (%s)'):format(n, fname, msg)
+  arg_text, arg_n, arg_msg = text, n, msg
+  error(text, 0)
+end
+-- an error the Lua VM raises inside a C function (lua_settable's): it has no position
+local bare_text = nil
+local function bare_error(msg)
+  bare_text = msg
+  error(msg, 0)
+end
+local function argerror_text(name, namewhat)
+  local n = arg_n
+  if namewhat == 'method' then
+    n = n - 1
+    if n == 0 then return ("calling '%s' on bad self (%s)"):format(name, arg_msg) end
+  end
+  return ("bad argument #%d to '%s' (%s)"):format(n, name or '?', arg_msg)
+end
+-- an error caught (by pcall, xpcall, the script's handler) as Redis' C library would have
+-- raised it. ``lvl``: the stack level of the function that raised (in an error handler, where
+-- the stack is still there), or nil. An argument error without position came from a call by C
+-- code: no name ('?'); with one, the name is the caller's, read from the stack when there.
+local ONE_POSITION = '^[^:]*:%d+: $'
+local function caught(e, lvl)
+  local at, bt = arg_text, bare_text
+  if type(e) ~= 'string' or (at == nil and bt == nil) then return e end
+  arg_text, bare_text = nil, nil
+  if at ~= nil then
+    if e == at then return argerror_text(nil) end
+    local where = e:sub(1, #e - #at)
+    if lvl ~= nil and e:sub(-#at) == at and where:find(ONE_POSITION) then
+      local info = getinfo(lvl + 1, 'nf')
+      if info ~= nil and impl_of[info.func] ~= nil then
+        return where .. argerror_text(info.name, info.namewhat)
+      end
+    end
+  elseif #e > #bt and e:sub(-#bt) == bt and e:sub(1, #e - #bt):find(ONE_POSITION) then
+    return bt
+  end
+  return e
 end
 local function typename_at(n, ...)
   if select('#', ...) < n then return 'no value' end
@@ -189,18 +231,23 @@ end
 -- Redis 7.0's pcall: an error table {err=...} comes back as its err string
 local function pcall_result(ok, ...)
   if not ok then
-    repair()
     local e = ...
     if type(e) == 'table' then
       local m = rawget(e, 'err')
       if type(m) == 'string' then return false, m end
     end
+    return false, caught(e)
   end
   return ok, ...
 end
-local function s_pcall(...) return pcall_result(pcall(...)) end
+-- a library function itself runs as its implementation (Redis': a C function called by C)
+local function s_pcall(f, ...) return pcall_result(pcall(impl_of[f] or f, ...)) end
 local function s_xpcall(f, h)
-  return (function(ok, ...) if not ok then repair() end return ok, ... end)(xpcall(f, h))
+  local handler = h
+  if type(h) == 'function' then
+    handler = function(e) return h(caught(e, 2)) end
+  end
+  return xpcall(impl_of[f] or f, handler)
 end
 
 -- Redis' error handler: where the error happened, skipping our own stand-in frames
@@ -213,7 +260,7 @@ local function err_handler(err)
     i = getinfo(lvl, 'nSl')
     if i and i.what == 'C' then lvl = lvl + 1; i = getinfo(lvl, 'nSl') end
   end
-  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(caught(err, 2))} end
   if i then
     err['source'] = i.source
     err['line'] = i.currentline
@@ -415,6 +462,7 @@ entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...)
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
 local libs = {}
 local helpers = {lua_int = lua_int, entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
+                 bare_error = bare_error,
                  float_bytes = py.float_bytes, bytes_float = py.bytes_float}
 for name, src in pairs(py.libs) do
   local f = assert(loadstring(src, INTERNAL))
@@ -552,7 +600,7 @@ local handle = {status_ok = STATUS_OK}
 -- run a library's code: the list of {name, callback, flags, description}, or false and the
 -- error table
 function handle.load_library(f)
-  repair()
+  arg_text, bare_text = nil, nil
   registered = {}
   show(load_env)
   local ok, err = xpcall(f, err_handler)
@@ -576,7 +624,7 @@ local function split_args(nkeys, ...)
   return {unpack(all, 1, nkeys)}, {select(nkeys + 1, ...)}
 end
 local function call_function(f, proto, keys, args)
-  repair()
+  arg_text, bare_text = nil, nil
   script_resp = 2
   return run_result(proto, xpcall(function() return f(keys, args) end, err_handler))
 end
@@ -593,7 +641,7 @@ function handle.compile(body, chunk)
   return f, false
 end
 local function run(f, proto, keys, argv)
-  repair()
+  arg_text, bare_text = nil, nil
   script_resp = 2
   env.KEYS, env.ARGV = keys, argv
   return run_result(proto, xpcall(f, err_handler))

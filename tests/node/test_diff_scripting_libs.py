@@ -329,7 +329,32 @@ EDGES = Case("struct, bit and cmsgpack edges", [_ev(s) for s in [
     'return {cmsgpack.unpack_limit(string.char(1,2,3), 0/0)}',
 ]])
 
-CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES]
+# errors a C library function raises as Lua 5.1 makes them: luaL_argerror names the function
+# as its caller does ('?' when the caller is C code: pcall, xpcall, gsub), lua_settable's
+# errors have no position; and a library function kept in a local outlives the errors it raised
+NIL_KEY = _bytes(0x81, 0xc0, 1)
+NAN_KEY = _bytes(0x81, 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0, 1)
+C_ERRORS = Case("errors as C functions raise them", [_ev(s) for s in [
+    "return {pcall(bit.band, {})}", "return {pcall(cjson.encode)}",
+    "return {pcall(struct.pack, 'i40', 1)}", "return {pcall(math.random, 0)}",
+    "return {pcall(cmsgpack.unpack_one, {}, 'x')}",
+    "local f = bit.band; f({})", "return bit:band()", "local t = {x = bit.bor}; return t.x({})",
+    "return bit.band({})", "return string.gsub('a', '.', bit.band)",
+    "local ok, e = pcall(function() return bit.band({}) end) return e",
+    "return {xpcall(bit.band, function(e) return 'h:' .. e end)}",
+    "return {xpcall(function() local q = bit.bor; q({}) end, function(e) return 'h:' .. e end)}",
+    "return {pcall(cmsgpack.unpack, " + NIL_KEY + ")}", "return cmsgpack.unpack(" + NIL_KEY + ")",
+    "return {pcall(function() return cmsgpack.unpack(" + NIL_KEY + ") end)}",
+    "return cmsgpack.unpack(" + NAN_KEY + ")",
+    "local f = redis.call; pcall(f, 'nosuch'); return f('ping')",
+    "local f = bit.band; return {pcall(f, {}), pcall(f, 1)}",
+    "local c = coroutine.create(function() redis.call('nosuch') end) coroutine.resume(c) "
+    "return redis.call('ping')",
+    "local f = cjson.decode; local r = {pcall(f, '[')} r[#r+1] = f('[1]')[1] return r",
+]])
+
+CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES,
+         C_ERRORS]
 
 
 @pytest.mark.parametrize("proto", [2, 3])
