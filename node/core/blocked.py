@@ -74,6 +74,9 @@ class WhileBlocked:
                 self._serve_accepted(c)
             for service in self.services:
                 service()
+            for c in srv.sending_rest:  # replies larger than the socket buffers go on
+                if c is not running:
+                    c.writer.push_rest()
         finally:
             self.serving = False
 

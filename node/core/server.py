@@ -98,6 +98,9 @@ class Server:
         subsystems = [importlib.import_module(name) for name in SUBSYSTEMS]
         self.table: dict[bytes, Command] = build_table()
         self.clients: dict[int, Client] = {}
+        # clients whose task waits for the socket to take the rest of a reply (a busy
+        # script's serving passes push it: node/core/blocked.py)
+        self.sending_rest: set[Client] = set()
         self._next_client_id = 1
         self.start_time = time.time()
         self.start_monotonic = time.monotonic()
@@ -362,7 +365,12 @@ class Server:
             self.before_reply()
         if c.writer.sending:
             return
-        self.stat_net_output_bytes += await c.writer.send_rest()
+        sending = self.sending_rest
+        sending.add(c)
+        try:
+            self.stat_net_output_bytes += await c.writer.send_rest()
+        finally:
+            sending.discard(c)
 
     async def _flushed(self, c: Client) -> bool:
         await self._flush(c)
