@@ -101,6 +101,9 @@ class Server:
         # clients whose task waits for the socket to take the rest of a reply (a busy
         # script's serving passes push it: node/core/blocked.py)
         self.sending_rest: set[Client] = set()
+        # script commands (EVAL..., FCALL...): their script's shebang.FLAG_* bits for a call
+        # (None: the command's own flags), as Redis' getCommandFlags
+        self.script_flags_of: dict[str, Callable[[Client, list[bytes]], int | None]] = {}
         self._next_client_id = 1
         self.start_time = time.time()
         self.start_monotonic = time.monotonic()

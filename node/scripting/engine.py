@@ -39,6 +39,7 @@ from slotgate.node.scripting.sandbox import SANDBOX_LUA
 from slotgate.node.scripting.shebang import (
     FLAG_ALLOW_CROSS_SLOT,
     FLAG_ALLOW_OOM,
+    FLAG_ALLOW_STALE,
     FLAG_NO_WRITES,
 )
 from slotgate.protocol import commands as pc
@@ -67,6 +68,7 @@ _LOG_LEVELS = (logging.DEBUG, LOG_VERBOSE, logging.INFO, logging.WARNING)
 UNKNOWN_COMMAND = b"ERR Unknown Redis command called from script"
 WRONG_ARGS = b"ERR Wrong number of args calling Redis command from script"
 NOT_ALLOWED = b"ERR This Redis command is not allowed from script"
+STALE_REPLICA = b"ERR Can not execute the command on a stale replica"
 RO_SCRIPT = b"ERR Write commands are not allowed from read-only scripts."
 CLUSTER_DOWN_RO = b"ERR Script attempted to execute a write command while the cluster is down and readonly"
 CLUSTER_DOWN = b"ERR Script attempted to execute a command while the cluster is down"
@@ -124,6 +126,7 @@ class Run:
         self.killed = False
         self.busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
         self.argv = argv  # the caller's command (FUNCTION STATS shows it)
+        self.stale = False  # on a stale replica (an allow-stale script): stale commands only
 
 
 class ScriptEngine:
@@ -235,6 +238,9 @@ class ScriptEngine:
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys,
                              start_ns=time.monotonic_ns(), argv=argv)
+        repl = self.server.replication
+        if flags & FLAG_ALLOW_STALE and repl is not None:
+            run.stale = repl.running_stale()
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
         run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
@@ -381,7 +387,7 @@ class ScriptEngine:
             return self._reject(cmd, NOT_ALLOWED)
         srv = self.server
         argv_l = list(argv)
-        if run.acl_checked or run.read_only or srv.cluster_route is not None or (
+        if run.acl_checked or run.read_only or run.stale or srv.cluster_route is not None or (
                 cmd.write and not run.wrote
                 and (srv.command_checks or srv.oom_check is not None)):
             refused = self._refused(run, cmd, argv_l)
@@ -421,7 +427,10 @@ class ScriptEngine:
         return None, err
 
     def _refused(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
-        """Why the script may not run ``argv`` (the ACL, writes, cluster keys), or None."""
+        """Why the script may not run ``argv`` (a stale replica, the ACL, writes, cluster
+        keys), or None."""
+        if run.stale and "stale" not in cmd.flags:
+            return STALE_REPLICA
         srv = self.server
         refused = srv.acl.check_script(run.caller, cmd, argv) if run.acl_checked else None
         if refused is None and (run.read_only or (cmd.write and not run.wrote)):

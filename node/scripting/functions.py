@@ -29,8 +29,7 @@ from slotgate.node.scripting.commands import (
     KEYS_GT_ARGS,
     KEYS_NEGATIVE,
     check_flags,
-    flags_deny_oom,
-    set_denyoom,
+    set_script_flags,
 )
 from slotgate.node.scripting.engine import Script, ScriptEngine
 from slotgate.protocol.resp import array_header, bulk, map_header, set_header, simple
@@ -282,9 +281,9 @@ def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
                               argv)
 
 
-def _fcall_denyoom(c: Client, argv: list[bytes]) -> bool:
+def _fcall_flags(c: Client, argv: list[bytes]) -> int | None:
     f = functions(c).functions.get(argv[1].decode("utf-8", "surrogateescape").lower())
-    return f is not None and flags_deny_oom(f.script.flags)
+    return None if f is None else f.script.flags
 
 
 def _fcall_handler(read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
@@ -414,4 +413,4 @@ def function_help(c: Client, argv: list[bytes]) -> bytes:
 
 def install(server: Server) -> None:
     server.functions = Functions(server)
-    set_denyoom(server, ("fcall", "fcall_ro"), _fcall_denyoom)
+    set_script_flags(server, ("fcall", "fcall_ro"), _fcall_flags)

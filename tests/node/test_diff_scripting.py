@@ -211,8 +211,17 @@ TRANSACTION = Case("EVAL in MULTI", [
     "MULTI", "EVAL \"return 1\"", "EXEC",
 ])
 
+# min-replicas-to-write with no replica: a script command is a write by its script's flags
+NOREPLICAS = Case("min-replicas-to-write", [
+    "CONFIG SET min-replicas-to-write 1", "CONFIG SET min-replicas-max-lag 10",
+    "EVAL \"#!lua\nreturn 1\" 0", "EVAL \"#!lua flags=no-writes\nreturn 1\" 0",
+    "EVAL \"return redis.call('set','a','b')\" 0", "EVAL \"return redis.pcall('set','a','b')\" 0",
+    "MULTI", "EVAL \"#!lua\nreturn 1\" 0", "EVAL \"#!lua flags=no-writes\nreturn 1\" 0", "EXEC",
+    "CONFIG SET min-replicas-to-write 0",
+])
+
 CASES = [LUA_TO_RESP, RESP_TO_LUA, API, CALL_ERRORS, SCRIPT_ERRORS, SANDBOX, SHEBANG,
-         SCRIPT_CMD, TRANSACTION]
+         SCRIPT_CMD, TRANSACTION, NOREPLICAS]
 
 
 @pytest.mark.parametrize("proto", [2, 3])
