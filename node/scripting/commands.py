@@ -71,15 +71,15 @@ def _load(eng: ScriptEngine, body: bytes) -> Script:
 
 
 def _eval(c: Client, argv: list[bytes], by_sha: bool, read_only: bool) -> bytes:
+    srv = c.server
+    if srv.monitors:  # EVAL is shown first, whatever it answers, then the commands it runs
+        srv.feed_monitors(c, argv)  # (it skips call()'s feed)
     numkeys = parse_int(argv[2])
     if numkeys > len(argv) - 3:
         raise CommandError(KEYS_GT_ARGS)
     if numkeys < 0:
         raise CommandError(KEYS_NEGATIVE)
     eng = engine(c)
-    srv = c.server
-    if srv.monitors:  # EVAL is shown before the commands it runs (it skips call()'s feed)
-        srv.feed_monitors(c, argv)
     if by_sha:
         found = (eng.scripts_by_sha.get(argv[1])
                  or eng.scripts.get(argv[1].lower().decode("latin-1")))

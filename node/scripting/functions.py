@@ -264,6 +264,9 @@ def functions(c: Client) -> Functions:
 
 
 def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
+    srv = c.server
+    if srv.monitors:  # shown first, whatever it answers, then the commands it runs (as EVAL)
+        srv.feed_monitors(c, argv)
     fns = functions(c)
     f = fns.functions.get(argv[1].decode("utf-8", "surrogateescape").lower())
     if f is None:
@@ -274,9 +277,6 @@ def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
     if numkeys < 0:
         raise CommandError(KEYS_NEGATIVE)
     check_flags(c, f.script.flags, read_only)
-    srv = c.server
-    if srv.monitors:  # shown before the commands it runs, as EVAL
-        srv.feed_monitors(c, argv)
     return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only,
                               argv)
 
