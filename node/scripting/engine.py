@@ -33,6 +33,7 @@ import lupa.lua51 as lua51
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
+from slotgate.node.core.memory import dict_table_slots, jemalloc_size, sds_size
 from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
@@ -52,7 +53,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("node.scripting")
 
 LUA_MAX_MEMORY_BYTES = 512 * 1024 * 1024
-SCRIPT_ENTRY_OVERHEAD_BYTES = 96  # a cache entry beside its body: the sha1 key, dict entry
+# the script cache as Redis counts it (evalScriptsMemory): per script its sha1 key (an sds of
+# 40 characters), its body (a client argument: an embstr up to 44 bytes), a dict entry and a
+# luaScript; and the dict's buckets
+SCRIPT_SHA_BYTES = 48
+SCRIPT_ENTRY_BYTES = 40
+EMBSTR_MAX_BYTES = 44
+ROBJ_BYTES = 16
 REDIS_VERSION = b"7.0.15"
 REDIS_VERSION_NUM = 0x07000F
 REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
@@ -137,7 +144,7 @@ class ScriptEngine:
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
         self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
-        self.scripts_bytes = 0  # the cached bodies (INFO used_memory_scripts_eval)
+        self.scripts_bytes = 0  # the cached keys and bodies (INFO used_memory_scripts_eval)
         self.run: Run | None = None
         cid = server._next_client_id
         server._next_client_id += 1
@@ -198,7 +205,8 @@ class ScriptEngine:
 
     def cache_bytes(self) -> int:
         """INFO used_memory_scripts_eval: the cached bodies, their sha1 keys and entries."""
-        return self.scripts_bytes + SCRIPT_ENTRY_OVERHEAD_BYTES * len(self.scripts)
+        n = len(self.scripts)
+        return self.scripts_bytes + SCRIPT_ENTRY_BYTES * n + 8 * dict_table_slots(n)
 
     # -- the cache -------------------------------------------------------------------------
     def create(self, body: bytes, flags: int, compat: bool, code: bytes) -> Script:
@@ -214,7 +222,7 @@ class ScriptEngine:
         script = Script(sha, body, fn, flags, compat)
         self.scripts[sha] = script
         self.scripts_by_sha[sha.encode()] = script
-        self.scripts_bytes += len(body)
+        self.scripts_bytes += SCRIPT_SHA_BYTES + _body_bytes(len(body))
         return script
 
     def load_library(self, fn: Any) -> tuple[bool, Any]:
@@ -508,6 +516,13 @@ class ScriptEngine:
         if cmd is not None and cmd.subcommands is not None and len(argv) >= 2:
             cmd = cmd.subcommands.get(argv[1].lower())
         return cmd is not None
+
+
+def _body_bytes(n: int) -> int:
+    """What a script body of ``n`` bytes takes, as the client argument Redis keeps."""
+    if n <= EMBSTR_MAX_BYTES:
+        return jemalloc_size(ROBJ_BYTES + 3 + n + 1) - ROBJ_BYTES
+    return sds_size(n)
 
 
 def _text(v: Any) -> str:

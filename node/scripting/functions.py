@@ -23,6 +23,7 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
+from slotgate.node.core.memory import dict_table_slots, sds_size
 from slotgate.node.persistence import rdb
 from slotgate.node.scripting import busy
 from slotgate.node.scripting.commands import (
@@ -122,6 +123,16 @@ class Library:
     functions: dict[str, Function] = field(default_factory=dict)  # in registration order
 
 
+# the libraries as Redis counts them (functionsMemoryOverhead): the engines dict, the Lua
+# engine's own allocations and the library context; per library its functionLibInfo, name and
+# code; per function its functionInfo and the Lua engine's handle of the callback, its name and
+# description, and an entry (and buckets) in the functions dict
+FUNCTIONS_BASE_BYTES = 200
+LIBRARY_BYTES = 32
+FUNCTION_BYTES = 56
+DICT_ENTRY_BYTES = 24
+
+
 class Functions:
     """The node's libraries and their interpreter (``server.functions``)."""
 
@@ -130,6 +141,18 @@ class Functions:
         self.libraries: dict[str, Library] = {}
         self.functions: dict[str, Function] = {}  # lower-case name -> function
         self.engine = ScriptEngine(server, functions=True)
+
+    def memory_bytes(self) -> int:
+        """INFO used_memory_functions (MEMORY STATS functions.caches)."""
+        n = len(self.functions)
+        total = FUNCTIONS_BASE_BYTES + DICT_ENTRY_BYTES * n + 8 * dict_table_slots(n)
+        for lib in self.libraries.values():
+            total += LIBRARY_BYTES + sds_size(len(lib.name.encode())) + sds_size(len(lib.code))
+            for f in lib.functions.values():
+                total += FUNCTION_BYTES + sds_size(len(f.name.encode()))
+                if f.description is not None:
+                    total += sds_size(len(f.description))
+        return total
 
     def flush(self) -> None:
         self.libraries = {}
