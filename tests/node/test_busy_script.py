@@ -350,3 +350,21 @@ def test_busy_script_lets_a_big_reply_go_out(pair: dict[str, ManagedProcess]) ->
     assert got["ours"] == got["real"]
     assert got["ours"][1:4] == [True, BUSY_EVAL, b"+OK\r\n"]
 
+
+
+def test_busy_script_publishes_at_once(pair: dict[str, ManagedProcess]) -> None:
+    """A message the script publishes reaches its subscriber while the script still runs (Redis
+    writes pending output in its event loop during a busy script)."""
+    def steps(port: int) -> list[object]:
+        with RawClient(port) as sub, RawClient(port) as other:
+            assert sub.call("SUBSCRIBE", "busy-ch").startswith(b"*3\r\n$9\r\nsubscribe")
+            script = Background(port, "EVAL", "redis.call('publish', 'busy-ch', 'hi') " + LOOP,
+                                "0")
+            _wait_busy(other, BUSY_EVAL)
+            seen: list[object] = [sub.read(timeout_s=10), script.thread.is_alive()]
+            seen += [other.call("SCRIPT", "KILL"), script.result()[:len(KILLED)]]
+        return seen
+
+    got = _both(pair, steps)
+    assert got["ours"] == got["real"]
+    assert got["ours"][:2] == [b"*3\r\n$7\r\nmessage\r\n$7\r\nbusy-ch\r\n$2\r\nhi\r\n", True]
