@@ -483,21 +483,24 @@ env.table = readonly(copy(table))
 env.math = readonly(rmath)
 do  -- coroutines made by scripts get the count hook
   local rco, create, wrap = copy(coroutine), coroutine.create, coroutine.wrap
-  function rco.create(f)
+  local function lua_function(fname, f)  -- luaB_cocreate's check (a library function is C)
+    if type(f) ~= 'function' or getinfo(f, 'S').what == 'C' then
+      argerror(1, fname, 'Lua function expected')
+    end
+  end
+  entry(rco, 'create', function(f)
+    lua_function('create', f)
     local co = create(f)
     sethook(co, count_hook, '', HOOK_EVERY)
     return co
-  end
-  function rco.wrap(f)
-    if type(f) ~= 'function' then
-      local w = wrap(f)  -- (its error, as 'wrap' raises it: not a tail call)
-      return w
-    end
+  end)
+  entry(rco, 'wrap', function(f)
+    lua_function('wrap', f)
     return wrap(function(...)
       sethook(count_hook, '', HOOK_EVERY)
       return f(...)
     end)
-  end
+  end)
   env.coroutine = readonly(rco)
 end
 env.redis = readonly(redis)

@@ -351,6 +351,9 @@ C_ERRORS = Case("errors as C functions raise them", [_ev(s) for s in [
     "local c = coroutine.create(function() redis.call('nosuch') end) coroutine.resume(c) "
     "return redis.call('ping')",
     "local f = cjson.decode; local r = {pcall(f, '[')} r[#r+1] = f('[1]')[1] return r",
+    "return coroutine.wrap(1)", "return coroutine.create()", "return coroutine.create(string.rep)",
+    "return {pcall(coroutine.create, bit.band)}", "return {pcall(coroutine.wrap(bit.band), {})}",
+    "local f = coroutine.wrap(function() error('boom') end) return {pcall(f)}",
 ]])
 
 CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES,
