@@ -192,20 +192,54 @@ local function plain(t)
   return t
 end
 
-local function s_next(t, k) return next(plain(t), k) end
-local function s_pairs(t)
+local function s_next(t, k) return next(plain(t), k) end  -- (pairs' iterator of a proxy)
+-- the base functions the sandbox replaces are entries, with luaB_*'s argument checks
+local function check_table(fname, n, ...)
+  local tn = typename_at(n, ...)
+  if tn ~= 'table' then argerror(n, fname, 'table expected, got ' .. tn) end
+end
+local function check_any(fname, n, ...)
+  if select('#', ...) < n then argerror(n, fname, 'value expected') end
+end
+entry(env, 'next', function(...)
+  check_table('next', 1, ...)
+  local t, k = ...
+  return next(plain(t), k)
+end)
+entry(env, 'pairs', function(...)
+  check_table('pairs', 1, ...)
+  local t = ...
   if real_of[t] ~= nil then return s_next, t, nil end
   return next, t, nil
-end
-local function s_rawget(t, k) return rawget(plain(t), k) end
-local function s_rawset(t, k, v)
-  if real_of[t] ~= nil then error(RO_ERR, 0) end
+end)
+entry(env, 'rawget', function(...)
+  check_table('rawget', 1, ...)
+  check_any('rawget', 2, ...)
+  local t, k = ...
+  return rawget(plain(t), k)
+end)
+entry(env, 'rawset', function(...)
+  check_table('rawset', 1, ...)
+  check_any('rawset', 2, ...)
+  check_any('rawset', 3, ...)
+  local t, k, v = ...
+  if real_of[t] ~= nil then bare_error(RO_ERR) end  -- (the VM's check: no position)
+  if k == nil then bare_error('table index is nil') end
+  if k ~= k then bare_error('table index is NaN') end
   return rawset(t, k, v)
-end
-local function s_setmetatable(t, mt)
-  if real_of[t] ~= nil then error(RO_ERR, 0) end
+end)
+entry(env, 'setmetatable', function(...)
+  check_table('setmetatable', 1, ...)
+  local t, mt = ...
+  local tm = type(mt)
+  if tm ~= 'nil' and tm ~= 'table' then argerror(2, 'setmetatable', 'nil or table expected') end
+  local cur = debug.getmetatable(t)  -- (luaL_getmetafield: the metatable itself)
+  if cur ~= nil and rawget(cur, '__metatable') ~= nil then
+    error('cannot change a protected metatable', 0)
+  end
+  if real_of[t] ~= nil then bare_error(RO_ERR) end
   return setmetatable(t, mt)
-end
+end)
 local function no_bytecode(s)
   return type(s) == 'string' and s:byte(1) == 27
 end
@@ -215,18 +249,24 @@ local function s_loadstring(s, name)
   if f then setfenv(f, G) end
   return f, e
 end
-local function s_load(fn, name)
+entry(env, 'load', function(...)
+  local fn, name = ...
+  if type(fn) ~= 'function' then
+    argerror(1, 'load', 'function expected, got ' .. typename_at(1, ...))
+  end
   local parts = {}
-  if type(fn) == 'function' then
-    while true do
-      local piece = fn()
-      if piece == nil or piece == '' then break end
-      if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
-      parts[#parts + 1] = piece
-    end
+  while true do
+    local piece = fn()
+    if piece == nil or piece == '' then break end
+    if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
   end
   return s_loadstring(table.concat(parts), name or '=(load)')
-end
+end)
+entry(env, 'getmetatable', function(...)
+  check_any('getmetatable', 1, ...)
+  return s_getmetatable((...))
+end)
 
 -- Redis 7.0's pcall: an error table {err=...} comes back as its err string
 local function pcall_result(ok, ...)
@@ -242,7 +282,9 @@ local function pcall_result(ok, ...)
 end
 -- a library function itself runs as its implementation (Redis': a C function called by C)
 local function s_pcall(f, ...) return pcall_result(pcall(impl_of[f] or f, ...)) end
-local function s_xpcall(f, h)
+local function s_xpcall(...)
+  local f, h = ...
+  if select('#', ...) < 2 then error("bad argument #2 to 'xpcall' (value expected)", 2) end
   local handler = h
   if type(h) == 'function' then
     handler = function(e) return h(caught(e, 2)) end
@@ -473,9 +515,7 @@ for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'ipairs',
                     'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
   env[k] = _G[k]
 end
-env.getmetatable = s_getmetatable
-env.next, env.pairs, env.rawget, env.rawset = s_next, s_pairs, s_rawget, s_rawset
-env.setmetatable, env.loadstring, env.load = s_setmetatable, s_loadstring, s_load
+env.loadstring = s_loadstring
 env.pcall, env.xpcall = s_pcall, s_xpcall
 env.__redis__err__handler = err_handler
 env.string = readonly(copy(string))

@@ -354,6 +354,19 @@ C_ERRORS = Case("errors as C functions raise them", [_ev(s) for s in [
     "return coroutine.wrap(1)", "return coroutine.create()", "return coroutine.create(string.rep)",
     "return {pcall(coroutine.create, bit.band)}", "return {pcall(coroutine.wrap(bit.band), {})}",
     "local f = coroutine.wrap(function() error('boom') end) return {pcall(f)}",
+    # the base functions the sandbox replaces
+    "return rawset(1, 2, 3)", "return rawget(1, 2)", "return next(1)", "return pairs(nil)",
+    "return setmetatable(1, {})", "return getmetatable()", "return load(1)",
+    "local ok, e = xpcall(function() return 1 end) return e", "return {pcall(rawset, 1)}",
+    "return {pcall(next, 1)}", "return {pcall(pairs)}", "return rawset({}, nil, 1)",
+    "return {pcall(rawset, {}, 0/0, 1)}", "return rawset(_G, 'x', 1)",
+    "return {pcall(rawset, string, 'x', 1)}", "return setmetatable({}, 1)",
+    "local t = setmetatable({}, {__metatable = 'no'}) return setmetatable(t, {})",
+    "local t = setmetatable({}, {__metatable = 'no'}) return getmetatable(t)",
+    "return rawget({})", "return rawset({}, 1)",
+    "local t = {} rawset(t, 'a', 1) return {rawget(t, 'a'), next(t), getmetatable('').__index == string}",
+    "local i = 0 local f = load(function() i = i + 1 if i == 1 then return 'return 42' end end) "
+    "return f()",
 ]])
 
 CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES,
