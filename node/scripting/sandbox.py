@@ -249,6 +249,17 @@ local function s_loadstring(s, name)
   if f then setfenv(f, G) end
   return f, e
 end
+entry(env, 'loadstring', function(...)
+  local s, name = ...
+  local ts, tn = type(s), type(name)
+  if ts ~= 'string' and ts ~= 'number' then
+    argerror(1, 'loadstring', 'string expected, got ' .. typename_at(1, ...))
+  end
+  if tn ~= 'nil' and tn ~= 'string' and tn ~= 'number' then
+    argerror(2, 'loadstring', 'string expected, got ' .. tn)
+  end
+  return s_loadstring(s, name)
+end)
 entry(env, 'load', function(...)
   local fn, name = ...
   if type(fn) ~= 'function' then
@@ -515,7 +526,6 @@ for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'ipairs',
                     'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
   env[k] = _G[k]
 end
-env.loadstring = s_loadstring
 env.pcall, env.xpcall = s_pcall, s_xpcall
 env.__redis__err__handler = err_handler
 env.string = readonly(copy(string))

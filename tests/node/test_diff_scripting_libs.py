@@ -367,6 +367,9 @@ C_ERRORS = Case("errors as C functions raise them", [_ev(s) for s in [
     "local t = {} rawset(t, 'a', 1) return {rawget(t, 'a'), next(t), getmetatable('').__index == string}",
     "local i = 0 local f = load(function() i = i + 1 if i == 1 then return 'return 42' end end) "
     "return f()",
+    "return loadstring()", "return {pcall(loadstring)}", "return loadstring({})",
+    "return {loadstring('return 1', {})}", "return loadstring(12)()",
+    "return loadstring('return 5', 'name')()",
 ]])
 
 CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES,
