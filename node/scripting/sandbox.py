@@ -193,53 +193,64 @@ local function plain(t)
 end
 
 local function s_next(t, k) return next(plain(t), k) end  -- (pairs' iterator of a proxy)
--- the base functions the sandbox replaces are entries, with luaB_*'s argument checks
-local function check_table(fname, n, ...)
-  local tn = typename_at(n, ...)
-  if tn ~= 'table' then argerror(n, fname, 'table expected, got ' .. tn) end
+-- the base functions the sandbox replaces check their arguments as luaB_*: the often used ones
+-- are plain Lua functions (an entry's coroutine switch would triple their cost) raising
+-- luaL_argerror's text as a C function in their place would (``c_argerror``: named as the
+-- caller names it, at the caller's position; '?' and none from C code; a tail call loses
+-- both), the others entries
+local function at_caller(text, lvl)  -- luaL_where(L, 1) of a C function at stack level lvl - 1
+  local c = getinfo(lvl, 'Sl')
+  if c ~= nil and c.currentline > 0 then return c.short_src .. ':' .. c.currentline .. ': ' .. text end
+  return text
 end
-local function check_any(fname, n, ...)
-  if select('#', ...) < n then argerror(n, fname, 'value expected') end
+local function c_argerror(n, msg)
+  local f = getinfo(2, 'n')  -- the checking function, as its caller named it
+  local name, namewhat = f and f.name, f and f.namewhat
+  local text
+  if namewhat == 'method' and n == 1 then
+    text = ("calling '%s' on bad self (%s)"):format(name, msg)
+  else
+    if namewhat == 'method' then n = n - 1 end
+    text = ("bad argument #%d to '%s' (%s)"):format(n, name or '?', msg)
+  end
+  error(at_caller(text, 4), 0)
 end
-entry(env, 'next', function(...)
-  check_table('next', 1, ...)
+local function s_next(...)
   local t, k = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
   return next(plain(t), k)
-end)
-entry(env, 'pairs', function(...)
-  check_table('pairs', 1, ...)
+end
+local function s_pairs(...)
   local t = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
   if real_of[t] ~= nil then return s_next, t, nil end
   return next, t, nil
-end)
-entry(env, 'rawget', function(...)
-  check_table('rawget', 1, ...)
-  check_any('rawget', 2, ...)
+end
+local function s_rawget(...)
   local t, k = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
+  if k == nil and select('#', ...) < 2 then c_argerror(2, 'value expected') end
   return rawget(plain(t), k)
-end)
-entry(env, 'rawset', function(...)
-  check_table('rawset', 1, ...)
-  check_any('rawset', 2, ...)
-  check_any('rawset', 3, ...)
+end
+local function s_rawset(...)
   local t, k, v = ...
-  if real_of[t] ~= nil then bare_error(RO_ERR) end  -- (the VM's check: no position)
-  if k == nil then bare_error('table index is nil') end
-  if k ~= k then bare_error('table index is NaN') end
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
+  if v == nil and select('#', ...) < 3 then c_argerror(select('#', ...) < 2 and 2 or 3, 'value expected') end
+  if real_of[t] ~= nil then error(RO_ERR, 0) end  -- (the VM's check: no position)
   return rawset(t, k, v)
-end)
-entry(env, 'setmetatable', function(...)
-  check_table('setmetatable', 1, ...)
+end
+local function s_setmetatable(...)
   local t, mt = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
   local tm = type(mt)
-  if tm ~= 'nil' and tm ~= 'table' then argerror(2, 'setmetatable', 'nil or table expected') end
+  if tm ~= 'nil' and tm ~= 'table' then c_argerror(2, 'nil or table expected') end
   local cur = debug.getmetatable(t)  -- (luaL_getmetafield: the metatable itself)
   if cur ~= nil and rawget(cur, '__metatable') ~= nil then
-    error('cannot change a protected metatable', 0)
+    error(at_caller('cannot change a protected metatable', 3), 0)
   end
-  if real_of[t] ~= nil then bare_error(RO_ERR) end
+  if real_of[t] ~= nil then error(RO_ERR, 0) end
   return setmetatable(t, mt)
-end)
+end
 local function no_bytecode(s)
   return type(s) == 'string' and s:byte(1) == 27
 end
@@ -275,7 +286,7 @@ entry(env, 'load', function(...)
   return s_loadstring(table.concat(parts), name or '=(load)')
 end)
 entry(env, 'getmetatable', function(...)
-  check_any('getmetatable', 1, ...)
+  if select('#', ...) < 1 then argerror(1, 'getmetatable', 'value expected') end
   return s_getmetatable((...))
 end)
 
@@ -526,6 +537,8 @@ for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'ipairs',
                     'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
   env[k] = _G[k]
 end
+env.next, env.pairs, env.rawget, env.rawset = s_next, s_pairs, s_rawget, s_rawset
+env.setmetatable = s_setmetatable
 env.pcall, env.xpcall = s_pcall, s_xpcall
 env.__redis__err__handler = err_handler
 env.string = readonly(copy(string))
