@@ -99,6 +99,9 @@ def build(root: Path, rels: list[str], out_dir: Path) -> list[Path] | None:
     if setting == "0":
         return None
     started = time.monotonic()
+    # the sources as they are compiled: one edited during the compilation (minutes) must not
+    # be recorded as compiled
+    recorded = manifest(root, rels)
     try:
         outputs = compile_modules(root, rels, out_dir)
     except BaseException as exc:  # SystemExit too: distutils reports a compiler error that way
@@ -109,7 +112,7 @@ def build(root: Path, rels: list[str], out_dir: Path) -> list[Path] | None:
         return None
     path = out_dir / MANIFEST
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest(root, rels), indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     print(f"slotgate: compiled {len(rels)} modules with mypyc in "
           f"{time.monotonic() - started:.0f} s", file=sys.stderr)
     return outputs + [path]

@@ -26,7 +26,7 @@ from mypy_extensions import mypyc_attr
 class Writer:
     """Output of one socket (not its owner: closing the socket is the caller's)."""
 
-    __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup", "on_rest")
+    __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup", "on_rest", "waiting")
 
     def __init__(self, out: list[bytes] | None = None,
                  sock: socket.socket | None = None,
@@ -44,6 +44,9 @@ class Writer:
         # Called when a rest is left and no writer task waits for one: an owner that starts
         # its writer task only when it is first needed (most connections never need it).
         self.on_rest = on_rest
+        # What ``send_rest`` waits for the socket to take (the rest of its chunk), while it
+        # waits: ``push_rest`` may send some of it meanwhile.
+        self.waiting: memoryview | None = None
 
     def write_now(self) -> int:
         """Write everything queued with one non-blocking write; bytes written. A rest stays
@@ -97,13 +100,34 @@ class Writer:
                     raise OSError(errno.EBADF, "the socket is closed")
                 sent = _send_some(sock, view)
                 if sent < 0:
+                    self.waiting = view
                     await trio.lowlevel.wait_writable(sock)
+                    left = self.waiting  # (less if push_rest sent some meanwhile)
+                    self.waiting = None
+                    if left is not None:
+                        view = left
                 else:
                     view = view[sent:]
             total += len(data)
             if after_chunk is not None:
                 after_chunk()
         return total
+
+    def push_rest(self) -> None:
+        """Send what the socket takes now of what ``send_rest`` waits to send, from outside
+        its task (an owner that cannot let the task run for a while: a long command serving
+        other sockets meanwhile). The task goes on from where this left off."""
+        view = self.waiting
+        sock = self.sock
+        if view is None or sock is None:
+            return
+        while view:
+            try:
+                sent = sock.send(view)
+            except OSError:  # would block, or broken: the task finds out
+                break
+            view = view[sent:]
+        self.waiting = view
 
     async def run(self, after_chunk: Callable[[], None] | None = None) -> None:
         """The writer task: sends what ``write_now`` left over, as it comes. Raises

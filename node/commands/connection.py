@@ -80,7 +80,8 @@ def hello(c: Client, argv: list[bytes]) -> bytes:
     proto = c.resp if request.proto is None else request.proto
     c.set_resp(proto)
     mode = b"cluster" if c.server.cluster_enabled else b"standalone"
-    role = b"master"
+    repl = c.server.replication
+    role = b"replica" if repl is not None and repl.role == "slave" else b"master"
     return hello_reply(proto, c.id, version=REDIS_VERSION, mode=mode, role=role)
 
 

@@ -83,6 +83,7 @@ def _memory(s: Server) -> Fields:
     lua_fn = fns.engine.memory_bytes() if fns is not None else 0
     n_functions = len(fns.functions) if fns is not None else 0
     n_libraries = len(fns.libraries) if fns is not None else 0
+    fn_bytes = fns.memory_bytes() if fns is not None else 0
     # the accounted keyspace (node/core/evict.py); under maxmemory, as the check before this
     # command sampled it and evicted to it
     used = s.evictor.used_bytes(fresh=not s.evictor.maxmemory_bytes)
@@ -100,8 +101,9 @@ def _memory(s: Server) -> Fields:
         ("number_of_cached_scripts", n_scripts), ("number_of_functions", n_functions),
         ("number_of_libraries", n_libraries), ("used_memory_vm_functions", lua_fn),
         ("used_memory_vm_total", lua + lua_fn),
-        ("used_memory_vm_total_human", _human(lua + lua_fn)), ("used_memory_functions", 0),
-        ("used_memory_scripts", scripts), ("used_memory_scripts_human", _human(scripts)),
+        ("used_memory_vm_total_human", _human(lua + lua_fn)), ("used_memory_functions", fn_bytes),
+        ("used_memory_scripts", scripts + fn_bytes),
+        ("used_memory_scripts_human", _human(scripts + fn_bytes)),
         ("maxmemory", maxmem), ("maxmemory_human", _human(maxmem)),
         ("maxmemory_policy", s.config.get("maxmemory-policy")),
         ("allocator_frag_ratio", "1.00"), ("allocator_frag_bytes", 0),

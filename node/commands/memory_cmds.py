@@ -134,14 +134,15 @@ def _stats(s: Server) -> list[tuple[str, object]]:
     backlog = len(repl.backlog.buf) if repl is not None else 0
     links = s.cluster.engine.links_memory() if s.cluster else 0
     scripts = s.scripting.cache_bytes() if s.scripting is not None else 0
+    fn_bytes = s.functions.memory_bytes() if s.functions is not None else 0
     replicas = sum(client_memory_bytes(c) for c in s.clients.values() if c.is_replica)
     normal = sum(client_memory_bytes(c) for c in s.clients.values() if not c.is_replica)
     fields: list[tuple[str, object]] = [
         ("peak.allocated", peak), ("total.allocated", rss), ("startup.allocated", startup),
         ("replication.backlog", backlog), ("clients.slaves", replicas), ("clients.normal", normal),
         ("cluster.links", links), ("aof.buffer", 0), ("lua.caches", scripts),
-        ("functions.caches", 0)]
-    overhead = startup + backlog + links + scripts + replicas + normal
+        ("functions.caches", fn_bytes)]
+    overhead = startup + backlog + links + scripts + fn_bytes + replicas + normal
     n_keys = 0
     for db in s.ks.dbs:
         n = len(db.data)

@@ -74,6 +74,14 @@ class WhileBlocked:
                 self._serve_accepted(c)
             for service in self.services:
                 service()
+            for c in srv.output_waiting:  # what the script sent others (PUBLISH), replies
+                if c is running:          # larger than the socket buffers: written now
+                    continue
+                w = c.writer
+                if w.sending:
+                    w.push_rest()
+                elif c.out:
+                    srv.stat_net_output_bytes += w.write_now()
         finally:
             self.serving = False
 

@@ -66,7 +66,14 @@ def sds_size(n_bytes: int) -> int:
     return jemalloc_size(hdr + n_bytes + 1)
 
 
+def dict_table_slots(n: int) -> int:
+    """The buckets of a dict that ``n`` insertions grew (none while empty; not counting a
+    rehash in progress, which holds both tables for a while)."""
+    return 0 if n == 0 else max(DICT_MIN_SLOTS, 1 << (n - 1).bit_length())
+
+
 def string_size(s: bytes, encoding: bytes) -> int:
+    """A string value's robj and its bytes (``encoding``: OBJECT ENCODING's)."""
     if encoding == b"int":
         return ROBJ
     if encoding == b"embstr":

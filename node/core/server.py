@@ -98,6 +98,12 @@ class Server:
         subsystems = [importlib.import_module(name) for name in SUBSYSTEMS]
         self.table: dict[bytes, Command] = build_table()
         self.clients: dict[int, Client] = {}
+        # clients whose output waits for a task (a flush task to start, or the socket to take
+        # the rest): a busy script's serving passes write it meanwhile (node/core/blocked.py)
+        self.output_waiting: set[Client] = set()
+        # script commands (EVAL..., FCALL...): their script's shebang.FLAG_* bits for a call
+        # (None: the command's own flags), as Redis' getCommandFlags
+        self.script_flags_of: dict[str, Callable[[Client, list[bytes]], int | None]] = {}
         self._next_client_id = 1
         self.start_time = time.time()
         self.start_monotonic = time.monotonic()
@@ -361,7 +367,12 @@ class Server:
             self.before_reply()
         if c.writer.sending:
             return
-        self.stat_net_output_bytes += await c.writer.send_rest()
+        waiting = self.output_waiting
+        waiting.add(c)
+        try:
+            self.stat_net_output_bytes += await c.writer.send_rest()
+        finally:
+            waiting.discard(c)
 
     async def _flushed(self, c: Client) -> bool:
         await self._flush(c)
@@ -373,6 +384,8 @@ class Server:
             await self._flush(c)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             self.kill_client(c)
+        finally:
+            self.output_waiting.discard(c)
 
     def new_connection(self, sock: _stdsocket.socket, addr: str, laddr: str) -> Client | None:
         """A client for an accepted connection, or None past maxclients."""
@@ -443,6 +456,7 @@ class Server:
         nursery = self.nursery
         if c.out and not c.flush_scheduled and not c.running and nursery is not None:
             c.flush_scheduled = True
+            self.output_waiting.add(c)
             nursery.start_soon(self._flush_task, c)
         if c.killed and not c.running:
             self._end_task(c)

@@ -44,6 +44,7 @@ from slotgate.node.replication import diskless
 from slotgate.node.replication.apply import encode, select_cmd
 from slotgate.node.replication.backlog import Backlog
 from slotgate.node.replication.replica import MasterLink
+from slotgate.node.scripting.shebang import FLAG_ALLOW_STALE, FLAG_NO_WRITES
 from slotgate.protocol.resp import array_header, bulk, integer, simple
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ SNAPSHOT_CHUNK_BYTES = 1 << 20  # snapshot bytes queued to a replica at a time
 DRAIN_POLL_S = 0.001  # how often a snapshot sender looks whether the last chunk left
 
 ERR_READONLY = b"-READONLY You can't write against a read only replica.\r\n"
+ERR_MASTERDOWN = (b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to "
+                  b"'no'.\r\n")
 ERR_NOREPLICAS = b"-NOREPLICAS Not enough good replicas to write.\r\n"
 ERR_WAIT_REPLICA = (
     "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
@@ -437,7 +440,7 @@ class Replication:
             if c.blocked is not None:
                 c.unblock(reply)
 
-    # -- command checks (READONLY, NOREPLICAS) --------------------------------------------
+    # -- command checks (READONLY, MASTERDOWN, NOREPLICAS) ----------------------------------
     def _update_checks(self) -> None:
         need = self.role == "slave" or (
             int(self.cfg.get("min-replicas-to-write")) > 0
@@ -450,16 +453,39 @@ class Replication:
     def check_write(self, c: Client, cmd: Command, argv: list[bytes]) -> bytes | None:
         write = cmd.write or (cmd.full_name == "exec" and bool(c.multi)
                               and any(q.write for q, _ in c.multi or ()))
-        if not write:
-            return None
+        flags_of = self.server.script_flags_of.get(cmd.full_name)
+        script_flags = flags_of(c, argv) if flags_of is not None else None
+        if script_flags is not None:  # Redis' scriptFlagsToCmdFlags
+            write = not script_flags & FLAG_NO_WRITES
         if self.role == "slave":
-            if self.cfg.get("replica-read-only"):
+            if write and self.cfg.get("replica-read-only"):
                 return ERR_READONLY
+            if self.running_stale():
+                return self._check_stale(c, cmd, script_flags)
+            return None
+        if not write:
             return None
         need = int(self.cfg.get("min-replicas-to-write"))
         if need and int(self.cfg.get("min-replicas-max-lag")) and self.good_replicas() < need:
             return ERR_NOREPLICAS
         return None
+
+    def running_stale(self) -> bool:
+        """A replica whose link to its master is down, with replica-serve-stale-data no."""
+        return (self.role == "slave" and not self.link_up()
+                and not self.cfg.get("replica-serve-stale-data"))
+
+    @staticmethod
+    def _check_stale(c: Client, cmd: Command, script_flags: int | None) -> bytes | None:
+        """A stale replica serves only the commands flagged ``stale`` (a script command: by
+        its script's allow-stale; EXEC: if every queued command is)."""
+        if script_flags is not None:
+            stale = bool(script_flags & FLAG_ALLOW_STALE)
+        elif cmd.full_name == "exec" and c.multi:
+            stale = all("stale" in q.flags for q, _ in c.multi)
+        else:
+            stale = "stale" in cmd.flags
+        return None if stale else ERR_MASTERDOWN
 
     def on_config(self) -> None:
         self.backlog.resize(int(self.cfg.get("repl-backlog-size")))

@@ -28,6 +28,9 @@ KEYS_NEGATIVE = "ERR Number of keys can't be negative"
 NO_CLUSTER = "ERR Can not run script on cluster, 'no-cluster' flag is set."
 WRITE_FLAG_RO = "ERR Can not execute a script with write flag using *_ro command."
 READONLY_REPLICA = "READONLY You can't write against a read only replica."
+MASTERDOWN = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+MASTERDOWN_NOT_STALE = ("MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to "
+                        "'no' and 'allow-stale' flag is not set on the script.")
 FLUSH_OPTION = "ERR SCRIPT FLUSH only support SYNC|ASYNC option"
 DEBUG_UNSUPPORTED = "ERR SCRIPT DEBUG is not supported: this server has no Lua debugger"
 
@@ -68,15 +71,15 @@ def _load(eng: ScriptEngine, body: bytes) -> Script:
 
 
 def _eval(c: Client, argv: list[bytes], by_sha: bool, read_only: bool) -> bytes:
+    srv = c.server
+    if srv.monitors:  # EVAL is shown first, whatever it answers, then the commands it runs
+        srv.feed_monitors(c, argv)  # (it skips call()'s feed)
     numkeys = parse_int(argv[2])
     if numkeys > len(argv) - 3:
         raise CommandError(KEYS_GT_ARGS)
     if numkeys < 0:
         raise CommandError(KEYS_NEGATIVE)
     eng = engine(c)
-    srv = c.server
-    if srv.monitors:  # EVAL is shown before the commands it runs (it skips call()'s feed)
-        srv.feed_monitors(c, argv)
     if by_sha:
         found = (eng.scripts_by_sha.get(argv[1])
                  or eng.scripts.get(argv[1].lower().decode("latin-1")))
@@ -87,8 +90,16 @@ def _eval(c: Client, argv: list[bytes], by_sha: bool, read_only: bool) -> bytes:
         script = _load(eng, argv[1])
     if not script.compat:
         check_flags(c, script.flags, read_only)
+    elif running_stale(srv):  # 7.0's legacy scripts do not run on a stale replica
+        raise CommandError(MASTERDOWN)
     keys = argv[3 : 3 + numkeys]
     return eng.execute(c, script, keys, argv[3 + numkeys :], read_only)
+
+
+def running_stale(srv: Server) -> bool:
+    """A replica whose link to its master is down, with replica-serve-stale-data no."""
+    repl = srv.replication
+    return repl is not None and repl.running_stale()
 
 
 def check_flags(c: Client, flags: int, read_only: bool) -> None:
@@ -96,6 +107,8 @@ def check_flags(c: Client, flags: int, read_only: bool) -> None:
     srv = c.server
     if flags & shebang.FLAG_NO_CLUSTER and srv.cluster_enabled:
         raise CommandError(NO_CLUSTER)
+    if not flags & shebang.FLAG_ALLOW_STALE and running_stale(srv):
+        raise CommandError(MASTERDOWN_NOT_STALE)
     if not flags & shebang.FLAG_NO_WRITES:
         repl = srv.replication
         if (repl is not None and repl.role == "slave" and srv.config.get("replica-read-only")
@@ -111,31 +124,39 @@ def flags_deny_oom(flags: int) -> bool:
     return not flags & (shebang.FLAG_ALLOW_OOM | shebang.FLAG_NO_WRITES)
 
 
-def _eval_denyoom(c: Client, argv: list[bytes]) -> bool:
-    """evalGetCommandFlags for EVAL: the cached script's flags, else its shebang's."""
+def _eval_flags(c: Client, argv: list[bytes]) -> int | None:
+    """evalGetCommandFlags for EVAL: the cached script's flags, else its shebang's; None for a
+    script without a shebang, or whose shebang does not parse (the command runs and answers
+    its error)."""
     script = engine(c).scripts.get(sha1hex(argv[1]))
     if script is not None:
-        return not script.compat and flags_deny_oom(script.flags)
+        return None if script.compat else script.flags
     try:
         flags, compat, _ = shebang.parse(argv[1])
     except shebang.ShebangError:
-        return False  # the command runs and answers the shebang's error
-    return not compat and flags_deny_oom(flags)
+        return None
+    return None if compat else flags
 
 
-def _evalsha_denyoom(c: Client, argv: list[bytes]) -> bool:
+def _evalsha_flags(c: Client, argv: list[bytes]) -> int | None:
     script = engine(c).scripts.get(argv[1].lower().decode("latin-1"))
-    return script is not None and not script.compat and flags_deny_oom(script.flags)
+    return None if script is None or script.compat else script.flags
 
 
-def set_denyoom(server: Server, names: tuple[str, ...],
-                decide: Callable[[Client, list[bytes]], bool]) -> None:
-    """Script commands are deny-oom by their script's flags, decided per call."""
+def set_script_flags(server: Server, names: tuple[str, ...],
+                     flags_of: Callable[[Client, list[bytes]], int | None]) -> None:
+    """Script commands are deny-oom, write and stale by their script's flags (``flags_of``:
+    shebang.FLAG_* bits, None for the command's own flags), decided per call."""
+    def denyoom(c: Client, argv: list[bytes]) -> bool:
+        flags = flags_of(c, argv)
+        return flags is not None and flags_deny_oom(flags)
+
     for name in names:
         cmd = server.table.get(name.encode())
         if cmd is not None:
-            cmd.denyoom = True  # the OOM check looks at it, then asks ``decide``
-            cmd.denyoom_of = decide
+            cmd.denyoom = True  # the OOM check looks at it, then asks ``denyoom``
+            cmd.denyoom_of = denyoom
+            server.script_flags_of[name] = flags_of
 
 
 def _eval_handler(by_sha: bool, read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
@@ -187,5 +208,5 @@ def script_debug(c: Client, argv: list[bytes]) -> bytes:
 
 def install(server: Server) -> None:
     server.scripting = ScriptEngine(server)
-    set_denyoom(server, ("eval", "eval_ro"), _eval_denyoom)
-    set_denyoom(server, ("evalsha", "evalsha_ro"), _evalsha_denyoom)
+    set_script_flags(server, ("eval", "eval_ro"), _eval_flags)
+    set_script_flags(server, ("evalsha", "evalsha_ro"), _evalsha_flags)

@@ -33,12 +33,14 @@ import lupa.lua51 as lua51
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
+from slotgate.node.core.memory import dict_table_slots, jemalloc_size, sds_size
 from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
 from slotgate.node.scripting.shebang import (
     FLAG_ALLOW_CROSS_SLOT,
     FLAG_ALLOW_OOM,
+    FLAG_ALLOW_STALE,
     FLAG_NO_WRITES,
 )
 from slotgate.protocol import commands as pc
@@ -51,7 +53,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("node.scripting")
 
 LUA_MAX_MEMORY_BYTES = 512 * 1024 * 1024
-SCRIPT_ENTRY_OVERHEAD_BYTES = 96  # a cache entry beside its body: the sha1 key, dict entry
+# the script cache as Redis counts it (evalScriptsMemory): per script its sha1 key (an sds of
+# 40 characters), its body (a client argument: an embstr up to 44 bytes), a dict entry and a
+# luaScript; and the dict's buckets
+SCRIPT_SHA_BYTES = 48
+SCRIPT_ENTRY_BYTES = 40
+EMBSTR_MAX_BYTES = 44
+ROBJ_BYTES = 16
 REDIS_VERSION = b"7.0.15"
 REDIS_VERSION_NUM = 0x07000F
 REPL_NONE, REPL_AOF, REPL_REPLICA, REPL_ALL = 0, 1, 2, 3
@@ -67,6 +75,7 @@ _LOG_LEVELS = (logging.DEBUG, LOG_VERBOSE, logging.INFO, logging.WARNING)
 UNKNOWN_COMMAND = b"ERR Unknown Redis command called from script"
 WRONG_ARGS = b"ERR Wrong number of args calling Redis command from script"
 NOT_ALLOWED = b"ERR This Redis command is not allowed from script"
+STALE_REPLICA = b"ERR Can not execute the command on a stale replica"
 RO_SCRIPT = b"ERR Write commands are not allowed from read-only scripts."
 CLUSTER_DOWN_RO = b"ERR Script attempted to execute a write command while the cluster is down and readonly"
 CLUSTER_DOWN = b"ERR Script attempted to execute a command while the cluster is down"
@@ -124,6 +133,7 @@ class Run:
         self.killed = False
         self.busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
         self.argv = argv  # the caller's command (FUNCTION STATS shows it)
+        self.stale = False  # on a stale replica (an allow-stale script): stale commands only
 
 
 class ScriptEngine:
@@ -134,7 +144,7 @@ class ScriptEngine:
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
         self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
-        self.scripts_bytes = 0  # the cached bodies (INFO used_memory_scripts_eval)
+        self.scripts_bytes = 0  # the cached keys and bodies (INFO used_memory_scripts_eval)
         self.run: Run | None = None
         cid = server._next_client_id
         server._next_client_id += 1
@@ -195,7 +205,8 @@ class ScriptEngine:
 
     def cache_bytes(self) -> int:
         """INFO used_memory_scripts_eval: the cached bodies, their sha1 keys and entries."""
-        return self.scripts_bytes + SCRIPT_ENTRY_OVERHEAD_BYTES * len(self.scripts)
+        n = len(self.scripts)
+        return self.scripts_bytes + SCRIPT_ENTRY_BYTES * n + 8 * dict_table_slots(n)
 
     # -- the cache -------------------------------------------------------------------------
     def create(self, body: bytes, flags: int, compat: bool, code: bytes) -> Script:
@@ -211,7 +222,7 @@ class ScriptEngine:
         script = Script(sha, body, fn, flags, compat)
         self.scripts[sha] = script
         self.scripts_by_sha[sha.encode()] = script
-        self.scripts_bytes += len(body)
+        self.scripts_bytes += SCRIPT_SHA_BYTES + _body_bytes(len(body))
         return script
 
     def load_library(self, fn: Any) -> tuple[bool, Any]:
@@ -235,6 +246,9 @@ class ScriptEngine:
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys,
                              start_ns=time.monotonic_ns(), argv=argv)
+        repl = self.server.replication
+        if flags & FLAG_ALLOW_STALE and repl is not None:
+            run.stale = repl.running_stale()
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
         run.acl_checked = user is not None and not user.unrestricted
         sc = self.client
@@ -381,7 +395,7 @@ class ScriptEngine:
             return self._reject(cmd, NOT_ALLOWED)
         srv = self.server
         argv_l = list(argv)
-        if run.acl_checked or run.read_only or srv.cluster_route is not None or (
+        if run.acl_checked or run.read_only or run.stale or srv.cluster_route is not None or (
                 cmd.write and not run.wrote
                 and (srv.command_checks or srv.oom_check is not None)):
             refused = self._refused(run, cmd, argv_l)
@@ -421,7 +435,10 @@ class ScriptEngine:
         return None, err
 
     def _refused(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
-        """Why the script may not run ``argv`` (the ACL, writes, cluster keys), or None."""
+        """Why the script may not run ``argv`` (a stale replica, the ACL, writes, cluster
+        keys), or None."""
+        if run.stale and "stale" not in cmd.flags:
+            return STALE_REPLICA
         srv = self.server
         refused = srv.acl.check_script(run.caller, cmd, argv) if run.acl_checked else None
         if refused is None and (run.read_only or (cmd.write and not run.wrote)):
@@ -499,6 +516,13 @@ class ScriptEngine:
         if cmd is not None and cmd.subcommands is not None and len(argv) >= 2:
             cmd = cmd.subcommands.get(argv[1].lower())
         return cmd is not None
+
+
+def _body_bytes(n: int) -> int:
+    """What a script body of ``n`` bytes takes, as the client argument Redis keeps."""
+    if n <= EMBSTR_MAX_BYTES:
+        return jemalloc_size(ROBJ_BYTES + 3 + n + 1) - ROBJ_BYTES
+    return sds_size(n)
 
 
 def _text(v: Any) -> str:

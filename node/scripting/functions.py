@@ -23,14 +23,14 @@ from slotgate.node.commands.replies import OK
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import CommandError
 from slotgate.node.core.glob import glob_match
+from slotgate.node.core.memory import dict_table_slots, sds_size
 from slotgate.node.persistence import rdb
 from slotgate.node.scripting import busy
 from slotgate.node.scripting.commands import (
     KEYS_GT_ARGS,
     KEYS_NEGATIVE,
     check_flags,
-    flags_deny_oom,
-    set_denyoom,
+    set_script_flags,
 )
 from slotgate.node.scripting.engine import Script, ScriptEngine
 from slotgate.protocol.resp import array_header, bulk, map_header, set_header, simple
@@ -123,6 +123,16 @@ class Library:
     functions: dict[str, Function] = field(default_factory=dict)  # in registration order
 
 
+# the libraries as Redis counts them (functionsMemoryOverhead): the engines dict, the Lua
+# engine's own allocations and the library context; per library its functionLibInfo, name and
+# code; per function its functionInfo and the Lua engine's handle of the callback, its name and
+# description, and an entry (and buckets) in the functions dict
+FUNCTIONS_BASE_BYTES = 200
+LIBRARY_BYTES = 32
+FUNCTION_BYTES = 56
+DICT_ENTRY_BYTES = 24
+
+
 class Functions:
     """The node's libraries and their interpreter (``server.functions``)."""
 
@@ -131,6 +141,18 @@ class Functions:
         self.libraries: dict[str, Library] = {}
         self.functions: dict[str, Function] = {}  # lower-case name -> function
         self.engine = ScriptEngine(server, functions=True)
+
+    def memory_bytes(self) -> int:
+        """INFO used_memory_functions (MEMORY STATS functions.caches)."""
+        n = len(self.functions)
+        total = FUNCTIONS_BASE_BYTES + DICT_ENTRY_BYTES * n + 8 * dict_table_slots(n)
+        for lib in self.libraries.values():
+            total += LIBRARY_BYTES + sds_size(len(lib.name.encode())) + sds_size(len(lib.code))
+            for f in lib.functions.values():
+                total += FUNCTION_BYTES + sds_size(len(f.name.encode()))
+                if f.description is not None:
+                    total += sds_size(len(f.description))
+        return total
 
     def flush(self) -> None:
         self.libraries = {}
@@ -265,6 +287,9 @@ def functions(c: Client) -> Functions:
 
 
 def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
+    srv = c.server
+    if srv.monitors:  # shown first, whatever it answers, then the commands it runs (as EVAL)
+        srv.feed_monitors(c, argv)
     fns = functions(c)
     f = fns.functions.get(argv[1].decode("utf-8", "surrogateescape").lower())
     if f is None:
@@ -275,16 +300,13 @@ def _fcall(c: Client, argv: list[bytes], read_only: bool) -> bytes:
     if numkeys < 0:
         raise CommandError(KEYS_NEGATIVE)
     check_flags(c, f.script.flags, read_only)
-    srv = c.server
-    if srv.monitors:  # shown before the commands it runs, as EVAL
-        srv.feed_monitors(c, argv)
     return fns.engine.execute(c, f.script, argv[3 : 3 + numkeys], argv[3 + numkeys :], read_only,
                               argv)
 
 
-def _fcall_denyoom(c: Client, argv: list[bytes]) -> bool:
+def _fcall_flags(c: Client, argv: list[bytes]) -> int | None:
     f = functions(c).functions.get(argv[1].decode("utf-8", "surrogateescape").lower())
-    return f is not None and flags_deny_oom(f.script.flags)
+    return None if f is None else f.script.flags
 
 
 def _fcall_handler(read_only: bool) -> Callable[[Client, list[bytes]], bytes]:
@@ -414,4 +436,4 @@ def function_help(c: Client, argv: list[bytes]) -> bytes:
 
 def install(server: Server) -> None:
     server.functions = Functions(server)
-    set_denyoom(server, ("fcall", "fcall_ro"), _fcall_denyoom)
+    set_script_flags(server, ("fcall", "fcall_ro"), _fcall_flags)

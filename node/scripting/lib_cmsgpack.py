@@ -7,7 +7,7 @@ from __future__ import annotations
 
 CMSGPACK_LUA = r"""
 local h = ...
-local entry, argerror = h.entry, h.argerror
+local entry, argerror, bare_error = h.entry, h.argerror, h.bare_error
 local type, select, next, floor, frexp, ldexp, huge = type, select, next, math.floor,
                                                       math.frexp, math.ldexp, math.huge
 local char, byte, sub, concat = string.char, string.byte, string.sub, table.concat
@@ -160,8 +160,8 @@ local function dec_map(s, pos, n)
     local k, v
     k, pos = decode(s, pos)
     v, pos = decode(s, pos)
-    if k == nil then error('table index is nil', 0) end  -- lua_settable's own errors
-    if k ~= k then error('table index is NaN', 0) end
+    if k == nil then bare_error('table index is nil') end  -- lua_settable's own errors
+    if k ~= k then bare_error('table index is NaN') end
     t[k] = v
   end
   return t, pos

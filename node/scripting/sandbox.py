@@ -15,8 +15,11 @@ Redis' library functions are C functions: an error they raise names the *caller'
 and a script that tail-calls one (``return redis.call(...)``) keeps its frame. Ours are Lua
 functions, which a tail call would erase; so each public library function is the C function
 ``coroutine.wrap`` makes around a loop running the Lua implementation (``entry``). An error
-inside it kills that coroutine; the entry is rebuilt (``repair``) after the error is caught
-(our ``pcall``/``xpcall``) or before the next script runs.
+inside it kills that coroutine; the table entry is rebuilt at once. ``pcall``/``xpcall`` of a
+library function itself run its implementation directly (as a C function called from C: no
+position, no name), so a function kept in a local survives the errors they catch. The texts
+a C library raises without the Lua VM's help (luaL_argerror's function name, lua_settable's
+``table index is nil``) are made Redis' where the error is caught (``caught``).
 
 Internal chunks are named ``=lualib``; the error handler (``__redis__err__handler``, Redis'
 own logic) skips their frames when it looks for the script line that failed.
@@ -54,35 +57,74 @@ end
 sethook(count_hook, '', HOOK_EVERY)
 
 -- entries: the C-function face of every library function --------------------------------
-local dead = {}
+local impl_of = setmetatable({}, {__mode = 'k'})  -- an entry's face -> its implementation
 local function entry(tbl, name, impl)
-  local rec = {tbl = tbl, name = name}
+  local body
   -- each call: resume with the arguments, run impl, yield its results; proper tail calls, so
   -- the loop neither grows the stack nor allocates
   local function loop(ok, ...)
     if not ok then
-      dead[#dead + 1] = rec
+      -- this coroutine dies with the error: the table gets a new face now (the old one stays
+      -- alive on its caller's stack until the error has left it)
+      local face = cowrap(body)
+      impl_of[face] = impl
+      tbl[name] = face
       error((...), 0)
     end
     return loop(pcall(impl, coyield(...)))
   end
-  local function body(...)
+  body = function(...)
     sethook(count_hook, '', HOOK_EVERY)  -- once per coroutine: its first call
     return loop(pcall(impl, ...))
   end
-  rec.body = body
-  tbl[name] = cowrap(body)
+  local face = cowrap(body)
+  impl_of[face] = impl
+  tbl[name] = face
 end
-local function repair()
-  for i = #dead, 1, -1 do
-    local rec = dead[i]
-    dead[i] = nil
-    rec.tbl[rec.name] = cowrap(rec.body)
-  end
-end
--- luaL_argerror's text, raised from inside an entry (the entry adds the caller's position)
+-- luaL_argerror's text, raised from inside an entry (the entry adds the caller's position);
+-- its parts are kept: Redis' C function is named as its caller names it ('?' from C code)
+local arg_text, arg_n, arg_msg = nil, 0, ''
 local function argerror(n, fname, msg)
-  error(('bad argument #%d to \'%s\' (%s)'):format(n, fname, msg), 0)
+  local text = ('bad argument #%d to \'%s\' (%s)'):format(n, fname, msg)
+  arg_text, arg_n, arg_msg = text, n, msg
+  error(text, 0)
+end
+-- an error the Lua VM raises inside a C function (lua_settable's): it has no position
+local bare_text = nil
+local function bare_error(msg)
+  bare_text = msg
+  error(msg, 0)
+end
+local function argerror_text(name, namewhat)
+  local n = arg_n
+  if namewhat == 'method' then
+    n = n - 1
+    if n == 0 then return ("calling '%s' on bad self (%s)"):format(name, arg_msg) end
+  end
+  return ("bad argument #%d to '%s' (%s)"):format(n, name or '?', arg_msg)
+end
+-- an error caught (by pcall, xpcall, the script's handler) as Redis' C library would have
+-- raised it. ``lvl``: the stack level of the function that raised (in an error handler, where
+-- the stack is still there), or nil. An argument error without position came from a call by C
+-- code: no name ('?'); with one, the name is the caller's, read from the stack when there.
+local ONE_POSITION = '^[^:]*:%d+: $'
+local function caught(e, lvl)
+  local at, bt = arg_text, bare_text
+  if type(e) ~= 'string' or (at == nil and bt == nil) then return e end
+  arg_text, bare_text = nil, nil
+  if at ~= nil then
+    if e == at then return argerror_text(nil) end
+    local where = e:sub(1, #e - #at)
+    if lvl ~= nil and e:sub(-#at) == at and where:find(ONE_POSITION) then
+      local info = getinfo(lvl + 1, 'nf')
+      if info ~= nil and impl_of[info.func] ~= nil then
+        return where .. argerror_text(info.name, info.namewhat)
+      end
+    end
+  elseif #e > #bt and e:sub(-#bt) == bt and e:sub(1, #e - #bt):find(ONE_POSITION) then
+    return bt
+  end
+  return e
 end
 local function typename_at(n, ...)
   if select('#', ...) < n then return 'no value' end
@@ -150,17 +192,62 @@ local function plain(t)
   return t
 end
 
-local function s_next(t, k) return next(plain(t), k) end
-local function s_pairs(t)
+local function s_next(t, k) return next(plain(t), k) end  -- (pairs' iterator of a proxy)
+-- the base functions the sandbox replaces check their arguments as luaB_*: the often used ones
+-- are plain Lua functions (an entry's coroutine switch would triple their cost) raising
+-- luaL_argerror's text as a C function in their place would (``c_argerror``: named as the
+-- caller names it, at the caller's position; '?' and none from C code; a tail call loses
+-- both), the others entries
+local function at_caller(text, lvl)  -- luaL_where(L, 1) of a C function at stack level lvl - 1
+  local c = getinfo(lvl, 'Sl')
+  if c ~= nil and c.currentline > 0 then return c.short_src .. ':' .. c.currentline .. ': ' .. text end
+  return text
+end
+local function c_argerror(n, msg)
+  local f = getinfo(2, 'n')  -- the checking function, as its caller named it
+  local name, namewhat = f and f.name, f and f.namewhat
+  local text
+  if namewhat == 'method' and n == 1 then
+    text = ("calling '%s' on bad self (%s)"):format(name, msg)
+  else
+    if namewhat == 'method' then n = n - 1 end
+    text = ("bad argument #%d to '%s' (%s)"):format(n, name or '?', msg)
+  end
+  error(at_caller(text, 4), 0)
+end
+local function s_next(...)
+  local t, k = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
+  return next(plain(t), k)
+end
+local function s_pairs(...)
+  local t = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
   if real_of[t] ~= nil then return s_next, t, nil end
   return next, t, nil
 end
-local function s_rawget(t, k) return rawget(plain(t), k) end
-local function s_rawset(t, k, v)
-  if real_of[t] ~= nil then error(RO_ERR, 0) end
+local function s_rawget(...)
+  local t, k = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
+  if k == nil and select('#', ...) < 2 then c_argerror(2, 'value expected') end
+  return rawget(plain(t), k)
+end
+local function s_rawset(...)
+  local t, k, v = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
+  if v == nil and select('#', ...) < 3 then c_argerror(select('#', ...) < 2 and 2 or 3, 'value expected') end
+  if real_of[t] ~= nil then error(RO_ERR, 0) end  -- (the VM's check: no position)
   return rawset(t, k, v)
 end
-local function s_setmetatable(t, mt)
+local function s_setmetatable(...)
+  local t, mt = ...
+  if type(t) ~= 'table' then c_argerror(1, 'table expected, got ' .. typename_at(1, ...)) end
+  local tm = type(mt)
+  if tm ~= 'nil' and tm ~= 'table' then c_argerror(2, 'nil or table expected') end
+  local cur = debug.getmetatable(t)  -- (luaL_getmetafield: the metatable itself)
+  if cur ~= nil and rawget(cur, '__metatable') ~= nil then
+    error(at_caller('cannot change a protected metatable', 3), 0)
+  end
   if real_of[t] ~= nil then error(RO_ERR, 0) end
   return setmetatable(t, mt)
 end
@@ -173,34 +260,58 @@ local function s_loadstring(s, name)
   if f then setfenv(f, G) end
   return f, e
 end
-local function s_load(fn, name)
+entry(env, 'loadstring', function(...)
+  local s, name = ...
+  local ts, tn = type(s), type(name)
+  if ts ~= 'string' and ts ~= 'number' then
+    argerror(1, 'loadstring', 'string expected, got ' .. typename_at(1, ...))
+  end
+  if tn ~= 'nil' and tn ~= 'string' and tn ~= 'number' then
+    argerror(2, 'loadstring', 'string expected, got ' .. tn)
+  end
+  return s_loadstring(s, name)
+end)
+entry(env, 'load', function(...)
+  local fn, name = ...
+  if type(fn) ~= 'function' then
+    argerror(1, 'load', 'function expected, got ' .. typename_at(1, ...))
+  end
   local parts = {}
-  if type(fn) == 'function' then
-    while true do
-      local piece = fn()
-      if piece == nil or piece == '' then break end
-      if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
-      parts[#parts + 1] = piece
-    end
+  while true do
+    local piece = fn()
+    if piece == nil or piece == '' then break end
+    if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
   end
   return s_loadstring(table.concat(parts), name or '=(load)')
-end
+end)
+entry(env, 'getmetatable', function(...)
+  if select('#', ...) < 1 then argerror(1, 'getmetatable', 'value expected') end
+  return s_getmetatable((...))
+end)
 
 -- Redis 7.0's pcall: an error table {err=...} comes back as its err string
 local function pcall_result(ok, ...)
   if not ok then
-    repair()
     local e = ...
     if type(e) == 'table' then
       local m = rawget(e, 'err')
       if type(m) == 'string' then return false, m end
     end
+    return false, caught(e)
   end
   return ok, ...
 end
-local function s_pcall(...) return pcall_result(pcall(...)) end
-local function s_xpcall(f, h)
-  return (function(ok, ...) if not ok then repair() end return ok, ... end)(xpcall(f, h))
+-- a library function itself runs as its implementation (Redis': a C function called by C)
+local function s_pcall(f, ...) return pcall_result(pcall(impl_of[f] or f, ...)) end
+local function s_xpcall(...)
+  local f, h = ...
+  if select('#', ...) < 2 then error("bad argument #2 to 'xpcall' (value expected)", 2) end
+  local handler = h
+  if type(h) == 'function' then
+    handler = function(e) return h(caught(e, 2)) end
+  end
+  return xpcall(impl_of[f] or f, handler)
 end
 
 -- Redis' error handler: where the error happened, skipping our own stand-in frames
@@ -213,7 +324,7 @@ local function err_handler(err)
     i = getinfo(lvl, 'nSl')
     if i and i.what == 'C' then lvl = lvl + 1; i = getinfo(lvl, 'nSl') end
   end
-  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(caught(err, 2))} end
   if i then
     err['source'] = i.source
     err['line'] = i.currentline
@@ -415,6 +526,7 @@ entry(rmath, 'randomseed', function(...) srand48(checkint('randomseed', 1, (...)
 -- the libraries: Lua sources handed in by the engine, each returning its table -------------
 local libs = {}
 local helpers = {lua_int = lua_int, entry = entry, argerror = argerror, typename_at = typename_at, pack = pack,
+                 bare_error = bare_error,
                  float_bytes = py.float_bytes, bytes_float = py.bytes_float}
 for name, src in pairs(py.libs) do
   local f = assert(loadstring(src, INTERNAL))
@@ -425,9 +537,8 @@ for _, k in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'ipairs',
                     'tonumber', 'tostring', 'type', 'unpack', 'select', 'rawequal', '_VERSION'}) do
   env[k] = _G[k]
 end
-env.getmetatable = s_getmetatable
 env.next, env.pairs, env.rawget, env.rawset = s_next, s_pairs, s_rawget, s_rawset
-env.setmetatable, env.loadstring, env.load = s_setmetatable, s_loadstring, s_load
+env.setmetatable = s_setmetatable
 env.pcall, env.xpcall = s_pcall, s_xpcall
 env.__redis__err__handler = err_handler
 env.string = readonly(copy(string))
@@ -435,21 +546,24 @@ env.table = readonly(copy(table))
 env.math = readonly(rmath)
 do  -- coroutines made by scripts get the count hook
   local rco, create, wrap = copy(coroutine), coroutine.create, coroutine.wrap
-  function rco.create(f)
+  local function lua_function(fname, f)  -- luaB_cocreate's check (a library function is C)
+    if type(f) ~= 'function' or getinfo(f, 'S').what == 'C' then
+      argerror(1, fname, 'Lua function expected')
+    end
+  end
+  entry(rco, 'create', function(f)
+    lua_function('create', f)
     local co = create(f)
     sethook(co, count_hook, '', HOOK_EVERY)
     return co
-  end
-  function rco.wrap(f)
-    if type(f) ~= 'function' then
-      local w = wrap(f)  -- (its error, as 'wrap' raises it: not a tail call)
-      return w
-    end
+  end)
+  entry(rco, 'wrap', function(f)
+    lua_function('wrap', f)
     return wrap(function(...)
       sethook(count_hook, '', HOOK_EVERY)
       return f(...)
     end)
-  end
+  end)
   env.coroutine = readonly(rco)
 end
 env.redis = readonly(redis)
@@ -552,7 +666,7 @@ local handle = {status_ok = STATUS_OK}
 -- run a library's code: the list of {name, callback, flags, description}, or false and the
 -- error table
 function handle.load_library(f)
-  repair()
+  arg_text, bare_text = nil, nil
   registered = {}
   show(load_env)
   local ok, err = xpcall(f, err_handler)
@@ -576,7 +690,7 @@ local function split_args(nkeys, ...)
   return {unpack(all, 1, nkeys)}, {select(nkeys + 1, ...)}
 end
 local function call_function(f, proto, keys, args)
-  repair()
+  arg_text, bare_text = nil, nil
   script_resp = 2
   return run_result(proto, xpcall(function() return f(keys, args) end, err_handler))
 end
@@ -593,7 +707,7 @@ function handle.compile(body, chunk)
   return f, false
 end
 local function run(f, proto, keys, argv)
-  repair()
+  arg_text, bare_text = nil, nil
   script_resp = 2
   env.KEYS, env.ARGV = keys, argv
   return run_result(proto, xpcall(f, err_handler))

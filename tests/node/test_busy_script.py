@@ -11,6 +11,8 @@ the process. Scripts that loop inside a coroutine or behind a pcall are killed t
 from __future__ import annotations
 
 import re
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -309,3 +311,60 @@ def test_function_load_times_out(pair: dict[str, ManagedProcess], code: str) -> 
             assert time.monotonic() - t0 < 5, kind
     assert got["ours"] == got["real"]
     assert got["ours"][2] == b":7\r\n"
+
+
+BIG_REPLY_BYTES = 8 * 1024 * 1024
+
+
+def test_busy_script_lets_a_big_reply_go_out(pair: dict[str, ManagedProcess]) -> None:
+    """A reply larger than the socket buffers, read slowly while another client's script is
+    busy: Redis keeps writing it during the script (its event loop serves writable sockets
+    too), so the reader gets all of it before the script ends."""
+    def steps(port: int) -> list[object]:
+        with RawClient(port) as setter:
+            assert setter.call("SET", "big", "x" * BIG_REPLY_BYTES) == b"+OK\r\n"
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        reader.settimeout(20)
+        reader.connect(("127.0.0.1", port))
+        reader.sendall(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n")
+        other = RawClient(port)
+        # the reply has begun: what the socket buffers cannot hold waits in the server
+        wait_until(lambda: select.select([reader], [], [], 0)[0], 10, "the reply to begin")
+        script = Background(port, "EVAL", LOOP, "0")
+        _wait_busy(other, BUSY_EVAL)
+        expected = len(b"$%d\r\n" % BIG_REPLY_BYTES) + BIG_REPLY_BYTES + 2
+        got = 0
+        while got < expected:
+            data = reader.recv(1 << 16)
+            assert data, "the connection closed"
+            got += len(data)
+        reader.close()
+        seen: list[object] = [got, script.thread.is_alive(), other.call("PING")]
+        seen += [other.call("SCRIPT", "KILL"), script.result()[:len(KILLED)],
+                 other.call("DEL", "big")]
+        other.close()
+        return seen
+
+    got = _both(pair, steps)
+    assert got["ours"] == got["real"]
+    assert got["ours"][1:4] == [True, BUSY_EVAL, b"+OK\r\n"]
+
+
+
+def test_busy_script_publishes_at_once(pair: dict[str, ManagedProcess]) -> None:
+    """A message the script publishes reaches its subscriber while the script still runs (Redis
+    writes pending output in its event loop during a busy script)."""
+    def steps(port: int) -> list[object]:
+        with RawClient(port) as sub, RawClient(port) as other:
+            assert sub.call("SUBSCRIBE", "busy-ch").startswith(b"*3\r\n$9\r\nsubscribe")
+            script = Background(port, "EVAL", "redis.call('publish', 'busy-ch', 'hi') " + LOOP,
+                                "0")
+            _wait_busy(other, BUSY_EVAL)
+            seen: list[object] = [sub.read(timeout_s=10), script.thread.is_alive()]
+            seen += [other.call("SCRIPT", "KILL"), script.result()[:len(KILLED)]]
+        return seen
+
+    got = _both(pair, steps)
+    assert got["ours"] == got["real"]
+    assert got["ours"][:2] == [b"*3\r\n$7\r\nmessage\r\n$7\r\nbusy-ch\r\n$2\r\nhi\r\n", True]

@@ -9,6 +9,8 @@ crashes redis-server 7.0.15 (ours answers an error).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.node.diff import Case, Pair, check_cases
@@ -211,8 +213,17 @@ TRANSACTION = Case("EVAL in MULTI", [
     "MULTI", "EVAL \"return 1\"", "EXEC",
 ])
 
+# min-replicas-to-write with no replica: a script command is a write by its script's flags
+NOREPLICAS = Case("min-replicas-to-write", [
+    "CONFIG SET min-replicas-to-write 1", "CONFIG SET min-replicas-max-lag 10",
+    "EVAL \"#!lua\nreturn 1\" 0", "EVAL \"#!lua flags=no-writes\nreturn 1\" 0",
+    "EVAL \"return redis.call('set','a','b')\" 0", "EVAL \"return redis.pcall('set','a','b')\" 0",
+    "MULTI", "EVAL \"#!lua\nreturn 1\" 0", "EVAL \"#!lua flags=no-writes\nreturn 1\" 0", "EXEC",
+    "CONFIG SET min-replicas-to-write 0",
+])
+
 CASES = [LUA_TO_RESP, RESP_TO_LUA, API, CALL_ERRORS, SCRIPT_ERRORS, SANDBOX, SHEBANG,
-         SCRIPT_CMD, TRANSACTION]
+         SCRIPT_CMD, TRANSACTION, NOREPLICAS]
 
 
 @pytest.mark.parametrize("proto", [2, 3])
@@ -238,3 +249,38 @@ def test_a_crashing_redis_script_is_an_error_here(diff_pair: Pair) -> None:
         assert c.call("PING") == b"+PONG\r\n"
     finally:
         c.close()
+
+
+# What MONITOR shows of scripts: the script command first, whatever it answers (a bad numkeys,
+# an unknown function), then the commands it runs as ``[db lua]``
+MONITORED = [
+    ("SELECT", "2"),
+    ("EVAL", "redis.call('set', KEYS[1], ARGV[1]) redis.pcall('incr', KEYS[1]) "
+             "return redis.call('get', KEYS[1])", "1", "k", "v"),
+    ("EVAL_RO", "return redis.call('get', 'k')", "0"), ("EVAL", "return 1", "-1"),
+    ("EVAL", "return 1", "x"), ("EVALSHA", "abc", "0"),
+    ("FUNCTION", "LOAD", "REPLACE",
+     "#!lua name=mon\nredis.register_function('f', function(k) return redis.call('ping') end)"),
+    ("FCALL", "f", "0"), ("FCALL", "nosuch", "0"), ("FCALL_RO", "f", "x"),
+    ("FUNCTION", "DELETE", "mon"), ("PING",),
+]
+
+
+def _monitored(port: int) -> list[bytes]:
+    with RawClient(port) as mon, RawClient(port) as c:
+        c.call("SELECT", "2")  # (before MONITOR: ours shows SELECT with the db it leaves)
+        assert mon.call("MONITOR") == b"+OK\r\n"
+        for argv in MONITORED[1:]:
+            c.call(*argv)
+        lines = []
+        while not lines or b'"PING"' not in lines[-1]:
+            lines.append(re.sub(rb"^\+\d+\.\d+ \[(\d+) \d+\.\d+\.\d+\.\d+:\d+\]", rb"+T [\1 client]",
+                                re.sub(rb"^\+\d+\.\d+ \[(\d+) lua\]", rb"+T [\1 lua]",
+                                       mon.read())))
+    return lines
+
+
+def test_monitor_shows_scripts_as_redis(diff_pair: Pair) -> None:
+    ours, real = _monitored(diff_pair.ours_port), _monitored(diff_pair.real_port)
+    assert ours == real
+    assert b'+T [2 lua] "incr" "k"\r\n' in ours

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.node.diff import Case, Pair, check_cases
+from tests.support import RawClient
 
 
 def _load(name: str, body: str, replace: bool = False) -> str:
@@ -116,3 +117,41 @@ CASES = [LOAD, CALL, LIST_ORDER]
 def test_functions_match_redis(diff_pair: Pair, proto: int) -> None:
     problems = check_cases(diff_pair, CASES, proto)
     assert not problems, "\n".join(problems)
+
+
+# The script cache and the libraries as Redis counts their memory (INFO memory, MEMORY STATS):
+# keys, bodies (embstr or raw), entries; libraries' code and names, functions' names and
+# descriptions. At most 4 scripts and 4 functions: past that Redis' dicts rehash step by step,
+# so its figures depend on its hash seed for a while.
+MEMORY_STEPS: list[tuple[str, ...]] = [
+    ("SCRIPT", "FLUSH"), ("FUNCTION", "FLUSH"), ("SCRIPT", "LOAD", "return 1"),
+    ("EVAL", "return '" + "x" * 100 + "'", "0"), ("SCRIPT", "LOAD", "return '" + "y" * 400 + "'"),
+    ("FUNCTION", "LOAD", "#!lua name=alpha\nredis.register_function('one', function() end)"),
+    ("FUNCTION", "LOAD", "#!lua name=b" + "e" * 40 + "\nredis.register_function{function_name="
+     "'two_" + "t" * 35 + "', callback=function() end, description='" + "d" * 300 + "'}\n"
+     "redis.register_function{function_name='three', callback=function() end, description=''}"
+     "\n-- " + "c" * 5000),
+    ("FUNCTION", "DELETE", "alpha"),
+    ("FUNCTION", "LOAD", "REPLACE", "#!lua name=alpha\nredis.register_function('u', function() end)"),
+    ("SCRIPT", "FLUSH"), ("FUNCTION", "FLUSH"),
+]
+MEMORY_FIELDS = [b"used_memory_scripts_eval", b"number_of_cached_scripts", b"number_of_functions",
+                 b"number_of_libraries", b"used_memory_functions", b"used_memory_scripts",
+                 b"used_memory_scripts_human"]
+
+
+def _script_memory(c: RawClient) -> list[bytes]:
+    info = dict(line.split(b":", 1) for line in c.call("INFO", "memory").split(b"\r\n")
+                if b":" in line)
+    stats = c.call("MEMORY", "STATS")
+    caches = [stats.split(name + b"\r\n")[1].split(b"\r\n")[0]
+              for name in (b"lua.caches", b"functions.caches")]
+    return [info[f] for f in MEMORY_FIELDS] + caches
+
+
+def test_script_and_function_memory_match_redis(diff_pair: Pair) -> None:
+    with RawClient(diff_pair.ours_port) as ours, RawClient(diff_pair.real_port) as real:
+        for step in MEMORY_STEPS:
+            ours.call(*step)
+            real.call(*step)
+            assert _script_memory(ours) == _script_memory(real), step

@@ -329,7 +329,53 @@ EDGES = Case("struct, bit and cmsgpack edges", [_ev(s) for s in [
     'return {cmsgpack.unpack_limit(string.char(1,2,3), 0/0)}',
 ]])
 
-CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES]
+# errors a C library function raises as Lua 5.1 makes them: luaL_argerror names the function
+# as its caller does ('?' when the caller is C code: pcall, xpcall, gsub), lua_settable's
+# errors have no position; and a library function kept in a local outlives the errors it raised
+NIL_KEY = _bytes(0x81, 0xc0, 1)
+NAN_KEY = _bytes(0x81, 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0, 1)
+C_ERRORS = Case("errors as C functions raise them", [_ev(s) for s in [
+    "return {pcall(bit.band, {})}", "return {pcall(cjson.encode)}",
+    "return {pcall(struct.pack, 'i40', 1)}", "return {pcall(math.random, 0)}",
+    "return {pcall(cmsgpack.unpack_one, {}, 'x')}",
+    "local f = bit.band; f({})", "return bit:band()", "local t = {x = bit.bor}; return t.x({})",
+    "return bit.band({})", "return string.gsub('a', '.', bit.band)",
+    "local ok, e = pcall(function() return bit.band({}) end) return e",
+    "return {xpcall(bit.band, function(e) return 'h:' .. e end)}",
+    "return {xpcall(function() local q = bit.bor; q({}) end, function(e) return 'h:' .. e end)}",
+    "return {pcall(cmsgpack.unpack, " + NIL_KEY + ")}", "return cmsgpack.unpack(" + NIL_KEY + ")",
+    "return {pcall(function() return cmsgpack.unpack(" + NIL_KEY + ") end)}",
+    "return cmsgpack.unpack(" + NAN_KEY + ")",
+    "local f = redis.call; pcall(f, 'nosuch'); return f('ping')",
+    "local f = bit.band; return {pcall(f, {}), pcall(f, 1)}",
+    "local c = coroutine.create(function() redis.call('nosuch') end) coroutine.resume(c) "
+    "return redis.call('ping')",
+    "local f = cjson.decode; local r = {pcall(f, '[')} r[#r+1] = f('[1]')[1] return r",
+    "return coroutine.wrap(1)", "return coroutine.create()", "return coroutine.create(string.rep)",
+    "return {pcall(coroutine.create, bit.band)}", "return {pcall(coroutine.wrap(bit.band), {})}",
+    "local f = coroutine.wrap(function() error('boom') end) return {pcall(f)}",
+    # the base functions the sandbox replaces (next, pairs, rawget, rawset and setmetatable
+    # not tail-called: see docs/COMPATIBILITY.md)
+    "local x = rawset(1, 2, 3) return x", "local x = rawget(1, 2) return x",
+    "local x = next(1) return x", "local p = pairs; p(nil)", "local x = setmetatable(1, {}) return x",
+    "return getmetatable()", "return load(1)",
+    "local ok, e = xpcall(function() return 1 end) return e", "return {pcall(rawset, 1)}",
+    "return {pcall(next, 1)}", "return {pcall(pairs)}", "local x = rawset({}, nil, 1) return x",
+    "return {pcall(rawset, {}, 0/0, 1)}", "local x = rawset(_G, 'x', 1) return x",
+    "return {pcall(rawset, string, 'x', 1)}", "local x = setmetatable({}, 1) return x",
+    "local t = setmetatable({}, {__metatable = 'no'}) local x = setmetatable(t, {}) return x",
+    "local t = setmetatable({}, {__metatable = 'no'}) return getmetatable(t)",
+    "local x = rawget({}) return x", "local x = rawset({}, 1) return x",
+    "local t = {} rawset(t, 'a', 1) return {rawget(t, 'a'), next(t), getmetatable('').__index == string}",
+    "local i = 0 local f = load(function() i = i + 1 if i == 1 then return 'return 42' end end) "
+    "return f()",
+    "return loadstring()", "return {pcall(loadstring)}", "return loadstring({})",
+    "return {loadstring('return 1', {})}", "return loadstring(12)()",
+    "return loadstring('return 5', 'name')()",
+]])
+
+CASES = [BIT, STRUCT, CMSGPACK, CJSON, CJSON_NUMBERS, CMSGPACK_NUMBERS, CJSON_CONFIG, EDGES,
+         C_ERRORS]
 
 
 @pytest.mark.parametrize("proto", [2, 3])

@@ -108,6 +108,25 @@ def test_a_failed_compilation_installs_pure_python_with_one_line(
     assert capsys.readouterr().err == ""
 
 
+def test_a_source_edited_while_it_compiles_is_not_recorded_as_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = tmp_path / "slotgate" / "protocol" / "resp.py"
+    source.parent.mkdir(parents=True)
+    source.write_bytes(b"x = 1\n")
+    compiled = hashlib.sha256(source.read_bytes()).hexdigest()
+
+    def edited_meanwhile(root: Path, rels: list[str], out_dir: Path) -> list[Path]:
+        source.write_bytes(b"x = 2\n")  # saved by an editor during the compilation
+        return []
+
+    monkeypatch.setattr(hatch_build, "compile_modules", edited_meanwhile)
+    monkeypatch.setenv(SWITCH, "1")
+    assert hatch_build.build(tmp_path, ["slotgate/protocol/resp.py"], tmp_path) is not None
+    modules = json.loads((tmp_path / hatch_build.MANIFEST).read_text())["modules"]
+    assert modules == {"slotgate.protocol.resp": compiled}
+
+
 def test_an_extension_the_manifest_does_not_list_is_never_loaded(tmp_path: Path) -> None:
     """An earlier build compiled more modules: their extensions are still there."""
     _fake_install(tmp_path)
