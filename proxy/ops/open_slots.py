@@ -119,6 +119,14 @@ def _destination(slot: int, marks: list[tuple[NodeLine, str, str]], sv: Survey,
     return owner
 
 
+def _seen_owner(view: ClusterView, node: NodeLine, slot: int) -> str | None:
+    """The owner of ``slot`` as ``node`` sees it."""
+    for ln in cluster_nodes(view.client(node)):
+        if slot in parse_slot_tokens(ln.slots):
+            return ln.id
+    return None
+
+
 def _settle(view: ClusterView, slot: int, marks: list[tuple[NodeLine, str, str]], sv: Survey,
             opts: MoveOptions, say: Callable[[str], None]) -> None:
     masters = {m.id: m for m in sv.masters()}
@@ -135,6 +143,11 @@ def _settle(view: ClusterView, slot: int, marks: list[tuple[NodeLine, str, str]]
     say(f">>> Finishing open slot {slot}: to {dst.addr} from "
         f"{', '.join(s.addr for s in sources) or 'nobody'}")
     if sources and dst.id != owner:
+        if owner is not None and _seen_owner(view, dst, slot) not in masters:
+            # the destination lost track of the owner (a source that became a replica gave
+            # up its slots in its peers' views, and an importing slot is not reassigned by
+            # gossip): without an owner it answers CLUSTERDOWN to the keys brought to it
+            view.client(dst).call("CLUSTER", "SETSLOT", slot, "NODE", owner)
         view.client(dst).call("CLUSTER", "SETSLOT", slot, "IMPORTING", sources[-1].id)
     for src in sources:
         view.client(src).call("CLUSTER", "SETSLOT", slot, "MIGRATING", dst.id)  # owner only

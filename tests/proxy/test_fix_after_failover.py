@@ -54,21 +54,28 @@ def owner_of(c: redis.Redis, slot: int) -> str | None:
 
 @pytest.fixture
 def trio_nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[ManagedProcess]]:
-    """A source master (slots 0-8191), a target master (the rest) and the target's replica."""
-    make = slotgate_node if request.param == "bundled" else redis_server
+    """A source master (slots 0-8191), a target master (the rest) and a replica of the target
+    (``request.param`` "bundled" or "real"), or of the source ("bundled-source", ...)."""
+    kind, _, of = str(request.param).partition("-")
+    make = slotgate_node if kind == "bundled" else redis_server
     nodes = start_all([make(tmp_path, cluster=True) for _ in range(3)])
     try:
         s, t, r = (n.client(socket_timeout=10) for n in nodes)
+        # distinct config epochs from the start (as redis-cli's create gives them): a takeover
+        # then always wins over the master it replaces, with no epoch collision to settle first
+        for epoch, c in enumerate((s, t, r), 1):
+            c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
         s.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, SLOT_COUNT // 2 - 1)
         t.execute_command("CLUSTER", "ADDSLOTSRANGE", SLOT_COUNT // 2, SLOT_COUNT - 1)
         for n in nodes[1:]:
             s.execute_command("CLUSTER", "MEET", "127.0.0.1", n.port)
         wait_until(lambda: all(len(c.execute_command("CLUSTER", "NODES").splitlines()) == 3
                                for c in (s, t, r)), 30, "the nodes meeting")
-        t_id = node_id(t)
-        wait_until(lambda: r.execute_command("CLUSTER", "REPLICATE", t_id), 30,
-                   "the replica following the target")
-        wait_until(lambda: replica_in_sync(nodes[1].port, nodes[2].port), 30, "replica in sync")
+        followed = nodes[0] if of == "source" else nodes[1]
+        m_id = node_id(followed.client(socket_timeout=10))
+        wait_until(lambda: r.execute_command("CLUSTER", "REPLICATE", m_id), 30,
+                   "the replica following its master")
+        wait_until(lambda: replica_in_sync(followed.port, nodes[2].port), 30, "replica in sync")
         wait_until(lambda: all(b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO")
                                for c in (s, t, r)), 30, "cluster ok")
         yield nodes
@@ -77,12 +84,12 @@ def trio_nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[
             n.stop()
 
 
-def half_moved_then_target_failed_over(nodes: list[ManagedProcess], keep_old_target: bool) -> dict[str, str]:
+def half_moved(nodes: list[ManagedProcess]) -> dict[str, str]:
     """The slot half moved from source to target, one key on both sides (a MIGRATE whose reply
-    was lost: the source kept its copy and took a write after), then the target's replica takes
-    its place. Returns every key's last acknowledged value."""
-    src, tgt, rep = nodes
-    s, t, r = (n.client(socket_timeout=10) for n in nodes)
+    was lost: the source kept its copy and took a write after). Returns every key's last
+    acknowledged value."""
+    src, tgt, _ = nodes
+    s, t = src.client(socket_timeout=10), tgt.client(socket_timeout=10)
     values = {f"{TAG}:{i}": f"v{i}" for i in range(KEYS)}
     for k, v in values.items():
         s.set(k, v)
@@ -95,6 +102,14 @@ def half_moved_then_target_failed_over(nodes: list[ManagedProcess], keep_old_tar
     s.execute_command("MIGRATE", "127.0.0.1", tgt.port, "", 0, 5000, "COPY", "KEYS", both)
     s.set(both, "newer")
     values[both] = "newer"
+    return values
+
+
+def half_moved_then_target_failed_over(nodes: list[ManagedProcess], keep_old_target: bool) -> dict[str, str]:
+    """``half_moved``, then the target's replica takes its place."""
+    _, tgt, _ = nodes
+    s, t, r = (n.client(socket_timeout=10) for n in nodes)
+    values = half_moved(nodes)
     assert t.execute_command("WAIT", 1, 5000) == 1
     if keep_old_target:
         r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
@@ -136,3 +151,35 @@ def test_fix_carries_the_slot_to_the_promoted_replica(trio_nodes: list[ManagedPr
     assert s.execute_command("CLUSTER", "COUNTKEYSINSLOT", SLOT) == 0
     got = {k: r.get(k) for k in values}
     assert got == {k: v.encode() for k, v in values.items()}
+
+
+@pytest.mark.parametrize("trio_nodes", [
+    pytest.param("real-source", id="real"),
+    pytest.param("bundled-source", id="bundled", marks=pytest.mark.slow),
+], indirect=True)
+def test_fix_carries_the_slot_from_the_promoted_replica(trio_nodes: list[ManagedProcess]) -> None:
+    """The source failed over instead: the target has the slot IMPORTING from a node that is
+    now a replica, the promoted replica owns the slot (no MIGRATING state) with the keys not
+    yet moved, and the newer copy of the key both sides hold."""
+    src, tgt, rep = trio_nodes
+    s, t, r = (n.client(socket_timeout=10) for n in trio_nodes)
+    values = half_moved(trio_nodes)
+    assert s.execute_command("WAIT", 1, 5000) == 1
+    r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+    wait_until(lambda: "slave" in myself_line(s)[2], 30, "the old source a replica")
+    r_id = node_id(r)
+    # (the target keeps the old source as the owner of the slot it imports, as Redis does)
+    wait_until(lambda: owner_of(t, 0) == r_id, 30, "the target knowing the new master")
+    assert any(tok.startswith(f"[{SLOT}-<-") for tok in myself_line(t)[8:])
+    out = subprocess.run([*CLI, "fix", f"127.0.0.1:{tgt.port}"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    for c in (t, r):
+        assert not any(tok.startswith("[") for tok in myself_line(c)[8:])
+    t_id = node_id(t)
+    wait_until(lambda: owner_of(r, SLOT) == t_id and owner_of(t, SLOT) == t_id, 30,
+               "both masters agreeing on the slot's new owner")
+    assert r.execute_command("CLUSTER", "COUNTKEYSINSLOT", SLOT) == 0
+    got = {k: t.get(k) for k in values}
+    assert got == {k: v.encode() for k, v in values.items()}
+
