@@ -81,7 +81,24 @@ def survey(view: ClusterView) -> Survey:
         mine = [x for x in lines if "myself" in x.flags]
         if mine:
             own[mine[0].id] = mine[0]
+    _check_settled(own)
     return Survey(own)
+
+
+def _check_settled(own: dict[str, NodeLine]) -> None:
+    """Two masters claiming one slot in their own views: a failed-over master back from a cut
+    that has not yet learned it was replaced. Settling a slot towards it would hand keys to a
+    node about to become a replica (and drop them with its data set), so not now."""
+    claimed: dict[int, NodeLine] = {}
+    for m in sorted(own.values(), key=lambda ln: ln.id):
+        if "master" not in m.flags:
+            continue
+        for slot in parse_slot_tokens(m.slots):
+            other = claimed.setdefault(slot, m)
+            if other is not m:
+                raise AdminError(f"{other.addr} and {m.addr} both claim slot {slot}: the "
+                                 "cluster is still settling after a failover; run this again "
+                                 "once it has")
 
 
 def open_slots(masters: list[NodeLine]) -> dict[int, list[tuple[NodeLine, str, str]]]:

@@ -191,11 +191,30 @@ def migrate_keys(view: ClusterView, src: NodeLine, dst: NodeLine, slot: int,
 def move_slot(view: ClusterView, move: Move, opts: MoveOptions) -> int:
     """Carry one slot from ``move.source`` to ``move.target``; returns the keys moved."""
     src, dst = view.by_id(move.source), view.by_id(move.target)
+    _check_target(view, src, dst)
     view.client(dst).check("CLUSTER", "SETSLOT", move.slot, "IMPORTING", src.id)
     view.client(src).check("CLUSTER", "SETSLOT", move.slot, "MIGRATING", dst.id)
     keys = migrate_keys(view, src, dst, move.slot, opts)
     assign_everywhere(view, move.slot, dst, first=(dst, src))
     return keys
+
+
+def _owned(tokens: Sequence[str]) -> list[str]:
+    return sorted(t for t in tokens if not t.startswith("["))
+
+
+def _check_target(view: ClusterView, src: NodeLine, dst: NodeLine) -> None:
+    """The target is the master the source knows, with the slots the source knows it has.
+    A target cut off and replaced by its replica comes back believing it is still the master
+    of its old slots until it hears otherwise: a slot given to it then (SETSLOT NODE bumps its
+    config epoch) would keep it a master beside the replica that replaced it."""
+    seen = next((ln for ln in cluster_nodes(view.client(src)) if ln.id == dst.id), None)
+    own = next((ln for ln in cluster_nodes(view.client(dst)) if "myself" in ln.flags), None)
+    if (seen is None or own is None or "master" not in own.flags or "master" not in seen.flags
+            or seen.flags & {"fail", "fail?"} or _owned(seen.slots) != _owned(own.slots)):
+        raise AdminError(f"{dst.addr} is not the master {src.addr} knows (failed over, or "
+                         "still settling after a failover): the move stops here; "
+                         "`slotgate cluster fix` finishes the open slot once it has settled")
 
 
 def assign_everywhere(view: ClusterView, slot: int, owner: NodeLine,

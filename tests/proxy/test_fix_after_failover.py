@@ -139,17 +139,23 @@ def test_fix_carries_the_slot_to_the_promoted_replica(trio_nodes: list[ManagedPr
                                                       keep_old_target: bool) -> None:
     values = half_moved_then_target_failed_over(trio_nodes, keep_old_target)
     src, _, rep = trio_nodes
-    out = subprocess.run([*CLI, "fix", f"127.0.0.1:{src.port}"], capture_output=True,
+    fixed_into(rep, src, values)
+
+
+def fixed_into(owner: ManagedProcess, other: ManagedProcess, values: dict[str, str]) -> None:
+    """`slotgate cluster fix` (entered at ``other``) exits 0, the slot is open nowhere, both
+    masters agree that ``owner`` has it, and every key reads back its last value there."""
+    out = subprocess.run([*CLI, "fix", f"127.0.0.1:{other.port}"], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, (out.stdout, out.stderr)
-    s, r = src.client(socket_timeout=10), rep.client(socket_timeout=10)
-    for c in (s, r):
+    o, x = owner.client(socket_timeout=10), other.client(socket_timeout=10)
+    for c in (o, x):
         assert not any(tok.startswith("[") for tok in myself_line(c)[8:])
-    r_id = node_id(r)
-    wait_until(lambda: owner_of(s, SLOT) == r_id and owner_of(r, SLOT) == r_id, 30,
+    o_id = node_id(o)
+    wait_until(lambda: owner_of(o, SLOT) == o_id and owner_of(x, SLOT) == o_id, 30,
                "both masters agreeing on the slot's new owner")
-    assert s.execute_command("CLUSTER", "COUNTKEYSINSLOT", SLOT) == 0
-    got = {k: r.get(k) for k in values}
+    assert x.execute_command("CLUSTER", "COUNTKEYSINSLOT", SLOT) == 0
+    got = {k: o.get(k) for k in values}
     assert got == {k: v.encode() for k, v in values.items()}
 
 
@@ -161,7 +167,7 @@ def test_fix_carries_the_slot_from_the_promoted_replica(trio_nodes: list[Managed
     """The source failed over instead: the target has the slot IMPORTING from a node that is
     now a replica, the promoted replica owns the slot (no MIGRATING state) with the keys not
     yet moved, and the newer copy of the key both sides hold."""
-    src, tgt, rep = trio_nodes
+    _, tgt, rep = trio_nodes
     s, t, r = (n.client(socket_timeout=10) for n in trio_nodes)
     values = half_moved(trio_nodes)
     assert s.execute_command("WAIT", 1, 5000) == 1
@@ -171,15 +177,5 @@ def test_fix_carries_the_slot_from_the_promoted_replica(trio_nodes: list[Managed
     # (the target keeps the old source as the owner of the slot it imports, as Redis does)
     wait_until(lambda: owner_of(t, 0) == r_id, 30, "the target knowing the new master")
     assert any(tok.startswith(f"[{SLOT}-<-") for tok in myself_line(t)[8:])
-    out = subprocess.run([*CLI, "fix", f"127.0.0.1:{tgt.port}"], capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, (out.stdout, out.stderr)
-    for c in (t, r):
-        assert not any(tok.startswith("[") for tok in myself_line(c)[8:])
-    t_id = node_id(t)
-    wait_until(lambda: owner_of(r, SLOT) == t_id and owner_of(t, SLOT) == t_id, 30,
-               "both masters agreeing on the slot's new owner")
-    assert r.execute_command("CLUSTER", "COUNTKEYSINSLOT", SLOT) == 0
-    got = {k: t.get(k) for k in values}
-    assert got == {k: v.encode() for k, v in values.items()}
+    fixed_into(tgt, rep, values)
 
