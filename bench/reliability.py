@@ -6,7 +6,7 @@ each on a cluster in network namespaces of its own (needs root: ip, nft).
     python bench/reliability.py --write-doc        # ... and the table into docs/RELIABILITY.md
     python bench/reliability.py --scenario short-cut --kind ours --mode proxy
 
-Each run takes 30 to 90 s; the matrix of 40 runs about 45 minutes. With ``--json FILE
+Each run takes 30 to 90 s; the matrix of 70 runs about 80 minutes. With ``--json FILE
 --resume`` the rows already in FILE are kept (only missing or failed runs are made again), so
 an interrupted matrix goes on where it stopped, and ``--resume`` with every row done only
 rewrites the table; ``--again SCENARIO`` runs that scenario's rows once more.
