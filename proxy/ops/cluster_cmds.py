@@ -22,12 +22,12 @@ from slotgate.proxy.ops.admin import (
     parse_info,
 )
 from slotgate.proxy.ops.metrics import parse_slots_json
+from slotgate.proxy.ops.open_slots import finish_open_slots
 from slotgate.proxy.ops.reshard import (
     ClusterView,
     MoveOptions,
     Progress,
     cover_uncovered_slots,
-    finish_open_slots,
     node_address,
     run_moves,
 )

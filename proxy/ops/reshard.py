@@ -10,8 +10,8 @@ One slot moves as redis-cli --cluster moves it:
      other master.
 
 Killed between 1 and 4, a slot stays open (MIGRATING on the source, IMPORTING on the target).
-``finish_open_slots`` (run first by reshard, rebalance and fix) finds such slots in every
-master's CLUSTER NODES and carries them to their target, so a re-run completes the work.
+``open_slots.finish_open_slots`` (run first by reshard, rebalance and fix) settles such
+slots, failovers of their source or target included, so a re-run completes the work.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class MoveOptions:
     rate_slots_per_s: float = 0.0  # 0: as fast as the nodes go
 
 
-def _migrate_keys(view: ClusterView, src: NodeLine, dst: NodeLine, slot: int,
+def migrate_keys(view: ClusterView, src: NodeLine, dst: NodeLine, slot: int,
                   opts: MoveOptions) -> int:
     sc = view.client(src)
     host, port = node_address(dst, view.entry[0])
@@ -191,74 +191,47 @@ def _migrate_keys(view: ClusterView, src: NodeLine, dst: NodeLine, slot: int,
 def move_slot(view: ClusterView, move: Move, opts: MoveOptions) -> int:
     """Carry one slot from ``move.source`` to ``move.target``; returns the keys moved."""
     src, dst = view.by_id(move.source), view.by_id(move.target)
+    _check_target(view, src, dst)
     view.client(dst).check("CLUSTER", "SETSLOT", move.slot, "IMPORTING", src.id)
     view.client(src).check("CLUSTER", "SETSLOT", move.slot, "MIGRATING", dst.id)
-    keys = _migrate_keys(view, src, dst, move.slot, opts)
-    _assign_everywhere(view, move.slot, dst, first=(dst, src))
+    keys = migrate_keys(view, src, dst, move.slot, opts)
+    assign_everywhere(view, move.slot, dst, first=(dst, src))
     return keys
 
 
-def _assign_everywhere(view: ClusterView, slot: int, owner: NodeLine,
+def _owned(tokens: Sequence[str]) -> list[str]:
+    return sorted(t for t in tokens if not t.startswith("["))
+
+
+def _check_target(view: ClusterView, src: NodeLine, dst: NodeLine) -> None:
+    """The target is the master the source knows, with the slots the source knows it has.
+    A target cut off and replaced by its replica comes back believing it is still the master
+    of its old slots until it hears otherwise: a slot given to it then (SETSLOT NODE bumps its
+    config epoch) would keep it a master beside the replica that replaced it."""
+    seen = next((ln for ln in cluster_nodes(view.client(src)) if ln.id == dst.id), None)
+    own = next((ln for ln in cluster_nodes(view.client(dst)) if "myself" in ln.flags), None)
+    if (seen is None or own is None or "master" not in own.flags or "master" not in seen.flags
+            or seen.flags & {"fail", "fail?"} or _owned(seen.slots) != _owned(own.slots)):
+        raise AdminError(f"{dst.addr} is not the master {src.addr} knows (failed over, or "
+                         "still settling after a failover): the move stops here; "
+                         "`slotgate cluster fix` finishes the open slot once it has settled")
+
+
+def assign_everywhere(view: ClusterView, slot: int, owner: NodeLine,
                        first: Sequence[NodeLine]) -> None:
     order = list(first) + [m for m in view.masters() if m not in first]
     for m in order:
-        reply = view.client(m).call("CLUSTER", "SETSLOT", slot, "NODE", owner.id)
+        try:
+            reply = view.client(m).call("CLUSTER", "SETSLOT", slot, "NODE", owner.id)
+        except AdminError:
+            if m in first:
+                raise
+            continue  # a master that does not answer (down) learns it by gossip later
         if isinstance(reply, hiredis.ReplyError) and m in first:
             if m is not owner and SETSLOT_ON_REPLICA in str(reply):
                 continue
             raise AdminError(f"{m.addr}: CLUSTER SETSLOT {slot} NODE: {reply}")
         # another master refusing (e.g. it still has a stale view) learns it by gossip
-
-
-def open_slots(view: ClusterView) -> dict[int, dict[str, set[str]]]:
-    """Open slots seen by every master: slot -> {"migrating": {node ids}, "importing": {...},
-    "targets": {ids the slot is migrating to / importing on}}."""
-    out: dict[int, dict[str, set[str]]] = {}
-    for m in view.masters():
-        for ln in cluster_nodes(view.client(m)):
-            if "myself" not in ln.flags:
-                continue
-            for tok in ln.slots:
-                found = OPEN_SLOT.match(tok)
-                if not found:
-                    continue
-                slot, arrow, peer = int(found[1]), found[2], found[3]
-                entry = out.setdefault(slot, {"migrating": set(), "importing": set(),
-                                              "targets": set()})
-                if arrow == ">":
-                    entry["migrating"].add(m.id)
-                    entry["targets"].add(peer)
-                else:
-                    entry["importing"].add(m.id)
-                    entry["targets"].add(m.id)
-    return out
-
-
-def finish_open_slots(view: ClusterView, opts: MoveOptions, say: Callable[[str], None]) -> int:
-    """Carry every slot left MIGRATING/IMPORTING to its target; returns how many."""
-    opened = open_slots(view)
-    owners = {s: m.id for m in view.masters() for s in parse_slot_tokens(m.slots)}
-    for slot, entry in sorted(opened.items()):
-        targets = sorted(entry["targets"])
-        if len(targets) != 1:
-            raise AdminError(f"slot {slot} is open towards several nodes ({targets}); "
-                             "fix it by hand with CLUSTER SETSLOT")
-        dst = view.by_id(targets[0])
-        sources = set(entry["migrating"])
-        if slot in owners:
-            sources.add(owners[slot])
-        sources.discard(dst.id)
-        say(f">>> Finishing open slot {slot}: to {dst.addr} from "
-            f"{', '.join(view.by_id(s).addr for s in sorted(sources)) or 'nobody'}")
-        view.client(dst).call("CLUSTER", "SETSLOT", slot, "IMPORTING",
-                              next(iter(sorted(sources)), dst.id))
-        for s in sorted(sources):
-            src = view.by_id(s)
-            view.client(src).call("CLUSTER", "SETSLOT", slot, "MIGRATING", dst.id)
-            _migrate_keys(view, src, dst, slot, MoveOptions(opts.pipeline, opts.timeout_ms,
-                                                            replace=True))
-        _assign_everywhere(view, slot, dst, first=[dst])
-    return len(opened)
 
 
 def run_moves(view: ClusterView, moves: Sequence[Move], opts: MoveOptions,
@@ -298,9 +271,9 @@ def cover_uncovered_slots(view: ClusterView, opts: MoveOptions, say: Callable[[s
                 src = view.by_id(other)
                 view.client(owner).call("CLUSTER", "SETSLOT", slot, "IMPORTING", src.id)
                 view.client(src).call("CLUSTER", "SETSLOT", slot, "MIGRATING", owner.id)
-                _migrate_keys(view, src, owner, slot, MoveOptions(opts.pipeline,
+                migrate_keys(view, src, owner, slot, MoveOptions(opts.pipeline,
                                                                   opts.timeout_ms, replace=True))
-        _assign_everywhere(view, slot, owner, first=[owner])
+        assign_everywhere(view, slot, owner, first=[owner])
     if uncovered:
         say(f">>> Covered {len(uncovered)} slots")
     return len(uncovered)

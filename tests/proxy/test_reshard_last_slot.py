@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from slotgate.protocol.slots import SLOT_COUNT
-from slotgate.proxy.ops.reshard import ClusterView, _assign_everywhere
+from slotgate.proxy.ops.reshard import ClusterView, assign_everywhere
 from tests.support import ManagedProcess, redis_server, slotgate_node, start_all, wait_until
 
 
@@ -46,7 +46,7 @@ def test_source_turned_replica_is_not_an_error(pair: list[ManagedProcess]) -> No
     # The target announces the slot; the source, left without slots, follows it as a replica.
     wait_until(lambda: s.info("replication")["role"] == "slave", 30, "the source a replica")
     try:
-        _assign_everywhere(view, 0, d_line, first=(d_line, s_line))
+        assign_everywhere(view, 0, d_line, first=(d_line, s_line))
     finally:
         view.close()
     assert d.execute_command("CLUSTER", "COUNTKEYSINSLOT", 0) == 0

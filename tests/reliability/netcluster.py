@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -35,9 +36,17 @@ KINDS = ("ours", "real")
 T = TypeVar("T")
 
 
+# Where the bundled nodes keep their bytecode. An installed package has it (pip compiles it),
+# but a source tree run with PYTHONDONTWRITEBYTECODE=1 has none: every start would compile the
+# whole node first (seconds under load), which is not what a node's restart costs.
+PYCACHE = Path(tempfile.gettempdir()) / "slotgate-netcluster-pycache"
+
+
 def node_argv(kind: str, address: str, workdir: Path, node_timeout_ms: int,
               extra: Sequence[str]) -> list[str]:
-    program = [REDIS_SERVER] if kind == "real" else [sys.executable, "-m", "slotgate.node"]
+    program = [REDIS_SERVER] if kind == "real" else [
+        "env", "-u", "PYTHONDONTWRITEBYTECODE", f"PYTHONPYCACHEPREFIX={PYCACHE}",
+        sys.executable, "-m", "slotgate.node"]
     return [*program, "--port", str(NODE_PORT), "--bind", address, "--dir", str(workdir),
             "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(node_timeout_ms),
