@@ -310,6 +310,16 @@ def _remark(marks: SparseMarks, start: int, npassed: int, walked: list[tuple[int
         mf[:j] = [0]
 
 
+def _op_span(b: int, nxt: int) -> tuple[int, int]:
+    """(registers covered, bytes taken) of the opcode whose first byte is ``b``; ``nxt`` is the
+    byte after it for an XZERO (0 when cut off at the end: Redis reads sds' terminating zero)."""
+    if not b & 0xC0:
+        return (b & 0x3F) + 1, 1
+    if b & 0x80:
+        return (b & 3) + 1, 1
+    return (((b & 0x3F) << 8) | nxt) + 1, 2
+
+
 def _walk_marked(rd: bytes, end: int, index: int, p: int,
                  first: int) -> tuple[int, int, int, int, int, list[tuple[int, int]]]:
     """sparse_set's step 1 from a mark, reading ``rd`` (the value's bytes as they are: typed
@@ -322,15 +332,7 @@ def _walk_marked(rd: bytes, end: int, index: int, p: int,
     walked: list[tuple[int, int]] = []
     while p < end:
         b = rd[p]
-        if not b & 0xC0:
-            span = (b & 0x3F) + 1
-            oplen = 1
-        elif b & 0x80:
-            span = (b & 3) + 1
-            oplen = 1
-        else:  # XZERO (its second byte cut off at the end reads sds' terminating zero)
-            span = (((b & 0x3F) << 8) | (rd[p + 1] if p + 1 < end else 0)) + 1
-            oplen = 2
+        span, oplen = _op_span(b, rd[p + 1] if b & 0xC0 == 0x40 and p + 1 < end else 0)
         if index <= first + span - 1:
             break
         if npassed and npassed % MARK_EVERY == 0:
@@ -376,15 +378,7 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
         prev = -1
         while p < end:
             b = buf[p]
-            if not b & 0xC0:
-                span = (b & 0x3F) + 1
-                oplen = 1
-            elif b & 0x80:
-                span = (b & 3) + 1
-                oplen = 1
-            else:
-                span = _xzero_len(buf, p, end)
-                oplen = 2
+            span, oplen = _op_span(b, buf[p + 1] if b & 0xC0 == 0x40 and p + 1 < end else 0)
             if index <= first + span - 1:
                 break
             if hint is not None:
