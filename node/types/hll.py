@@ -23,26 +23,27 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from struct import unpack_from
+from typing import Final
 
 from mypy_extensions import i64
 
-HDR_SIZE = 16
-P = 14
-Q = 64 - P  # hash bits left for the run of zeroes
-REGISTERS = 1 << P  # 16384
-DENSE_SIZE = HDR_SIZE + REGISTERS * 6 // 8  # 12304 bytes
-DENSE = 0
-SPARSE = 1
-SPARSE_VAL_MAX = 32
-ZERO_MAX_LEN = 64
+HDR_SIZE: Final = 16
+P: Final = 14
+Q: Final = 64 - P  # hash bits left for the run of zeroes
+REGISTERS: Final = 1 << P  # 16384
+DENSE_SIZE: Final = HDR_SIZE + REGISTERS * 6 // 8  # 12304 bytes
+DENSE: Final = 0
+SPARSE: Final = 1
+SPARSE_VAL_MAX: Final = 32
+ZERO_MAX_LEN: Final = 64
 
-_MASK64 = (1 << 64) - 1
-_MURMUR_M = 0xC6A4A7935BD1E995
-_SEED = 0xADC83B19
-_ALPHA_INF = 0.721347520444481703680  # 0.5 / ln(2)
+_MASK64: Final = (1 << 64) - 1
+_MURMUR_M: Final = 0xC6A4A7935BD1E995
+_SEED: Final = 0xADC83B19
+_ALPHA_INF: Final = 0.721347520444481703680  # 0.5 / ln(2)
 
 # An empty sparse HLL: header, one XZERO:16384 (createHLLObject).
-EMPTY_SPARSE = b"HYLL\x01\x00\x00\x00" + bytes(8) + b"\x7f\xff"
+EMPTY_SPARSE: Final = b"HYLL\x01\x00\x00\x00" + bytes(8) + b"\x7f\xff"
 
 
 def murmur64a(data: bytes) -> int:
@@ -64,8 +65,8 @@ def murmur64a(data: bytes) -> int:
 
 
 # (SEED ^ len * M) mod 2**64 for every element length below 64: the hash's first step
-_H0 = [(_SEED ^ (n * _MURMUR_M)) & _MASK64 for n in range(64)]
-_ONE_Q = 1 << Q
+_H0: Final = [(_SEED ^ (n * _MURMUR_M)) & _MASK64 for n in range(64)]
+_ONE_Q: Final = 1 << Q
 
 
 def _wraps(x: i64) -> bool:
@@ -75,9 +76,9 @@ def _wraps(x: i64) -> bool:
     return y == 0
 
 
-_NATIVE_I64 = _wraps(1 << 62)
-_M_I64: i64 = -4132994306676758123  # _MURMUR_M as a signed 64-bit value
-_LOW17: i64 = (1 << 17) - 1  # what is left of a logical shift right by 47
+_NATIVE_I64: Final = _wraps(1 << 62)
+_M_I64: Final[i64] = -4132994306676758123  # _MURMUR_M as a signed 64-bit value
+_LOW17: Final[i64] = (1 << 17) - 1  # what is left of a logical shift right by 47
 
 
 def _pat_len_i64(ele: bytes) -> tuple[int, int]:
@@ -276,37 +277,76 @@ class SparseMarks:
         self.first = [0]
 
 
-MARK_EVERY = 16
+MARK_EVERY: Final = 32
 
 
-def _remark(marks: SparseMarks, start: int, passed: list[tuple[int, int]], prev: int,
-            changed_at: int, delta: int, stable_after: int) -> None:
-    """After a set that walked ``passed`` (from mark ``start``): marks up to ``prev`` stay
-    (nothing before it moves), ``passed`` adds one every MARK_EVERY opcodes, and the marks at or
-    after ``changed_at`` (old position) move by ``delta`` bytes, but only those that land beyond
-    ``stable_after`` (the merge scan may have rewritten the opcodes up to there)."""
+def _remark(marks: SparseMarks, start: int, npassed: int, walked: list[tuple[int, int]],
+            prev: int, changed_at: int, delta: int, stable_after: int) -> None:
+    """After a set that walked past ``npassed`` opcodes from mark ``start`` (``walked``: every
+    MARK_EVERY-th of them): marks up to ``prev`` stay (nothing before it moves), a long walk
+    adds its ``walked`` in place of the marks it passed, and the marks at or after
+    ``changed_at`` (old position) move by ``delta`` bytes, but only those that land beyond
+    ``stable_after`` (the merge scan may have rewritten the opcodes up to there). The lists
+    are changed in place."""
     mp, mf = marks.pos, marks.first
     head = bisect_right(mp, prev)  # the marks at or before `prev`
-    if len(passed) > 2 * MARK_EVERY:  # a long walk: its opcodes replace the marks it passed
-        walked = passed[MARK_EVERY::MARK_EVERY]
-        new_pos = mp[: start + 1] + [q for q, _ in walked]
-        new_first = mf[: start + 1] + [f for _, f in walked]
-    else:
-        new_pos, new_first = mp[:head] or [HDR_SIZE], mf[:head] or [0]
     if changed_at < 0:  # nothing changed: the marks after `prev` stay as they were
         j = head
     else:
         j = bisect_left(mp, changed_at)
         while j < len(mp) and mp[j] + delta <= stable_after:
             j += 1
-    new_pos += [q + delta for q in mp[j:]] if delta else mp[j:]
-    new_first += mf[j:]
-    marks.pos, marks.first = new_pos, new_first
+    if delta:
+        for k in range(j, len(mp)):
+            mp[k] += delta
+    if npassed > 2 * MARK_EVERY:  # a long walk: its opcodes replace the marks it passed
+        mp[start + 1 : j] = [q for q, _ in walked]
+        mf[start + 1 : j] = [f for _, f in walked]
+    elif head:
+        del mp[head:j]
+        del mf[head:j]
+    else:
+        mp[:j] = [HDR_SIZE]
+        mf[:j] = [0]
+
+
+def _op_span(b: int, nxt: int) -> tuple[int, int]:
+    """(registers covered, bytes taken) of the opcode whose first byte is ``b``; ``nxt`` is the
+    byte after it for an XZERO (0 when cut off at the end: Redis reads sds' terminating zero)."""
+    if not b & 0xC0:
+        return (b & 0x3F) + 1, 1
+    if b & 0x80:
+        return (b & 3) + 1, 1
+    return (((b & 0x3F) << 8) | nxt) + 1, 2
+
+
+def _walk_marked(rd: bytes, end: int, index: int, p: int,
+                 first: int) -> tuple[int, int, int, int, int, list[tuple[int, int]]]:
+    """sparse_set's step 1 from a mark, reading ``rd`` (the value's bytes as they are: typed
+    ``bytes``, one C read each when compiled): (position and first register of the opcode
+    covering ``index``, its span, the previous opcode's position or -1, the number of opcodes
+    passed, every MARK_EVERY-th of those passed as (position, first register))."""
+    span = 0
+    prev = -1
+    npassed = 0
+    walked: list[tuple[int, int]] = []
+    while p < end:
+        b = rd[p]
+        span, oplen = _op_span(b, rd[p + 1] if b & 0xC0 == 0x40 and p + 1 < end else 0)
+        if index <= first + span - 1:
+            break
+        if npassed and npassed % MARK_EVERY == 0:
+            walked.append((p, first))
+        npassed += 1
+        prev = p
+        p += oplen
+        first += span
+    return p, first, span, prev, npassed, walked
 
 
 def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
                hint: list[tuple[int, int]] | None = None,
-               marks: SparseMarks | None = None) -> int:
+               marks: SparseMarks | None = None, view: bytes | None = None) -> int:
     """hllSparseSet: register ``index`` := ``count`` if greater. 1 updated, 0 not, -1 corrupted.
     May promote ``buf`` to dense in place (a value over 32, or a size over ``max_bytes``).
 
@@ -315,7 +355,8 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
     ``prev``); the next walk resumes at the last of them instead of at the start, and still
     sees the same ``prev`` a walk from the start would.
 
-    ``marks`` (PFADD): SparseMarks of ``buf``, kept true here (stale once ``buf`` is dense)."""
+    ``marks`` (PFADD): SparseMarks of ``buf``, kept true here (stale once ``buf`` is dense);
+    the walk then reads ``view``, bytes equal to ``buf`` (made here when not given)."""
     if count > SPARSE_VAL_MAX:
         return _promote(buf, index, count)
     end = old_end = len(buf)
@@ -323,40 +364,32 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
     # Step 1: the opcode covering `index` (the hot loop: most frequent opcode first); with a
     # hint, from the last opcode it kept, recording the ones passed; with marks, from the mark
     # before the last one at or below `index` (so the walk itself finds `prev`)
-    start = 0
+    start = npassed = 0
+    walked: list[tuple[int, int]] = []
     if marks is not None:
         start = bisect_right(marks.first, index) - 1
         if start:
             start -= 1
-        p, first = marks.pos[start], marks.first[start]
-        hint = []
+        p, first, span, prev, npassed, walked = _walk_marked(
+            view if view is not None else bytes(buf), end, index, marks.pos[start],
+            marks.first[start])
     else:
         p, first = hint.pop() if hint else (HDR_SIZE, 0)
-    prev = -1
-    while p < end:
-        b = buf[p]
-        if not b & 0xC0:
-            span = (b & 0x3F) + 1
-            oplen = 1
-        elif b & 0x80:
-            span = (b & 3) + 1
-            oplen = 1
-        else:
-            span = _xzero_len(buf, p, end)
-            oplen = 2
-        if index <= first + span - 1:
-            break
+        prev = -1
+        while p < end:
+            b = buf[p]
+            span, oplen = _op_span(b, buf[p + 1] if b & 0xC0 == 0x40 and p + 1 < end else 0)
+            if index <= first + span - 1:
+                break
+            if hint is not None:
+                hint.append((p, first))
+            prev = p
+            p += oplen
+            first += span
         if hint is not None:
-            hint.append((p, first))
-        prev = p
-        p += oplen
-        first += span
-    if marks is not None:
-        prev = hint[-1][0] if hint else -1
-    elif hint is not None:
-        prev = hint[-1][0] if hint else -1
-        if hint:
-            hint.pop()  # `prev` may change below; the opcodes before it do not
+            prev = hint[-1][0] if hint else -1
+            if hint:
+                hint.pop()  # `prev` may change below; the opcodes before it do not
     if span == 0 or p >= end:
         return -1
     cover = p
@@ -367,7 +400,7 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
         runlen = (b & 3) + 1
         if ((b >> 2) & 0x1F) + 1 >= count:  # case A: already as high
             if marks is not None:
-                _remark(marks, start, hint or [], prev, -1, 0, 0)
+                _remark(marks, start, npassed, walked, prev, -1, 0, 0)
             return 0
     elif is_xzero:
         runlen = span
@@ -419,7 +452,8 @@ def sparse_set(buf: bytearray, index: int, count: int, max_bytes: int,
                     continue
         p += 1
     if marks is not None:
-        _remark(marks, start, hint or [], prev, cover + (2 if is_xzero else 1), end - old_end, p + 1)
+        _remark(marks, start, npassed, walked, prev, cover + (2 if is_xzero else 1),
+                end - old_end, p + 1)
     buf[15] |= 0x80
     return 1
 
@@ -451,10 +485,11 @@ def add(buf: bytearray, ele: bytes, max_bytes: int) -> int:
 
 
 def add_many(buf: bytearray, elements: list[bytes], max_bytes: int,
-             marks: SparseMarks | None = None) -> int:
+             marks: SparseMarks | None = None, view: bytes | None = None) -> int:
     """PFADD's loop: hllAdd for each element in order; the number of registers that grew, or
     -1 at the first corrupted sparse form (what was changed before it stays changed).
-    ``marks``: see sparse_set.
+    ``marks``: see sparse_set; ``view``: bytes equal to ``buf`` as it is given (the value it
+    was copied from), for the first walk.
 
     The dense register update is inlined, with 16-bit reads of the two bytes a register may
     span (the last register lies in one byte: fb == 2)."""
@@ -478,50 +513,55 @@ def add_many(buf: bytearray, elements: list[bytes], max_bytes: int,
                     buf[pos + 1] = two >> 8
                     updated += 1
         else:
-            r = sparse_set(buf, index, count, max_bytes, None, marks)
+            r = sparse_set(buf, index, count, max_bytes, None, marks, view)
             if r < 0:
                 return -1
+            if r:
+                view = None  # no longer what `buf` holds
             updated += r
     return updated
 
 
-def dense_add(v: bytes, elements: list[bytes]) -> tuple[bytes, int]:
+def dense_add(v: bytes, elements: list[bytes],
+              mirror: bytearray | None = None) -> tuple[bytes, int, bytearray | None]:
     """PFADD's loop on a dense value that is only read: (the value with the registers grown
-    and its cached cardinality invalidated, the number that grew), or (``v`` itself, 0) when
-    none grew, without a copy of the 12 KB string."""
+    and its cached cardinality invalidated, the number that grew, the bytearray that now holds
+    exactly the new value's bytes), or (``v`` itself, 0, ``mirror``) when none grew.
+
+    ``mirror``, when given, holds exactly ``v``'s bytes: it is changed in place and the new
+    value copied out of it, one copy of the 12 KB string instead of two (without it, the first
+    register that grows copies ``v`` into a new bytearray). Registers are read from ``v``
+    (typed ``bytes``: one C read each when compiled) until one grows, then from the copy."""
     buf: bytearray | None = None
-    cur_buf: bytes | bytearray = v
     updated = 0
     for ele in elements:
         index, count = pat_len(ele)
         bit = index * 6
         pos = HDR_SIZE + (bit >> 3)
         fb = bit & 7
-        if fb <= 2:  # the register lies in one byte (the last one does: fb == 2)
-            if count <= (cur_buf[pos] >> fb) & 63:
-                continue
-            if buf is None:
-                cur_buf = buf = bytearray(v)
-            b = buf[pos]
-            buf[pos] = (b & ~(63 << fb) & 0xFF) | (count << fb)
-        else:
-            two = cur_buf[pos] | cur_buf[pos + 1] << 8
+        if buf is None:
+            two = v[pos] | v[pos + 1] << 8 if fb > 2 else v[pos]
             if count <= (two >> fb) & 63:
                 continue
-            if buf is None:
-                cur_buf = buf = bytearray(v)
-            two = (two & ~(63 << fb)) | (count << fb)
-            buf[pos] = two & 0xFF
+            buf = mirror if mirror is not None else bytearray(v)
+        else:
+            two = buf[pos] | buf[pos + 1] << 8 if fb > 2 else buf[pos]
+            if count <= (two >> fb) & 63:
+                continue
+        # the register lies in one byte when fb <= 2 (the last one does: fb == 2)
+        two = (two & ~(63 << fb)) | (count << fb)
+        buf[pos] = two & 0xFF
+        if fb > 2:
             buf[pos + 1] = two >> 8
         updated += 1
     if buf is None:
-        return v, 0
+        return v, 0, mirror
     buf[15] |= 0x80  # HLL_INVALIDATE_CACHE
-    return bytes(buf), updated
+    return bytes(buf), updated, buf
 
 
 # -- merging and counting ---------------------------------------------------------------------
-_HIGH_BITS = int.from_bytes(b"\x80" * REGISTERS, "little")
+_HIGH_BITS: Final = int.from_bytes(b"\x80" * REGISTERS, "little")
 
 
 def raw_max(a: int, b: int) -> int:
@@ -574,7 +614,7 @@ def _tau(x: float) -> float:
             return z / 3
 
 
-_TWO_63 = float(1 << 63)
+_TWO_63: Final = float(1 << 63)
 
 
 def estimate(hist: list[int]) -> int:

@@ -9,7 +9,9 @@ with a stale cache writes the new cache back, counts one change and so replicate
 (without an event); PFDEBUG GETREG/TODENSE replicate a sparse -> dense conversion. Every
 command that unshares the string (all but PFCOUNT of several keys) leaves it "raw" for OBJECT
 ENCODING, as dbUnshareStringValue does. PFADD on a sparse value walks from SparseMarks it kept
-for that very value object (``_MARKS``), not from the header; the bytes are the same.
+for that very value object (``_MARKS``), not from the header; PFADD on a dense value changes a
+bytearray it kept holding that value's bytes (``_MIRRORS``) and copies the new value out of it.
+The bytes are the same.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import OK, ONE, ZERO
@@ -29,6 +31,7 @@ from slotgate.protocol.resp import bulk, integer
 if TYPE_CHECKING:
     from slotgate.node.core.client import Client
 
+T = TypeVar("T")
 _NO_KEY = "ERR The specified key does not exist"
 _NOT_SPARSE = "ERR HLL encoding is not sparse"
 _UNKNOWN_SUB = "ERR Unknown PFDEBUG subcommand '%s'"
@@ -48,22 +51,26 @@ def _max_bytes(c: Client) -> int:
     return int(c.server.config.values["hll-sparse-max-bytes"])
 
 
-# The SparseMarks of the sparse values PFADD stored last, by the value's id; the entry holds
-# the value itself, so an id can't be reused while it is here and `is` proves the marks
-# describe the value a key holds now. A few entries: one per hot key is what pays.
-_MARKS: dict[int, tuple[bytes, hll.SparseMarks]] = {}
-_MARKS_MAX = 16
+# What PFADD keeps for the values it stored last, by the value's id: for a sparse value its
+# SparseMarks (``_MARKS``), for a dense one a bytearray holding exactly its bytes (``_MIRRORS``:
+# the next PFADD changes it in place and copies the new value out of it once). An entry holds
+# the value itself, so an id can't be reused while it is here and `is` proves the entry
+# describes the value a key holds now. A few entries: one per hot key is what pays.
+_MARKS: Final[dict[int, tuple[bytes, hll.SparseMarks]]] = {}
+_MIRRORS: Final[dict[int, tuple[bytes, bytearray]]] = {}
+_KEPT_MAX: Final = 16
 
 
-def _marks_of(v: bytes) -> hll.SparseMarks:
-    entry = _MARKS.pop(id(v), None)
-    return entry[1] if entry is not None and entry[0] is v else hll.SparseMarks()
+def _kept(cache: dict[int, tuple[bytes, T]], v: bytes) -> T | None:
+    """What ``cache`` kept for ``v`` (taken out: whoever changes ``v`` keeps it again)."""
+    entry = cache.pop(id(v), None)
+    return entry[1] if entry is not None and entry[0] is v else None
 
 
-def _keep_marks(v: bytes, marks: hll.SparseMarks) -> None:
-    if len(_MARKS) >= _MARKS_MAX:
-        del _MARKS[next(iter(_MARKS))]
-    _MARKS[id(v)] = (v, marks)
+def _keep(cache: dict[int, tuple[bytes, T]], v: bytes, x: T) -> None:
+    if len(cache) >= _KEPT_MAX:
+        del cache[next(iter(cache))]
+    cache[id(v)] = (v, x)
 
 
 @command("pfadd")
@@ -73,7 +80,9 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
     old = db.lookup(key)
     if (type(old) is bytes and len(old) == hll.DENSE_SIZE and old[4] == hll.DENSE
             and old[:4] == b"HYLL"):  # a valid dense HLL: read, copied only when it grows
-        grown, updated = hll.dense_add(old, argv[2:])
+        grown, updated, mirror = hll.dense_add(old, argv[2:], _kept(_MIRRORS, old))
+        if mirror is not None:
+            _keep(_MIRRORS, grown, mirror)
         if updated:
             db.set(key, grown, keep_ttl=True)
             db.notify(NOTIFY_STRING, b"pfadd", key)
@@ -88,8 +97,9 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
         updated = 0
     marks = None
     if buf[4] == hll.SPARSE:
-        marks = hll.SparseMarks() if old is None else _marks_of(old)
-    r = hll.add_many(buf, argv[2:], _max_bytes(c) if marks is not None else 0, marks)
+        marks = (None if old is None else _kept(_MARKS, old)) or hll.SparseMarks()
+    r = hll.add_many(buf, argv[2:], _max_bytes(c) if marks is not None else 0, marks,
+                     hll.EMPTY_SPARSE if old is None else old)
     if r < 0:
         if old is not None and buf != old:
             # Redis has changed the string in place before it met the corruption: the
@@ -106,7 +116,7 @@ def pfadd(c: Client, argv: list[bytes]) -> bytes:
         db.notify(NOTIFY_STRING, b"pfadd", key)
         c.ks.dirty += updated
     if marks is not None and stored is not None and buf[4] == hll.SPARSE:
-        _keep_marks(stored, marks)
+        _keep(_MARKS, stored, marks)
     db.mark_raw(key)
     return ONE if updated else ZERO
 

@@ -19,21 +19,22 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Sequence
+from typing import Final
 
-from mypy_extensions import mypyc_attr
+from mypy_extensions import i64, mypyc_attr
 
-from slotgate.node.persistence.rdb_blobs import lp_entry
+from slotgate.node.persistence.rdb_blobs import strict_int
 
 StreamID = tuple[int, int]
 # An entry's fields and values, stored as a tuple: a tuple of bytes leaves the garbage
 # collector's lists at its first collection (a list would stay, and every full collection
 # would walk every entry of every stream: half of XADD's time on a long stream).
 Fields = tuple[bytes, ...]
-U64 = (1 << 64) - 1
-MIN_ID: StreamID = (0, 0)
-MAX_ID: StreamID = (U64, U64)
-INVALID_READ = -1  # SCG_INVALID_ENTRIES_READ
-LISTPACK_MAX_BYTES = 1 << 30  # STREAM_LISTPACK_MAX_SIZE
+U64: Final = (1 << 64) - 1
+MIN_ID: Final[StreamID] = (0, 0)
+MAX_ID: Final[StreamID] = (U64, U64)
+INVALID_READ: Final = -1  # SCG_INVALID_ENTRIES_READ
+LISTPACK_MAX_BYTES: Final = 1 << 30  # STREAM_LISTPACK_MAX_SIZE
 
 
 FLAG_DELETED = 1
@@ -64,6 +65,7 @@ def decr_id(i: StreamID) -> StreamID | None:
 
 
 def _lp_int_size(n: int) -> int:
+    """Bytes an integer element takes in a listpack (encoding, data, back-length)."""
     if 0 <= n <= 127:
         return 2
     if -4096 <= n <= 4095:
@@ -77,19 +79,36 @@ def _lp_int_size(n: int) -> int:
     return 10
 
 
-_INT_FIRST = frozenset(b"-0123456789")
-
-
 def lp_size(s: bytes) -> int:
-    """Bytes one string element takes in a listpack (encoding, data, back-length)."""
-    n = len(s)
-    if n <= 20:
-        if s and s[0] in _INT_FIRST:  # may be stored as an integer
-            return len(lp_entry(s))
+    """Bytes one string element takes in a listpack (encoding, data, back-length): an integer
+    encoding when ``s`` spells an int64 canonically (lpStringToInt64), else a string one.
+    Up to 18 characters the digits are read here (no int64 overflows there); longer ones that
+    may be integers go through ``strict_int``."""
+    n: i64 = len(s)
+    if n <= 20 and n:
+        c0: i64 = s[0]
+        if c0 == 45 or 48 <= c0 <= 57:  # "-" or a digit: may be stored as an integer
+            if n > 18:
+                v = strict_int(s)
+                return n + 2 if v is None else _lp_int_size(v)
+            neg = c0 == 45
+            i: i64 = 1 if neg else 0
+            if i == n or s[i] == 48 and (neg or n > 1):  # "-", "0..." or "-0...": a string
+                return n + 2
+            x: i64 = 0
+            while i < n:
+                d: i64 = s[i] - 48
+                if d < 0 or d > 9:
+                    return n + 2
+                x = x * 10 + d
+                i += 1
+            return _lp_int_size(int(-x if neg else x))
         return n + 2
+    if n <= 20:
+        return 2  # the empty string: its encoding byte and back-length
     enc = n + (1 if n < 64 else 2 if n < 4096 else 5)
-    return enc + (1 if enc <= 127 else 2 if enc < 16383 else 3 if enc < 2097151
-                  else 4 if enc < 268435455 else 5)
+    return int(enc + (1 if enc <= 127 else 2 if enc < 16383 else 3 if enc < 2097151
+                      else 4 if enc < 268435455 else 5))
 
 
 class Node:
@@ -112,17 +131,29 @@ class Node:
         return self.body + _lp_int_size(self.live) + _lp_int_size(self.ndel)
 
     def same_fields(self, items: Fields) -> bool:
-        return len(items) == 2 * len(self.mfields) and items[0::2] == self.mfields
+        mfields = self.mfields
+        nf = len(mfields)
+        if len(items) != 2 * nf:
+            return False
+        for j in range(nf):
+            if items[2 * j] != mfields[j]:
+                return False
+        return True
 
-    def append(self, sid: StreamID, fields: Sequence[bytes]) -> None:
-        items = tuple(fields)
+    def append(self, sid: StreamID, items: Fields) -> None:
+        """Add an entry (``items``: its fields and values, flat) and its listpack bytes."""
         n = len(items) // 2
-        size = 2 + _lp_int_size(sid[0] - self.master[0]) + _lp_int_size(sid[1] - self.master[1])
+        ms, seq = sid
+        mms, mseq = self.master
+        size = 2 + _lp_int_size(ms - mms) + _lp_int_size(seq - mseq)
         if self.same_fields(items):
-            size += sum(map(lp_size, items[1::2]))
+            for j in range(n):
+                size += lp_size(items[2 * j + 1])
             size += _lp_int_size(n + 3)
         else:
-            size += _lp_int_size(n) + sum(map(lp_size, items)) + _lp_int_size(2 * n + 4)
+            for item in items:
+                size += lp_size(item)
+            size += _lp_int_size(n) + _lp_int_size(2 * n + 4)
         self.body += size
         self.ids.append(sid)
         self.items.append(items)
@@ -242,21 +273,23 @@ class Stream:
         return self.length
 
     # -- adding ----------------------------------------------------------------------------
-    def append(self, sid: StreamID, items: Sequence[bytes], max_entries: int,
-               max_bytes: int) -> None:
+    def append(self, sid: StreamID, items: Fields, max_entries: int, max_bytes: int,
+               raw_len: int) -> None:
         """streamAppendItem after the id checks: to the last node or a new one
-        (``stream-node-max-entries`` / ``-bytes`` decide when a node is full)."""
-        node = self.nodes[-1] if self.nodes else None
-        if node is not None:
+        (``stream-node-max-entries`` / ``-bytes`` decide when a node is full; ``raw_len`` is
+        the sum of the lengths of ``items``)."""
+        nodes = self.nodes
+        if nodes:
+            node = nodes[-1]
             if max_bytes == 0 or max_bytes > LISTPACK_MAX_BYTES:
                 max_bytes = LISTPACK_MAX_BYTES
-            if node.nbytes() + sum(map(len, items)) >= max_bytes:
-                node = None
-            elif max_entries and node.live + node.ndel >= max_entries:
-                node = None
-        if node is None:
+            if (node.nbytes() + raw_len >= max_bytes
+                    or (max_entries and node.live + node.ndel >= max_entries)):
+                node = Node(sid, items[0::2])
+                nodes.append(node)
+        else:
             node = Node(sid, items[0::2])
-            self.nodes.append(node)
+            nodes.append(node)
         node.append(sid, items)
         self.length += 1
         self.entries_added += 1

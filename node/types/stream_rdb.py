@@ -172,7 +172,7 @@ def _node_from(master: StreamID, blob: bytes) -> Node:
         i += 1
         if node.ids and sid <= node.ids[-1]:
             raise _bad()
-        node.append(sid, items)
+        node.append(sid, tuple(items))
         if flags & FLAG_DELETED:
             node.dead[-1] = True
             seen_dead += 1

@@ -7,7 +7,7 @@ in xgroups.py, XREAD/XREADGROUP in xread.py, XINFO in xinfo.py.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_ARRAY, OK, ZERO
@@ -267,17 +267,8 @@ def _trim(c: Client, s: Stream, a: TrimArgs, argv: list[bytes], key: bytes) -> i
     return deleted
 
 
-def next_id(last: StreamID) -> StreamID:
-    """streamNextID: now in ms, or one past the last id when the clock is behind."""
-    ms = ms_now()
-    if ms > last[0]:
-        return ms, 0
-    n = incr_id(last)
-    return n if n is not None else MAX_ID
-
-
 # XADD key * ...: no option, an id to generate (parse_trim_args' answer; never changed)
-_PLAIN_XADD = TrimArgs()
+_PLAIN_XADD: Final = TrimArgs()
 
 
 @command("xadd")
@@ -286,51 +277,70 @@ def xadd(c: Client, argv: list[bytes]) -> bytes:
         a, idpos = _PLAIN_XADD, 2
     else:
         a, idpos = parse_trim_args(c, argv, True)
-    nfields = len(argv) - idpos - 1
+    n = len(argv)
+    nfields = n - idpos - 1
     if nfields < 2 or nfields % 2:
         raise CommandError(wrong_args("xadd"))
     if a.id_given and a.seq_given and a.id == MIN_ID:
         raise CommandError(ID_ZERO)
     db = c.db
     key = argv[1]
-    s = get_stream(db, key)
+    v = db.lookup(key)
     created = False
-    if s is None:
+    if v is None:
         if a.nomkstream:
             return c.null_bulk
         s = Stream()
         created = True
-    if s.last_id == MAX_ID:
-        raise CommandError(EXHAUSTED)
-    if not a.id_given:
-        sid = next_id(s.last_id)
-    elif a.seq_given:
-        sid = a.id
-    elif s.last_id[0] == a.id[0]:
-        if s.last_id[1] == U64:
-            raise CommandError(ID_TOO_SMALL)
-        sid = (a.id[0], s.last_id[1] + 1)
+    elif type(v) is Stream:
+        s = v
     else:
-        sid = a.id
-    if sid <= s.last_id:
-        raise CommandError(ID_TOO_SMALL)
-    items = argv[idpos + 1:]
-    if sum(map(len, items)) > (1 << 30):
+        raise CommandError(WRONGTYPE)
+    last_ms, last_seq = s.last_id
+    if last_ms == U64 and last_seq == U64:
+        raise CommandError(EXHAUSTED)
+    if not a.id_given:  # streamNextID: now in ms, or one past the last id
+        ms = ms_now()
+        if ms > last_ms:
+            seq = 0
+        elif last_seq != U64:
+            ms, seq = last_ms, last_seq + 1
+        else:
+            ms, seq = last_ms + 1, 0
+    else:
+        ms, seq = a.id
+        if not a.seq_given:
+            if ms == last_ms:
+                if last_seq == U64:
+                    raise CommandError(ID_TOO_SMALL)
+                seq = last_seq + 1
+        if ms < last_ms or ms == last_ms and seq <= last_seq:
+            raise CommandError(ID_TOO_SMALL)
+    items = tuple(argv[idpos + 1:])
+    raw_len = 0
+    for item in items:
+        raw_len += len(item)
+    if raw_len > (1 << 30):
         raise CommandError(TOO_LARGE)
     if created:
         db.set(key, s)
-    max_entries, max_bytes = node_limits(c)
-    s.append(sid, items, max_entries, max_bytes)
+        max_entries = max_bytes = 0  # a new stream: its first node, whatever the limits
+    else:
+        max_entries, max_bytes = node_limits(c)
+    sid = (ms, seq)
+    s.append(sid, items, max_entries, max_bytes, raw_len)
     db.modified(key)
     db.notify(NOTIFY_STREAM, b"xadd", key)
     c.ks.dirty += 1
-    p_argv = list(argv)
-    if a.maxlen is not None or a.minid is not None:
-        _trim(c, s, a, p_argv, key)
-    t = b"%d-%d" % sid
-    if not a.id_given or not a.seq_given:
-        p_argv[idpos] = t
-    c.propagate_as = [p_argv]
+    t = b"%d-%d" % (ms, seq)
+    trimming = a.maxlen is not None or a.minid is not None
+    if trimming or c.ks.propagate_hooks:  # only call() reads what propagates, with hooks
+        p_argv = list(argv)
+        if trimming:
+            _trim(c, s, a, p_argv, key)
+        if not a.id_given or not a.seq_given:
+            p_argv[idpos] = t
+        c.propagate_as = [p_argv]
     db.signal_ready(key)
     return b"$%d\r\n%s\r\n" % (len(t), t)
 

@@ -32,6 +32,9 @@ SCRIPT = [
     *[["XADD", "t", "MAXLEN", "~", "150", f"{i}-0", "f", "v"] for i in range(1, 260)],
     ["XTRIM", "t", "MINID", "~", "120"], ["XSETID", "t", "999-0", "ENTRIESADDED", "5000"],
     ["XGROUP", "CREATE", "t", "tg", "0", "ENTRIESREAD", "3"], ["XGROUP", "SETID", "t", "tg", "200"],
+    # ids the server completes: propagated as the ids it made
+    ["XADD", "u", "5-*", "f", "1"], ["XADD", "u", "5-*", "f", "2"],
+    ["XADD", "u", "MAXLEN", "~", "1", "6-*", "f", "3"],
 ]
 
 
@@ -115,3 +118,7 @@ def test_replica_holds_the_same_groups_and_pels(tmp_path: Path) -> None:
                                    for k in ("s", "t")), what="replica equal to its master")
             s_master = _full(master.port, "s")
             assert b"1-1" in s_master and b"c4" in s_master
+            # an id the master makes (its clock) is the one the replica stores
+            made = master.client().xadd("v", {"f": "1"})
+            wait_until(lambda: replica.client().xrange("v") == [(made, {b"f": b"1"})],
+                       what="the generated id on the replica")

@@ -56,20 +56,25 @@ def test_pat_len_hashes_as_murmur64a() -> None:
 def test_dense_add_equals_add_and_copies_only_when_a_register_grows() -> None:
     rng = random.Random(7)
     value = b"HYLL\x00" + bytes(hll.DENSE_SIZE - 5)  # an empty dense HLL, cache valid
-    for _ in range(3000):
+    mirror: bytearray | None = None
+    for i in range(3000):
         # lengths 0..99: every tail length, short and long elements
         elems = [rng.randbytes(rng.randrange(100)) for _ in range(rng.randrange(1, 5))]
         want = bytearray(value)
         grown = sum(hll.add(want, e, 3000) for e in elems)
         if grown:
             want[15] |= 0x80
-        got, got_grown = hll.dense_add(value, elems)
+        # half the time with the mirror the last call left (PFADD's), half without
+        given = mirror if i % 2 else None
+        got, got_grown, mirror = hll.dense_add(value, elems, given)
         assert (got, got_grown) == (bytes(want), grown)
         if not grown:
-            assert got is value
+            assert got is value and mirror is given
+        else:
+            assert mirror == got and (given is None or mirror is given)
         value = got
     value = hll.dense_add(value, [b"x"])[0]
-    assert hll.dense_add(value, [b"x"]) == (value, 0)  # an element met again: no copy
+    assert hll.dense_add(value, [b"x"]) == (value, 0, None)  # an element met again: no copy
     assert hll.dense_add(value, [b"x"])[0] is value
 
 
@@ -129,7 +134,7 @@ def test_the_walk_marks_change_nothing_and_stay_true() -> None:
         while marked[4] == hll.SPARSE:
             elems = [rng.randbytes(rng.randrange(1, 12)) for _ in range(rng.choice([1, 1, 4]))]
             assert hll.add_many(plain, elems, max_bytes) == hll.add_many(
-                marked, elems, max_bytes, marks)
+                marked, elems, max_bytes, marks, bytes(marked) if step % 2 else None)
             assert plain == marked, (trial, step)
             if step % 97 == 0 and marked[4] == hll.SPARSE:
                 starts = _opcode_starts(marked)
