@@ -374,6 +374,9 @@ class Server:
             await self._flush(c)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             self.kill_client(c)
+        except Exception:  # a bug while sending its output: this client only, not the server
+            log.exception("Closing client id=%d addr=%s after an unexpected error", c.id, c.addr)
+            self.kill_client(c)
 
     def new_connection(self, sock: _stdsocket.socket, addr: str, laddr: str) -> Client | None:
         """A client for an accepted connection, or None past maxclients."""

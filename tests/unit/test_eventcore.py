@@ -257,6 +257,24 @@ async def test_write_now_writes_everything_queued_at_once() -> None:
         assert w.write_now() == 0 and w.out == [b"late"]
 
 
+async def test_a_queued_bytearray_is_sent_alone_or_joined() -> None:
+    """The node's pub/sub deliveries queue a coalescing ``bytearray``: alone in the queue or
+    with bytes, by write_now or send_rest, it goes out as bytes would (compiled, the writer
+    once read its queue as ``list[bytes]`` and raised TypeError on a lone bytearray)."""
+    with tcp_pair() as (ours, peer):
+        w = Writer(sock=ours)
+        w.out.append(bytearray(b"lone"))
+        assert w.write_now() == 4
+        w.out += [bytearray(b"with "), b"bytes"]
+        assert w.write_now() == 10
+        w.out.append(bytearray(b"; rest"))
+        assert await w.send_rest() == 6
+        w.out += [b"; ", bytearray(b"both")]
+        assert await w.send_rest() == 6
+        await trio.sleep(0.01)
+        assert drain(peer) == b"lonewith bytes; rest; both"
+
+
 async def test_a_full_socket_hands_the_rest_to_the_writer_task_in_order() -> None:
     """What the kernel does not take waits in ``out``; the writer task sends it as the peer
     reads, with what was queued meanwhile after it; write_now stays out of its way."""
