@@ -106,22 +106,34 @@ def _push(c: Client, argv: list[bytes], left: bool) -> bytes:
     v = db.lookup(key)
     if v is None:
         v = RList()
-        created = True
-    elif type(v) is RList:
-        created = False
-    else:
+        _extend(v, argv, left)
+        db.set(key, v)
+        return _counted(c, key, v, argv, left)
+    if type(v) is not RList:
         raise CommandError(WRONGTYPE)
+    return _append(c, key, v, argv, left)
+
+
+def _extend(v: RList, argv: list[bytes], left: bool) -> None:
     if left:
         v.extendleft(argv[2:])
     else:
         v.extend(argv[2:])
-    if created:
-        db.set(key, v)
-    else:
-        db.modified(key)
-        db.signal_ready(key)
+
+
+def _append(c: Client, key: bytes, v: RList, argv: list[bytes], left: bool) -> bytes:
+    """The elements of a push added to the existing list ``v``: WATCH touched, blocked
+    clients served, counted."""
+    _extend(v, argv, left)
+    db = c.db
+    db.modified(key)
+    db.signal_ready(key)
+    return _counted(c, key, v, argv, left)
+
+
+def _counted(c: Client, key: bytes, v: RList, argv: list[bytes], left: bool) -> bytes:
     c.ks.dirty += len(argv) - 2
-    db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
+    c.db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
     return b":%d\r\n" % len(v)
 
 
@@ -136,20 +148,10 @@ def rpush(c: Client, argv: list[bytes]) -> bytes:
 
 
 def _pushx(c: Client, argv: list[bytes], left: bool) -> bytes:
-    db = c.db
-    key = argv[1]
-    v = _get(db, key)
+    v = _get(c.db, argv[1])
     if v is None:
         return ZERO
-    if left:
-        v.extendleft(argv[2:])
-    else:
-        v.extend(argv[2:])
-    db.modified(key)
-    db.signal_ready(key)
-    c.ks.dirty += len(argv) - 2
-    db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
-    return b":%d\r\n" % len(v)
+    return _append(c, argv[1], v, argv, left)
 
 
 @command("lpushx")
