@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import trio
 from mypy_extensions import mypyc_attr
@@ -28,10 +29,14 @@ class Writer:
 
     __slots__ = ("out", "sock", "sending", "dirty", "unsent", "_wakeup", "on_rest", "waiting")
 
-    def __init__(self, out: list[bytes] | None = None,
+    def __init__(self, out: list[Any] | None = None,
                  sock: socket.socket | None = None,
                  on_rest: Callable[[], None] | None = None) -> None:
-        self.out: list[bytes] = [] if out is None else out  # to send, in order
+        # To send, in order: ``bytes``, or a ``bytearray`` (the node's pub/sub deliveries
+        # coalesce into one while it is queued). Typed ``Any``: compiled, an item read from a
+        # ``list[bytes]`` is checked to be ``bytes``, and a lone queued ``bytearray`` raised
+        # TypeError in the send (a node with a subscriber crashed at its first message).
+        self.out: list[Any] = [] if out is None else out
         # A non-blocking socket; None: not connected yet, or closed (set to None before the
         # socket closes: nothing may be written to it after that).
         self.sock = sock
@@ -57,7 +62,7 @@ class Writer:
         sock = self.sock
         if not out or self.sending or sock is None:
             return 0
-        data = out[0] if len(out) == 1 else b"".join(out)
+        data: bytes | bytearray = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self.unsent = 0
         try:
@@ -90,7 +95,7 @@ class Writer:
         out = self.out
         total = 0
         while out:
-            data = out[0] if len(out) == 1 else b"".join(out)
+            data: bytes | bytearray = out[0] if len(out) == 1 else b"".join(out)
             out.clear()
             self.unsent = 0
             view = memoryview(data)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("node")
 
 ACCEPTS_PER_PASS = 16  # new connections taken per listening socket and pass while blocked
-RECV_SIZE = 64 * 1024
+RECV_SIZE = 16 * 1024  # as server.RECV_SIZE
 
 
 class WhileBlocked:

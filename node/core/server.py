@@ -57,7 +57,10 @@ if TYPE_CHECKING:  # the subsystems import this module's users; they are loaded 
 
 log = logging.getLogger("node")
 
-RECV_SIZE = 64 * 1024  # bytes per recv
+# Bytes per recv, as Redis' PROTO_IOBUF_LEN: a bytes object of this size is allocated for every
+# read and shrunk to what arrived; at 64 KiB the freed rest made glibc consolidate its free
+# lists on every read.
+RECV_SIZE = 16 * 1024
 SLOWLOG_OFF_US = 1 << 62  # slowlog-log-slower-than < 0: no duration reaches it
 # Subsystems: importing registers their commands; ``install(server)`` (after the table is
 # built) sets its field below (``server.persistence`` ...) and adds hooks, command checks,
@@ -383,6 +386,9 @@ class Server:
         try:
             await self._flush(c)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            self.kill_client(c)
+        except Exception:  # a bug while sending its output: this client only, not the server
+            log.exception("Closing client id=%d addr=%s after an unexpected error", c.id, c.addr)
             self.kill_client(c)
         finally:
             self.output_waiting.discard(c)

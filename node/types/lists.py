@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from mypy_extensions import mypyc_attr
 
-from slotgate.node.commands.registry import Handler, command
+from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_ARRAY, OK, ZERO
 from slotgate.node.commands.util import parse_int
 from slotgate.node.core.errors import NO_SUCH_KEY, SYNTAX, WRONGTYPE, CommandError, wrong_args
@@ -77,68 +77,81 @@ _get, _get_read = typed_lookups(RList)
 # --- push -----------------------------------------------------------------------------------
 
 
-def _pusher(left: bool) -> Handler:
+def _push(c: Client, argv: list[bytes], left: bool) -> bytes:
     """LPUSH (``left``) or RPUSH. An existing list in a db with no TTL to check, no WATCH to
     touch and no blocked client to serve takes the short path; everything else the general
-    one (create, wrong type, expiry, WATCH, wake-ups)."""
-    add_all = RList.extendleft if left else RList.extend
-    event = b"lpush" if left else b"rpush"
-
-    def push(c: Client, argv: list[bytes]) -> bytes:
-        db = c.db
-        key = argv[1]
-        if not (db.expires or db.watched or db.blocking or db.invalidator):
-            v = db.data.get(key)
-            if type(v) is RList:
-                db.touch(key)
-                if len(argv) != 3:
-                    add_all(v, argv[2:])
-                elif left:
-                    v.appendleft(argv[2])
-                else:
-                    v.append(argv[2])
-                ks = c.ks
-                ks.dirty += len(argv) - 2
-                if ks.notify_flags:
-                    db.notify(NOTIFY_LIST, event, key)
-                return b":%d\r\n" % len(v)
-        v = db.lookup(key)
-        if v is None:
-            v = RList()
-            add_all(v, argv[2:])
-            db.set(key, v)
-        elif type(v) is RList:
-            add_all(v, argv[2:])
-            db.modified(key)
-            db.signal_ready(key)
-        else:
-            raise CommandError(WRONGTYPE)
-        c.ks.dirty += len(argv) - 2
-        db.notify(NOTIFY_LIST, event, key)
-        return b":%d\r\n" % len(v)
-
-    return push
-
-
-lpush = command("lpush")(_pusher(True))
-rpush = command("rpush")(_pusher(False))
-
-
-def _pushx(c: Client, argv: list[bytes], left: bool) -> bytes:
+    one (create, wrong type, expiry, WATCH, wake-ups). (Two module-level handlers calling
+    this, not a closure per side: compiled, a closure is an object whose free variables are
+    read through its environment on every call.)"""
     db = c.db
     key = argv[1]
-    v = _get(db, key)
+    if not (db.expires or db.watched or db.blocking or db.invalidator):
+        v = db.data.get(key)
+        if type(v) is RList:
+            db.touch(key)
+            if len(argv) != 3:
+                if left:
+                    v.extendleft(argv[2:])
+                else:
+                    v.extend(argv[2:])
+            elif left:
+                v.appendleft(argv[2])
+            else:
+                v.append(argv[2])
+            ks = c.ks
+            ks.dirty += len(argv) - 2
+            if ks.notify_flags:
+                db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
+            return b":%d\r\n" % len(v)
+    v = db.lookup(key)
     if v is None:
-        return ZERO
+        v = RList()
+        _extend(v, argv, left)
+        db.set(key, v)
+        return _counted(c, key, v, argv, left)
+    if type(v) is not RList:
+        raise CommandError(WRONGTYPE)
+    return _append(c, key, v, argv, left)
+
+
+def _extend(v: RList, argv: list[bytes], left: bool) -> None:
     if left:
         v.extendleft(argv[2:])
     else:
         v.extend(argv[2:])
+
+
+def _append(c: Client, key: bytes, v: RList, argv: list[bytes], left: bool) -> bytes:
+    """The elements of a push added to the existing list ``v``: WATCH touched, blocked
+    clients served, counted."""
+    _extend(v, argv, left)
+    db = c.db
     db.modified(key)
     db.signal_ready(key)
+    return _counted(c, key, v, argv, left)
+
+
+def _counted(c: Client, key: bytes, v: RList, argv: list[bytes], left: bool) -> bytes:
     c.ks.dirty += len(argv) - 2
-    db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
+    c.db.notify(NOTIFY_LIST, b"lpush" if left else b"rpush", key)
     return b":%d\r\n" % len(v)
+
+
+@command("lpush")
+def lpush(c: Client, argv: list[bytes]) -> bytes:
+    return _push(c, argv, True)
+
+
+@command("rpush")
+def rpush(c: Client, argv: list[bytes]) -> bytes:
+    return _push(c, argv, False)
+
+
+def _pushx(c: Client, argv: list[bytes], left: bool) -> bytes:
+    v = _get(c.db, argv[1])
+    if v is None:
+        return ZERO
+    return _append(c, argv[1], v, argv, left)
 
 
 @command("lpushx")

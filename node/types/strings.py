@@ -8,7 +8,7 @@ propagated as absolute (``SET .. PXAT``, ``PEXPIREAT``), INCRBYFLOAT as ``SET ..
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from slotgate.node.commands.registry import command
 from slotgate.node.commands.replies import EMPTY_BULK, OK, ONE, ZERO
@@ -404,19 +404,30 @@ def _incr(c: Client, key: bytes, delta: int) -> bytes:
 
 
 # The digit after ASCII digit b (b"0".."8"), indexed by its byte value.
-_NEXT_DIGIT = tuple(bytes((b + 1,)) if 48 <= b < 57 else b"" for b in range(58))
+_NEXT_DIGIT: Final = tuple(bytes((b + 1,)) if 48 <= b < 57 else b"" for b in range(58))
 # Below this, n + 1 fits a long long (and its text has at most 18 digits).
-_CAP = 10**18
-# The value the INCR hot path stored last, and its number (_CAP: not known). A key INCR'd
-# again that still holds that very object (identity: the same immutable bytes) is n + 1
-# with no parsing or checking; a counter INCR'd in a row parses its text once.
-_last_value: object = object()
-_last_n = _CAP
+_CAP: Final = 1_000_000_000_000_000_000
+
+
+class _LastIncr:
+    """The value the INCR hot path stored last, and its number (_CAP: not known). A key INCR'd
+    again that still holds that very object (identity: the same immutable bytes) is n + 1
+    with no parsing or checking; a counter INCR'd in a row parses its text once. (An object
+    of its own, not two module globals: compiled, a global is a dict entry of the module,
+    read and written through the dict on every INCR.)"""
+
+    __slots__ = ("value", "n")
+
+    def __init__(self) -> None:
+        self.value: object = object()
+        self.n = _CAP
+
+
+_LAST: Final = _LastIncr()
 
 
 @command("incr")
 def incr(c: Client, argv: list[bytes]) -> bytes:
-    global _last_value, _last_n
     db = c.db
     key = argv[1]
     if not (db.expires or db.str_enc or db.watched or db.blocking
@@ -426,24 +437,26 @@ def incr(c: Client, argv: list[bytes]) -> bytes:
         # without a leading zero (canonical, and +1 cannot overflow).
         data = db.data
         old = data.get(key)
-        if old is _last_value and _last_n < _CAP:  # canonical digits this path stored
-            n = _last_n + 1
+        last = _LAST
+        if old is last.value and last.n < _CAP:  # canonical digits this path stored
+            n = last.n + 1
             value = b"%d" % n
         elif type(old) is bytes and len(old) < 19 and old.isdigit() and old[0] != 48:
-            if old is _last_value:  # INCR'd twice in a row: learn its number
+            if old is last.value:  # INCR'd twice in a row: learn its number
                 n = int(old) + 1
                 value = b"%d" % n
             else:
-                last = old[-1]
-                if last != 57:  # no carry: only the last digit changes
-                    value = old[:-1] + _NEXT_DIGIT[last]
+                digit = old[-1]
+                if digit != 57:  # no carry: only the last digit changes
+                    value = old[:-1] + _NEXT_DIGIT[digit]
                 else:
                     value = b"%d" % (int(old, 10) + 1)
                 n = _CAP
         else:
             return _incr(c, key, 1)
-        data[key] = _last_value = value
-        _last_n = n
+        data[key] = value
+        last.value = value
+        last.n = n
         ks = c.ks
         ks.dirty += 1
         if ks.notify_flags:

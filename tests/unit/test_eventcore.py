@@ -13,7 +13,7 @@ import trio
 
 from slotgate.eventcore.backoff import backoff_ms
 from slotgate.eventcore.listen import Address, accept_loop, open_listeners, redis_bind, resolve
-from slotgate.eventcore.poller import EOF, HandlerError, Poller, receive_ready
+from slotgate.eventcore.poller import EOF, PASSES_PER_TURN, HandlerError, Poller, receive_ready
 from slotgate.eventcore.sockets import close, take_over
 from slotgate.eventcore.writer import Flusher, Writer
 
@@ -116,6 +116,40 @@ async def test_a_pass_serves_every_ready_socket_then_the_after_pass_hooks() -> N
                 nursery.start_soon(poller.run)  # its first pass finds both ready
             nursery.cancel_scope.cancel()
     assert sorted(events[:2]) == ["a", "b"] and events[2:] == ["end of pass"]
+
+
+async def test_passes_run_in_a_row_but_other_tasks_get_their_turn() -> None:
+    """A socket that stays readable (one byte read per pass of many sent) is served in
+    several passes per trio turn, but never more than PASSES_PER_TURN before the other tasks
+    run: a task that only checkpoints keeps pace with the passes (a poller that never
+    yielded would starve it, and this test would time out)."""
+    poller = Poller()
+    passes: list[int] = []  # the other task's count of turns at each pass
+    turns = [0]
+    poller.after_pass.append(lambda: passes.append(turns[0]))
+    with tcp_pair() as (ours, peer):
+        peer.send(b"x" * 400)
+
+        async def other() -> None:
+            while True:
+                turns[0] += 1
+                await trio.lowlevel.checkpoint()
+
+        def handler(data: bytes) -> object:
+            return b"done" if len(passes) >= 200 else None
+
+        async def owner() -> None:
+            assert await poller.park(ours, handler, 1) == b"done"
+
+        with trio.fail_after(10):
+            async with running(poller) as nursery:
+                nursery.start_soon(other)
+                await owner()
+    # (trio runs a batch of tasks in random order: the other task may count once before the
+    # poller's turn and once after the next, so it sees up to two turns' passes in a row; a
+    # poller that yields after every pass shows at most two)
+    in_a_row = max(passes.count(turn) for turn in set(passes))
+    assert 2 < in_a_row <= 2 * PASSES_PER_TURN
 
 
 async def test_a_handler_that_raises_closes_only_its_own_connection(
@@ -255,6 +289,24 @@ async def test_write_now_writes_everything_queued_at_once() -> None:
         w.sock = None  # closed: nothing is written, nothing is lost from the queue
         w.out.append(b"late")
         assert w.write_now() == 0 and w.out == [b"late"]
+
+
+async def test_a_queued_bytearray_is_sent_alone_or_joined() -> None:
+    """The node's pub/sub deliveries queue a coalescing ``bytearray``: alone in the queue or
+    with bytes, by write_now or send_rest, it goes out as bytes would (compiled, the writer
+    once read its queue as ``list[bytes]`` and raised TypeError on a lone bytearray)."""
+    with tcp_pair() as (ours, peer):
+        w = Writer(sock=ours)
+        w.out.append(bytearray(b"lone"))
+        assert w.write_now() == 4
+        w.out += [bytearray(b"with "), b"bytes"]
+        assert w.write_now() == 10
+        w.out.append(bytearray(b"; rest"))
+        assert await w.send_rest() == 6
+        w.out += [b"; ", bytearray(b"both")]
+        assert await w.send_rest() == 6
+        await trio.sleep(0.01)
+        assert drain(peer) == b"lonewith bytes; rest; both"
 
 
 async def test_a_full_socket_hands_the_rest_to_the_writer_task_in_order() -> None:
