@@ -149,11 +149,13 @@ class Poller:
         epfd = ep.fileno()
         passes = 0  # passes since other tasks last ran
         try:
+            events = poll(0, MAX_EVENTS)
             while True:
-                events = poll(0, MAX_EVENTS)
                 if not events:
                     passes = 0
-                    await trio.lowlevel.wait_readable(epfd)  # (other tasks run meanwhile)
+                    # other tasks run meanwhile: one trip through trio's scheduler per wake-up
+                    await trio.lowlevel.wait_readable(epfd)
+                    events = poll(0, MAX_EVENTS)
                     continue
                 serve(events, -1)
                 passes += 1
@@ -162,6 +164,7 @@ class Poller:
                     # between turns
                     passes = 0
                     await trio.lowlevel.checkpoint()
+                events = poll(0, MAX_EVENTS)
         finally:
             ep.close()
 

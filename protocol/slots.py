@@ -8,9 +8,12 @@ the bytes between the first ``{`` and the first ``}`` after it, if that span is 
 from __future__ import annotations
 
 from binascii import crc_hqx
+from typing import Final
 
-SLOT_COUNT = 16384
-SLOT_MASK = SLOT_COUNT - 1
+# Final: the compiled build uses the values as constants (no module lookup per key).
+SLOT_COUNT: Final = 16384
+SLOT_MASK: Final = 16383
+assert SLOT_MASK == SLOT_COUNT - 1
 
 
 def key_slot(key: bytes) -> int:

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import trio
+from mypy_extensions import mypyc_attr
 
 from slotgate.eventcore import sockets, tls
 from slotgate.eventcore.backoff import backoff_ms
@@ -115,11 +116,26 @@ class Pending(Protocol):
     def on_failure(self, exc: Exception, sent: bool) -> None: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
+class Reply:
+    """A ``Pending`` the compiled build calls directly (the router's calls, split batches):
+    a reply delivered to one of these skips the generic method call of a ``Pending`` that is
+    only duck-typed (the read/write policies' replies)."""
+
+    __slots__ = ()
+
+    def on_frame(self, type_byte: int, raw: bytes) -> None:
+        raise NotImplementedError
+
+    def on_failure(self, exc: Exception, sent: bool) -> None:
+        raise NotImplementedError
+
+
 class BackendError(Exception):
     """A backend connection failed; ``str()`` says how."""
 
 
-class _Discard:
+class _Discard(Reply):
     """Swallows one reply (HELLO 3 at connect, ASKING before an ASK retry)."""
 
     __slots__ = ()
@@ -281,7 +297,11 @@ class BackendConnection:
         for type_byte, raw in frames:
             if len(pending) <= self._writer.unsent:
                 return BackendError(f"{self.address} sent a reply nobody asked for")
-            pending.popleft().on_frame(type_byte, raw)
+            p = pending.popleft()
+            if isinstance(p, Reply):
+                p.on_frame(type_byte, raw)  # compiled: a direct call
+            else:
+                p.on_frame(type_byte, raw)
         return None
 
     async def _watchdog(self, scope: trio.CancelScope) -> None:

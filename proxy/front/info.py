@@ -297,6 +297,7 @@ def _cpu(own: Own) -> Fields:
 def _command_numbers(proxy: Proxy) -> dict[bytes, list[int]]:
     """Per command: calls that ran (ok or failed), their usec, calls rejected before running,
     failed calls; unknown commands have no entry, as in Redis."""
+    proxy.metrics.tally.settle()
     counts: dict[tuple[str, str], int] = getattr(proxy.metrics, "command_counts", {})
     seconds: dict[tuple[str, str], float] = getattr(proxy.metrics, "command_seconds", {})
     rejected = proxy.stats.rejected

@@ -621,6 +621,9 @@ class Session:
             row, keys, arity, readonly = fast
             argc = len(argv)
             if argc == arity if arity > 0 else argc >= -arity:
+                if keys is _FIRST_KEY:  # GET, SET ... (argc >= 2 by their arity)
+                    self.send_single(argv, key_slot(argv[1]), readonly, row.name)
+                    return None
                 positions = keys(argv)
                 if len(positions) == 1:
                     self.send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
@@ -754,6 +757,11 @@ for _name, _info in COMMANDS.items():
         for _spelling in (_name, _name.upper()):
             _SINGLE[_spelling] = (_info, key_finder(_info, include_not_key=True), _info.arity,
                                   "readonly" in _info.flags)
+# The key finder of the rows whose one key is argument 1 whatever the request (GET, SET,
+# INCR ...): dispatch takes that key without calling it (an interpreted call per request).
+_FIRST_KEY: Final = _SINGLE[b"get"][1]
+assert _FIRST_KEY([b"get", b"k"]) == [1] and _FIRST_KEY is _SINGLE[b"set"][1]
+assert all(row[2] >= 2 or row[2] <= -2 for row in _SINGLE.values() if row[1] is _FIRST_KEY)
 
 # With numbered databases: the same, less the commands databases.py answers (MOVE).
 _SINGLE_WITH_DATABASES = {spelling: row for spelling, row in _SINGLE.items()

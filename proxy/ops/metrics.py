@@ -114,8 +114,7 @@ class ProxyMetrics:
         self.counters["topology_refresh", reason, "ok" if ok else "failed"] += 1
 
     def fanout(self, subrequests: int) -> None:
-        self.counters[("fanout",)] += 1
-        self.counters[("fanout_subrequests",)] += subrequests
+        self.tally.fanout(subrequests)  # counted there: the compiled split path calls it
 
     def unknown_fate_write(self) -> None:
         self.counters[("unknown_fate_write",)] += 1
@@ -280,6 +279,10 @@ class PrometheusMetrics(ProxyMetrics):
 
     def count(self, event: str) -> int:
         """An unlabelled event's count."""
+        if event == "fanout":
+            return self.tally.fanouts
+        if event == "fanout_subrequests":
+            return self.tally.fanout_subrequests
         return self.counters.get((event,), 0)
 
     def slot_map(self) -> Any:
@@ -326,6 +329,7 @@ class _Collector(Collector):
             events.setdefault(key[0], {})[key[1:]] = count
 
         commands: dict[tuple[str, ...], float] = {}
+        m.tally.settle()
         for (name, result), count in m.command_counts.items():
             labels = (m.command_label(name), result if result in COMMAND_RESULTS else "error")
             commands[labels] = commands.get(labels, 0) + count

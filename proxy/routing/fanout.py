@@ -8,7 +8,6 @@ split and how to merge come from the request's command table row (``first_key``,
 
 from __future__ import annotations
 
-from binascii import crc_hqx
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -16,8 +15,9 @@ from typing import TYPE_CHECKING
 import hiredis
 
 from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo
-from slotgate.protocol.slots import SLOT_MASK, key_slot
+from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
+from slotgate.proxy.backend.connections import Reply
 from slotgate.proxy.routing import control, splitter
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call, Gather
@@ -117,7 +117,7 @@ class _Split:
         self.part_done(index, raw)
 
 
-class _NodeBatch:
+class _NodeBatch(Reply):
     """The parts of one split request that go to one node: sent as one payload, answered to
     this one pending entry (queued once per part; replies arrive in part order)."""
 
@@ -263,23 +263,31 @@ def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
     by_node: dict[str | None, tuple[list[int], list[bytes]]] = {}
     heads = _BULK_HEADS
     index = 0
-    for k in range(first, len(argv), step):
+    argc = len(argv)
+    k = first
+    while k < argc:  # (compiled, a range with a variable step is a Python iterator)
         key = argv[k]
-        slot = key_slot(key) if b"{" in key else crc_hqx(key, 0) & SLOT_MASK
+        k += step
+        slot = key_slot(key)
         slots.append(slot)
         owner = owners[slot]
         group = by_node.get(owner)
         if group is None:
             group = by_node[owner] = ([], [])
         group[0].append(index)
+        pieces = group[1]
         n = len(key)
-        if step == 1:
-            group[1].extend((head, heads[n] if n < _HEADS else b"$%d\r\n" % n, key, CRLF))
-        else:
-            value = argv[k + 1]
+        # (appends, not an extend of a tuple: compiled, one call each and no tuple per key)
+        pieces.append(head)
+        pieces.append(heads[n] if n < _HEADS else b"$%d\r\n" % n)
+        pieces.append(key)
+        pieces.append(CRLF)
+        if step != 1:
+            value = argv[k - step + 1]
             v = len(value)
-            group[1].extend((head, heads[n] if n < _HEADS else b"$%d\r\n" % n, key, CRLF,
-                             heads[v] if v < _HEADS else b"$%d\r\n" % v, value, CRLF))
+            pieces.append(heads[v] if v < _HEADS else b"$%d\r\n" % v)
+            pieces.append(value)
+            pieces.append(CRLF)
         index += 1
     if len(set(slots)) != index:
         return False
@@ -295,7 +303,7 @@ def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
     if policies is not None and not readonly and policies.on_writes:
         sp.late_nodes = set()
     metrics = s.metrics
-    metrics.fanout(index)
+    metrics.tally.fanout(index)  # metrics.fanout(index), compiled
     counts = metrics.slot_requests
     for owner, (indices, pieces) in by_node.items():
         if owner is None:

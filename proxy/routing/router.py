@@ -37,6 +37,7 @@ from slotgate.proxy.backend.connections import (
     BackendError,
     BackendPool,
     DirectConnection,
+    Reply,
 )
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
@@ -58,7 +59,7 @@ _REFRESH_ON = {"CLUSTERDOWN": "retry", "LOST": "conn_lost", "UNSERVED": "retry"}
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled: session.py's SlotCall extends it
-class Call:
+class Call(Reply):
     """One backend request and where its reply goes."""
 
     __slots__ = (

@@ -100,6 +100,25 @@ def test_labels_stay_bounded() -> None:
     assert m.total("redirect", "MOVED") == 1 and m.commands_total == 54
 
 
+def test_replies_counted_once_whatever_the_reads() -> None:
+    """Replies without an error are added into the tables when these are read: every read
+    sees each reply once, never twice; split requests are counted the same way."""
+    m = PrometheusMetrics(process_metrics=False)
+    m.command("get", "ok", 0.0001)
+    m.command("get", "ok", 0.0002)
+    m.fanout(3)
+    for _ in range(2):  # a second read adds nothing
+        samples = parse(m.render().decode())
+        assert value(samples, "slotgate_commands_total", command="get", result="ok") == 2
+        assert value(samples, "slotgate_fanout_requests_total") == 1
+        assert value(samples, "slotgate_fanout_subrequests_total") == 3
+    m.command("get", "ok", 0.0001)
+    samples = parse(m.render().decode())
+    assert value(samples, "slotgate_commands_total", command="get", result="ok") == 3
+    assert value(samples, "slotgate_command_duration_seconds_count") == 3
+    assert m.command_seconds[("get", "ok")] == pytest.approx(0.0004)
+
+
 def test_latency_histogram_buckets() -> None:
     m = PrometheusMetrics(process_metrics=False)
     assert COMMAND_BUCKETS_S[0] < 0.0001  # sub-millisecond resolution
