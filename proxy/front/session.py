@@ -23,7 +23,14 @@ In the ordinary state the socket is served by the poller (``eventcore.poller``):
 parses and dispatches synchronously, in one pass with every other ready socket, and output is
 flushed once per pass. The session's task sleeps meanwhile and takes over only when it must
 wait: for a request that holds up the session, for the client to drain replies
-(``max_pipeline_depth``), at EOF, QUIT, bad input or shutdown.
+(``max_pipeline_depth``), at EOF, QUIT, bad input or shutdown. Most of the time it has no
+task at all: a session with nothing that needs one (no task of its own such as the writer or
+subscriber links, no transaction or WATCH, no subscriptions) is *parked* (``_park``): its
+task ends and the poller serves its socket alone (``Poller.watch``), with the same handler;
+a task is started again (``Proxy.resume`` → ``run(woken)``) when the handler hands the socket
+back, or when shutdown, CLIENT KILL or a rest of output needs one. A parked connection costs
+its objects only: no task, no coroutine frames, no cancel scopes (the memory per idle
+connection, bench/conn_memory_pieces.py).
 
 Most requests are one backend call to one slot's master. Those skip the generic dispatch:
 the command table row, arity and key finder are looked up once by the command name's exact

@@ -217,6 +217,11 @@ class FakeCluster:
             host, port = listeners[0].socket.getsockname()[:2]
             node.address = f"{host}:{port}"
 
+    def seeds(self) -> list[tuple[str, int]]:
+        """The proxy's seed list (settings.seeds): the first node."""
+        host, _, port = self.nodes[0].address.rpartition(":")
+        return [(host, int(port))]
+
     def node_of(self, key: bytes) -> FakeNode:
         node = self.owner[key_slot(key)]
         assert node is not None
