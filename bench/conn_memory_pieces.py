@@ -8,6 +8,7 @@ objects one session holds, by ``sys.getsizeof``, and its task's await chain, fra
 Python's allocations only: RSS (bench/bench_conn_memory.py) adds the allocator's overhead.
 
     .venv/bin/python bench/conn_memory_pieces.py [--connections 1000] [--frames 1] [--top 25]
+        [--request]   # each connection sends one GET before it is idle
 
 ``SLOTGATE_COMPILE=0`` measures the pure-Python build.
 """
@@ -60,17 +61,17 @@ def _await_chain(task: Any) -> list[tuple[str, int]]:
     return rows
 
 
-async def _measure(n: int, frames: int, top: int) -> None:
+async def _measure(n: int, frames: int, top: int, request: bool) -> None:
     async with trio.open_nursery() as nursery:
         cluster = FakeCluster(3)
         await cluster.start(nursery)
-        host, _, port = cluster.nodes[0].address.rpartition(":")
-        settings = ProxySettings(listen_port=0, seeds=[(host, int(port))],
+        settings = ProxySettings(listen_port=0, seeds=cluster.seeds(),
                                  max_clients=n + BASELINE + 100)
         proxy = Proxy(settings)
         await nursery.start(proxy.run)
         proxy_port = int(proxy.listen_address.rpartition(":")[2])
         socks: list[socket.socket] = []
+        get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
 
         async def open_more(count: int) -> None:
             want = len(proxy.sessions) + count
@@ -84,6 +85,13 @@ async def _measure(n: int, frames: int, top: int) -> None:
                 socks.append(s)
             while len(proxy.sessions) < want:  # noqa: ASYNC110 (the proxy has no event for it)
                 await trio.sleep(0.01)
+            if request:  # each sends one GET and reads its reply, then stays idle
+                for s in socks[-count:]:
+                    s.send(get)
+                    while True:
+                        await trio.lowlevel.wait_readable(s)
+                        if s.recv(64):
+                            break
             await trio.sleep(0.2)  # every session settled (parked)
 
         await open_more(BASELINE)
@@ -140,10 +148,12 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--frames", type=int, default=1)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--request", action="store_true",
+                    help="each connection sends one GET first (an idle connection of a pool)")
     args = ap.parse_args()
     raise_nofile(2 * args.connections + 500)
     tracemalloc.start(args.frames)
-    trio.run(_measure, args.connections, args.frames, args.top)
+    trio.run(_measure, args.connections, args.frames, args.top, args.request)
 
 
 if __name__ == "__main__":
