@@ -570,9 +570,7 @@ class Session:
         """Leave the socket to the poller alone; this task ends (``run`` returns)."""
         self._nursery = None
         self._parked = True
-        reader = self._reader
-        if reader is not None and not reader.buffered_bytes():
-            self._reader = None  # an idle client holds no reader (made again on input)
+        # (its request parser stays: it may hold the start of a request, parsed already)
         self._poller.watch(self._sock, self._on_readable, RECV_BUFFER_BYTES, self._on_wake)
 
     def _on_wake(self, value: object) -> None:

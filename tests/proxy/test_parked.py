@@ -120,17 +120,19 @@ async def test_requests_are_served_parked_without_a_task(env: Env) -> None:
     assert session._parked and env.resumed == []
 
 
-async def test_a_request_split_across_a_park(env: Env) -> None:
-    """A transaction wakes the session's task; the next request's first bytes come with
-    EXEC, the session parks with them buffered, the rest arrives while it is parked."""
+@pytest.mark.parametrize("cut", [4, 8, 9, 13])
+async def test_a_request_split_across_a_park(env: Env, cut: int) -> None:
+    """A transaction wakes the session's task; the next request's first ``cut`` bytes come
+    with EXEC (a header, a header and a length, a part of an argument ...), the session parks
+    with them parsed or buffered, the rest arrives while it is parked."""
     client, session = await env.connect()
     assert await client.call(command(b"MULTI"), 5) == b"+OK\r\n"
     assert await client.call(command(b"SET", b"k", b"v"), 9) == b"+QUEUED\r\n"
     get = command(b"GET", b"k")
-    await client.send(command(b"EXEC") + get[:9])
+    await client.send(command(b"EXEC") + get[:cut])
     assert await client.read(9) == b"*1\r\n+OK\r\n"
     await until(lambda: session._parked, "parked after EXEC")
-    await client.send(get[9:])
+    await client.send(get[cut:])
     assert await client.read(7) == b"$1\r\nv\r\n"
 
 
