@@ -11,6 +11,11 @@ this process, which the servers inherit.
 
     .venv/bin/python bench/bench_conn_memory.py [--connections 10000] [--rounds 1]
         [--servers redis,node,proxy] [--before DIR]   # DIR: another revision's tree
+        [--idle-latency 200]   # also: a GET's round trip after 50 ms idle, and back to back
+
+``--idle-latency N``: on each server, with the idle connections still open, N GETs each sent
+on a connection idle for 50 ms (the proxy has parked it) and N sent back to back; the round
+trips' median and 99th percentile.
 
 Everything started is stopped by PID.
 """
@@ -20,15 +25,25 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.conn_memory import BASELINE_CONNECTIONS, per_connection_bytes, raise_nofile  # noqa: E402
+from tests.conn_memory import (  # noqa: E402
+    BASELINE_CONNECTIONS,
+    connected_clients,
+    open_idle,
+    per_connection_bytes,
+    raise_nofile,
+    settle_rss_kib,
+)
 from tests.support import (  # noqa: E402
     ManagedProcess,
     in_tree,
@@ -36,6 +51,7 @@ from tests.support import (  # noqa: E402
     slotgate_node,
     slotgate_proxy,
     wait_cluster_ok,
+    wait_until,
 )
 
 
@@ -54,6 +70,46 @@ def _with_tree(make: Callable[[], ManagedProcess], tree: str) -> ManagedProcess:
             os.environ["PYTHONPATH"] = old
 
 
+def _none_connected(port: int) -> bool:
+    return connected_clients(port) == 0
+
+
+GET = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+
+
+def round_trips_us(port: int, samples: int, idle_s: float) -> list[float]:
+    """GET round trips (µs) on 10 connections taken in turn, ``idle_s`` of silence before
+    each (0: back to back)."""
+    conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+    out = []
+    try:
+        for c in conns:  # each has served a request (its parser made) before it is idle
+            c.sendall(GET)
+            c.recv(64)
+        for i in range(samples):
+            if idle_s:
+                time.sleep(idle_s)
+            c = conns[i % len(conns)]
+            t0 = time.perf_counter()
+            c.sendall(GET)
+            reply = c.recv(64)
+            while not reply.endswith(b"\r\n"):
+                reply += c.recv(64)
+            out.append((time.perf_counter() - t0) * 1e6)
+    finally:
+        for c in conns:
+            c.close()
+    return out
+
+
+def latency_row(label: str, port: int, samples: int) -> str:
+    cells = []
+    for idle_s in (0.05, 0.0):
+        us = sorted(round_trips_us(port, samples, idle_s))
+        cells.append(f"{statistics.median(us):.0f} / {us[int(len(us) * 0.99) - 1]:.0f}")
+    return f"| {label} | {cells[0]} | {cells[1]} |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--connections", type=int, default=10_000)
@@ -62,6 +118,8 @@ def main() -> None:
     ap.add_argument("--servers", default="redis,node,proxy")
     ap.add_argument("--before", default="", help="another revision's source tree: its node "
                     "and proxy are measured too ('node-before', 'proxy-before')")
+    ap.add_argument("--idle-latency", type=int, default=0, metavar="N",
+                    help="also N GET round trips after 50 ms idle, and N back to back")
     args = ap.parse_args()
     n = args.connections
     raise_nofile(n + BASELINE_CONNECTIONS + 200)
@@ -72,6 +130,7 @@ def main() -> None:
     backend = redis_server(workdir, cluster=True)
     started: list[ManagedProcess] = []
     results: dict[str, list[float]] = {}
+    latency: list[str] = []
     try:
         servers = args.servers.split(",")
         if "proxy" in servers:
@@ -98,6 +157,17 @@ def main() -> None:
                 proc = make(kind, tree)
                 try:
                     per = per_connection_bytes(proc, n, args.batch)
+                    if args.idle_latency and rnd == 0:
+                        port = proc.port
+                        wait_until(partial(_none_connected, port), 60,
+                                   "the measured connections closed")
+                        idle = open_idle(proc.port, n, args.batch)  # as loaded as measured
+                        try:
+                            settle_rss_kib(proc.pid)
+                            latency.append(latency_row(label, port, args.idle_latency))
+                        finally:
+                            for s in idle:
+                                s.close()
                 finally:
                     proc.stop()
                 results.setdefault(label, []).append(per)
@@ -111,6 +181,11 @@ def main() -> None:
             med = statistics.median(values)
             ratio = f"{med / redis:.2f}×" if redis else "-"
             print(f"| {label} | {med / 1024:.1f} KiB | {ratio} |")
+        if latency:
+            print(f"\nGET round trip, µs, median / p99 ({args.idle_latency} each, {n:,} other "
+                  "idle connections open)")
+            print("| server | after 50 ms idle | back to back |\n|---|---:|---:|")
+            print("\n".join(latency))
     finally:
         for proc in started:
             proc.stop()

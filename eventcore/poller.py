@@ -19,6 +19,11 @@ raised there. A handler that raises is a bug: the traceback is logged, the owner
 raises ``HandlerError``, the owner closes that connection, and every other socket is served
 on.
 
+An owner may also leave its socket watched with no task at all (``watch``): the handler is
+called the same way, and when it returns a value (or at EOF, or a read error) ``resume`` is
+called with it, from the pass, to start a task again (an idle connection then costs no task
+and no coroutine frames).
+
 Sockets are stdlib sockets in non-blocking mode (``sockets.take_over``): their ``recv`` and
 ``send`` cost less than ``os.read``/``os.write`` on the descriptor (measured: about 0.4 µs
 per write to a peer that is woken by it).
@@ -30,7 +35,7 @@ import logging
 import select
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import outcome
 import trio
@@ -47,6 +52,9 @@ PASSES_PER_TURN = 4
 # wake its owner with it.
 Handler = Callable[[bytes], object]
 Recv = Callable[[int], bytes]
+# Called with what a handler returned (or EOF, or the read error) for a socket ``watch``ed
+# with no task; called from the poller's pass, so it must not block or raise.
+Resume = Callable[[object], None]
 
 
 class _Eof:
@@ -68,6 +76,14 @@ def _wake_with(value: object) -> outcome.Outcome[Any]:
     return outcome.Error(value) if isinstance(value, BaseException) else outcome.Value(value)
 
 
+def _resume(owner: object, value: object) -> None:
+    """Wake a socket's owner: its parked task, or the ``Resume`` it was watched with."""
+    if isinstance(owner, trio.lowlevel.Task):
+        trio.lowlevel.reschedule(owner, _wake_with(value))
+    else:
+        cast(Resume, owner)(value)
+
+
 def _crashed(fd: int, exc: Exception) -> HandlerError:
     log.error("unexpected error serving fd %d; closing that connection", fd, exc_info=exc)
     err = HandlerError(f"fd {fd}: {exc!r}")
@@ -83,8 +99,9 @@ class Poller:
 
     def __init__(self) -> None:
         self._ep = select.epoll()
-        # fd -> (handler, parked owner task, the socket's recv, bytes per read)
-        self._watched: dict[int, tuple[Handler, trio.lowlevel.Task, Recv, int]] = {}
+        # fd -> (handler, parked owner task or the Resume of a socket watched with no task,
+        # the socket's recv, bytes per read)
+        self._watched: dict[int, tuple[Handler, object, Recv, int]] = {}
         # Called after every pass, in order (the owners' batched output).
         self.after_pass: list[Callable[[], None]] = []
 
@@ -105,15 +122,33 @@ class Poller:
 
         return await trio.lowlevel.wait_task_rescheduled(abort)
 
+    def watch(self, sock: socket.socket, handler: Handler, max_bytes: int,
+              resume: Resume) -> None:
+        """As ``park``, with no task waiting: once ``handler`` returns something other than
+        None (or at EOF, or a read error), ``sock`` is no longer watched and ``resume`` is
+        called with that value (EOF, the exception) from the pass."""
+        fd = sock.fileno()
+        self._ep.register(fd, select.EPOLLIN)
+        self._watched[fd] = (handler, resume, sock.recv, max_bytes)
+
+    def unwatch(self, sock: socket.socket) -> bool:
+        """Stop watching ``sock`` (``watch``ed, or parked: its owner is then not woken).
+        False if it was not watched."""
+        fd = sock.fileno()
+        if fd not in self._watched:
+            return False
+        self._unwatch(fd)
+        return True
+
     def wake(self, sock: socket.socket, value: object) -> bool:
         """Stop watching ``sock`` and resume its parked owner with ``value`` (as a handler's
-        return value). False if no owner is parked on it."""
+        return value), or call its ``resume``. False if it is not watched."""
         fd = sock.fileno()
         entry = self._watched.get(fd)
         if entry is None:
             return False
         self._unwatch(fd)
-        trio.lowlevel.reschedule(entry[1], _wake_with(value))
+        _resume(entry[1], value)
         return True
 
     def serve_now(self, sock: socket.socket, handler: Handler, max_bytes: int) -> object:
@@ -203,7 +238,7 @@ class Poller:
             # kept; the same owner and handler still parked is what this asks)
             if value is not None and watched.get(fd) == entry:
                 self._unwatch(fd)
-                trio.lowlevel.reschedule(entry[1], _wake_with(value))
+                _resume(entry[1], value)
         for hook in self.after_pass:
             hook()
 

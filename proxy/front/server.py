@@ -95,6 +95,7 @@ class Proxy:
         first_id = 1 if worker_index is None else worker_index + 1
         self._ids = itertools.count(first_id, worker_count if worker_index is not None else 1)
         self._accepting = trio.CancelScope()
+        self._clients: trio.Nursery | None = None  # every session's task runs in it
         self._shutdown = trio.Event()
         # trio time by which a shutdown is over: in-flight requests, blocking ones included,
         # are given up then (None: not shutting down).
@@ -179,16 +180,26 @@ class Proxy:
                 self.listen_address = self.listen_address or self.tls_address
                 log.info("listening for TLS on %s", self.tls_address)
                 serving += [(sock, self._serve_tls) for sock in tls_listeners]
-            async with trio.open_nursery() as clients:
-                clients.start_soon(self._accept_loop, serving, clients)
-                task_status.started()
-                await self._shutdown.wait()
-                self.stop_deadline = trio.current_time() + s.shutdown_grace_ms / 1000
-                nursery.start_soon(self._give_up_at_deadline)
-                self._accepting.cancel()
-                for session in list(self.sessions):
-                    session.stop_reading()
-                # Sessions drain (bounded by their grace period) and close themselves.
+            try:
+                async with trio.open_nursery() as clients:
+                    self._clients = clients
+                    clients.start_soon(self._accept_loop, serving, clients)
+                    task_status.started()
+                    await self._shutdown.wait()
+                    self.stop_deadline = trio.current_time() + s.shutdown_grace_ms / 1000
+                    nursery.start_soon(self._give_up_at_deadline)
+                    self._accepting.cancel()
+                    for session in list(self.sessions):
+                        session.stop_reading()  # a parked one gets a task for it
+                    # Sessions drain (bounded by their grace period) and close themselves.
+            finally:
+                self._clients = None
+                # Cancelled (not shut down): parked sessions have no task to close them.
+                with trio.CancelScope(shield=True):
+                    for session in list(self.sessions):
+                        await session.close_parked()
+                        if session.closed:
+                            self.sessions.discard(session)
             nursery.cancel_scope.cancel()
 
     async def _give_up_at_deadline(self) -> None:
@@ -251,9 +262,20 @@ class Proxy:
         session.tls = tls
         readwrite.judge(session, self)
         self.sessions.add(session)
+        await self._run_session(session, None)
+
+    def resume(self, session: Session, woken: object) -> None:
+        """A parked session (idle, served by the poller with no task) needs a task again:
+        started among the clients' (RuntimeError once the proxy has stopped)."""
+        if self._clients is None:
+            raise RuntimeError("the proxy has stopped")
+        self._clients.start_soon(self._run_session, session, woken)
+
+    async def _run_session(self, session: Session, woken: object) -> None:
         try:
-            await session.run()
+            await session.run(woken)
         except Exception:  # a bug: it ends this client's connection only (closed by run)
-            log.exception("client %s: unexpected error; connection closed", peer)
+            log.exception("client %s: unexpected error; connection closed", session.peer)
         finally:
-            self.sessions.discard(session)
+            if session.closed:  # (not parked)
+                self.sessions.discard(session)

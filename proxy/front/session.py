@@ -23,7 +23,14 @@ In the ordinary state the socket is served by the poller (``eventcore.poller``):
 parses and dispatches synchronously, in one pass with every other ready socket, and output is
 flushed once per pass. The session's task sleeps meanwhile and takes over only when it must
 wait: for a request that holds up the session, for the client to drain replies
-(``max_pipeline_depth``), at EOF, QUIT, bad input or shutdown.
+(``max_pipeline_depth``), at EOF, QUIT, bad input or shutdown. Most of the time it has no
+task at all: a session with nothing that needs one (no task of its own such as the writer or
+subscriber links, no transaction or WATCH, no subscriptions) is *parked* (``_park``): its
+task ends and the poller serves its socket alone (``Poller.watch``), with the same handler;
+a task is started again (``Proxy.resume`` → ``run(woken)``) when the handler hands the socket
+back, or when shutdown, CLIENT KILL or a rest of output needs one. A parked connection costs
+its objects only: no task, no coroutine frames, no cancel scopes (the memory per idle
+connection, bench/conn_memory_pieces.py).
 
 Most requests are one backend call to one slot's master. Those skip the generic dispatch:
 the command table row, arity and key finder are looked up once by the command name's exact
@@ -97,8 +104,12 @@ RECV_BUFFER_BYTES = 64 * 1024
 _REPLY_ON: Final = 0  # clients.REPLY_ON, inlined in the compiled build
 assert _REPLY_ON == clients.REPLY_ON
 _MINUS = ord("-")
-# Why the poller handed the client socket back to the session's task (besides EOF).
-_PENDING, _QUIT, _BAD, _FULL = range(1, 5)
+# Why the poller handed the client socket back to the session's task (besides EOF); and,
+# for a parked connection (no task), why a task is started for it again: shutdown, CLIENT
+# KILL, something to run (a task to spawn, the writer to start).
+_PENDING, _QUIT, _BAD, _FULL, _STOP, _KILLED, _WAKE = range(1, 8)
+# How the read loop ended.
+_ENDED_EOF, _ENDED, _PARKED = range(3)
 _NO_REQUESTS: list[list[bytes]] = []
 _GONE: tuple[type[Exception], ...] = (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                                       HandlerError)
@@ -225,7 +236,7 @@ class Session:
                  "_flusher", "_writer", "closed", "_client_eof", "id", "peer", "laddr", "fd",
                  "created_s", "last_s", "last_cmd", "stats", "no_evict", "reply_mode", "_quiet",
                  "proto", "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress",
-                 "quit", "_read_scope", "_pending_scope", "_give_up", "tx", "sub", "login",
+                 "quit", "_read_scope", "_parked", "_stopping", "_killed", "_later", "_pending_scope", "_give_up", "tx", "sub", "login",
                  "checked", "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader",
                  "_batch", "_next", "_pending", "_depth", "_conns", "_conns_proto", "slowlog",
                  "argv", "tracking", "tls", "policies", "db", "_databases", "last_write_slot")
@@ -273,7 +284,13 @@ class Session:
         # Set whenever replies were flushed; made by whoever waits for it (most never do).
         self._progress: trio.Event | None = None
         self.quit = False
-        self._read_scope = trio.CancelScope()
+        # While the read loop runs: the scope stop_reading() cancels.
+        self._read_scope: trio.CancelScope | None = None
+        # Parked: idle with no task (its socket watched by the poller alone; ``_wake``).
+        self._parked = False
+        self._stopping = False  # shutdown: no more reading
+        self._killed = False  # CLIENT KILL (or a dead subscriber link): closed without replies
+        self._later: list[Callable[[], Awaitable[None]]] | None = None  # spawned while parked
         self._pending_scope: trio.CancelScope | None = None  # a shielded request in flight
         self._give_up = False  # shutdown's deadline passed: no more shielded requests
         self.tx = pinned.Transaction()  # MULTI/WATCH state, changed only by pinned.py
@@ -363,13 +380,21 @@ class Session:
 
     def spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` as long as this session lives."""
-        assert self._nursery is not None
-        self._nursery.start_soon(fn)
+        if self._nursery is not None:
+            self._nursery.start_soon(fn)
+            return
+        if self._later is None:  # no task now: started with the session's next one
+            self._later = []
+        self._later.append(fn)
+        self._wake(_WAKE)
 
     def abort(self) -> None:
         """Close this client's connection now (its subscriber link died)."""
+        self._killed = True
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
+        else:
+            self._wake(_KILLED)
 
     def kill(self) -> None:
         """CLIENT KILL: close this connection now, a blocking command in flight included."""
@@ -430,7 +455,8 @@ class Session:
         """The first time the socket did not take all the output: from now on the writer
         task sends the rests (an idle or quick client never costs a task for it)."""
         nursery = self._nursery
-        if nursery is None:
+        if nursery is None:  # parked: a task is started for it (run() starts the writer)
+            self._wake(_WAKE)
             return
         self._writer.on_rest = None
         try:
@@ -452,19 +478,49 @@ class Session:
     # --- reading and dispatch ----------------------------------------------------------------
     def stop_reading(self) -> None:
         """Read no more requests (shutdown); requests already read still get their replies."""
-        self._read_scope.cancel()
+        self._stopping = True
+        scope = self._read_scope
+        if scope is not None:
+            scope.cancel()
+        else:
+            self._wake(_STOP)
 
-    async def run(self) -> None:
-        self.metrics.client_connected()
+    async def run(self, woken: object = None) -> None:
+        """Serve the client until its connection closes, or until it is parked: idle with
+        nothing in flight that needs a task (``_park``), its socket left to the poller alone.
+        A parked connection gets a task again (``_wake``: Proxy.resume) when the poller hands
+        it back (``woken``: why, as ``park`` gives it) or shutdown, a kill or a rest of output
+        needs one. ``woken`` is None for a new connection."""
+        if woken is None:
+            self.metrics.client_connected()
+        parked = False
         try:
             # The client went away (reset, broken pipe), or serving it hit a bug (logged by
             # the poller): nothing to answer any more.
             with on_group(_GONE, self._gone):
+                if isinstance(woken, BaseException):  # a read error while parked
+                    raise woken
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
-                    eof = await self._read_loop()
-                    if not eof:
-                        # None: QUIT or bad input, not shutdown
+                    if self._killed or woken == _KILLED:
+                        return
+                    later, self._later = self._later, None
+                    for fn in later or ():
+                        nursery.start_soon(fn)
+                    if self._out and self._writer.on_rest is not None:
+                        self._start_writer()  # a rest left while parked
+                    # (woken from inside its own handler, by a spawn: what the handler
+                    # returned then was not seen)
+                    if self._pending is not None:
+                        woken = _PENDING
+                    elif self.quit:
+                        woken = _QUIT
+                    ended = await self._read_loop(woken)
+                    if ended == _PARKED:
+                        parked = True
+                        return
+                    if ended == _ENDED:
+                        # QUIT, bad input or shutdown
                         deadline = self.proxy.stop_deadline
                         if deadline is None:
                             deadline = (trio.current_time()
@@ -473,56 +529,124 @@ class Session:
                             await self._drain()
                     nursery.cancel_scope.cancel()
         finally:
-            self.closed = True
-            self._writer.sock = None
-            self.metrics.client_disconnected()
-            if self.tracking is not None:
-                tracking.reset(self)
-            monitor.reset(self)
-            with trio.CancelScope(shield=True):
-                await self.tx.aclose()
-                await self.sub.aclose()
-                sockets.close(self._sock)
+            if parked:
+                pass  # the poller serves it; the task that wakes it closes it
+            else:
+                self._nursery = None
+                await self._close()
+
+    async def close_parked(self) -> None:
+        """The proxy stops with this connection parked (no task to close it): close it."""
+        if self._parked:
+            self._parked = False
+            self._poller.unwatch(self._sock)
+            await self._close()
+
+    async def _close(self) -> None:
+        self.closed = True
+        self._writer.sock = None
+        self.metrics.client_disconnected()
+        if self.tracking is not None:
+            tracking.reset(self)
+        monitor.reset(self)
+        with trio.CancelScope(shield=True):
+            await self.tx.aclose()
+            await self.sub.aclose()
+            sockets.close(self._sock)
 
     def _gone(self, exc: Exception) -> None:
         log.debug("client %s gone: %r", self.peer, exc)
 
-    async def _read_loop(self) -> bool:
-        """Read and dispatch until EOF (True) or QUIT / bad input / shutdown (False)."""
+    def _can_park(self) -> bool:
+        """Idle with nothing that needs the session's task: no task of its own running (the
+        writer, subscriber links), no transaction or WATCH, no subscriptions, not stopping."""
+        nursery = self._nursery
+        tx = self.tx
+        return (nursery is not None and not nursery.child_tasks and tx.queued is None
+                and tx.watch is None and self.sub.link is None and not self._stopping
+                and not self._killed and self._pending is None)
+
+    def _park(self) -> None:
+        """Leave the socket to the poller alone; this task ends (``run`` returns)."""
+        self._nursery = None
+        self._parked = True
+        # (its request parser stays: it may hold the start of a request, parsed already)
+        self._poller.watch(self._sock, self._on_readable, RECV_BUFFER_BYTES, self._on_wake)
+
+    def _on_wake(self, value: object) -> None:
+        """The poller hands a parked connection back (``value``: as ``park`` returns it)."""
+        self._parked = False
+        self._resume(value)
+
+    def _wake(self, why: int) -> None:
+        """Start a task for a parked connection (nothing to do if it is not parked)."""
+        if self._parked:
+            self._parked = False
+            self._poller.unwatch(self._sock)
+            self._resume(why)
+
+    def _resume(self, value: object) -> None:
+        try:
+            self.proxy.resume(self, value)
+        except RuntimeError:  # the proxy's clients' nursery is closed: it has stopped
+            self.closed = True
+            self._writer.sock = None
+            self.metrics.client_disconnected()
+            self.proxy.sessions.discard(self)
+            sockets.close(self._sock)
+
+    async def _read_loop(self, woken: object) -> int:
+        """Read and dispatch until EOF (_ENDED_EOF), QUIT / bad input / shutdown (_ENDED), or
+        until the session parks (_PARKED). ``woken``: why the poller handed a parked socket
+        back (None: nothing, read on)."""
         self._depth = depth = self.settings.max_pipeline_depth
         flush = self._flush_all
+        # ``object``: park returns EOF too (compiled, a variable typed ``int | None`` refuses
+        # it).
+        reason: object = woken
         # Only waiting for input is cancelled by stop_reading(); a request being dispatched
         # (a blocking command, a transaction) is shielded and runs to its end.
-        with self._read_scope:
-            while True:
-                # Backpressure: stop reading while too many replies are owed, or while the
-                # client is not taking what was already written (the writer is blocked).
-                while len(self.slots) >= depth or (self._writer.sending and self._out):
-                    self._progress = trio.Event()
-                    await self._progress.wait()
-                # What is left of the last batch, if anything. ``object``: park returns EOF
-                # too (compiled, a variable typed ``int | None`` refuses it).
-                reason: object = self._process()
-                if reason is None:
+        with trio.CancelScope() as scope:
+            self._read_scope = scope
+            if self._stopping:
+                scope.cancel()
+            try:
+                while True:
+                    if reason is None or reason == _FULL or reason == _WAKE:
+                        # Backpressure: stop reading while too many replies are owed, or
+                        # while the client is not taking what was already written (the
+                        # writer is blocked).
+                        while len(self.slots) >= depth or (self._writer.sending and self._out):
+                            self._progress = trio.Event()
+                            await self._progress.wait()
+                        # What is left of the last batch, if anything.
+                        reason = self._process()
+                        if reason is None:
+                            flush()
+                            if self._can_park():
+                                self._park()
+                                return _PARKED
+                            reason = await self._poller.park(self._sock, self._on_readable,
+                                                             RECV_BUFFER_BYTES)
+                    if reason is EOF:
+                        return _ENDED_EOF
                     flush()
-                    reason = await self._poller.park(self._sock, self._on_readable,
-                                                     RECV_BUFFER_BYTES)
-                if reason is EOF:
-                    return True
-                flush()
-                if reason == _PENDING:
-                    pending, self._pending = self._pending, None
-                    reader = self._reader  # made by the read that brought the request
-                    assert pending is not None and reader is not None
-                    await self._await_pending(pending, reader)
-                    if self._client_eof:
-                        return True
-                    if self.quit:
-                        flush()
-                        return False
-                elif reason != _FULL:  # QUIT, bad input
-                    return False
-        return False
+                    if reason == _PENDING:
+                        pending, self._pending = self._pending, None
+                        reader = self._reader  # made by the read that brought the request
+                        assert pending is not None and reader is not None
+                        await self._await_pending(pending, reader)
+                        if self._client_eof:
+                            return _ENDED_EOF
+                        if self.quit:
+                            flush()
+                            return _ENDED
+                    elif reason != _FULL and reason != _WAKE:  # QUIT, bad input, shutdown
+                        return _ENDED
+                    reason = None
+            finally:
+                self._read_scope = None
+        return _ENDED
 
     def _on_readable(self, data: bytes) -> int | None:
         """The poller's handler for the client socket: parse, dispatch; hand the socket back

@@ -7,8 +7,8 @@ here in a slot being migrated (``ask_to``), the command after ASKING on a node i
 slot, MULTI/EXEC with a queued command's redirect aborting EXEC, WATCH by key versions, and
 CLUSTER SLOTS for the proxy's topology. Tests script the rest: ``faults`` (the next replies to
 a command, e.g. one TRYAGAIN) and ``moved_to`` (a node that sends a slot elsewhere whatever
-the cluster says, e.g. two nodes sending each other MOVED forever). ``log`` records every
-command a node received, in order.
+the cluster says, e.g. two nodes sending each other MOVED forever); ``hold`` holds replies
+back until its event is set. ``log`` records every command a node received, in order.
 
 Values are strings and lists only; BLPOP does not block (it answers null on an empty list).
 """
@@ -57,6 +57,7 @@ class FakeNode:
         self.moved_to: dict[int, str] = {}  # slot -> address, answered whatever the owner
         self.ask_to: dict[int, str] = {}  # slot migrating away -> its target
         self.importing: set[int] = set()
+        self.hold: trio.Event | None = None  # replies wait until it is set
 
     def commands(self, name: bytes) -> list[list[bytes]]:
         """The commands named ``name`` this node received (a proxy's retries included)."""
@@ -76,6 +77,8 @@ class FakeNode:
                     return
                 reader.feed(data)
                 out = [self.handle(conn, argv) for argv in reader.get_requests()]
+                if out and self.hold is not None:
+                    await self.hold.wait()
                 if out:
                     try:
                         await stream.send_all(b"".join(out))
@@ -213,6 +216,11 @@ class FakeCluster:
             listeners = await nursery.start(trio.serve_tcp, node.serve, 0)
             host, port = listeners[0].socket.getsockname()[:2]
             node.address = f"{host}:{port}"
+
+    def seeds(self) -> list[tuple[str, int]]:
+        """The proxy's seed list (settings.seeds): the first node."""
+        host, _, port = self.nodes[0].address.rpartition(":")
+        return [(host, int(port))]
 
     def node_of(self, key: bytes) -> FakeNode:
         node = self.owner[key_slot(key)]

@@ -227,6 +227,51 @@ async def test_wake_resumes_a_parked_owner_and_cancel_unwatches() -> None:
             assert calls == [] and ours.recv(10) == b"x"  # not read by the poller
 
 
+async def test_watch_serves_with_no_task_and_resumes_with_the_value() -> None:
+    """A socket watched with no task: its handler is served as in ``park``; the value it hands
+    back (then EOF, a read error) goes to ``resume``, once, and the socket is unwatched;
+    ``wake`` and ``unwatch`` work on it as on a parked one."""
+    poller = Poller()
+    got: list[bytes] = []
+    resumed: list[object] = []
+    with tcp_pair() as (ours, peer):
+        async with running(poller):
+            poller.watch(ours, collector(got, stop_at=b"two"), 100, resumed.append)
+            peer.send(b"one ")
+            await wait_until_async(lambda: got)
+            assert resumed == []  # served, still watched
+            peer.send(b"two")
+            await wait_until_async(lambda: resumed)
+            assert resumed == [b"one two"]
+            peer.send(b"more")
+            await trio.sleep(0.05)
+            assert resumed == [b"one two"] and ours.recv(10) == b"more"  # unwatched
+            poller.watch(ours, collector(got), 100, resumed.append)
+            assert poller.wake(ours, "woken") and resumed[-1] == "woken"
+            assert not poller.unwatch(ours)
+            poller.watch(ours, collector(got), 100, resumed.append)
+            assert poller.unwatch(ours)
+            poller.watch(ours, collector(got), 100, resumed.append)
+            peer.close()
+            await wait_until_async(lambda: resumed[-1] is EOF)
+            assert len(resumed) == 3
+    poller = Poller()
+    with tcp_pair() as (ours, peer):
+        async with running(poller):
+            poller.watch(ours, collector(got), 100, resumed.append)
+            peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
+            ours.send(b"x")  # unread on the peer's side: its close sends a reset
+            peer.close()
+            await wait_until_async(lambda: len(resumed) == 4)
+            assert isinstance(resumed[-1], ConnectionResetError)
+
+
+async def wait_until_async(cond: Callable[[], object]) -> None:
+    with trio.fail_after(5):
+        while not cond():  # noqa: ASYNC110 (a handler's effects have no event)
+            await trio.sleep(0.01)
+
+
 async def test_serve_now_serves_once_as_a_pass_would(caplog: pytest.LogCaptureFixture) -> None:
     poller = Poller()
 
