@@ -270,3 +270,30 @@ def test_park_names_carry_their_key() -> None:
     assert key_slot(name) == key_slot(b"some:key{x}")
     assert poppark.parsed(name) == (b"L", b"some:key{x}")
     assert poppark.parsed(b"other") is None
+
+
+async def test_a_proxy_starting_pushes_back_what_a_dead_one_left_parked(
+    cluster: list[ManagedProcess],
+) -> None:
+    """Parks as a proxy killed mid-pop leaves them (a list's, popped from its left; a sorted
+    set's) go back into their keys when a proxy starts."""
+    key, zkey = keys_on_two_masters(cluster, f"swept{uuid.uuid4().hex[:6]}")
+    lpark, zpark = poppark.park(key.encode(), b"L"), poppark.park(zkey.encode(), b"Z")
+    master_of(cluster, key).client().rpush(lpark, "p1", "p2")
+    master_of(cluster, key).client().rpush(key, "p3")
+    master_of(cluster, zkey).client().zadd(zpark, {"m1": 1.5})
+    alive = [n for n in cluster if n.alive()]
+    p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port) for n in alive[:3]]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.run)
+        c = await connect(p)
+        with trio.fail_after(20):
+            for _ in range(400):  # the sweep runs once the masters are known
+                if not parks(cluster):
+                    break
+                await trio.sleep(0.05)
+            assert parks(cluster) == []
+        assert await held(c, "BLPOP", key) == [b"p1", b"p2", b"p3"]
+        assert strings(await c.call("ZRANGE", zkey, "0", "-1", "WITHSCORES")) == [b"m1", b"1.5"]
+        await c.call("DEL", key, zkey)
+        nursery.cancel_scope.cancel()
