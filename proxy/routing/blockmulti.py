@@ -156,7 +156,12 @@ async def _check(s: RouteSession, p: Parsed) -> bytes | None:
     slot = key_slot(p.keys[0])
     check = b"{%s}%scheck" % (crossslot.tag_for_slot(slot), crossslot.TEMP_PREFIX)
     payload = _MULTI + encode_command(*build(p, [check], p.timeout)) + _EXEC
-    raw, _ = await on_owner_at(s, slot, payload, 3, False, partial(_direct, s))
+    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
+    while True:
+        raw, _ = await on_owner_at(s, slot, payload, 3, False, partial(_direct, s))
+        if not raw.startswith(_UNKNOWN_FATE) or trio.current_time() >= deadline:
+            break  # a lost reply: it changed nothing, sent again
+        await trio.sleep(poppark.POLL_S)
     if raw[:1] == b"*" and not is_null(raw):
         raw = array_elements(raw)[0]
     return None if is_null(raw) else raw

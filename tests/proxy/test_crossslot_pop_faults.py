@@ -199,7 +199,7 @@ async def pops_while_a_master_dies(p: Proxy, cluster: list[ManagedProcess], fami
         while not stop.is_set():
             command = rng.choice(family)
             reply = await me.call(*pop_args(command, rng.sample(keys, 3), "0.2"))
-            kind = reply[:1].decode() if reply[:1] != b"-" else reply[:40].decode()
+            kind = reply[:1].decode() if reply[:1] != b"-" else reply[:60].decode()
             replies[kind] = replies.get(kind, 0) + 1
             answered.extend(e for e in strings(reply) if e.startswith(b"e"))
         await me.stream.aclose()
