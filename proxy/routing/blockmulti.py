@@ -175,7 +175,10 @@ async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) 
         reply_slot(err)
         return
     sh = shape(p)
-    timeout_s = 0.0 if p.name in NON_BLOCKING else float(p.timeout)
+    try:
+        timeout_s = 0.0 if p.name in NON_BLOCKING else float(p.timeout)
+    except ValueError:  # a form the node accepts and Python does not: no timeout
+        timeout_s = 0.0
     deadline = started + timeout_s if timeout_s > 0 else math.inf
     null = b"_\r\n" if s.proto == 3 else b"*-1\r\n"
     while True:
@@ -291,7 +294,7 @@ async def _settle_shielded(s: RouteSession, p: Parsed, sh: Shape, keys: list[byt
 
 
 class Waiter:
-    """One slot's blocking command on a connection of its own."""
+    """One blocking command (a slot's, a key's) on a connection of its own."""
 
     __slots__ = ("node", "conn", "client_id", "payload", "reply", "done")
 

@@ -2,7 +2,8 @@
 duplicated (``proxy/routing/poppark.py``).
 
 The real ``Proxy`` runs in this test's trio run in front of a real redis-server cluster of
-its own (3 masters, 2 replicas each: a master is killed here). Every element pushed is
+this module's own (``test_crossslot_faults.py``'s fixtures: 3 masters, 2 replicas each; a
+master is killed here). Every element pushed is
 counted at the end: answered to exactly one client, or still in a key, never both, never
 neither.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,31 +26,22 @@ from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing import blockmulti, poppark
 from slotgate.proxy.routing.redirect import error_frame
 from tests.conftest import start_cluster
-from tests.proxy.test_crossslot_faults import Client, connect, master_of, replicated_masters
+from tests.proxy import test_crossslot_faults as faults
+from tests.proxy.test_crossslot_faults import (
+    Client,
+    connect,
+    master_of,
+    replicated_masters,
+    two_keys_on_two_masters,
+)
 from tests.support import ManagedProcess
 
+# The cluster (this module's own: module-scoped) and the proxy in front of it.
+cluster = faults.cluster
+proxy = faults.proxy
 LISTS = ["BLPOP", "BRPOP", "BLMPOP"]
 ZSETS = ["BZPOPMIN", "BZPOPMAX", "BZMPOP"]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ManagedProcess]]:
-    nodes = start_cluster("real", Path(tmp_path_factory.mktemp("pop-faults")), replicas=2)
-    try:
-        yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
-
-
-@pytest.fixture
-async def proxy(cluster: list[ManagedProcess]) -> AsyncIterator[Proxy]:
-    alive = [n for n in cluster if n.alive()]
-    p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port) for n in alive[:3]]))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(p.run)
-        yield p
-        nursery.cancel_scope.cancel()
+_CUT = "element-cut-off"  # no key name of these tests holds it
 
 
 def pop_args(command: str, keys: list[str], timeout: str) -> list[str]:
@@ -77,10 +68,10 @@ def strings(raw: bytes) -> list[bytes]:
     return out
 
 
-async def push(c: Client, command: str, key: str, elem: str) -> bytes:
+async def push(c: Client, command: str, key: str, elem: str, score: int) -> bytes:
     if command in LISTS:
         return await c.call("RPUSH", key, elem)
-    return await c.call("ZADD", key, elem[1:], elem)
+    return await c.call("ZADD", key, str(score), elem)
 
 
 async def held(c: Client, command: str, key: str) -> list[bytes]:
@@ -98,14 +89,6 @@ def parks(cluster: list[ManagedProcess]) -> list[object]:
     return out
 
 
-def keys_on_two_masters(cluster: list[ManagedProcess], prefix: str) -> tuple[str, str]:
-    first = f"{prefix}:a"
-    i = 0
-    while master_of(cluster, f"{prefix}:b{i}").port == master_of(cluster, first).port:
-        i += 1
-    return first, f"{prefix}:b{i}"
-
-
 @pytest.mark.parametrize("command", LISTS + ZSETS)
 async def test_a_pop_whose_reply_is_cut_loses_nothing(
     proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
@@ -114,11 +97,11 @@ async def test_a_pop_whose_reply_is_cut_loses_nothing(
     """A pop over two keys on two masters waits; an element arrives in the second key and
     the connection that popped it is cut as its reply comes back. The element is then
     either the client's reply or back in its key, once."""
-    first, second = keys_on_two_masters(cluster, f"cut{command}{uuid.uuid4().hex[:6]}")
+    first, second = two_keys_on_two_masters(cluster, f"cut{command}{uuid.uuid4().hex[:6]}")
     cut: list[bytes] = []
 
     def cuts(payload: bytes, reply: bytes) -> bool:
-        if not cut and b"e7" in reply and b"e7" not in payload:
+        if not cut and _CUT.encode() in reply and _CUT.encode() not in payload:
             cut.append(payload)
             return True
         return False
@@ -167,11 +150,11 @@ async def test_a_pop_whose_reply_is_cut_loses_nothing(
 
         nursery.start_soon(pop)
         await trio.sleep(0.3)  # the waits are in place
-        assert (await push(producer, command, second, "e7"))[:1] == b":"
+        assert (await push(producer, command, second, _CUT, 7))[:1] == b":"
     monkeypatch.undo()
     assert cut, "no reply carried the element"
-    answered = strings(got[0]).count(b"e7")
-    left = (await held(producer, command, second)).count(b"e7")
+    answered = strings(got[0]).count(_CUT.encode())
+    left = (await held(producer, command, second)).count(_CUT.encode())
     assert answered + left == 1, (got, left)
     assert parks(cluster) == []
     await producer.call("DEL", first, second)
@@ -216,7 +199,7 @@ async def pops_while_a_master_dies(p: Proxy, cluster: list[ManagedProcess], fami
                 victim.kill()
             key = on_victim[0] if i == n_elems // 3 else rng.choice(keys)
             for _ in range(200):  # refused while its master fails over: sent again
-                if (await push(producer, family[0], key, f"e{i}"))[:1] == b":":
+                if (await push(producer, family[0], key, f"e{i}", i))[:1] == b":":
                     break
                 await trio.sleep(0.1)
             else:
@@ -277,7 +260,7 @@ async def test_a_proxy_starting_pushes_back_what_a_dead_one_left_parked(
 ) -> None:
     """Parks as a proxy killed mid-pop leaves them (a list's, popped from its left; a sorted
     set's) go back into their keys when a proxy starts."""
-    key, zkey = keys_on_two_masters(cluster, f"swept{uuid.uuid4().hex[:6]}")
+    key, zkey = two_keys_on_two_masters(cluster, f"swept{uuid.uuid4().hex[:6]}")
     lpark, zpark = poppark.park(key.encode(), b"L"), poppark.park(zkey.encode(), b"Z")
     master_of(cluster, key).client().rpush(lpark, "p1", "p2")
     master_of(cluster, key).client().rpush(key, "p3")
