@@ -236,31 +236,42 @@ async def sweep(settings: ProxySettings, metrics: ProxyMetrics, masters: list[st
     """Every park on ``masters`` pushed back (at proxy start); how many were found."""
     found = 0
     for node in masters:
-        try:
-            conn = await DirectConnection.open(node, 2, settings, metrics)
-        except (BackendError, OSError):
-            log.warning("park sweep: %s unreachable", node)
-            continue
-        try:
-            cursor = b"0"
-            while True:
-                raw = (await conn.roundtrip(encode_command(
-                    b"SCAN", cursor, b"MATCH", b"*" + PARK_PREFIX + b"*", b"COUNT", b"1000"),
-                    1))[0][1]
-                if raw[:1] != b"*":
-                    break
-                head, names = array_elements(raw)
-                for name in popped(names):
-                    cmd = put_back_cmd(name)
-                    if cmd is not None:
-                        found += 1
-                        await conn.roundtrip(cmd, 1)
-                cursor = text(head)
-                if cursor == b"0":
-                    break
-        except BackendError as exc:
-            log.warning("park sweep of %s: %s", node, exc)
-        finally:
+        found += await _sweep_node(settings, metrics, node)
+    return found
+
+
+async def _sweep_node(settings: ProxySettings, metrics: ProxyMetrics, node: str) -> int:
+    found = 0
+    try:
+        conn = await DirectConnection.open(node, 2, settings, metrics)
+    except (BackendError, OSError):
+        log.warning("park sweep: %s unreachable", node)
+        return 0
+
+    async def call(payload: bytes) -> bytes:
+        with trio.fail_after(settings.command_timeout_ms / 1000):
+            return (await conn.roundtrip(payload, 1))[0][1]
+
+    try:
+        cursor = b"0"
+        while True:
+            raw = await call(encode_command(b"SCAN", cursor, b"MATCH",
+                                            b"*" + PARK_PREFIX + b"*", b"COUNT", b"1000"))
+            if raw[:1] != b"*":
+                break
+            head, names = array_elements(raw)
+            for name in popped(names):
+                cmd = put_back_cmd(name)
+                if cmd is not None:
+                    found += 1
+                    await call(cmd)
+            cursor = text(head)
+            if cursor == b"0":
+                break
+    except (BackendError, trio.TooSlowError) as exc:
+        log.warning("park sweep of %s: %r", node, exc)
+    finally:
+        with trio.CancelScope(shield=True):
             await conn.aclose()
     return found
 
