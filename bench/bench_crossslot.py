@@ -7,9 +7,12 @@ median wall time over the rounds, the proxy's CPU time and the masters' CPU time
 
 - ``sunionstore``: SUNIONSTORE of 3 sets of 100 members into a 4th key;
 - ``rename``: RENAME of a 100-byte string to another key and back (each command one move);
-- ``eval``: the same move as an EVAL script over its 2 KEYS (GET, SET, DEL).
+- ``eval``: the same move as an EVAL script over its 2 KEYS (GET, SET, DEL);
+- ``blpop``: an RPUSH of one element to the second of 2 lists, then BLPOP over both (the pop
+  finds it at once: the first key empty, the second not); ``bzpopmin`` the same with ZADD.
+  Through the proxy across slots each pop parks its element, then commits it (poppark.py).
 
-Targets: ``xslot``: the keys without hash tags, in 4 (RENAME, EVAL: 2) different slots spread over
+Targets: ``xslot``: the keys without hash tags, in 4 (RENAME, EVAL, the pops: 2) different slots spread over
 the masters, through the proxy; ``tagged``: the same commands on keys sharing one hash tag,
 through the proxy; ``direct``: the tagged commands straight to their master.
 
@@ -69,6 +72,14 @@ def run_case(c: RawClient, case: str, keys: list[str], n: int) -> None:
         for _ in range(n):
             c.call(*argv)
         return
+    if case in ("blpop", "bzpopmin"):
+        a, b = keys[6], keys[7]
+        push = ["RPUSH", b, "x"] if case == "blpop" else ["ZADD", b, "1", "x"]
+        for _ in range(n):
+            c.call(*push)
+            reply = c.call(case.upper(), a, b, "1")
+            assert reply[:1] == b"*", reply
+        return
     a, b = keys[4], keys[5]
     for i in range(n):
         pair = (a, b) if i % 2 == 0 else (b, a)
@@ -85,6 +96,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--commands", type=int, default=2000, help="per case, target and round")
     ap.add_argument("--nodes", choices=("real", "bundled"), default="real")
+    ap.add_argument("--cases", default="sunionstore,rename,eval,blpop,bzpopmin")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-crossslot-"))
     if args.nodes == "real":
@@ -101,10 +113,11 @@ def main() -> None:
         for lo, hi, master, *_ in nodes[0].client().execute_command("CLUSTER", "SLOTS"):
             for s in range(lo, hi + 1):
                 owner_of[s] = int(master[1])
-        xkeys = spread_keys(6, owner_of)
+        xkeys = spread_keys(8, owner_of)
         # RENAME across masters too.
         assert owner_of[key_slot(xkeys[4].encode())] != owner_of[key_slot(xkeys[5].encode())]
-        tkeys = [f"{{xs}}:{i}" for i in range(6)]
+        assert owner_of[key_slot(xkeys[6].encode())] != owner_of[key_slot(xkeys[7].encode())]
+        tkeys = [f"{{xs}}:{i}" for i in range(8)]
         tagged_port = owner_of[key_slot(b"xs")]
         ports = {"xslot": proxy.port, "tagged": proxy.port, "direct": tagged_port}
         keysets = {"xslot": xkeys, "tagged": tkeys, "direct": tkeys}
@@ -116,7 +129,7 @@ def main() -> None:
         node_pids = [n.pid for n in nodes]
         results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         for _ in range(args.rounds):
-            for case in ("sunionstore", "rename", "eval"):
+            for case in args.cases.split(","):
                 for target in ("xslot", "tagged", "direct"):
                     c = clients[target]
                     p0, n0 = cpu_ns(proxy.pid), sum(cpu_ns(p) for p in node_pids)

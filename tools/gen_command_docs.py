@@ -330,34 +330,62 @@ BLOCKING_CROSS = """\
 
 `BLPOP`, `BRPOP`, `BZPOPMIN`, `BZPOPMAX`, `BLMPOP` and `BZMPOP` over keys in several slots
 (keys in one slot: unchanged, one connection to that slot's master), and the non-blocking
-`LMPOP` and `ZMPOP` (step 1 only: all keys empty, the null reply). Code:
-`proxy/routing/blockmulti.py`; tests: `tests/proxy/test_blocking_crossslot.py`,
-`tests/proxy/test_crossslot_pops.py`.
+`LMPOP` and `ZMPOP` (steps 0 and 1 only: all keys empty, the null reply). Code:
+`proxy/routing/blockmulti.py`, `proxy/routing/poppark.py`; tests:
+`tests/proxy/test_blocking_crossslot.py`, `tests/proxy/test_crossslot_pops.py`,
+`tests/proxy/test_crossslot_pop_faults.py`.
 
-1. **Try, in Redis' key order.** Each run of consecutive keys of one slot is sent to that
-   slot's master as `MULTI`, the same command over those keys, `EXEC` (inside a transaction a
-   blocking pop never blocks: it pops or answers null). The first run answering anything but
-   null is the reply: data of the first key holding some, or the node's own error (timeout
-   syntax, `COUNT`, `WRONGTYPE` of a key met before one with data), byte for byte as Redis.
-   A run answering null costs one round trip, so an all-empty try costs one per run.
-2. **Wait on every master at once.** The command over each slot's keys is sent on a
-   connection of its own to the slot's master, with what is left of the client's timeout
-   (`0` stays `0`). The first reply that is not null wins (if several are already in, the
-   one of the earliest key). Every other connection is ended with `CLIENT UNBLOCK <id>` from
-   a control connection and its reply read: if that node had popped meanwhile, its elements
-   are pushed back to the end they came from (`LPUSH`/`RPUSH` in reverse order, `ZADD` with
-   their scores). All null: the client gets the null reply (`*-1` in RESP2, `_` in RESP3)
-   after its timeout. A client that goes away while waiting ends every wait the same way and
-   every popped element is pushed back.
+**No element is ever lost, whatever connection drops or node dies.** No pop takes an element
+out of a key straight into the proxy: each one moves what it takes, in one atomic step on the
+key's master (a script, or `BLMOVE`), into a *park*: a list or sorted set of the key's own slot
+named `{T}slotgate-pop:<token>:<n>:<L|R|Z>:<key>` (`T` a hash tag of the slot; the name says
+which key and which end it came from). The park is replicated with the pop, so after a
+failover the element is in its key or in its park, never in neither. The client is answered
+only once its park is *committed* (a script deletes the park and sets a marker, then `WAIT 1
+500` for a replica; a lost reply is settled by the marker, as for
+[moves](#moves-across-slots)); every other park is *pushed back* into its key (`LMOVE park
+key RIGHT <end>` until empty: the elements return to the end they left, in their order;
+`ZADD` with their scores), by a script that is sent again after a lost reply. Every proxy
+pushes back all parks it finds on the masters when it starts (`SCAN … MATCH
+*slotgate-pop:*`): a proxy killed mid-pop leaves at most a park, returned then. A park of a
+live pop swept by another proxy starting costs that pop a new try: its commit finds the park
+gone and tries again, the element being back in its key.
+
+0. **Check.** On the first key's master, `MULTI`, the command over an always-empty key of
+   that slot, `EXEC`: Redis' own argument errors (timeout, direction, `COUNT`), byte for byte.
+1. **Try, in Redis' key order.** Each run of consecutive keys of one slot, by one script on
+   that slot's master: the first key that exists decides, as in Redis (another type:
+   `WRONGTYPE`; else up to `COUNT` elements move into its park). The first run that pops is
+   the reply once committed (written by the proxy as Redis writes it, RESP2 or RESP3).
+   A run finding nothing costs one round trip.
+2. **Wait.** Lists (`BLPOP`, `BRPOP`, `BLMPOP`): every key's `BLMOVE key park <end> RIGHT
+   <timeout left>` on a connection of its own to its master, all at once (`0` stays `0`).
+   The first element wins (if several are already in, the earliest key's); every other
+   connection is ended with `CLIENT UNBLOCK <id>` and its park pushed back. `BLMPOP … COUNT
+   n`: the winner's park is then filled up to `n` elements from its key. Sorted sets
+   (`BZPOPMIN`, `BZPOPMAX`, `BZMPOP`): no Redis command blocks and parks a sorted set's
+   element, so step 1 runs again every 50 ms until the timeout. All null: the null reply
+   (`*-1` in RESP2, `_` in RESP3) after the timeout. A wait whose connection is lost, or a
+   commit that finds its park gone: every park pushed back, then step 1 again. A client that
+   goes away while waiting has every park pushed back.
+
+**What another client may observe.** A park (its key name, `SCAN`, `KEYS`, `DBSIZE` one
+higher) while a pop is settled; an element absent from its key between a losing pop and its
+push back (the list shorter for that moment; it returns to the end it left, after elements
+pushed meanwhile to that end); keyspace events of the pop and of the park (`lpop`/`rpush`,
+`lmove`, `zpopmin`/`zadd`, `del`).
 
 **What differs from one server.** Key order is exact in step 1 only: data arriving between
-step 1 and the waits may be served from a later key. An element pushed back is absent for a
-moment (between the losing node's pop and the push back): another client may see the list
-shorter, or block on it; it is put back at the head it left, but after elements other clients
-pushed meanwhile to that same end, its position may differ. A losing node whose connection is
-lost after popping (its reply unread) loses that element, as a client of that node would.
-`CLIENT UNBLOCK` through the proxy does not reach a cross-slot wait; `blocked_clients` is not
-counted for it.
+step 1 and the waits may be served from a later key. `BLMPOP … COUNT n` woken by a push takes
+the first element at once and the others just after (another client may take them between).
+A sorted set's element is served up to 50 ms after it arrives, and `BZPOPMIN`/`BZPOPMAX`/
+`BZMPOP` over keys in several slots cost one round trip per slot every 50 ms while they wait.
+If a master dies after a commit ran but before a replica has it (`WAIT` fell short of 500 ms),
+the promoted replica may bring the element back (Redis' asynchronous replication, as for any
+acknowledged write). A commit whose fate no master tells before the retry deadline is answered
+`ERR slotgate: connection to <node> lost; write may or may not have been applied`. `CLIENT
+UNBLOCK` through the proxy does not reach a cross-slot wait; `blocked_clients` is not counted
+for it.
 
 ### BLMOVE and BRPOPLPUSH across slots
 

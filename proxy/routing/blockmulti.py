@@ -2,25 +2,31 @@
 non-blocking LMPOP and ZMPOP (step 1 only). BLMOVE/BRPOPLPUSH (``blockmove.py``) and XREAD/
 XREADGROUP (``xreadmulti.py``) across slots are routed from here too.
 
-Two steps (docs/COMMANDS.md, "Blocking pops across slots"):
+No element is ever taken out of a key straight into the proxy: each pop moves what it
+takes into a *park* of the key's slot, in one atomic step on the key's master, and the
+client is answered only once the winner's park is committed; every other park goes back
+into its key (``poppark.py``). Steps (docs/COMMANDS.md, "Blocking pops across slots"):
 
-1. A non-blocking try in Redis' key order: each run of consecutive keys in one slot is sent as
-   ``MULTI; <the command over those keys>; EXEC`` to the slot's master (inside MULTI a
-   blocking pop never blocks: it pops or answers null, with Redis' own errors and replies).
-   The first run that answers anything but null is the client's reply.
-2. Nothing anywhere: the command over each slot's keys waits on a connection of its own to
-   that slot's master, all at once, with what is left of the client's timeout. The first
-   reply that is not null wins (if several are in, the earliest key's); every other
-   connection is ended by ``CLIENT UNBLOCK <id>`` from a control connection, and a node that
-   had popped meanwhile gets its elements pushed back to the end they came from (LPUSH/RPUSH
-   in reverse order, ZADD with their scores). All null: the client gets the null.
+0. check    Redis' own argument errors (timeout, direction, ``COUNT``): the command over an
+            always-empty key of the first key's slot inside ``MULTI … EXEC``.
+1. try      each run of consecutive keys of one slot, in Redis' key order, by one script on
+            the slot's master: the first key that exists decides (another type:
+            ``WRONGTYPE``; else up to ``COUNT`` elements move into its park). The first run
+            that pops is the reply, once its park is committed.
+2. wait     nothing anywhere. Lists: every key's ``BLMOVE key park <end> RIGHT <timeout
+            left>`` on a connection of its own, all at once; the first element wins (if
+            several are in, the earliest key's), every other connection is ended by
+            ``CLIENT UNBLOCK <id>`` and its park pushed back. The winner's park is filled up
+            to ``COUNT`` (BLMPOP) and committed. Sorted sets (no blocking command parks an
+            element): step 1 again every ``poppark.POLL_S`` until the timeout. A connection
+            lost, or a commit that finds its park gone: every park back, step 1 again.
 
-A client that goes away while waiting unblocks every connection the same way, and whatever was
-popped is pushed back.
+A client that goes away while waiting has every park pushed back.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
@@ -30,8 +36,10 @@ import trio
 from slotgate.protocol.commands import CommandInfo
 from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
-from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
+from slotgate.proxy.front.pinned import _direct, on_owner_at
+from slotgate.proxy.routing import crossslot, poppark
 from slotgate.proxy.routing.crossslot import is_null
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -45,6 +53,10 @@ _KEYS_FIRST = frozenset({"blpop", "brpop", "bzpopmin", "bzpopmax"})
 # The non-blocking pops over several keys: no timeout, the first key with data wins.
 NON_BLOCKING = frozenset({"lmpop", "zmpop"})
 HANDLED = _KEYS_FIRST | {"blmpop", "bzmpop"} | NON_BLOCKING
+_LISTS = frozenset({"blpop", "brpop", "blmpop", "lmpop"})
+# A waiter's own error (its connection lost): not a reply for the client.
+_OWN_ERROR = b"-ERR slotgate: "
+_UNKNOWN_FATE = error_frame(errors.UNKNOWN_FATE_WRITE).split(b"{node}")[0]
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
 _CLIENT_ID = encode_command(b"CLIENT", b"ID")
@@ -104,31 +116,6 @@ def by_slot(keys: list[bytes]) -> list[tuple[int, list[bytes]]]:
     return list(groups.items())
 
 
-def _text(raw: bytes) -> bytes:
-    """A bulk string's or a double's bytes."""
-    if raw[:1] == b"$":
-        return raw[raw.index(b"\r\n") + 2:-2]
-    return raw[1:-2]
-
-
-def push_back(name: str, raw: bytes, argv: list[bytes]) -> bytes | None:
-    """The command that puts back what ``raw`` (a pop's reply) took; None if nothing."""
-    if raw[:1] not in (b"*", b">") or is_null(raw):
-        return None
-    elems = array_elements(raw)
-    key = _text(elems[0])
-    if name in ("blpop", "brpop"):
-        return encode_command(b"LPUSH" if name == "blpop" else b"RPUSH", key, _text(elems[1]))
-    if name in ("bzpopmin", "bzpopmax"):
-        return encode_command(b"ZADD", key, _text(elems[2]), _text(elems[1]))
-    items = array_elements(elems[1])
-    if name == "blmpop":
-        where = b"LPUSH" if b"left" in (a.lower() for a in argv) else b"RPUSH"
-        return encode_command(where, key, *reversed([_text(e) for e in items]))
-    pairs = [array_elements(e) for e in items]
-    return encode_command(b"ZADD", key, *[x for m, sc in pairs for x in (_text(sc), _text(m))])
-
-
 def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[None] | None:
     """A pop whose keys span slots; None when it is not one of ours (the caller answers
     CROSSSLOT)."""
@@ -137,35 +124,177 @@ def route(s: RouteSession, argv: list[bytes], info: CommandInfo) -> Awaitable[No
     p = parse(argv, info.name)
     if p is None:
         return None
-    return _run(s, p, argv, s.new_slot(info.name))
+    return _run(s, p, s.new_slot(info.name))
 
 
-async def _run(s: RouteSession, p: Parsed, argv: list[bytes],
-               reply_slot: Callable[[bytes], None]) -> None:
+class Shape(NamedTuple):
+    """What a pop takes: ``kind`` (list, zset), ``where`` (LEFT, RIGHT, MIN, MAX), how many
+    elements at most, and its parks' letter (``poppark.park``)."""
+
+    kind: bytes
+    where: bytes
+    most: int
+    how: bytes
+
+
+def shape(p: Parsed) -> Shape:
+    """``p``'s shape (its arguments were checked by a node: ``_check``)."""
+    if p.name in _KEYS_FIRST:
+        where = {"blpop": b"LEFT", "brpop": b"RIGHT", "bzpopmin": b"MIN"}.get(p.name, b"MAX")
+        count = 1
+    else:
+        where = p.tail[0].upper()
+        count = int(p.tail[2]) if len(p.tail) >= 3 else 1
+    if p.name in _LISTS:
+        return Shape(b"list", where, count, where[:1])
+    return Shape(b"zset", where, count, b"Z")
+
+
+async def _check(s: RouteSession, p: Parsed) -> bytes | None:
+    """Redis' own argument errors (timeout, direction, COUNT): the command over an always
+    empty key, inside ``MULTI`` (it never blocks nor changes anything there)."""
+    slot = key_slot(p.keys[0])
+    check = b"{%s}%scheck" % (crossslot.tag_for_slot(slot), crossslot.TEMP_PREFIX)
+    payload = _MULTI + encode_command(*build(p, [check], p.timeout)) + _EXEC
+    deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
+    while True:
+        raw, _ = await on_owner_at(s, slot, payload, 3, False, partial(_direct, s))
+        if not raw.startswith(_UNKNOWN_FATE) or trio.current_time() >= deadline:
+            break  # a lost reply: it changed nothing, sent again
+        await trio.sleep(poppark.POLL_S)
+    if raw[:1] == b"*" and not is_null(raw):
+        raw = array_elements(raw)[0]
+    return None if is_null(raw) else raw
+
+
+async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
     started = trio.current_time()
-    for slot, keys in runs(p.keys):
-        payload = _MULTI + encode_command(*build(p, keys, p.timeout)) + _EXEC
-        raw, node = await on_owner_at(s, slot, payload, 3, False, partial(_direct, s))
-        if raw[:1] == b"*" and not is_null(raw):
-            raw = array_elements(raw)[0]
-        if not is_null(raw):
-            reply_slot(await after_writes(s, [s.tx.direct.get(node)], raw))  # popped there
-            return
-    if p.name in NON_BLOCKING:
-        reply_slot(raw)  # every key empty: the node's null
+    err = await _check(s, p)
+    if err is not None:
+        reply_slot(err)
         return
-    # Every key was empty: wait on all of them with what is left of the timeout (its syntax
-    # was checked by the nodes in step 1).
-    timeout_s = float(p.timeout)
-    left = b"0"
-    if timeout_s > 0:
-        left = b"%.3f" % max(timeout_s - (trio.current_time() - started), 0.001)
-    reply_slot(await _wait(s, p, argv, left))
+    sh = shape(p)
+    try:
+        timeout_s = 0.0 if p.name in NON_BLOCKING else float(p.timeout)
+    except ValueError:  # a form the node accepts and Python does not: no timeout
+        timeout_s = 0.0
+    deadline = started + timeout_s if timeout_s > 0 else math.inf
+    null = b"_\r\n" if s.proto == 3 else b"*-1\r\n"
+    while True:
+        with trio.CancelScope(shield=True):  # a pop, once sent, is settled
+            got = await _try_runs(s, p, sh)
+        if got:
+            reply_slot(got)
+            return
+        if got is _AGAIN:
+            await trio.sleep(poppark.POLL_S)
+            continue
+        left_s = deadline - trio.current_time()
+        if p.name in NON_BLOCKING or left_s <= 0:
+            reply_slot(null)
+            return
+        if sh.kind == b"zset":  # no blocking pop parks a sorted set's element: polled
+            await trio.sleep(min(poppark.POLL_S, left_s))
+            continue
+        got = await _wait_lists(s, p, sh, left_s)
+        if got:
+            reply_slot(got)
+            return
+
+
+# ``_try_runs``: a pop was undone (its park pushed back): try again.
+_AGAIN = b""
+
+
+async def _try_runs(s: RouteSession, p: Parsed, sh: Shape) -> bytes | None:
+    """Each run of keys of one slot, in Redis' key order, popped into parks by one script;
+    the first that pops (or meets a key of another type) is the reply, once committed. None:
+    every key empty."""
+    for slot, keys in runs(p.keys):
+        parks = [poppark.park(k, sh.how) for k in keys]
+        cmd = poppark.eval_cmd(poppark.TRY_SCRIPT, [*keys, *parks],
+                               [sh.kind, sh.where, b"%d" % sh.most])
+        raw, _ = await on_owner_at(s, slot, cmd, 1, False, partial(_direct, s))
+        if is_null(raw):
+            continue
+        if raw[:1] != b"*":  # no reply, or no master in time: whatever it parked goes back
+            await poppark.push_back(s, parks)
+            return _AGAIN if raw.startswith(_UNKNOWN_FATE) else raw
+        head, items = array_elements(raw)
+        at = int(poppark.text(head))
+        if at == 0:
+            return poppark.WRONGTYPE
+        return await _commit(s, p, keys[at - 1], parks[at - 1], poppark.popped(items))
+    return None
+
+
+async def _commit(s: RouteSession, p: Parsed, key: bytes, name: bytes,
+                  items: list[bytes]) -> bytes:
+    """The client's reply once the park ``name`` holding ``items`` is committed."""
+    done = await poppark.commit(s, name)
+    if done is None:
+        s.metrics.unknown_fate_write()
+        return error_frame(errors.UNKNOWN_FATE_WRITE.format(
+            node=s.router.topology.owners[key_slot(key)] or "?"))
+    return poppark.reply(p.name, key, items, s.proto) if done else _AGAIN
+
+
+async def _wait_lists(s: RouteSession, p: Parsed, sh: Shape, left_s: float) -> bytes:
+    """Every key's ``BLMOVE key park <end> RIGHT`` on a connection of its own, at once; the
+    winner committed (``_AGAIN``: all timed out, or try again)."""
+    keys = list(dict.fromkeys(p.keys))
+    parks = {k: poppark.park(k, sh.how) for k in keys}
+    timeout = b"0" if left_s == math.inf else b"%.3f" % max(left_s, 0.001)
+    parts = [(key_slot(k), encode_command(b"BLMOVE", k, parks[k], sh.where, b"RIGHT", timeout))
+             for k in keys]
+    try:
+        return await wait_each(s, parts, partial(_settle_lists, s, p, sh, keys, parks))
+    except BaseException:  # the client went away: nothing stays parked
+        with trio.CancelScope(shield=True):
+            await poppark.push_back(s, list(parks.values()))
+        raise
+
+
+async def _settle_lists(s: RouteSession, p: Parsed, sh: Shape, keys: list[bytes],
+                        parks: dict[bytes, bytes], waiters: list[Waiter],
+                        winner: Waiter | None) -> bytes:
+    """Every loser's park pushed back; the winner's committed: the reply (``_AGAIN``: all
+    timed out, or try again)."""
+    with trio.CancelScope(shield=True):
+        got = await _settle_shielded(s, p, sh, keys, parks, waiters, winner)
+    return got
+
+
+async def _settle_shielded(s: RouteSession, p: Parsed, sh: Shape, keys: list[bytes],
+                           parks: dict[bytes, bytes], waiters: list[Waiter],
+                           winner: Waiter | None) -> bytes:
+    if winner is not None and winner.reply is not None and winner.reply.startswith(
+            _OWN_ERROR):
+        winner = None  # a lost connection: every park back, then try again
+        await trio.sleep(poppark.POLL_S)
+    await poppark.push_back(s, [
+        parks[k] for k, w in zip(keys, waiters, strict=True)
+        if w is not winner and (w.reply is None or not is_null(w.reply))])
+    if winner is None or winner.reply is None:
+        return _AGAIN
+    if winner.reply[:1] == b"-":
+        return winner.reply  # WRONGTYPE: the key changed type before the wait began
+    key = keys[waiters.index(winner)]
+    items = [poppark.text(winner.reply)]
+    if sh.most > 1:
+        raw, _ = await on_owner_at(s, key_slot(key), poppark.eval_cmd(
+            poppark.FILL_SCRIPT, [key, parks[key]], [sh.where, b"%d" % sh.most]),
+            1, False, partial(_direct, s))
+        if raw[:1] != b"*" or is_null(raw):
+            await poppark.push_back(s, [parks[key]])
+            return _AGAIN
+        items = poppark.popped(raw)
+    return await _commit(s, p, key, parks[key], items)
 
 
 class Waiter:
-    """One slot's blocking command on a connection of its own."""
+    """One blocking command (a slot's, a key's) on a connection of its own."""
 
     __slots__ = ("node", "conn", "client_id", "payload", "reply", "done")
 
@@ -205,26 +334,10 @@ async def wait_each(s: RouteSession, parts: list[tuple[int, bytes]], settle: Set
                 await w.conn.aclose()
 
 
-async def _wait(s: RouteSession, p: Parsed, argv: list[bytes], left: bytes) -> bytes:
-    parts = [(slot, encode_command(*build(p, keys, left))) for slot, keys in by_slot(p.keys)]
-    return await wait_each(s, parts, partial(_settle, s, p, argv))
-
-
 async def open_waiter(s: RouteSession, w: Waiter) -> None:
     w.conn = await DirectConnection.open(w.node, s.proto, s.settings, s.metrics)
     raw = (await w.conn.roundtrip(_CLIENT_ID, 1))[0][1]
     w.client_id = int(raw[1:-2])
-
-
-async def _settle(s: RouteSession, p: Parsed, argv: list[bytes], waiters: list[Waiter],
-                  winner: Waiter | None) -> bytes:
-    """The winner's pop is the reply; every other pop is pushed back."""
-    with trio.CancelScope(shield=True):
-        await _push_back(s, p, argv, [w for w in waiters if w is not winner])
-    if winner is not None:
-        assert winner.reply is not None
-        return await after_writes(s, [winner.conn], winner.reply)  # popped there
-    return waiters[0].reply or (b"_\r\n" if s.proto == 3 else b"*-1\r\n")
 
 
 async def race(s: RouteSession, waiters: list[Waiter]) -> Waiter | None:
@@ -287,14 +400,3 @@ async def _end_others(s: RouteSession, waiters: list[Waiter], all_done: trio.Eve
     for w in pending:
         if not w.done and w.conn is not None:
             await w.conn.aclose()
-
-
-async def _push_back(s: RouteSession, p: Parsed, argv: list[bytes],
-                     losers: list[Waiter]) -> None:
-    """Elements popped by a connection that lost the race go back where they came from."""
-    for w in losers:
-        cmd = push_back(p.name, w.reply, argv) if w.reply is not None else None
-        if cmd is None or w.conn is None or w.conn.closed:
-            continue
-        with trio.move_on_after(s.settings.command_timeout_ms / 1000):
-            await w.conn.roundtrip(cmd, 1)
