@@ -33,6 +33,8 @@ import lupa.lua51 as lua51
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
+from slotgate.node.core.errors import CommandError
+from slotgate.node.core.latency import record_long
 from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from slotgate.node.core.server import Server
 
 log = logging.getLogger("node.scripting")
+_clock_ns = time.perf_counter_ns  # (dispatch's clock for command durations)
 
 LUA_MAX_MEMORY_BYTES = 512 * 1024 * 1024
 SCRIPT_ENTRY_OVERHEAD_BYTES = 96  # a cache entry beside its body: the sha1 key, dict entry
@@ -124,6 +127,14 @@ class Run:
         self.killed = False
         self.busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
         self.argv = argv  # the caller's command (FUNCTION STATS shows it)
+        # redis.call's commands must pass _refused (the ACL, a read-only script, cluster keys)
+        self.guarded = True
+        # the server's settings a command's stats read, taken once per run (only CONFIG SET
+        # changes them, which a script cannot run), and the commands not yet added to
+        # total_commands_processed
+        self.track = True
+        self.slow_us = 0
+        self.commands = 0
 
 
 class ScriptEngine:
@@ -131,6 +142,7 @@ class ScriptEngine:
 
     def __init__(self, server: Server, *, functions: bool = False) -> None:
         self.server = server
+        self.ks = server.ks
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
         self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
@@ -230,13 +242,18 @@ class ScriptEngine:
         """Run ``script`` for ``c`` (``argv``: the command that runs it); the reply for
         ``c``'s protocol."""
         flags = script.flags
+        srv = self.server
         ro = read_only or bool(flags & FLAG_NO_WRITES)
-        slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
+        cluster = srv.cluster_route is not None
+        slot = key_slot(keys[0]) if keys and srv.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys,
                              start_ns=time.monotonic_ns(), argv=argv)
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
-        run.acl_checked = user is not None and not user.unrestricted
+        run.acl_checked = acl_checked = user is not None and not user.unrestricted
+        run.guarded = acl_checked or ro or cluster
+        run.track = srv.latency_tracking
+        run.slow_us = srv.timing_threshold_us
         sc = self.client
         sc.db = c.db
         if sc.resp != 2:
@@ -244,13 +261,13 @@ class ScriptEngine:
         if c.asking:
             sc.set_asking(True)
         sc.readonly = c.readonly
-        ks = self.server.ks
+        ks = self.ks
         hooks = ks.propagate_hooks
         if hooks:
             ks.propagate_hooks = [self._collect]
-        self._effects = []
+            self._effects = []
         lua = self.lua
-        tracker = self.server.tracker
+        tracker = srv.tracker
         tracker.in_script = True
         errors: Any = None  # the error replies written (with the reply of a run that ended)
         try:
@@ -278,6 +295,8 @@ class ScriptEngine:
         finally:
             self.run = None
             tracker.in_script = False
+            if run.commands:
+                srv.stat_numcommands += run.commands
             if run.timed_out:
                 busy.end(self, run)
                 if run.killed:
@@ -371,19 +390,22 @@ class ScriptEngine:
         run = self.run
         if run is None:
             return None, b"ERR redis.call/pcall can only be called inside a script invocation"
-        cmd = self._commands.get(argv[0]) or self._command(argv)
-        if cmd is None:
-            return self._reject(None, UNKNOWN_COMMAND)
         n = len(argv)
-        if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+        cmd = self._commands.get(argv[0])  # (known: a handler, no subcommands, not noscript)
+        if cmd is None:
+            cmd = self._command(argv)
+            if cmd is None:
+                return self._reject(None, UNKNOWN_COMMAND)
+            if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+                return self._reject(cmd, WRONG_ARGS)
+            if "noscript" in cmd.flags:
+                return self._reject(cmd, NOT_ALLOWED)
+        elif (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
             return self._reject(cmd, WRONG_ARGS)
-        if "noscript" in cmd.flags:
-            return self._reject(cmd, NOT_ALLOWED)
-        srv = self.server
         argv_l = list(argv)
-        if run.acl_checked or run.read_only or srv.cluster_route is not None or (
-                cmd.write and not run.wrote
-                and (srv.command_checks or srv.oom_check is not None)):
+        srv = self.server
+        if run.guarded or (cmd.write and not run.wrote
+                           and (srv.command_checks or srv.oom_check is not None)):
             refused = self._refused(run, cmd, argv_l)
             if refused is not None:
                 return self._reject(cmd, refused)
@@ -392,11 +414,11 @@ class ScriptEngine:
         sc = self.client
         if sc.resp != run.resp:
             sc.set_resp(run.resp)
-        ks = srv.ks
+        ks = self.ks
         if ks.propagate_hooks or srv.monitors or sc.tracking is not None:
             reply = dispatch.call(sc, cmd, argv_l)
         else:
-            reply = dispatch.call_unobserved(sc, cmd, argv_l)
+            reply = self._run_command(run, sc, cmd, argv_l)
         if run.caller.tracking is not None and "readonly" in cmd.flags and run.keys:
             srv.tracker.remember_for_script(run.caller, run.keys)
         if ks.ready:
@@ -432,17 +454,48 @@ class ScriptEngine:
 
     def _command(self, argv: tuple[bytes, ...]) -> Command | None:
         """The command ``argv`` names (None: unknown; a container named alone is returned for
-        the arity check to refuse); one without subcommands is remembered by its name as
-        written."""
+        the arity check to refuse); one without subcommands that scripts may run is
+        remembered by its name as written."""
         table = self.server.table
         cmd = table.get(argv[0]) or table.get(argv[0].lower())
         if cmd is not None and cmd.subcommands is not None:
             if len(argv) < 2:  # a container alone: its arity refuses it, as Redis'
                 return cmd
             cmd = cmd.subcommands.get(argv[1].lower())
-        elif cmd is not None and cmd.handler is not None:
+        elif cmd is not None and cmd.handler is not None and "noscript" not in cmd.flags:
             self._commands[argv[0]] = cmd
         return cmd if cmd is not None and cmd.handler is not None else None
+
+    def _run_command(self, run: Run, sc: Client, cmd: Command, argv: list[bytes]) -> bytes:
+        """dispatch.call_unobserved for a script's command, with the run's copy of the
+        server settings it reads; total_commands_processed gets the run's commands when the
+        run ends (or before a command that reads it)."""
+        if cmd.special and run.commands:
+            self.server.stat_numcommands += run.commands
+            run.commands = 0
+        sc.last_cmd = cmd.full_name
+        t0 = _clock_ns()
+        try:
+            reply = cmd.handler(sc, argv)  # type: ignore[misc]
+        except CommandError as e:
+            reply = dispatch._err(str(e))
+            cmd.failed_calls += 1
+            self.server.count_error(reply)
+        except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+            reply = dispatch._internal_error(cmd, argv, e)
+            self.server.count_error(reply)
+        us = (_clock_ns() - t0) // 1000
+        cmd.calls += 1
+        cmd.usec += us
+        run.commands += 1
+        if run.track:
+            try:
+                cmd.lat_small[us * 1000 >> 10] += 1
+            except IndexError:
+                record_long(cmd.lat_big, us * 1000)
+        if us >= run.slow_us:
+            self.server.command_took(sc, cmd, argv, us)
+        return reply
 
     def _check_write(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
         if run.read_only and (cmd.write or cmd.full_name in _MAY_REPLICATE):

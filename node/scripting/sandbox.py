@@ -572,11 +572,15 @@ end
 -- a run: KEYS and ARGV come as tables (``_t``) or, when few, as the arguments after
 -- ``nkeys`` (``_v``: cheaper than tables made from Python); ``proto`` is the caller's protocol
 local function split_args(nkeys, ...)
-  local all = {...}
-  return {unpack(all, 1, nkeys)}, {select(nkeys + 1, ...)}
+  local keys, args = {...}, {}
+  for i = nkeys + 1, select('#', ...) do  -- the arguments move from keys' tail to args
+    args[i - nkeys] = keys[i]
+    keys[i] = nil
+  end
+  return keys, args
 end
 local function call_function(f, proto, keys, args)
-  repair()
+  if dead[1] then repair() end
   script_resp = 2
   return run_result(proto, xpcall(function() return f(keys, args) end, err_handler))
 end
@@ -593,7 +597,7 @@ function handle.compile(body, chunk)
   return f, false
 end
 local function run(f, proto, keys, argv)
-  repair()
+  if dead[1] then repair() end
   script_resp = 2
   env.KEYS, env.ARGV = keys, argv
   return run_result(proto, xpcall(f, err_handler))
