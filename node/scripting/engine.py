@@ -44,6 +44,7 @@ from slotgate.node.scripting.shebang import (
     FLAG_NO_WRITES,
 )
 from slotgate.protocol import commands as pc
+from slotgate.protocol.resp import bulk
 from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
@@ -143,6 +144,8 @@ class ScriptEngine:
     def __init__(self, server: Server, *, functions: bool = False) -> None:
         self.server = server
         self.ks = server.ks
+        self.cluster_enabled = server.cluster_enabled
+        self.tracker = server.tracker
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
         self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
@@ -245,12 +248,13 @@ class ScriptEngine:
         srv = self.server
         ro = read_only or bool(flags & FLAG_NO_WRITES)
         cluster = srv.cluster_route is not None
-        slot = key_slot(keys[0]) if keys and srv.cluster_enabled else -1
+        slot = key_slot(keys[0]) if keys and self.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys,
                              start_ns=time.monotonic_ns(), argv=argv)
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
-        run.acl_checked = acl_checked = user is not None and not user.unrestricted
+        # (a client of an unrestricted user, or none, is not ``slow`` for it)
+        run.acl_checked = acl_checked = c.slow and user is not None and not user.unrestricted
         run.guarded = acl_checked or ro or cluster
         run.track = srv.latency_tracking
         run.slow_us = srv.timing_threshold_us
@@ -267,7 +271,7 @@ class ScriptEngine:
             ks.propagate_hooks = [self._collect]
             self._effects = []
         lua = self.lua
-        tracker = srv.tracker
+        tracker = self.tracker
         tracker.in_script = True
         errors: Any = None  # the error replies written (with the reply of a run that ended)
         try:
@@ -278,7 +282,9 @@ class ScriptEngine:
                 table_from = lua.table_from
                 run_fn = self._call_t if script.is_function else self._run_t
                 got = run_fn(script.fn, c.resp, table_from(keys), table_from(args))
-            if got[0]:
+            if got.__class__ is bytes:  # a string (the Lua side leaves its encoding to us)
+                reply = bulk(got)
+            elif got[0]:
                 reply = got[1]
                 if len(got) > 2:
                     errors = got
@@ -308,7 +314,7 @@ class ScriptEngine:
                 sc.set_asking(False)
         if errors is not None:
             self._count_errors(c, errors[2], int(errors[3]))
-        elif reply[:1] == b"-":
+        elif reply[0] == 45:  # "-"
             self._count_errors(c, [reply], 0)
         return reply
 
