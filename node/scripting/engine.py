@@ -6,8 +6,9 @@ A run (Redis' scriptPrepareForRun / scriptCall / scriptResetRun)::
     EVAL -> flags checks (shebang.py) -> KEYS/ARGV -> xpcall(script)      [sandbox.py]
          redis.call(...) -> ScriptEngine.call: lookup, arity, noscript, read-only script,
              write on a read-only replica, cluster keys -> dispatch.call(script client)
+             (or, when nothing observes it, _run_command: the handler and its stats)
              -> reply bytes -> Lua values (convert.py)
-         result -> RESP for the caller's protocol (sandbox.py's encode)
+         result -> RESP for the caller's protocol (sandbox.py's encode; a string: bulk())
 
 The commands a script runs go through ``dispatch.call`` as a client of the engine's own (no
 socket; MONITOR shows it as ``lua``), so they are counted, logged and propagated as any
@@ -34,7 +35,6 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
 from slotgate.node.core.errors import CommandError
-from slotgate.node.core.latency import record_long
 from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
@@ -491,14 +491,8 @@ class ScriptEngine:
             reply = dispatch._internal_error(cmd, argv, e)
             self.server.count_error(reply)
         us = (_clock_ns() - t0) // 1000
-        cmd.calls += 1
-        cmd.usec += us
+        dispatch.count_call(cmd, us, run.track)
         run.commands += 1
-        if run.track:
-            try:
-                cmd.lat_small[us * 1000 >> 10] += 1
-            except IndexError:
-                record_long(cmd.lat_big, us * 1000)
         if us >= run.slow_us:
             self.server.command_took(sc, cmd, argv, us)
         return reply
