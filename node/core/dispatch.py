@@ -341,17 +341,22 @@ def call_unobserved(c: Client, cmd: Command, argv: list[bytes]) -> bytes:
         reply = _internal_error(cmd, argv, e)
         srv.count_error(reply)
     us = (_clock_ns() - t0) // 1000
+    count_call(cmd, us, srv.latency_tracking)
+    srv.stat_numcommands += 1
+    if us >= srv.timing_threshold_us:
+        srv.command_took(c, cmd, argv, us)
+    return reply
+
+
+def count_call(cmd: Command, us: int, track: bool) -> None:
+    """A command's calls and usec, and with ``track`` (latency-tracking) its histogram."""
     cmd.calls += 1
     cmd.usec += us
-    srv.stat_numcommands += 1
-    if srv.latency_tracking:
+    if track:
         if us * 1000 < _SMALL_NS:
             cmd.lat_small[us * 1000 >> 10] += 1
         else:
             record_long(cmd.lat_big, us * 1000)
-    if us >= srv.timing_threshold_us:
-        srv.command_took(c, cmd, argv, us)
-    return reply
 
 
 def serve_ready_keys(srv: Server) -> None:

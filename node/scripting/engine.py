@@ -6,8 +6,9 @@ A run (Redis' scriptPrepareForRun / scriptCall / scriptResetRun)::
     EVAL -> flags checks (shebang.py) -> KEYS/ARGV -> xpcall(script)      [sandbox.py]
          redis.call(...) -> ScriptEngine.call: lookup, arity, noscript, read-only script,
              write on a read-only replica, cluster keys -> dispatch.call(script client)
+             (or, when nothing observes it, _run_command: the handler and its stats)
              -> reply bytes -> Lua values (convert.py)
-         result -> RESP for the caller's protocol (sandbox.py's encode)
+         result -> RESP for the caller's protocol (sandbox.py's encode; a string: bulk())
 
 The commands a script runs go through ``dispatch.call`` as a client of the engine's own (no
 socket; MONITOR shows it as ``lua``), so they are counted, logged and propagated as any
@@ -34,6 +35,7 @@ from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
 from slotgate.node.core.memory import dict_table_slots, jemalloc_size, sds_size
+from slotgate.node.core.errors import CommandError
 from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
@@ -44,6 +46,7 @@ from slotgate.node.scripting.shebang import (
     FLAG_NO_WRITES,
 )
 from slotgate.protocol import commands as pc
+from slotgate.protocol.resp import bulk
 from slotgate.protocol.slots import key_slot
 
 if TYPE_CHECKING:
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from slotgate.node.core.server import Server
 
 log = logging.getLogger("node.scripting")
+_clock_ns = time.perf_counter_ns  # (dispatch's clock for command durations)
 
 LUA_MAX_MEMORY_BYTES = 512 * 1024 * 1024
 # the script cache as Redis counts it (evalScriptsMemory): per script its sha1 key (an sds of
@@ -134,6 +138,14 @@ class Run:
         self.busy_check: Callable[[Client, Command, list[bytes]], bytes | None] | None = None
         self.argv = argv  # the caller's command (FUNCTION STATS shows it)
         self.stale = False  # on a stale replica (an allow-stale script): stale commands only
+        # redis.call's commands must pass _refused (the ACL, a read-only script, cluster keys)
+        self.guarded = True
+        # the server's settings a command's stats read, taken once per run (only CONFIG SET
+        # changes them, which a script cannot run), and the commands not yet added to
+        # total_commands_processed
+        self.track = True
+        self.slow_us = 0
+        self.commands = 0
 
 
 class ScriptEngine:
@@ -141,6 +153,9 @@ class ScriptEngine:
 
     def __init__(self, server: Server, *, functions: bool = False) -> None:
         self.server = server
+        self.ks = server.ks
+        self.cluster_enabled = server.cluster_enabled
+        self.tracker = server.tracker
         self.functions = functions  # the interpreter of FUNCTION libraries
         self.scripts: dict[str, Script] = {}
         self.scripts_by_sha: dict[bytes, Script] = {}  # the same, by the sha1 as bytes
@@ -241,8 +256,10 @@ class ScriptEngine:
         """Run ``script`` for ``c`` (``argv``: the command that runs it); the reply for
         ``c``'s protocol."""
         flags = script.flags
+        srv = self.server
         ro = read_only or bool(flags & FLAG_NO_WRITES)
-        slot = key_slot(keys[0]) if keys and self.server.cluster_enabled else -1
+        cluster = srv.cluster_route is not None
+        slot = key_slot(keys[0]) if keys and self.cluster_enabled else -1
         cross_ok = script.compat or bool(flags & FLAG_ALLOW_CROSS_SLOT)
         self.run = run = Run(c, script.sha, flags, ro, slot, cross_ok, keys=keys,
                              start_ns=time.monotonic_ns(), argv=argv)
@@ -250,7 +267,11 @@ class ScriptEngine:
         if flags & FLAG_ALLOW_STALE and repl is not None:
             run.stale = repl.running_stale()
         user = c.acl_user  # a script cannot change ACL rules: decided once per run
-        run.acl_checked = user is not None and not user.unrestricted
+        # (a client of an unrestricted user, or none, is not ``slow`` for it)
+        run.acl_checked = acl_checked = c.slow and user is not None and not user.unrestricted
+        run.guarded = acl_checked or ro or cluster or run.stale
+        run.track = srv.latency_tracking
+        run.slow_us = srv.timing_threshold_us
         sc = self.client
         sc.db = c.db
         if sc.resp != 2:
@@ -258,13 +279,13 @@ class ScriptEngine:
         if c.asking:
             sc.set_asking(True)
         sc.readonly = c.readonly
-        ks = self.server.ks
+        ks = self.ks
         hooks = ks.propagate_hooks
         if hooks:
             ks.propagate_hooks = [self._collect]
-        self._effects = []
+            self._effects = []
         lua = self.lua
-        tracker = self.server.tracker
+        tracker = self.tracker
         tracker.in_script = True
         errors: Any = None  # the error replies written (with the reply of a run that ended)
         try:
@@ -275,7 +296,9 @@ class ScriptEngine:
                 table_from = lua.table_from
                 run_fn = self._call_t if script.is_function else self._run_t
                 got = run_fn(script.fn, c.resp, table_from(keys), table_from(args))
-            if got[0]:
+            if got.__class__ is bytes:  # a string (the Lua side leaves its encoding to us)
+                reply = bulk(got)
+            elif got[0]:
                 reply = got[1]
                 if len(got) > 2:
                     errors = got
@@ -292,6 +315,8 @@ class ScriptEngine:
         finally:
             self.run = None
             tracker.in_script = False
+            if run.commands:
+                srv.stat_numcommands += run.commands
             if run.timed_out:
                 busy.end(self, run)
                 if run.killed:
@@ -303,7 +328,7 @@ class ScriptEngine:
                 sc.set_asking(False)
         if errors is not None:
             self._count_errors(c, errors[2], int(errors[3]))
-        elif reply[:1] == b"-":
+        elif reply[0] == 45:  # "-"
             self._count_errors(c, [reply], 0)
         return reply
 
@@ -385,19 +410,22 @@ class ScriptEngine:
         run = self.run
         if run is None:
             return None, b"ERR redis.call/pcall can only be called inside a script invocation"
-        cmd = self._commands.get(argv[0]) or self._command(argv)
-        if cmd is None:
-            return self._reject(None, UNKNOWN_COMMAND)
         n = len(argv)
-        if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+        cmd = self._commands.get(argv[0])  # (known: a handler, no subcommands, not noscript)
+        if cmd is None:
+            cmd = self._command(argv)
+            if cmd is None:
+                return self._reject(None, UNKNOWN_COMMAND)
+            if (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
+                return self._reject(cmd, WRONG_ARGS)
+            if "noscript" in cmd.flags:
+                return self._reject(cmd, NOT_ALLOWED)
+        elif (n != cmd.arity) if cmd.arity > 0 else (n < -cmd.arity):
             return self._reject(cmd, WRONG_ARGS)
-        if "noscript" in cmd.flags:
-            return self._reject(cmd, NOT_ALLOWED)
-        srv = self.server
         argv_l = list(argv)
-        if run.acl_checked or run.read_only or run.stale or srv.cluster_route is not None or (
-                cmd.write and not run.wrote
-                and (srv.command_checks or srv.oom_check is not None)):
+        srv = self.server
+        if run.guarded or (cmd.write and not run.wrote
+                           and (srv.command_checks or srv.oom_check is not None)):
             refused = self._refused(run, cmd, argv_l)
             if refused is not None:
                 return self._reject(cmd, refused)
@@ -406,11 +434,11 @@ class ScriptEngine:
         sc = self.client
         if sc.resp != run.resp:
             sc.set_resp(run.resp)
-        ks = srv.ks
+        ks = self.ks
         if ks.propagate_hooks or srv.monitors or sc.tracking is not None:
             reply = dispatch.call(sc, cmd, argv_l)
         else:
-            reply = dispatch.call_unobserved(sc, cmd, argv_l)
+            reply = self._run_command(run, sc, cmd, argv_l)
         if run.caller.tracking is not None and "readonly" in cmd.flags and run.keys:
             srv.tracker.remember_for_script(run.caller, run.keys)
         if ks.ready:
@@ -449,17 +477,42 @@ class ScriptEngine:
 
     def _command(self, argv: tuple[bytes, ...]) -> Command | None:
         """The command ``argv`` names (None: unknown; a container named alone is returned for
-        the arity check to refuse); one without subcommands is remembered by its name as
-        written."""
+        the arity check to refuse); one without subcommands that scripts may run is
+        remembered by its name as written."""
         table = self.server.table
         cmd = table.get(argv[0]) or table.get(argv[0].lower())
         if cmd is not None and cmd.subcommands is not None:
             if len(argv) < 2:  # a container alone: its arity refuses it, as Redis'
                 return cmd
             cmd = cmd.subcommands.get(argv[1].lower())
-        elif cmd is not None and cmd.handler is not None:
+        elif cmd is not None and cmd.handler is not None and "noscript" not in cmd.flags:
             self._commands[argv[0]] = cmd
         return cmd if cmd is not None and cmd.handler is not None else None
+
+    def _run_command(self, run: Run, sc: Client, cmd: Command, argv: list[bytes]) -> bytes:
+        """dispatch.call_unobserved for a script's command, with the run's copy of the
+        server settings it reads; total_commands_processed gets the run's commands when the
+        run ends (or before a command that reads it)."""
+        if cmd.special and run.commands:
+            self.server.stat_numcommands += run.commands
+            run.commands = 0
+        sc.last_cmd = cmd.full_name
+        t0 = _clock_ns()
+        try:
+            reply = cmd.handler(sc, argv)  # type: ignore[misc]
+        except CommandError as e:
+            reply = dispatch._err(str(e))
+            cmd.failed_calls += 1
+            self.server.count_error(reply)
+        except Exception as e:  # noqa: BLE001 - a bug must not take the server down
+            reply = dispatch._internal_error(cmd, argv, e)
+            self.server.count_error(reply)
+        us = (_clock_ns() - t0) // 1000
+        dispatch.count_call(cmd, us, run.track)
+        run.commands += 1
+        if us >= run.slow_us:
+            self.server.command_took(sc, cmd, argv, us)
+        return reply
 
     def _check_write(self, run: Run, cmd: Command, argv: list[bytes]) -> bytes | None:
         if run.read_only and (cmd.write or cmd.full_name in _MAY_REPLICATE):

@@ -656,9 +656,14 @@ load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = py.version, py.version_
 local load_env = guard({redis = protected(function(k) return load_redis[k] end)})
 
 local encode_reply  -- Lua -> RESP, below
--- a run's outcome: true and the reply for the caller's protocol, or false and the error
+-- a run's outcome: a string the script returned (the common reply: the engine encodes it),
+-- true and the reply for the caller's protocol, or false and the error
 local function run_result(proto, ok, ...)
-  if ok then return true, encode_reply((...), proto) end
+  if ok then
+    local v = ...
+    if type(v) == 'string' then return v end
+    return true, encode_reply(v, proto)
+  end
   return false, (...), nil
 end
 -- the engine's handle ---------------------------------------------------------------------
@@ -686,13 +691,25 @@ end
 -- a run: KEYS and ARGV come as tables (``_t``) or, when few, as the arguments after
 -- ``nkeys`` (``_v``: cheaper than tables made from Python); ``proto`` is the caller's protocol
 local function split_args(nkeys, ...)
-  local all = {...}
-  return {unpack(all, 1, nkeys)}, {select(nkeys + 1, ...)}
+  local keys, args = {...}, {}
+  for i = nkeys + 1, select('#', ...) do  -- the arguments move from keys' tail to args
+    args[i - nkeys] = keys[i]
+    keys[i] = nil
+  end
+  return keys, args
+end
+-- the function to call and its arguments, handed to fn_body (no closure made per call)
+local fn_f, fn_keys, fn_args
+local function fn_body()
+  local f, keys, args = fn_f, fn_keys, fn_args
+  fn_f, fn_keys, fn_args = nil, nil, nil
+  return f(keys, args)
 end
 local function call_function(f, proto, keys, args)
   arg_text, bare_text = nil, nil
   script_resp = 2
-  return run_result(proto, xpcall(function() return f(keys, args) end, err_handler))
+  fn_f, fn_keys, fn_args = f, keys, args
+  return run_result(proto, xpcall(fn_body, err_handler))
 end
 handle.call_function_t = call_function
 function handle.call_function_v(f, proto, nkeys, ...)

@@ -115,3 +115,22 @@ def test_script_commands_are_counted_as_redis_counts_them(diff_pair: Pair) -> No
     assert ours[0][b"set"] == b"2"  # (not the read-only script's SET: refused)
     assert ours[1] == real[1]
     assert ours[2] == real[2]
+
+
+def test_script_commands_in_total_commands_processed(diff_pair: Pair) -> None:
+    """total_commands_processed counts a script's commands as Redis does: INFO run by the
+    script sees the commands it ran before, INFO after it all of them and the EVAL."""
+    script = ("redis.call('incr', 'n') redis.call('incr', 'n') "
+              "local s = redis.call('info', 'stats') redis.call('incr', 'n') "
+              "return string.match(s, 'total_commands_processed:(%d+)')")
+    seen = []
+    for port in (diff_pair.ours_port, diff_pair.real_port):
+        c = RawClient(port)
+        try:
+            c.call("CONFIG", "RESETSTAT")
+            inside = c.call("EVAL", script, "0")
+            after = re.findall(rb"total_commands_processed:(\d+)", c.call("INFO", "stats"))
+            seen.append((inside, after))
+        finally:
+            c.close()
+    assert seen[0] == seen[1]
