@@ -34,8 +34,8 @@ import lupa.lua51 as lua51
 from slotgate.node.core import dispatch
 from slotgate.node.core.client import Client
 from slotgate.node.core.config import LOG_VERBOSE
-from slotgate.node.core.memory import dict_table_slots, jemalloc_size, sds_size
 from slotgate.node.core.errors import CommandError
+from slotgate.node.core.memory import dict_table_slots, jemalloc_size, sds_size
 from slotgate.node.scripting import busy, libs
 from slotgate.node.scripting.convert import ReplyToLua, error_text
 from slotgate.node.scripting.sandbox import SANDBOX_LUA
