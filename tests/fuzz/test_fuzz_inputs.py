@@ -1,6 +1,7 @@
 """Fuzzing of what a peer controls (see tests/fuzz/targets.py): the RESP request reader and the
 reply framer, the proxy's config loader, the cluster bus and RESTORE payloads. Each target
-replays its whole kept corpus, then runs a bounded number of hypothesis examples: raw bytes,
+replays its whole kept corpus, then runs a bounded number of hypothesis examples, each input
+within tests/fuzz/bounds.py's time and memory bounds: raw bytes,
 mutations of the corpus and (config) random YAML documents, derandomized so that CI runs the
 same examples each time (a failure reproduces). Longer and fresh runs: bench/fuzz.py.
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from slotgate.protocol.resp import ProtocolError, RequestReader
 from slotgate.proxy.ops import config
-from tests.fuzz import targets
+from tests.fuzz import bounds, targets
 
 EXAMPLES = {"resp": 400, "framer": 400, "config": 150, "bus": 200, "rdb": 400}
 _SETTINGS = settings(deadline=None, database=None, derandomize=True,
@@ -42,18 +43,41 @@ def _inputs(target: str) -> st.SearchStrategy[bytes]:
 def test_corpus_replays(target: str) -> None:
     kept = targets.corpus(target)
     assert any(True for _ in kept), f"no corpus for {target}"
+    stats = bounds.Stats()
     for data in kept:
-        targets.TARGETS[target](data)
+        bounds.run_bounded(targets.TARGETS[target], data, stats)
+    print(f"{target} corpus: {stats}")
 
 
 @pytest.mark.parametrize("target", sorted(targets.TARGETS))
 def test_fuzz(target: str) -> None:
+    stats = bounds.Stats()
+
     @settings(_SETTINGS, max_examples=EXAMPLES[target])
     @given(data=_inputs(target))
     def run(data: bytes) -> None:
-        targets.TARGETS[target](data)
+        bounds.run_bounded(targets.TARGETS[target], data, stats)
 
     run()
+    print(f"{target}: {stats}")
+
+
+def test_a_hang_or_a_blow_up_is_a_finding_naming_its_input() -> None:
+    """The bounds themselves: an input that loops (stopped by the CPU alarm, not waited for)
+    or allocates far beyond its size fails, naming the input."""
+    def loops(data: bytes) -> None:
+        while True:
+            pass
+
+    def hoards(data: bytes) -> None:
+        kept = [bytes(1 << 20) for _ in range(8)]
+        assert kept
+
+    with pytest.raises(bounds.BoundExceeded, match="CPU: finding-[0-9a-f]{12} b'spin'"):
+        bounds.run_bounded(loops, b"spin", bound_s=0.2)
+    with pytest.raises(bounds.BoundExceeded, match="limit .*b'hoard'"):
+        bounds.run_bounded(hoards, b"hoard")
+    bounds.run_bounded(hoards, bytes(64 << 10))  # in proportion to a big input: fine
 
 
 def test_seeds_are_kept() -> None:
