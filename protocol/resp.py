@@ -187,10 +187,12 @@ _HIREDIS_UNSAFE = re.compile(rb"\r\n[+=(|~>]")
 # holding some is also checked after hiredis: the requests' multibulk length must be the
 # span's, or a type byte hid behind a payload's two unchecked bytes ("$3\r\nfooXY+bar").
 _UNSAFE_TYPE_BYTES = b"+=(|~>"
-# An element count of 7+ digits: hiredis would allocate the whole list up front (and take
-# seconds to free it for "*2000000000"), so such spans go to the exact parser, which checks
-# the count against the limit before keeping anything.
-_BIG_COUNT = re.compile(rb"\*\d{7}")
+# An element count of 5+ digits: hiredis allocates each array of the claimed size as soon as
+# it reads its header (8 MB for "*999999", 64 MB for 79 bytes of nested ones, seconds to free
+# "*2000000000"; Redis preallocates 1024 arguments at most), so such spans go to the exact
+# parser, which checks the count against the limit and refuses nesting before keeping
+# anything. What hiredis may allocate for a span is then 80 KB per nesting level.
+_BIG_COUNT = re.compile(rb"\*\d{5}")
 _PROBE = b"*0\r\n"
 # RequestReader._canonical, the compiled build's parser for everyday requests (in pure Python
 # hiredis costs less): its bounds, past which the general parsers take over.

@@ -9,7 +9,9 @@ The findings so far, each kept in the corpus as ``finding-*`` and checked by nam
 a type byte right after a bulk payload's two unchecked bytes was taken by the hiredis path
 (Redis answers "expected '$'"); a dead request's arguments were still counted as buffered
 after a protocol error; a config file that is not UTF-8, a ``!!float`` tag with no value and
-a mapping under ``tls.auth_clients`` raised Python errors instead of ConfigError.
+a mapping under ``tls.auth_clients`` raised Python errors instead of ConfigError; with the
+memory bound, a multibulk header of 6 digits (or nested headers) had hiredis allocate the
+claimed list up front (8 MB for 16 bytes, 64 MB for 79).
 """
 
 from __future__ import annotations
@@ -111,6 +113,23 @@ def test_dead_request_is_not_counted_after_an_error() -> None:
     reader.feed(data)
     assert reader.get_requests() == [[b"SET", b"k", b"v"]]
     assert reader.buffered_bytes() <= len(data)
+
+
+@pytest.mark.parametrize("name", ["finding-count-allocated-up-front",
+                                  "finding-nested-counts-allocated-up-front"])
+def test_a_count_is_not_allocated_up_front(name: str) -> None:
+    """hiredis builds each array of the claimed size as soon as it reads the header: 16 bytes
+    made the reader allocate 8 MB, 79 bytes of nested headers 64 MB (Redis preallocates 1024
+    arguments at most). Such spans go to the exact parser; the memory bound holds."""
+    data = (targets.CORPUS_DIR / "resp" / name).read_bytes()
+    bounds.run_bounded(targets.fuzz_resp, data)
+    reader = RequestReader()
+    reader.feed(data)
+    if b"*999999\r\n*" in data:
+        with pytest.raises(ProtocolError, match="expected '\\$', got '\\*'"):
+            reader.get_requests()
+    else:
+        assert reader.get_requests() == []  # waiting for the other arguments, as Redis does
 
 
 @pytest.mark.parametrize(("name", "problem"), [
