@@ -28,6 +28,7 @@ import resource
 import sys
 import time
 import traceback
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,6 +53,9 @@ def run(target: str, seconds: float, seed: int, keep: bool) -> int:
     rng = random.Random(seed)
     findings = 0
     stats = bounds.Stats()
+    # traced for the whole run: started and stopped per input (as in CI's short runs), the
+    # process' RSS grows by tens of MB a minute (the fuzzer's own work traced costs little here)
+    tracemalloc.start()
     for data in seeds:
         bounds.run_bounded(fn, data)
     t0 = time.monotonic()
@@ -67,6 +71,7 @@ def run(target: str, seconds: float, seed: int, keep: bool) -> int:
             if keep:
                 (targets.CORPUS_DIR / target / name).write_bytes(data)
     took = time.monotonic() - t0
+    tracemalloc.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{target}: {stats.inputs} examples in {took:.0f} s ({stats.inputs / took:.0f}/s), "
           f"{findings} findings; slowest input {stats.slowest_s * 1000:.1f} ms of CPU, highest "
