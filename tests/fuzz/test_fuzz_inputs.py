@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slotgate.protocol.resp import ProtocolError, RequestReader
+from slotgate.protocol.resp import ProtocolError, RequestReader, encode_command
 from slotgate.proxy.ops import config
 from tests.fuzz import bounds, targets
 
@@ -120,7 +120,8 @@ def test_dead_request_is_not_counted_after_an_error() -> None:
 def test_a_count_is_not_allocated_up_front(name: str) -> None:
     """hiredis builds each array of the claimed size as soon as it reads the header: 16 bytes
     made the reader allocate 8 MB, 79 bytes of nested headers 64 MB (Redis preallocates 1024
-    arguments at most). Such spans go to the exact parser; the memory bound holds."""
+    arguments at most). A span whose count claims more arguments than its bytes can hold goes
+    to the exact parser; the memory bound holds, and a whole request that big still parses."""
     data = (targets.CORPUS_DIR / "resp" / name).read_bytes()
     bounds.run_bounded(targets.fuzz_resp, data)
     reader = RequestReader()
@@ -130,6 +131,10 @@ def test_a_count_is_not_allocated_up_front(name: str) -> None:
             reader.get_requests()
     else:
         assert reader.get_requests() == []  # waiting for the other arguments, as Redis does
+    whole = encode_command("DEL", *[b"k%d" % i for i in range(10_000)])
+    reader = RequestReader()
+    reader.feed(whole)
+    assert [len(r) for r in reader.get_requests()] == [10_001]
 
 
 @pytest.mark.parametrize(("name", "problem"), [
