@@ -13,7 +13,10 @@ coverage-guided loop over one target instead, starting from a copy of the kept c
 input is written to the target's corpus folder as ``finding-<hash>`` by libFuzzer's
 ``-artifact_prefix`` and the process stops there.
 
-Prints per target: examples run, examples per second, findings, peak RSS.
+Every input runs within tests/fuzz/bounds.py's bounds (CPU time and memory allocated, in
+proportion to its size); one past them is a finding like any other. Prints per target:
+examples run, examples per second, findings, the slowest input's CPU time, the highest memory
+peak of one input, the process' peak RSS.
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ import resource
 import sys
 import time
 import traceback
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGET_NAMES = ("resp", "framer", "config", "bus", "rdb")  # tests/fuzz/targets.py's TARGETS
 if "atheris" not in sys.argv:  # under atheris the targets are imported instrumented (below)
-    from tests.fuzz import targets
+    from tests.fuzz import bounds, targets
 
 
 def _input(target: str, seeds: list[bytes], rng: random.Random) -> bytes:
@@ -48,15 +52,17 @@ def run(target: str, seconds: float, seed: int, keep: bool) -> int:
     seeds = targets.corpus(target)
     rng = random.Random(seed)
     findings = 0
-    examples = 0
+    stats = bounds.Stats()
+    # traced for the whole run: started and stopped per input (as in CI's short runs), the
+    # process' RSS grows by tens of MB a minute (the fuzzer's own work traced costs little here)
+    tracemalloc.start()
     for data in seeds:
-        fn(data)
+        bounds.run_bounded(fn, data)
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds:
         data = _input(target, seeds, rng)
-        examples += 1
         try:
-            fn(data)
+            bounds.run_bounded(fn, data, stats)
         except Exception:  # noqa: BLE001 - every failure is a finding to keep and show
             findings += 1
             name = f"finding-{hashlib.sha1(data).hexdigest()[:12]}"
@@ -65,9 +71,12 @@ def run(target: str, seconds: float, seed: int, keep: bool) -> int:
             if keep:
                 (targets.CORPUS_DIR / target / name).write_bytes(data)
     took = time.monotonic() - t0
+    tracemalloc.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{target}: {examples} examples in {took:.0f} s ({examples / took:.0f}/s), "
-          f"{findings} findings, peak RSS {rss_mb:.0f} MB", flush=True)
+    print(f"{target}: {stats.inputs} examples in {took:.0f} s ({stats.inputs / took:.0f}/s), "
+          f"{findings} findings; slowest input {stats.slowest_s * 1000:.1f} ms of CPU, highest "
+          f"peak {stats.peak_bytes / 1e6:.2f} MB allocated by one input; process peak RSS "
+          f"{rss_mb:.0f} MB", flush=True)
     return findings
 
 

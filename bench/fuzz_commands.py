@@ -34,13 +34,16 @@ def main() -> None:
         with RawClient(procs["ours"].port) as ours, RawClient(procs["real"].port) as real:
             res = cmdfuzz.run(ours, real, args.vectors, seed)
     print(f"{res.vectors} vectors in {time.monotonic() - t0:.0f} s; worst time ratio "
-          f"{res.worst_ratio[0]:.1f}: {res.worst_ratio[1]}")
+          f"{res.worst_ratio[0]:.1f}: {res.worst_ratio[1]}; slowest vector "
+          f"{res.slowest_cpu_s * 1000:.0f} ms of our node's CPU; its peak RSS "
+          f"+{res.rss_growth_bytes / 1e6:.1f} MB")
     for title, rows in (("reply class differs", res.class_mismatches), ("slow", res.slow),
-                        ("error text differs", res.error_text_mismatches)):
+                        ("error text differs", res.error_text_mismatches),
+                        ("past the bounds", res.bounds)):
         print(f"{title}: {len(rows)}")
         for row in rows:
             print(f"  {row}")
-    sys.exit(1 if res.class_mismatches or res.slow or res.error_text_mismatches else 0)
+    sys.exit(1 if res.class_mismatches or res.slow or res.error_text_mismatches or res.bounds else 0)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -36,16 +37,32 @@ COLUMNS = [("scenario", "scenario"), ("kind", "nodes"), ("mode", "client"),
            ("lost", "acked writes lost"), ("stale", "stale reads"),
            ("never_written", "reads never written"), ("dual_windows", "dual-master windows"),
            ("dual_after_heal", "… after heal"), ("failover", "failover"),
-           ("refused_after_s", "cut master refused writes after s"),
+           ("refused_after_s", "cut master refused writes after s"), ("refusal", "refused with"),
+           ("accepted_until_s", "cut master's last accepted write s"),
+           ("probe_timeouts", "probe timeouts"),
            ("recovery_s", "recovery s"), ("healthy_after_heal_s", "healthy after heal s"),
            ("errors", "client errors"), ("acknowledged", "acked ops"),
            ("not_linearizable", "non-linearizable keys"),
            ("slow_p50_ms", "victim's keys p50 ms"), ("others_p50_ms", "other keys p50 ms"),
-           ("others_p99_ms", "other keys p99 ms")]
+           ("others_p99_ms", "other keys p99 ms"), ("ran_at", "run at (UTC)"),
+           ("load", "load average")]
+# scenarios about the proxy itself: the cluster client has no proxy to cut off or restart
+NOT_APPLICABLE = "n/a"
 KIND_NAMES = {"ours": "bundled", "real": "redis 7.0.15"}
 
 
-def run_one(scenario: str, kind: str, mode: str) -> Outcome:
+def run_one(scenario: str, kind: str, mode: str) -> dict[str, object]:
+    """One run's row, with when it ran and the machine's load average (1 min) before and
+    after it: the figures of one run are only comparable with another's at a similar load."""
+    ran_at = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    load_before = os.getloadavg()[0]
+    row = _run(scenario, kind, mode).row()
+    row["ran_at"] = ran_at
+    row["load"] = f"{load_before:.0f}-{os.getloadavg()[0]:.0f}"
+    return row
+
+
+def _run(scenario: str, kind: str, mode: str) -> Outcome:
     try:
         net = Network(SUBNET)
     except NetnsUnavailable as exc:
@@ -69,7 +86,7 @@ def run_one(scenario: str, kind: str, mode: str) -> Outcome:
 def table(rows: list[dict[str, object]]) -> str:
     head = "| " + " | ".join(title for _, title in COLUMNS) + " |"
     lines = [head, "|" + "---|" * len(COLUMNS)]
-    for row in rows:
+    for row in _with_not_applicable(rows):
         cells = []
         for key, _ in COLUMNS:
             value = row.get(key)
@@ -83,6 +100,23 @@ def table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def _with_not_applicable(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The rows, each scenario followed by an "n/a" row per kind for each client it does
+    not apply to."""
+    out: list[dict[str, object]] = []
+    for i, row in enumerate(rows):
+        out.append(row)
+        nxt = rows[i + 1] if i + 1 < len(rows) else None
+        if nxt is not None and (nxt["scenario"], nxt["kind"]) == (row["scenario"], row["kind"]):
+            continue
+        fault = FAULTS.get(str(row["scenario"]))
+        for mode in MODES:
+            if fault is not None and mode not in fault.modes:
+                out.append({key: NOT_APPLICABLE for key, _ in COLUMNS}
+                           | {"scenario": row["scenario"], "kind": row["kind"], "mode": mode})
+    return out
+
+
 def section(rows: list[dict[str, object]]) -> str:
     faults = "\n".join(f"- `{f.name}`: {f.describe}." for f in FAULTS.values())
     notes = "\n".join(f"- {r['scenario']} / {r['kind']} / {r['mode']}: {n}"
@@ -91,7 +125,10 @@ def section(rows: list[dict[str, object]]) -> str:
             "Produced by `python bench/reliability.py --write-doc` "
             f"({len(rows)} runs; table written {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} "
             "UTC).\n\n"
-            f"{faults}\n\n{table(rows)}\n"
+            f"{faults}\n\n{table(rows)}\n\n"
+            "n/a: the scenario is about the proxy itself (cut off with a master, or "
+            "restarted); a cluster client has no proxy to cut off or restart, so there is "
+            "nothing to run.\n"
             + (f"\nNotes:\n{notes}\n" if notes else "") + f"{END}")
 
 
@@ -127,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in args.scenario or list(FAULTS):
         for kind in args.kind or list(KINDS):
             for mode in args.mode or list(FAULTS[scenario].modes):
-                row = done.get((scenario, kind, mode)) or run_one(scenario, kind, mode).row()
+                row = done.get((scenario, kind, mode)) or run_one(scenario, kind, mode)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if args.json:

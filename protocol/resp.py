@@ -187,10 +187,14 @@ _HIREDIS_UNSAFE = re.compile(rb"\r\n[+=(|~>]")
 # holding some is also checked after hiredis: the requests' multibulk length must be the
 # span's, or a type byte hid behind a payload's two unchecked bytes ("$3\r\nfooXY+bar").
 _UNSAFE_TYPE_BYTES = b"+=(|~>"
-# An element count of 7+ digits: hiredis would allocate the whole list up front (and take
-# seconds to free it for "*2000000000"), so such spans go to the exact parser, which checks
-# the count against the limit before keeping anything.
-_BIG_COUNT = re.compile(rb"\*\d{7}")
+# An element count of 5+ digits: hiredis allocates each array of the claimed size as soon as
+# it reads its header (8 MB for "*999999", 64 MB for 79 bytes of nested ones, seconds to free
+# "*2000000000"; Redis preallocates 1024 arguments at most). A span where such a count claims
+# more arguments than the rest of the span can hold (6 bytes each at least) goes to the exact
+# parser, which checks the count against the limit and refuses nesting before keeping
+# anything; so what hiredis allocates stays in proportion to the bytes it was given.
+_BIG_COUNT = re.compile(rb"\*(\d{5,})")
+_MIN_ARG_BYTES = 6  # "$0\r\n\r\n"
 _PROBE = b"*0\r\n"
 # RequestReader._canonical, the compiled build's parser for everyday requests (in pure Python
 # hiredis costs less): its bounds, past which the general parsers take over.
@@ -204,6 +208,15 @@ _HIREDIS_FAILURES = (hiredis.HiredisError, MemoryError, TypeError)
 # so not one per connection): a span is handed over whole and the probe that ends ``_fast``
 # proves the reader holds nothing afterwards; after any failure it is replaced.
 _hiredis = [hiredis.Reader()]
+
+
+def _claims_more_than_held(buf: bytes | bytearray, pos: int, stop: int) -> bool:
+    """Whether a count of 5+ digits in [pos, stop) claims more arguments than the bytes after
+    it could hold (see _BIG_COUNT)."""
+    for m in _BIG_COUNT.finditer(buf, pos, stop):
+        if int(m.group(1)) * _MIN_ARG_BYTES > stop - m.end():
+            return True
+    return False
 
 
 def _encoded_len(requests: list[list[bytes]], empty: int) -> int:
@@ -416,7 +429,8 @@ class RequestReader:
         span = buf if pos == 0 and stop == len(buf) else buf[pos:stop]
         suspect = len(span.translate(None, _UNSAFE_TYPE_BYTES)) != stop - pos
         unsafe = suspect and _HIREDIS_UNSAFE.search(buf, pos, stop) is not None
-        if unsafe or _BIG_COUNT.search(buf, pos, stop) is not None:
+        big = _BIG_COUNT.search(buf, pos, stop) is not None  # rare: the loop below only then
+        if unsafe or (big and _claims_more_than_held(buf, pos, stop)):
             self._slow_until = stop
             return False
         reader = _hiredis[0]

@@ -48,6 +48,7 @@ class Op:
     end_s: float
     status: Status
     node: str = ""  # probes: the node written to
+    error: str = ""  # a failed operation's error (its first 80 characters)
 
 
 class Recorder:
@@ -67,7 +68,8 @@ class Recorder:
         try:
             reply = call()
         except Exception as exc:  # every failure is part of the history
-            self.add(Op(process, kind, key, value, start_s, self.clock(), judge(exc), node))
+            self.add(Op(process, kind, key, value, start_s, self.clock(), judge(exc), node,
+                        f"{type(exc).__name__}: {exc}"[:80]))
             return None
         got = value if kind in ("write", "probe") else reply
         self.add(Op(process, kind, key, got, start_s, self.clock(), "ok", node))

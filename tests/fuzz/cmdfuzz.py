@@ -1,7 +1,8 @@
 """Random argument vectors drawn from the command table (protocol/commands.json), run on our node
 and on redis-server 7.0 from the same starting keyspace, compared for the reply's class (an
 error or not) and for time: ours may not take more than ``TIME_RATIO`` times Redis' time on the
-same vector (above an absolute floor, re-measured before it counts).
+same vector (above an absolute floor, re-measured before it counts). Our node's CPU for each
+vector and its peak RSS are held to tests/fuzz/bounds.py's bounds too.
 
 A vector is built two ways: along the command's documented arguments (tokens, optional parts,
 repeats; integers and doubles from boundary values, strings from values and glob patterns),
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slotgate.protocol import commands
+from tests.fuzz import bounds
 from tests.support import RawClient
 
 GROUPS = {"string", "list", "set", "sorted-set", "hash", "stream", "bitmap", "hyperloglog", "geo",
@@ -67,6 +69,9 @@ class Result:
     slow: list[str] = field(default_factory=list)
     error_text_mismatches: list[str] = field(default_factory=list)
     worst_ratio: tuple[float, str] = (0.0, "")
+    bounds: list[str] = field(default_factory=list)  # vectors past tests/fuzz/bounds.py's bounds
+    slowest_cpu_s: float = 0.0  # our node's CPU for one vector, the most seen
+    rss_growth_bytes: int = 0  # our node's peak RSS above its start
 
 
 def fuzzable() -> list[commands.CommandInfo]:
@@ -167,16 +172,34 @@ def _timed(client: RawClient, argv: list[str]) -> tuple[bytes, float]:
     return reply, time.perf_counter() - t0
 
 
+def _bound(res: Result, argv: list[str], cpu_s: float, grown: int) -> None:
+    """Our node's CPU for one vector and its peak RSS so far, against tests/fuzz/bounds.py."""
+    res.slowest_cpu_s = max(res.slowest_cpu_s, cpu_s)
+    res.rss_growth_bytes = max(res.rss_growth_bytes, grown)
+    if cpu_s > bounds.INPUT_BOUND_S or grown > bounds.LIVE_RSS_GROWTH_BYTES:
+        res.bounds.append(f"{' '.join(argv)[:200]}: {cpu_s:.2f} s of CPU, peak RSS "
+                          f"{grown / 1e6:.0f} MB above the start")
+
+
+def _pid(client: RawClient) -> int:
+    info = client.call("INFO", "server").decode()
+    return int(info.split("process_id:", 1)[1].split()[0])
+
+
 def run(ours: RawClient, real: RawClient, n: int, seed: int) -> Result:
     rng = random.Random(seed)
     table = fuzzable()
     res = Result()
+    pid = _pid(ours)
+    start_rss = bounds.peak_rss_bytes(pid)
     for _ in range(n):
         argv = vector(rng.choice(table), rng)
         res.vectors += 1
         _reset(ours)
         _reset(real)
+        cpu0 = bounds.cpu_s(pid)
         o_reply, o_s = _timed(ours, argv)
+        _bound(res, argv, bounds.cpu_s(pid) - cpu0, bounds.peak_rss_bytes(pid) - start_rss)
         r_reply, r_s = _timed(real, argv)
         shown = " ".join(repr(a) if " " in a or not a.isprintable() else a for a in argv)
         if (o_reply[:1] == b"-") != (r_reply[:1] == b"-"):

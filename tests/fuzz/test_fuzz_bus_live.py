@@ -1,5 +1,6 @@
 """The bus decoder's fuzz corpus, mutated, sent to a running node's bus port: the node keeps
-serving and logs no failure of its own (a malformed message closes its link, nothing more).
+serving (a PING answers after each input), its peak RSS stays within tests/fuzz/bounds.py's
+bound, and it logs no failure of its own (a malformed message closes its link, nothing more).
 Found this way: a MEET whose sender address is not ASCII made the node's connection attempt
 raise UnicodeError, which ended the node."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from slotgate.node.cluster import bus
+from tests.fuzz import bounds
 from tests.fuzz.corpus import CORPUS, examples
 from tests.support import ManagedProcess, RawClient, during, slotgate_node
 
@@ -58,6 +60,8 @@ def test_meet_from_an_address_no_resolver_takes(node: ManagedProcess) -> None:
 def test_mutated_messages(node: ManagedProcess) -> None:
     corpus = [p.read_bytes() for p in sorted((CORPUS / "bus").iterdir())]
     rng = random.Random(17)
+    control = RawClient(node.port, timeout_s=10)
+    live = bounds.LiveBounds(node.pid)
     for _ in range(examples() * 2):
         data = bytearray(rng.choice(corpus))
         for _ in range(rng.randint(1, 4)):
@@ -65,4 +69,8 @@ def test_mutated_messages(node: ManagedProcess) -> None:
         if rng.random() < 0.8:  # a valid frame, so that the body is decoded and processed
             data[:8] = bus.SIG + len(data).to_bytes(4, "big")
         send(node, bytes(data))
+        live.after(bytes(data), lambda: control.call("PING"))
+    live.check()
+    control.close()
+    print(f"bus live: {live.stats}")
     alive_and_clean(node)

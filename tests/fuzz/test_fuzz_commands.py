@@ -48,7 +48,9 @@ def test_findings(diff_pair: Pair, proto: int) -> None:
 def test_random_vectors(diff_pair: Pair) -> None:
     with RawClient(diff_pair.ours_port) as ours, RawClient(diff_pair.real_port) as real:
         res = cmdfuzz.run(ours, real, VECTORS, SEED)
-    print(f"{res.vectors} vectors; worst time ratio {res.worst_ratio[0]:.1f}: {res.worst_ratio[1]}")
+    print(f"{res.vectors} vectors; worst time ratio {res.worst_ratio[0]:.1f}: {res.worst_ratio[1]}; "
+          f"slowest {res.slowest_cpu_s * 1000:.0f} ms CPU; peak RSS +{res.rss_growth_bytes / 1e6:.1f} MB")
+    assert not res.bounds, "\n".join(res.bounds)
     assert res.vectors == VECTORS
     assert not res.class_mismatches, "\n".join(res.class_mismatches)
     assert not res.slow, "\n".join(res.slow)

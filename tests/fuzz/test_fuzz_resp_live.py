@@ -1,6 +1,8 @@
 """The RESP request corpus, mutated, sent to a running bundled node and to a running proxy (in
 front of a one-node cluster of ours): each connection gets an answer, an error or a close,
-never a stall, and afterwards both still serve and have logged no failure of their own."""
+never a stall (a PING on another connection answers after each input), the process' peak RSS
+stays within tests/fuzz/bounds.py's bound, and afterwards both still serve and have logged no
+failure of their own."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fuzz import bounds
 from tests.fuzz.corpus import CORPUS, examples
 from tests.support import (
     ManagedProcess,
@@ -70,8 +73,13 @@ def exchange(port: int, data: bytes) -> None:
 @pytest.mark.parametrize("which", ["node", "proxy"])
 def test_mutated_requests(servers: dict[str, ManagedProcess], which: str) -> None:
     server = servers[which]
-    for data in mutations(examples()):
-        exchange(server.port, data)
+    with RawClient(server.port, timeout_s=10) as control:
+        live = bounds.LiveBounds(server.pid)
+        for data in mutations(examples()):
+            exchange(server.port, data)
+            live.after(data, lambda: control.call("PING"))
+        live.check()
+    print(f"{which}: {live.stats}")
     with RawClient(server.port) as c:
         assert c.call("PING") == b"+PONG\r\n"
         assert c.call("SET", "fuzz:k", "v") == b"+OK\r\n"

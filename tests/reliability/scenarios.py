@@ -82,6 +82,9 @@ class Outcome:
     dual_after_heal: int = 0
     dual_s: float = 0.0
     refused_after_s: float | None = None  # the cut-off master's first refused write after the cut
+    refusal: str = ""  # that refusal's error (its first word: CLUSTERDOWN, NOREPLICAS, MISCONF ...)
+    accepted_until_s: float | None = None  # the victim's last acknowledged probe write, from the cut
+    probe_timeouts: int = 0  # probe writes to the victim of unknown outcome between cut and heal
     failover: bool = False  # the cut-off master is a replica once healed
     recovery_s: float = 0.0  # longest time a key went without an acknowledged operation
     healthy_after_heal_s: float = 0.0
@@ -370,6 +373,29 @@ FAULTS.update((f.name, f) for f in map(_durable, (
     "short-cut", "bus-one-way", "lossy-links", "two-masters", "proxy-minority")))
 
 
+def refusal_name(error: str) -> str:
+    """An error's code (NOREPLICAS, MISCONF ...), or redis-py's exception class where it took
+    the code off the text (ClusterDownError: "The cluster is down")."""
+    cls, _, text = error.partition(": ")
+    word = text.split(" ", 1)[0]
+    return word if word.isupper() else cls
+
+
+def judge_refusal(out: Outcome, probes: list[Op], cut_s: float) -> None:
+    """From the prober's writes to the victim between the cut and the heal: the first one it
+    refused (and with which error), the last one it acknowledged (its completion: the victim
+    accepted it by then), and how many timed out (a refusal hidden behind a timeout shows
+    only at the next probe that gets an answer)."""
+    refused = [op for op in probes if op.status == "fail"]
+    if refused:
+        first = min(refused, key=lambda op: op.end_s)
+        out.refused_after_s = round(first.end_s - cut_s, 2)
+        out.refusal = refusal_name(first.error)
+    accepted = [op.end_s for op in probes if op.status == "ok"]
+    out.accepted_until_s = round(max(accepted) - cut_s, 2) if accepted else None
+    out.probe_timeouts = sum(op.status == "info" for op in probes)
+
+
 def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str,
                  node_timeout_ms: int = 2000, settle_s: float = 3.0,
                  hold_s: float | None = None) -> tuple[Outcome, Report]:
@@ -413,9 +439,8 @@ def run_scenario(net: Network, workdir: Path, fault: Fault, kind: str, mode: str
     out.dual_windows = len(rep.dual)
     out.dual_after_heal = sum(w.end_s > heal_s for w in rep.dual)
     out.dual_s = round(sum(w.duration_s for w in rep.dual), 2)
-    refused = [op.end_s for op in ops if op.kind == "probe" and op.node == victim
-               and op.status == "fail" and cut_s <= op.start_s < heal_s]
-    out.refused_after_s = round(min(refused) - cut_s, 2) if refused else None
+    judge_refusal(out, [op for op in ops if op.kind == "probe" and op.node == victim
+                        and cut_s <= op.start_s < heal_s], cut_s)
     out.failover = role_after == "slave"
     out.recovery_s = round(longest_gap_s(ops), 2)
     out.acknowledged = rep.acknowledged

@@ -9,7 +9,8 @@ before it refused are lost, on redis-server as on ours, with or without min-repl
 (it only shortens the window); writes acknowledged only once WAIT 1 counted the replica are
 never lost. docs/RELIABILITY.md has the figures (bench/reliability.py).
 
-In CI: the minority master through the proxy on bundled nodes; the rest with --run-slow."""
+In CI: the minority master through the proxy, on bundled nodes and on redis-server; the rest
+with --run-slow."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from tests.reliability.netcluster import KINDS, SLOW_DELAY_MS
 from tests.reliability.scenarios import FAULTS, run_scenario
 
 NODE_TIMEOUT_MS = 2000
-CI = {("minority-master", "ours", "proxy")}
+# the same cell on both kinds of node: 19 s (ours) and 28 s (redis-server, which takes longer
+# to let the old master rejoin) on a quiet machine
+CI = {("minority-master", "ours", "proxy"), ("minority-master", "real", "proxy")}
 
 
 def cases() -> list[Any]:
@@ -51,7 +54,9 @@ def test_partition(network: Network, tmp_path: Path, fault: str, kind: str, mode
     assert out.dual_after_heal == 0, rep.dual
     if FAULTS[fault].expect_failover:
         assert out.failover, out
-        # redis-server refuses 2.3 to 3 s after the cut with a node_timeout of 2 s
+        # both kinds refuse 2.6 to 3.0 s after the cut with a node_timeout of 2 s: a peer is
+        # PFAIL node_timeout after the first ping it left unanswered, sent up to
+        # node_timeout / 2 after the cut (docs/RELIABILITY.md)
         assert out.refused_after_s is not None and out.refused_after_s < 2.5 * NODE_TIMEOUT_MS / 1000, out
     elif FAULTS[fault].expect_failover is False:
         assert not out.failover, out

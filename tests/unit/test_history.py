@@ -3,6 +3,8 @@ histories (concurrent, unknown fates) it must not accuse."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.history import Op, Recorder, check, dual_windows, linearizable_register
 
 
@@ -166,5 +168,23 @@ def test_recorder() -> None:
     assert rec.run(1, "write", "k", "v1", lambda: True, lambda e: "info") is True
     assert rec.run(1, "read", "k", None, lambda: b"v1", lambda e: "info") == b"v1"
     assert rec.run(1, "write", "k", "v2", refuse, lambda e: "fail") is None
-    assert rec.snapshot() == [w("k", "v1", 0, 1, p=1), r("k", b"v1", 2, 3, p=1),
-                              w("k", "v2", 4, 5, "fail", p=1)]
+    failed = replace(w("k", "v2", 4, 5, "fail", p=1), error="ConnectionError: down")
+    assert rec.snapshot() == [w("k", "v1", 0, 1, p=1), r("k", b"v1", 2, 3, p=1), failed]
+
+
+def test_the_cut_masters_refusal_is_read_from_the_probes() -> None:
+    from tests.reliability.scenarios import Outcome, judge_refusal
+
+    def probe(start: float, end: float, status: str, error: str = "") -> Op:
+        return Op(99, "probe", "5", "n1", start, end, status, "n1", error)  # type: ignore[arg-type]
+
+    out = Outcome("minority-master", "ours", "proxy")
+    judge_refusal(out, [probe(10.1, 10.2, "ok"), probe(11.0, 11.5, "info"),
+                        probe(12.5, 12.6, "ok"),
+                        probe(12.7, 12.8, "fail", "ClusterDownError: The cluster is down"),
+                        probe(12.9, 13.0, "fail", "ResponseError: NOREPLICAS Not enough good")],
+                  cut_s=10.0)
+    assert (out.refused_after_s, out.refusal) == (2.8, "ClusterDownError")
+    assert (out.accepted_until_s, out.probe_timeouts) == (2.6, 1)
+    judge_refusal(out, [probe(11, 11.2, "fail", "ResponseError: NOREPLICAS Not enough good")], 10.0)
+    assert (out.refused_after_s, out.refusal, out.accepted_until_s) == (1.2, "NOREPLICAS", None)
