@@ -2,8 +2,8 @@
 
 Called by the poller (``eventcore.poller``) with the bytes it read from a client's socket
 (node/core/server.py binds the first arguments): parse every complete request, run them
-(``dispatch.run_requests``), write the replies with one non-blocking send. Anything unusual
-is returned, for the client's own task to finish with awaits (``server.py``): a blocking
+(``dispatch.run_requests``); the replies go out with one non-blocking send per client at the
+end of the pass (``Server._end_pass``). Anything unusual is returned, for the client's own task to finish with awaits (``server.py``): a blocking
 command, a close, a protocol error, output the kernel did not take, the query-buffer limit.
 
 A module of its own so that the compiled build compiles it (docs/ARCHITECTURE.md "The
@@ -32,8 +32,8 @@ Runner = Callable[["Client", list[list[bytes]], int], int]
 def serve(srv: Server, c: Client, reader: RequestReader, qbuf_limit: int, run: Runner,
           data: bytes) -> tuple[Any, ...] | None:
     """One ready client: run every complete request in ``data`` (and before) with ``run``
-    (``dispatch.run_requests``), then send. Anything unusual is returned, for the client's
-    task to finish."""
+    (``dispatch.run_requests``); its replies are sent at the end of the pass. Anything
+    unusual is returned, for the client's task to finish."""
     if c.killed:
         return None
     srv.stat_net_input_bytes += len(data)
@@ -57,18 +57,12 @@ def serve(srv: Server, c: Client, reader: RequestReader, qbuf_limit: int, run: R
                 break
     finally:
         c.running = False
-    w = c.writer
-    if c.out and not w.sending:
-        if srv.repl_dirty:  # replicas first: sent with the pass's others (Server._end_pass)
-            srv.defer_reply(c)
-        else:  # (Server._send_now, inline: once per request)
-            if srv.before_reply is not None:
-                srv.before_reply()
-            srv.stat_net_output_bytes += w.write_now()
-            if c.out:  # the kernel buffer is full: the task sends the rest before reading on
-                if srv.normal_obuf_limits is not None and srv.obuf_over(c):
-                    return None
-                return FLUSH
+    if c.out and not c.writer.sending:
+        # Sent at the end of the pass (Server._end_pass), as Redis writes replies before it
+        # sleeps: the replicas' stream first, then every client's replies in one run, so a
+        # peer that sleeps between requests is woken once per pass, not once per client (at
+        # -P 1 those wake-ups cost a slow command's clients more than the command itself)
+        srv.defer_reply(c)
     if reader.buffered_bytes() > qbuf_limit:
         return QBUF
     return None

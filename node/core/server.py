@@ -504,7 +504,7 @@ class Server:
 
     def _end_pass(self) -> None:
         """After a poller pass: the replication stream of the pass's writes goes to each
-        replica in one send, then the replies held back for it (Redis' order in
+        replica in one send, then each served client's replies in one send (Redis' order in
         beforeSleep: replicas, then clients)."""
         if self.repl_dirty:
             self.flush_replicas()
