@@ -103,6 +103,8 @@ class Replica:
 
     def send(self, data: bytes) -> None:
         c = self.client
+        if c.killed:  # (CLIENT KILL: Redis frees it at once; ours until its task ends)
+            return
         c.out.append(data)
         dirty = c.server.repl_dirty
         if not dirty or dirty[-1] is not c:
