@@ -38,7 +38,7 @@ from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
-from slotgate.proxy.front.pinned import _direct, on_owner_at
+from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
 from slotgate.proxy.routing import crossslot, poppark
 from slotgate.proxy.routing.crossslot import is_null
 from slotgate.proxy.routing.redirect import error_frame
@@ -232,12 +232,17 @@ async def _try_runs(s: RouteSession, p: Parsed, sh: Shape) -> bytes | None:
 async def _commit(s: RouteSession, p: Parsed, key: bytes, name: bytes,
                   items: list[bytes]) -> bytes:
     """The client's reply once the park ``name`` holding ``items`` is committed."""
-    done = await poppark.commit(s, name)
+    done, node = await poppark.commit(s, name)
     if done is None:
         s.metrics.unknown_fate_write()
         return error_frame(errors.UNKNOWN_FATE_WRITE.format(
             node=s.router.topology.owners[key_slot(key)] or "?"))
-    return poppark.reply(p.name, key, items, s.proto) if done else _AGAIN
+    if not done:
+        return _AGAIN
+    # the pop is a write like any other: the client's write policies (durable writes,
+    # read-your-writes) on its own connection to the node that committed it
+    return await after_writes(s, [s.tx.direct.get(node)],
+                              poppark.reply(p.name, key, items, s.proto))
 
 
 async def _wait_lists(s: RouteSession, p: Parsed, sh: Shape, left_s: float) -> bytes:

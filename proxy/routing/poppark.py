@@ -173,18 +173,19 @@ async def push_back(s: RouteSession, parks: list[bytes]) -> None:
             await trio.sleep(POLL_S)
 
 
-async def commit(s: RouteSession, name: bytes) -> bool | None:
+async def commit(s: RouteSession, name: bytes) -> tuple[bool | None, str]:
     """The winner's park deleted, with a marker; True: the client may be answered; False:
     not committed, the park pushed back (the pop starts again); None: the fate of the
-    commit is unknown."""
+    commit is unknown. With the node the commit was sent to (the client's own connection
+    there carries the write policies' WAIT)."""
     slot = key_slot(name)
     mark = crossslot.marker(slot)
     cmd = eval_cmd(COMMIT_SCRIPT, [name, mark],
                    [crossslot.MARK_DONE, b"%d" % crossslot.MARK_TTL_MS])
-    raw, _ = await on_owner_at(s, slot, cmd, 1, False, partial(_direct, s))
+    raw, node = await on_owner_at(s, slot, cmd, 1, False, partial(_direct, s))
     if raw == b":1\r\n":
         if await moveundo.after_write(s, slot, mark, True):
-            return True
+            return True, node
         ran = await moveundo.fate(s, slot, mark)  # its master went silent: did it survive?
     elif raw[:1] == b":":
         await moveundo.drop_marker(s, slot, mark)
@@ -192,9 +193,9 @@ async def commit(s: RouteSession, name: bytes) -> bool | None:
     else:  # lost reply, or no master in time
         ran = await moveundo.fate(s, slot, mark)
     if ran is None or ran:
-        return ran
+        return ran, node
     await push_back(s, [name])
-    return False
+    return False, node
 
 
 def text(raw: bytes) -> bytes:
