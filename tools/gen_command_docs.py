@@ -452,8 +452,10 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
 - **Every keyed command** of a client in database `d > 0` has its keys (`COMMAND GETKEYS`'
   positions) prefixed, then is routed as usual (one slot, split, across slots). Replies that
   carry key names have the prefix taken off: `BLPOP`, `BRPOP`, `BZPOPMIN`, `BZPOPMAX`,
-  `BLMPOP`, `BZMPOP`, `LMPOP`, `ZMPOP`, `XREAD`, `XREADGROUP` (every bulk string of the reply
-  that starts with this database's prefix: a value that itself starts with it is cut too).
+  `BLMPOP`, `BZMPOP`, `LMPOP`, `ZMPOP`, `XREAD`, `XREADGROUP`, `EVAL`, `EVALSHA`, `EVAL_RO`,
+  `EVALSHA_RO`, `FCALL`, `FCALL_RO` (every bulk string of the reply, at any depth, and every
+  simple string, that starts with this database's prefix: a value that itself starts with
+  it is cut too), inside `EXEC` too.
   Such a client takes no fast route (one dictionary lookup more per request).
 - **Whole-database commands** are the proxy's in every database (database 0 leaves out the
   other databases' keys): `KEYS` (`KEYS {*}slotgate-db<d>:<pattern>` on every master, prefix
@@ -482,7 +484,8 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   `SELECT` answers Redis' error in its place. `MOVE` is queued as the `RENAMENX` of the two
   stored names (its "no such key" answered `:0`; a bad target Redis' error at `EXEC`);
   `COPY … DB d` as the `COPY` of the two stored names (a bad `DB` argument is refused
-  while queuing). `EXEC`'s replies to `BLPOP` & co. have the prefix taken off. `KEYS`,
+  while queuing). `EXEC`'s replies to `BLPOP`, scripts & co. have the prefix taken off
+  (the database of the command's first prefixed key). `KEYS`,
   `SCAN`, `RANDOMKEY`, `DBSIZE`, `FLUSHDB` and `SWAPDB` are refused while queuing with
   `ERR slotgate: '<name>' cannot run inside MULTI through the proxy` (`EXEC` then answers
   `EXECABORT`): a transaction runs on one node, where they would see part of the keys.
@@ -502,7 +505,8 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   invalidations name them so.
 - **Lua scripts and functions**: the keys passed as `KEYS` are prefixed as any command's
   keys; key names a script builds itself (from `ARGV`, by concatenation) are used as they
-  are, that is in database 0, and key names a script returns come back as stored. The proxy
+  are, that is in database 0; key names a script returns (`return KEYS[1]`, in an array,
+  as a status reply) come back as the client named them, as above. The proxy
   cannot see inside a script: a script that must work in another database than 0 takes
   every key it touches in `KEYS`, which Redis Cluster requires anyway.
 - **`INFO keyspace`** gives the masters' `db0` line, summed: every database's keys together

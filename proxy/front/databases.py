@@ -52,9 +52,11 @@ INVALID_SECOND = "ERR invalid second DB index"
 _ANY_DB = ANY_DB
 _SWAP = b"slotgate-swapdb:"
 _OK = b"+OK\r\n"
-# Replies that carry key names (the prefix is taken off them).
+# Replies that carry key names (the prefix is taken off them): a script's or function's
+# reply may name its KEYS.
 NAMED_REPLIES = frozenset({"blpop", "brpop", "bzpopmin", "bzpopmax", "blmpop", "bzmpop",
-                           "lmpop", "zmpop", "xread", "xreadgroup"})
+                           "lmpop", "zmpop", "xread", "xreadgroup", "eval", "evalsha",
+                           "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
 # Commands of the session's fast route that this module answers in every database.
 NOT_FAST: frozenset[str] = frozenset({"move"})
 # SCAN's cursor: the node's cursor times this, plus the master's index.
@@ -67,15 +69,20 @@ def _pattern(db: int, pattern: bytes) -> bytes:
     return b"{*}%s%d:%s" % (MARK, db, pattern)
 
 
-def _bulk_re(db: int) -> re.Pattern[bytes]:
-    return re.compile(rb"\$(\d+)\r\n\{[0-9a-f]+\}" + MARK + b"%d:" % db)
+def _named_re(db: int) -> re.Pattern[bytes]:
+    """A bulk string (its length in group 1) or a simple string (a script's status reply)
+    that starts with database ``db``'s prefix."""
+    return re.compile(rb"(?:\$(\d+)\r\n|(?:\A|(?<=\n))\+)\{[0-9a-f]+\}" + MARK + b"%d:" % db)
 
 
 def strip(raw: bytes, db: int) -> bytes:
-    """``raw`` with the prefix of database ``db`` taken off every bulk string holding it."""
+    """``raw`` with the prefix of database ``db`` taken off every bulk string (and simple
+    string) holding it."""
     def cut(m: re.Match[bytes]) -> bytes:
+        if m.group(1) is None:
+            return b"+"
         return b"$%d\r\n" % (int(m.group(1)) - (m.end() - m.start() - len(m.group(1)) - 3))
-    return _bulk_re(db).sub(cut, raw)
+    return _named_re(db).sub(cut, raw)
 
 
 def _name_of(key: bytes, db: int) -> bytes | None:
@@ -478,7 +485,7 @@ def _fix_for(argv: list[bytes], n_dbs: int) -> Callable[[bytes], bytes] | None:
         if (a or b) and argv[1][a.end() if a else 0:] == argv[2][b.end() if b else 0:]:
             return lambda raw: b":0\r\n" if raw.startswith(b"-ERR no such key") else raw
     if name.decode(errors="replace") in NAMED_REPLIES:
-        for k in argv[1:]:
+        for k in (argv[i] for i in key_positions(argv)):
             db = split_name(k)[0]
             if db:
                 return lambda raw: strip(raw, db)

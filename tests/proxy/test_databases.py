@@ -8,6 +8,7 @@ database 0 of the session's cluster holds other tests' keys.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -388,3 +389,58 @@ def test_tracking_invalidations_name_keys_as_the_client_does(dbs_proxy: ManagedP
         return got
 
     assert run(dbs_proxy.port) == run(standalone.port)
+
+
+_LIB = "#!lua name=%s\n" \
+       "redis.register_function('%s_keys', function(keys, args) return {keys, args[1]} end)\n" \
+       "redis.register_function{function_name='%s_get', " \
+       "callback=function(keys, args) return {keys[1], redis.call('GET', keys[1])} end, " \
+       "flags={'no-writes'}}"
+# "k": a fresh name; "{k}x" shares its slot, "o" is in another slot.
+SCRIPT_SCRIPT: list[list[str]] = [
+    ["SELECT", "3"], ["SET", "k", "v3"], ["SET", "{k}x", "x3"], ["SET", "o", "o3"],
+    ["EVAL", "return KEYS[1]", "1", "k"],
+    ["EVAL", "return {KEYS[1], KEYS[2], ARGV[1], redis.call('GET', KEYS[1]), {KEYS[2]}}",
+     "2", "k", "{k}x", "arg"],
+    ["EVAL", "return {KEYS[1], KEYS[2]}", "2", "k", "o"],
+    ["EVAL_RO", "return {KEYS[1], redis.call('GET', KEYS[1])}", "1", "{k}x"],
+    ["EVAL", "return redis.status_reply(KEYS[1])", "1", "k"],
+    ["EVALSHA", "SHA", "1", "k"], ["EVALSHA_RO", "SHA", "1", "k"],
+    ["FCALL", "LIB_keys", "2", "k", "{k}x", "a"], ["FCALL_RO", "LIB_get", "1", "k"],
+    ["MULTI"], ["EVAL", "return {KEYS[1], KEYS[2]}", "2", "k", "{k}x"],
+    ["FCALL", "LIB_keys", "1", "k", "b"], ["EXEC"],
+    ["SELECT", "0"], ["EVAL", "return KEYS[1]", "1", "k"], ["SELECT", "3"],
+    ["DEL", "k", "{k}x", "o"], ["SELECT", "0"],
+]
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_key_names_a_script_returns_as_one_redis_server(
+    dbs_proxy: ManagedProcess, standalone: ManagedProcess, proto: int,
+) -> None:
+    """A script's or function's reply naming its KEYS gives them as the client named them
+    (one slot, across slots, inside MULTI)."""
+    run = uuid.uuid4().hex[:8]
+    k, o, lib = "sk" + run, "so" + run, "lib" + run
+    sha = hashlib.sha1(b"return KEYS[1]").hexdigest()
+    words = {"k": k, "{k}x": "{%s}x" % k, "o": o, "SHA": sha}
+
+    def arg(a: str) -> str:
+        return words.get(a, a.replace("LIB", lib))
+
+    def play(port: int) -> list[bytes]:
+        with RawClient(port) as c:
+            if proto == 3:
+                assert c.call("HELLO", "3")[:1] == b"%"
+            assert c.call("SCRIPT", "LOAD", "return KEYS[1]") == b"$40\r\n%s\r\n" % sha.encode()
+            assert c.call("FUNCTION", "LOAD", _LIB % (lib, lib, lib))[:1] == b"$"
+            try:
+                return [c.call(*[arg(a) for a in cmd]).replace(run.encode(), b"R")
+                        for cmd in SCRIPT_SCRIPT]
+            finally:
+                c.call("FUNCTION", "DELETE", lib)
+
+    want = play(standalone.port)
+    got = play(dbs_proxy.port)
+    for cmd, w, g in zip(SCRIPT_SCRIPT, want, got, strict=True):
+        assert g == w, cmd
