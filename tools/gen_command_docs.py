@@ -496,9 +496,17 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   `__keyevent@<d>__:<event>` as `__keyevent@0__:<event>`; each notification reaches the
   client as one server sends it: the database number from the stored name's prefix, the
   prefix taken off the channel (keyspace) or the message (keyevent), only to the
-  subscriptions of that database (a `pmessage` once per matching pattern). Not translated:
-  a pattern whose database part is a wildcard (`__keyspace@*__:…`) sees database 0's
-  keyspace channels only (`__keyevent@*__:…` sees every database's events, translated).
+  subscriptions of that database (a `pmessage` once per matching pattern). A pattern that
+  may match a keyspace channel of any database (its database part a wildcard:
+  `__keyspace@*__:…`, `__keyspace@?__:…`, `__key*__:*`, `*`) is held on every master as
+  itself and as `__keyspace@0__:{*}slotgate-db*`, which carries every database's keyspace
+  notifications: each reaches the client once per matching pattern, translated
+  (`__keyspace@<d>__:<key>`), the pattern matched against the translated channel (a
+  database 0 notification through the pattern itself, another database's through the
+  carrier); `__keyevent@*__:…` sees every database's events, translated. The carrier is
+  one pattern more in the home master's `PUBSUB NUMPAT` while a client holds such a
+  pattern, and that client's link receives every keyspace notification of the databases
+  above 0 (the proxy drops what its pattern does not match).
 - **`CLIENT LIST` / `CLIENT INFO`** show each client's database in `db=`.
 - **`CLIENT TRACKING`**: keys are tracked by the name the client gives (as Redis, whatever
   the database: a write of the same name in another database invalidates it too), and

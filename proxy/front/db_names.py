@@ -22,6 +22,11 @@ from slotgate.proxy.routing.crossslot import tag_for_slot
 MARK = b"slotgate-db"
 ANY_DB = re.compile(rb"\A\{[0-9a-f]+\}slotgate-db(\d+):")
 _NOTIFICATION = re.compile(rb"\A__key(space|event)@(\d+)__:")
+_KEYSPACE = b"__keyspace@"
+_KEYSPACE_0 = b"__keyspace@0__:"
+_GLOB_SPECIAL = frozenset(b"*?[\\")
+# The node pattern of every keyspace notification of a key of a database above 0.
+EVERY_DB_KEYSPACE = b"__keyspace@0__:{*}" + MARK + b"*"
 
 
 def prefixed(key: bytes, db: int) -> bytes:
@@ -53,6 +58,37 @@ def node_name(name: bytes, pattern: bool) -> bytes:
     if pattern:
         return b"__keyspace@0__:{*}%s%d:%s" % (MARK, db, rest)
     return b"__keyspace@0__:" + prefixed(rest, db)
+
+
+def node_names(name: bytes, pattern: bool) -> tuple[bytes, ...]:
+    """What nodes hold for a client's channel or pattern: ``node_name``'s, and for a pattern
+    that may match a keyspace channel of any database (its database part a wildcard:
+    ``__keyspace@*__:k``, ``__key*``, ``*``) ``EVERY_DB_KEYSPACE`` too, which carries the
+    keyspace notifications of every database above 0 (``wanted_via`` sorts them out)."""
+    if pattern and _wild_keyspace(name):
+        return (name, EVERY_DB_KEYSPACE)
+    return (node_name(name, pattern),)
+
+
+def _wild_keyspace(pattern: bytes) -> bool:
+    if _NOTIFICATION.match(pattern) is not None:
+        return False  # its database is a number
+    end = next((i for i, c in enumerate(pattern) if c in _GLOB_SPECIAL), len(pattern))
+    literal = pattern[:end]
+    return _KEYSPACE.startswith(literal) or literal.startswith(_KEYSPACE)
+
+
+def wanted_via(pattern: bytes, node_pattern: bytes, node_channel: bytes) -> bool:
+    """Whether a client's ``pattern`` takes a node's notification on ``node_channel`` sent
+    for the node's ``node_pattern``: each notification through exactly one of the patterns
+    ``node_names`` holds for it (a keyspace channel of a database above 0 through
+    ``EVERY_DB_KEYSPACE`` when the pattern has it, every other through the pattern's own)."""
+    names = node_names(pattern, True)
+    if len(names) == 1:
+        return node_pattern == names[0]
+    other_db = (node_channel.startswith(_KEYSPACE_0)
+                and ANY_DB.match(node_channel[len(_KEYSPACE_0):]) is not None)
+    return node_pattern == (EVERY_DB_KEYSPACE if other_db else pattern)
 
 
 def client_message(channel: bytes, message: bytes) -> tuple[bytes, bytes]:

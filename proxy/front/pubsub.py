@@ -54,7 +54,7 @@ from slotgate.protocol.glob import glob_match
 from slotgate.protocol.resp import bulk, integer, null, push_header
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.front.db_names import client_message, node_name
+from slotgate.proxy.front.db_names import client_message, node_names, wanted_via
 from slotgate.proxy.front.pubsub_link import Link, LinkLost, open_link
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -177,14 +177,15 @@ class Subscription:
         channel, message = client_message(parts[2], parts[3])
         return b"".join(push_header(4, proto) + bulk(kind) + bulk(p) + bulk(channel)
                         + bulk(message) for p in sorted(self.sets["patterns"])
-                        if node_name(p, True) == parts[1] and glob_match(p, channel))
+                        if wanted_via(p, parts[1], parts[2]) and glob_match(p, channel))
 
-    def _node_name(self, set_name: str, name: bytes) -> bytes:
-        """What a node holds for the client's ``name`` (with numbered databases, a keyspace
-        channel of another database than 0 is held as the one that carries it)."""
+    def _node_names(self, set_name: str, name: bytes) -> tuple[bytes, ...]:
+        """What nodes hold for the client's ``name`` (with numbered databases, a keyspace
+        channel of another database than 0 is held as the one that carries it, a pattern
+        that may match any database's as itself and the one carrying every database's)."""
         if not self.databases or set_name == "shard":
-            return name
-        return node_name(name, set_name == "patterns")
+            return (name,)
+        return node_names(name, set_name == "patterns")
 
     def _on_dropped(self, link: Link, channel: bytes) -> None:
         if channel in self.sets["shard"]:
@@ -214,14 +215,14 @@ class Subscription:
         for set_name, everywhere in (("channels", everywhere_channel),
                                      ("patterns", everywhere_pattern)):
             for client_name in self.sets[set_name]:
-                name = self._node_name(set_name, client_name)
-                if home is None:
-                    unplaced[(set_name, name)] = error_frame(errors.SLOT_NOT_SERVED)
-                else:
-                    put(home, set_name, name)
-                if everywhere(name):
-                    for node in masters:
-                        put(node, set_name, name)
+                for name in self._node_names(set_name, client_name):
+                    if home is None:
+                        unplaced[(set_name, name)] = error_frame(errors.SLOT_NOT_SERVED)
+                    else:
+                        put(home, set_name, name)
+                    if everywhere(name):
+                        for node in masters:
+                            put(node, set_name, name)
         for name in self.sets["shard"]:
             owner = topo.owners[key_slot(name)]
             if owner is None:
@@ -305,8 +306,8 @@ class Subscription:
         attempt = 0
         while True:
             failed, _ = await self.place()
-            errs = [failed[i] for i in ((k, self._node_name(k, n)) for k, n in items)
-                    if i in failed]
+            errs = [failed[i] for i in ((k, name) for k, n in items
+                                        for name in self._node_names(k, n)) if i in failed]
             if not errs:
                 return None
             final = [e for e in errs if not e.startswith(_RETRIED) and not _unreachable(e)]

@@ -271,7 +271,10 @@ def _notifications(port: int, run: str, proto: int, expected: int | None) -> lis
     k = f"{run}k"
     subscriptions = [("SUBSCRIBE", f"__keyspace@3__:{k}"), ("SUBSCRIBE", "__keyevent@3__:set"),
                      ("SUBSCRIBE", "__keyevent@0__:set"), ("PSUBSCRIBE", f"__keyspace@3__:{run}*"),
-                     ("PSUBSCRIBE", "__keyevent@*__:del"), ("PSUBSCRIBE", "__keyevent@3__:*")]
+                     ("PSUBSCRIBE", "__keyevent@*__:del"), ("PSUBSCRIBE", "__keyevent@3__:*"),
+                     # wildcards in the database part: every database's keyspace channels
+                     ("PSUBSCRIBE", f"__keyspace@*__:{run}*"), ("PSUBSCRIBE", "__keyspace@?__:*"),
+                     ("PSUBSCRIBE", "__key*__:*"), ("PSUBSCRIBE", "__keyspace@0__:*")]
     b, c_ = f"{run}{{t}}b", f"{run}{{t}}c"  # one slot: a RENAME within it
     script = [["SELECT", "3"], ["SET", k, "1"], ["SET", b, "2"], ["DEL", k],
               ["RENAME", b, c_], ["SELECT", "0"], ["SET", k, "0"], ["DEL", k],
@@ -423,7 +426,7 @@ def test_key_names_a_script_returns_as_one_redis_server(
     run = uuid.uuid4().hex[:8]
     k, o, lib = "sk" + run, "so" + run, "lib" + run
     sha = hashlib.sha1(b"return KEYS[1]").hexdigest()
-    words = {"k": k, "{k}x": "{%s}x" % k, "o": o, "SHA": sha}
+    words = {"k": k, "{k}x": "{" + k + "}x", "o": o, "SHA": sha}
 
     def arg(a: str) -> str:
         return words.get(a, a.replace("LIB", lib))
