@@ -517,9 +517,21 @@ databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPD
   as a status reply) come back as the client named them, as above. The proxy
   cannot see inside a script: a script that must work in another database than 0 takes
   every key it touches in `KEYS`, which Redis Cluster requires anyway.
-- **`INFO keyspace`** gives the masters' `db0` line, summed: every database's keys together
-  (the nodes have database 0 only; a count per database would need a scan of every key on
-  every `INFO`). `DBSIZE` in a database gives its own count.
+- **`INFO`'s Keyspace section** (`INFO`, `INFO keyspace`, `default`, `all`, `everything`)
+  has one line per non-empty database, as Redis formats it (`db3:keys=2,expires=1,
+  avg_ttl=99874`): the nodes have database 0 only, so the proxy walks every master's keys
+  for it (`proxy/front/db_info.py`), per master `DBSIZE`, then `SCAN … COUNT 1000` with one
+  `PTTL` per name in the same round trip, until the scan ends or 100,000 names were seen.
+  Cost per such `INFO`: O(keys) on the nodes, about two round trips per 1,000 keys per
+  master, the client's later requests waiting meanwhile (an `INFO` without that section
+  walks nothing). What is exact: `keys` and `expires` while each master holds at most
+  100,000 keys and the keyspace does not change during the walk (a key written or removed
+  meanwhile may be counted or not, as with `SCAN`). What is approximate: `avg_ttl` is the
+  mean remaining TTL in ms of the keys walked (Redis' own is an estimate from its expire
+  cycle's samples); above 100,000 keys on a master, that master's counts are the walked
+  names' scaled by its `DBSIZE`. A master that cannot be walked leaves the masters'
+  summed lines (every database's keys as `db0`). `DBSIZE` in a database gives its own
+  exact count.
 - **Cost of `DBSIZE`, `RANDOMKEY`, `KEYS`, `FLUSHDB`, `SWAPDB`**: with `databases` above 1
   they list the database's keys with `KEYS` on every master: O(N) in all the cluster's keys
   on the nodes (each master blocked while its `KEYS` runs, as a `KEYS` on one server), and

@@ -35,6 +35,8 @@ from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import DirectConnection
+from slotgate.proxy.front import db_info
+from slotgate.proxy.front.db_info import masters
 from slotgate.proxy.front.db_names import ANY_DB, MARK, prefixed, split_name
 from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, refuse, write_on_owner
 from slotgate.proxy.front.routes import ROUTES
@@ -219,15 +221,6 @@ def _select(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
     return _answer(s, "select", _OK)
 
 
-def _masters(s: RouteSession) -> list[tuple[str, int]]:
-    """Every master with one slot it owns, in address order."""
-    first: dict[str, int] = {}
-    for slot, node in enumerate(s.router.topology.owners):
-        if node is not None and node not in first:
-            first[node] = slot
-    return sorted(first.items())
-
-
 async def _call(s: RouteSession, slot: int, *args: bytes) -> bytes:
     return await _on_owner(s, slot, encode_command(*args), 1, True, partial(_direct, s))
 
@@ -235,7 +228,7 @@ async def _call(s: RouteSession, slot: int, *args: bytes) -> bytes:
 async def _all_keys(s: RouteSession, db: int, pattern: bytes = b"*") -> list[bytes] | bytes:
     """Every key of database ``db`` matching ``pattern`` (KEYS on every master)."""
     out: list[bytes] = []
-    for _, slot in _masters(s):
+    for _, slot in masters(s):
         raw = await _call(s, slot, b"KEYS", _pattern(db, pattern) if db else pattern)
         if raw[:1] != b"*":
             return raw
@@ -309,12 +302,12 @@ def _scan(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
     db = s.db
 
     async def work() -> bytes:
-        masters = _masters(s)
+        nodes = masters(s)
         at, node_cursor = cursor % _CURSOR_STRIDE, cursor // _CURSOR_STRIDE
-        if at >= len(masters):
+        if at >= len(nodes):
             return b"*2\r\n$1\r\n0\r\n*0\r\n"
         match = _pattern(db, pattern) if db else pattern
-        raw = await _call(s, masters[at][1], b"SCAN", b"%d" % node_cursor, b"MATCH", match,
+        raw = await _call(s, nodes[at][1], b"SCAN", b"%d" % node_cursor, b"MATCH", match,
                           *rest)
         if raw[:1] != b"*":
             return raw
@@ -322,7 +315,7 @@ def _scan(s: RouteSession, argv: list[bytes]) -> Awaitable[None] | None:
         nxt = int(_names([head])[0])
         if nxt == 0:
             at, nxt = at + 1, 0
-            if at == len(masters):
+            if at == len(nodes):
                 at = 0
         out = nxt * _CURSOR_STRIDE + at
         got = [n for n in (_name_of(k, db) for k in _names(array_elements(names)))
@@ -526,4 +519,5 @@ _HANDLERS: dict[str, Callable[[RouteSession, list[bytes]], Awaitable[None] | Non
     "move": _move,
     "copy": _copy,
     "swapdb": _swapdb,
+    "info": db_info.info,
 }

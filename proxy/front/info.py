@@ -55,6 +55,9 @@ _PERSISTENCE_MAX = re.compile(rb"^(loading|async_loading|aof_enabled|.*_in_progr
                               rb".*_scheduled|.*_time_sec)$")
 
 Fields = list[tuple[bytes, bytes]]
+# Session id -> the Keyspace section of its INFO in progress, one line per numbered database
+# (front/db_info.py); without an entry the masters' lines are combined.
+KEYSPACE_LINES: dict[int, Fields] = {}
 
 
 def _text(raw: bytes) -> bytes:
@@ -367,7 +370,8 @@ def _section(s: Session, title: bytes, parts: list[Fields], own: Own) -> Fields:
     if title == b"Cluster":
         return [(b"cluster_enabled", b"1" if s.settings.cluster_emulation else b"0")]
     if title == b"Keyspace":
-        return _keyspace(parts)
+        lines = KEYSPACE_LINES.pop(s.id, None)
+        return _keyspace(parts) if lines is None else lines
     return parts[0]
 
 
@@ -378,6 +382,7 @@ def merge(s: Session, argv: Sequence[bytes], replies: Sequence[bytes]) -> bytes:
     own = own_facts(s.proxy) if peers is None else combined(own_facts(s.proxy), peers)
     for r in replies:
         if r[:1] == b"-":
+            KEYSPACE_LINES.pop(s.id, None)
             return r
     masters = [_sections(_text(r)) for r in replies]
     blocks = []

@@ -9,6 +9,7 @@ database 0 of the session's cluster holds other tests' keys.
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -447,3 +448,52 @@ def test_key_names_a_script_returns_as_one_redis_server(
     got = play(dbs_proxy.port)
     for cmd, w, g in zip(SCRIPT_SCRIPT, want, got, strict=True):
         assert g == w, cmd
+
+
+def _keyspace_lines(raw: bytes, dbs: tuple[int, ...]) -> dict[int, tuple[int, int, int]]:
+    text = raw.split(b"\r\n", 1)[1].removeprefix(b"txt:")
+    assert b"# Keyspace\r\n" in text
+    out = {}
+    for line in text.split(b"\r\n"):
+        m = re.fullmatch(rb"db(\d+):keys=(\d+),expires=(\d+),avg_ttl=(\d+)", line)
+        if m and int(m[1]) in dbs:
+            out[int(m[1])] = (int(m[2]), int(m[3]), int(m[4]))
+    return out
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_info_keyspace_has_a_line_per_database(dbs_proxy: ManagedProcess,
+                                                standalone: ManagedProcess, proto: int) -> None:
+    """INFO's Keyspace section: one line per non-empty database, keys and expires as one
+    server counts them, avg_ttl the mean TTL in ms (Redis' own is an estimate). Databases
+    12 and 13 are this test's alone."""
+    run = uuid.uuid4().hex[:6]
+
+    def play(port: int) -> list[dict[int, tuple[int, int, int]]]:
+        with RawClient(port) as c:
+            if proto == 3:
+                assert c.call("HELLO", "3")[:1] == b"%"
+            c.call("SELECT", "12")
+            c.call("FLUSHDB")
+            c.call("MSET", *[x for i in range(7) for x in (f"i{run}{i}", "v")])
+            c.call("SET", f"t{run}", "v", "EX", "100")
+            c.call("SELECT", "13")
+            c.call("FLUSHDB")
+            c.call("SET", f"u{run}", "v", "PX", "50000")
+            c.call("SADD", f"s{run}", "m")
+            out = [_keyspace_lines(c.call("INFO", *args), (12, 13))
+                   for args in (["keyspace"], [], ["all"], ["server", "KEYSPACE"])]
+            c.call("FLUSHDB")
+            out.append(_keyspace_lines(c.call("INFO", "keyspace"), (12, 13)))
+            c.call("SELECT", "12")
+            c.call("FLUSHDB")
+            out.append(_keyspace_lines(c.call("INFO", "everything"), (12, 13)))
+            assert b"# Keyspace" not in c.call("INFO", "server")
+        return out
+
+    want, got = play(standalone.port), play(dbs_proxy.port)
+    assert [{db: v[:2] for db, v in d.items()} for d in got] == \
+           [{db: v[:2] for db, v in d.items()} for d in want]
+    assert got[0][12][:2] == (8, 1) and got[0][13][:2] == (2, 1)
+    assert 90_000 < got[0][12][2] <= 100_000 and 40_000 < got[0][13][2] <= 50_000
+    assert not got[-1]
