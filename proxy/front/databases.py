@@ -35,12 +35,11 @@ from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import DirectConnection
-from slotgate.proxy.front import db_info
+from slotgate.proxy.front import db_info, db_swap
 from slotgate.proxy.front.db_info import masters
 from slotgate.proxy.front.db_names import ANY_DB, MARK, prefixed, split_name
 from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, refuse, write_on_owner
 from slotgate.proxy.front.routes import ROUTES
-from slotgate.proxy.routing.crossslot import tag_for_slot
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
 
@@ -52,7 +51,6 @@ SAME_OBJECTS = "ERR source and destination objects are the same"
 INVALID_FIRST = "ERR invalid first DB index"
 INVALID_SECOND = "ERR invalid second DB index"
 _ANY_DB = ANY_DB
-_SWAP = b"slotgate-swapdb:"
 _OK = b"+OK\r\n"
 # Replies that carry key names (the prefix is taken off them): a script's or function's
 # reply may name its KEYS.
@@ -383,30 +381,7 @@ def _swapdb(s: RouteSession, argv: list[bytes]) -> Awaitable[None]:
     async def work() -> bytes:
         if a == b:
             return _OK
-        keys_a = await _all_keys(s, a)
-        if isinstance(keys_a, bytes):
-            return keys_a
-        keys_b = await _all_keys(s, b)
-        if isinstance(keys_b, bytes):
-            return keys_b
-        in_a, in_b = set(keys_a), set(keys_b)
-        written: list[DirectConnection | None] = []
-        for key in sorted(in_a | in_b):
-            pa, pb = prefixed(key, a), prefixed(key, b)
-            if key in in_a and key in in_b:
-                tmp = b"{%s}%s%s" % (tag_for_slot(key_slot(key)), _SWAP, key)
-                cmds = [(pa, tmp), (pb, pa), (tmp, pb)]
-            elif key in in_a:
-                cmds = [(pa, pb)]
-            else:
-                cmds = [(pb, pa)]
-            payload = (encode_command(b"MULTI")
-                       + b"".join(encode_command(b"RENAME", x, y) for x, y in cmds)
-                       + encode_command(b"EXEC"))
-            raw = await write_on_owner(s, key_slot(key), payload, len(cmds) + 2, written)
-            if raw[:1] == b"-":
-                return raw
-        return await after_writes(s, written, _OK)
+        return await db_swap.swap(s, a, b, _all_keys)
     return _later(s, "swapdb", work)
 
 

@@ -27,6 +27,7 @@ from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendPool
 from slotgate.proxy.front import auth, info, readwrite
 from slotgate.proxy.front.clients import ServerStats
+from slotgate.proxy.front.db_swap import Swaps
 from slotgate.proxy.front.latency import Latency
 from slotgate.proxy.front.monitor import Monitors
 from slotgate.proxy.front.pause import Pause
@@ -89,6 +90,7 @@ class Proxy:
         self.flusher = Flusher()  # sessions with replies to write at the end of a batch
         self.tracker = Tracker(self)  # CLIENT TRACKING: the proxy's table and its feeds
         self.pause = Pause(self)  # CLIENT PAUSE: the proxy's clients held
+        self.swaps = Swaps(self)  # SWAPDB (databases: N): the clients of its databases held
         self.monitors = Monitors(self)  # MONITOR: the sessions that watch every request
         self.siblings: Siblings | None = None  # with workers: the others (front/siblings.py)
         self.worker_index = worker_index

@@ -80,6 +80,7 @@ from slotgate.proxy.front import (
     auth,
     clients,
     databases,
+    db_swap,
     local,
     monitor,
     pause,
@@ -446,7 +447,7 @@ class Session:
     def _set_fast_routes(self) -> None:
         proxy = self.proxy
         slow = (self.checked or self.db != 0 or self.tracking is not None
-                or proxy.pause.kind != 0 or proxy.monitors.active)
+                or proxy.pause.kind != 0 or proxy.monitors.active or bool(proxy.swaps.dbs))
         self._single = (_NO_FAST_ROUTE if slow
                         else _SINGLE_WITH_DATABASES if self._databases else _SINGLE)
         self._split = _NO_FAST_ROUTE if slow else _SPLIT
@@ -770,6 +771,10 @@ class Session:
             held = pause.check(self, argv)
             if held is not None:
                 return held  # dispatched again when the pause ends
+        if self._databases and self.proxy.swaps.dbs:
+            held = db_swap.check(self, argv)
+            if held is not None:
+                return held  # dispatched again when the swap ends
         if self.proxy.monitors.active:
             self.proxy.monitors.feed(self, argv)
         if self._databases:

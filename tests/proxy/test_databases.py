@@ -23,7 +23,14 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy.front.databases import prefixed, strip
 from slotgate.proxy.routing.splitter import array_elements
 from tests.conftest import ClusterBackend
-from tests.support import ManagedProcess, RawClient, redis_server, running, slotgate_proxy
+from tests.support import (
+    ManagedProcess,
+    RawClient,
+    redis_server,
+    running,
+    slotgate_proxy,
+    wait_blocked,
+)
 
 
 @pytest.fixture(scope="module")
@@ -497,3 +504,59 @@ def test_info_keyspace_has_a_line_per_database(dbs_proxy: ManagedProcess,
     assert got[0][12][:2] == (8, 1) and got[0][13][:2] == (2, 1)
     assert 90_000 < got[0][12][2] <= 100_000 and 40_000 < got[0][13][2] <= 50_000
     assert not got[-1]
+
+
+def test_swapdb_is_atomic_for_the_proxys_clients(dbs_proxy: ManagedProcess) -> None:
+    """While SWAPDB 14 15 renames key after key, a client of database 14 reading every key
+    (an MGET split over every master) sees all of them swapped or none. Databases 14 and 15
+    are this test's alone."""
+    run = uuid.uuid4().hex[:6]
+    names = [f"sw{run}:{i}" for i in range(300)]
+    with RawClient(dbs_proxy.port) as swapper, RawClient(dbs_proxy.port) as reader:
+        for db in ("14", "15"):
+            swapper.call("SELECT", db)
+            swapper.call("FLUSHDB")
+            assert swapper.call("MSET", *[x for n in names for x in (n, db)]) == b"+OK\r\n"
+        reader.call("SELECT", "14")
+        seen = []
+        try:
+            for _ in range(3):
+                swapper.send("SWAPDB", "14", "15")
+                for _ in range(1000):  # bounded: until the swap's reply is in
+                    values = set(array_elements(reader.call("MGET", *names)))
+                    seen.append(values)
+                    if not swapper.nothing_pending(0.001):
+                        break
+                assert swapper.read() == b"+OK\r\n"
+            assert all(len(v) == 1 for v in seen), [v for v in seen if len(v) > 1][:1]
+            assert set(array_elements(reader.call("MGET", *names))) == {b"$2\r\n15\r\n"}
+        finally:
+            for db in ("14", "15"):
+                swapper.call("SELECT", db)
+                swapper.call("FLUSHDB")
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_swapdb_wakes_a_client_blocked_in_either_database(
+    dbs_proxy: ManagedProcess, standalone: ManagedProcess, proto: int,
+) -> None:
+    """A client blocked on a list of database 14 is served when SWAPDB brings database 15's
+    list there, as one server serves it."""
+    run = uuid.uuid4().hex[:6]
+    q = f"q{run}"
+
+    def play(port: int) -> list[bytes]:
+        with RawClient(port) as blocked, RawClient(port) as c:
+            if proto == 3:
+                blocked.call("HELLO", "3")
+            blocked.call("SELECT", "14")
+            c.call("SELECT", "15")
+            c.call("DEL", q)
+            blocked.send("BLPOP", q, "0")
+            wait_blocked(c, 1)
+            out = [c.call("RPUSH", q, "x", "y"), c.call("SWAPDB", "14", "15"),
+                   blocked.read(timeout_s=10), c.call("LRANGE", q, "0", "-1"),
+                   c.call("SELECT", "14"), c.call("LRANGE", q, "0", "-1"), c.call("DEL", q)]
+        return [o.replace(run.encode(), b"R") for o in out]
+
+    assert play(dbs_proxy.port) == play(standalone.port)
