@@ -447,7 +447,8 @@ one server; the keys of database `d > 0` are stored as `{T}slotgate-db<d>:<key>`
 tag of the key's own slot, so each key keeps its slot), database 0 as is. Code:
 `proxy/front/databases.py`; tests: `tests/proxy/test_databases.py` (a script of SELECT, MOVE,
 COPY … DB, SWAPDB, KEYS, DBSIZE, RANDOMKEY, FLUSHDB, blocking pops and moves in several
-databases, against one redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPDB usage).
+databases, scripts returning their keys, keyspace notifications, INFO keyspace, against one
+redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPDB usage; SWAPDB seen atomically).
 
 - **Every keyed command** of a client in database `d > 0` has its keys (`COMMAND GETKEYS`'
   positions) prefixed, then is routed as usual (one slot, split, across slots). Replies that

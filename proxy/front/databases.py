@@ -13,10 +13,12 @@ clients see the same keys, and its requests take the usual fast path at no cost.
 
 With databases on, every request of a client in database ``d > 0`` has its keys prefixed
 (``COMMAND GETKEYS``' positions) before it is routed; the replies that carry key names
-(blocking pops, LMPOP/ZMPOP, XREAD/XREADGROUP) have the prefix taken off. The commands about
+(blocking pops, LMPOP/ZMPOP, XREAD/XREADGROUP, scripts and functions) have the prefix taken
+off. The commands about
 a whole database are the proxy's in every database (database 0 leaves out the prefixed
 keys): KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB (a KEYS or SCAN of every master), MOVE
-(RENAMENX), COPY … DB, SWAPDB (per key, one transaction in its slot), SELECT. Inside MULTI,
+(RENAMENX), COPY … DB, SWAPDB (``db_swap.py``), SELECT, INFO's Keyspace section
+(``db_info.py``). Inside MULTI,
 SELECT, MOVE and COPY … DB are rewritten for the node while queuing and their replies given
 Redis' form at EXEC (``at_exec``); the other whole-database commands are refused there.
 Stored names and notification channels: ``db_names.py``.
