@@ -126,8 +126,10 @@ async def swap(s: RouteSession, a: int, b: int, all_keys: AllKeys) -> bytes:
         dbs = frozenset((a, b))
         swaps.start(s, dbs)
         try:
-            await _drain(s, dbs)
-            return await _swap_keys(s, a, b, all_keys)
+            # Shielded: a client that goes away mid-swap leaves no half-swapped databases.
+            with trio.CancelScope(shield=True):
+                await _drain(s, dbs)
+                return await _swap_keys(s, a, b, all_keys)
         finally:
             swaps.end()
 
