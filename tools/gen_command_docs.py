@@ -487,8 +487,9 @@ redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPDB usage; SWAPDB seen at
   proxies and, with `workers: N`, of the other workers are not held (each worker holds its
   own clients only; the workers do not agree on a swap): they may see some keys swapped
   and others not, and a key they create in either database after the listing is not
-  swapped. Cost: O(N) in the keys of both databases, one round trip per key, the held
-  clients waiting that long.
+  swapped. It runs to its end even if its client goes away meanwhile (no half-swapped
+  databases left). Cost: O(N) in the keys of both databases, one round trip per key, the
+  held clients waiting that long.
 - **`RESET`** returns the client to database 0.
 - **Inside `MULTI`** (the database a command runs in is the one in effect when it is
   queued, as on one server): `SELECT d` is queued as `SELECT 0` (a cluster node answers

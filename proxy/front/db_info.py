@@ -27,7 +27,7 @@ import trio
 
 from slotgate.protocol.commands import lookup
 from slotgate.protocol.resp import encode_command
-from slotgate.proxy.backend.connections import BackendError
+from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.db_names import split_name
 from slotgate.proxy.front.info import KEYSPACE_LINES
 from slotgate.proxy.front.pinned import _direct
@@ -84,7 +84,7 @@ async def _keyspace_lines(s: RouteSession) -> list[tuple[bytes, bytes]] | None:
     totals: dict[int, list[float]] = {}
     for node, _ in masters(s):
         try:
-            counted = await _walk(s, node)
+            counted = await walk(await _direct(s, node))
         except (BackendError, OSError, trio.TooSlowError, ValueError):
             return None
         for db, (keys, expires, ttl_sum) in counted.items():
@@ -97,16 +97,17 @@ async def _keyspace_lines(s: RouteSession) -> list[tuple[bytes, bytes]] | None:
             for db, (keys, expires, ttl_sum) in sorted(totals.items()) if round(keys)]
 
 
-async def _walk(s: RouteSession, node: str) -> dict[int, list[float]]:
-    """Database -> [keys, expires, sum of TTLs in ms] on one master (see the module)."""
-    conn = await _direct(s, node)
+async def walk(conn: DirectConnection, cap_keys: int = WALK_CAP_KEYS,
+               scan_count: int = SCAN_COUNT) -> dict[int, list[float]]:
+    """Database -> [keys, expires, sum of TTLs in ms] on the master ``conn`` is connected to,
+    from at most about ``cap_keys`` names (see the module)."""
     size = _integer((await conn.roundtrip(encode_command(b"DBSIZE"), 1))[0][1])
     counted: dict[int, list[float]] = {}
     seen: set[bytes] = set()
     cursor = b"0"
     while True:
         (_, raw), = await conn.roundtrip(
-            encode_command(b"SCAN", cursor, b"COUNT", b"%d" % SCAN_COUNT), 1)
+            encode_command(b"SCAN", cursor, b"COUNT", b"%d" % scan_count), 1)
         cursor, names = _scan_reply(raw)
         names = [n for n in names if n not in seen]
         seen.update(names)
@@ -120,7 +121,7 @@ async def _walk(s: RouteSession, node: str) -> dict[int, list[float]]:
                 if ms >= 0:
                     c[1] += 1
                     c[2] += ms
-        if cursor == b"0" or len(seen) >= WALK_CAP_KEYS:
+        if cursor == b"0" or len(seen) >= cap_keys:
             break
     if cursor != b"0" and seen and size > len(seen):  # capped: scaled to the master's size
         scale = size / len(seen)

@@ -129,7 +129,8 @@ async def swap(s: RouteSession, a: int, b: int, all_keys: AllKeys) -> bytes:
             # Shielded: a client that goes away mid-swap leaves no half-swapped databases.
             with trio.CancelScope(shield=True):
                 await _drain(s, dbs)
-                return await _swap_keys(s, a, b, all_keys)
+                reply = await _swap_keys(s, a, b, all_keys)
+            return reply
         finally:
             swaps.end()
 

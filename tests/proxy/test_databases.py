@@ -18,9 +18,15 @@ from pathlib import Path
 import hiredis
 import pytest
 import redis
+import trio
 
+from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
+from slotgate.proxy.backend.connections import DirectConnection
+from slotgate.proxy.front import db_info
 from slotgate.proxy.front.databases import prefixed, strip
+from slotgate.proxy.ops.metrics import ProxyMetrics
+from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing.splitter import array_elements
 from tests.conftest import ClusterBackend
 from tests.support import (
@@ -560,3 +566,32 @@ def test_swapdb_wakes_a_client_blocked_in_either_database(
         return [o.replace(run.encode(), b"R") for o in out]
 
     assert play(dbs_proxy.port) == play(standalone.port)
+
+
+def test_info_keyspace_walk_counts_and_scales_past_its_cap(standalone: ManagedProcess) -> None:
+    """The walk behind INFO's per-database lines, on one server's database 1 holding stored
+    names of databases 0 and 3: exact under its cap; past it, scaled to DBSIZE."""
+    stored = [prefixed(b"w%d" % i, 3) for i in range(60)] + [b"plain%d" % i for i in range(40)]
+
+    async def walks() -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+        conn = await DirectConnection.open(f"127.0.0.1:{standalone.port}", 2, ProxySettings(),
+                                           ProxyMetrics())
+        try:
+            await conn.roundtrip(encode_command(b"SELECT", b"1"), 1)
+            await conn.roundtrip(encode_command(b"FLUSHDB"), 1)
+            await conn.roundtrip(encode_command(b"MSET", *[x for k in stored for x in (k, b"v")]),
+                                 1)
+            for k in stored[:10] + stored[60:65]:
+                await conn.roundtrip(encode_command(b"PEXPIRE", k, b"100000"), 1)
+            try:
+                return await db_info.walk(conn), await db_info.walk(conn, cap_keys=30, scan_count=10)
+            finally:
+                await conn.roundtrip(encode_command(b"FLUSHDB"), 1)
+        finally:
+            await conn.aclose()
+
+    exact, capped = trio.run(walks)
+    assert [exact[3][:2], exact[0][:2]] == [[60, 10], [40, 5]]
+    assert 90_000 < exact[3][2] / 10 <= 100_000
+    assert sum(c[0] for c in capped.values()) == pytest.approx(100)
+    assert all(0 < c[0] < 100 for c in capped.values())  # each database's share, estimated
