@@ -469,27 +469,31 @@ redis-server, RESP2 and RESP3; redis-py's MOVE/COPY/SWAPDB usage; SWAPDB seen at
 - **`COPY src dst DB d [REPLACE]`**: Redis' argument errors, then `COPY` of the two stored
   names (in two slots: as [Multi-key commands across slots](#multi-key-commands-across-slots)).
 - **`SWAPDB a b`**: Redis' argument errors, then (`proxy/front/db_swap.py`) the proxy
-  process holds its other clients of databases `a` and `b`: every request of theirs, and
-  any client's `EXEC`, `MOVE`, `COPY`, `SWAPDB` and `FLUSHALL` (which may reach another
+  holds its other clients of databases `a` and `b`: every request of theirs, and any
+  client's `EXEC`, `MOVE`, `COPY`, `SWAPDB` and `FLUSHALL` (which may reach another
   database than the client's), waits until the swap ends, then runs in order (every
   session leaves its fast routes while a swap runs); the requests of those clients already
-  on their way are answered first (at most 1 s; a blocked command is not waited for).
-  Then the keys of both databases are listed (`KEYS` on every master, as above), and per
-  key of either, in its slot, one `MULTI`, the `RENAME`s that swap it (through a temporary
-  `{T}slotgate-swapdb:<key>` when both hold it), `EXEC`. One `SWAPDB` at a time per
-  process. What it guarantees: for the clients of this proxy process, the swap is atomic
-  (each of their requests runs wholly before or wholly after it; tested with an `MGET` of
-  300 keys over every master during the swap), and each key is swapped atomically for
-  everyone (its two stored names change in one transaction, so no client ever sees a key
-  in both databases or in none). A client blocked on a key (`BLPOP` & co.) of either
-  database is served when the swap brings a value there, as Redis serves it (the node
-  wakes it on the `RENAME`). What it does not: clients of the nodes themselves, of other
-  proxies and, with `workers: N`, of the other workers are not held (each worker holds its
-  own clients only; the workers do not agree on a swap): they may see some keys swapped
-  and others not, and a key they create in either database after the listing is not
-  swapped. It runs to its end even if its client goes away meanwhile (no half-swapped
-  databases left). Cost: O(N) in the keys of both databases, one round trip per key, the
-  held clients waiting that long.
+  on their way are answered first (at most 1 s; a blocked command is not waited for). With
+  `workers: N` the workers agree: one `SWAPDB` at a time over all of them (a lock key on
+  the cluster, as moves across slots take, `movelock.py`), and the swapping worker asks
+  every other to hold its clients the same way before it starts (each answers once it
+  does) and tells them when it ends; another worker holds its clients 30 s at most (the
+  lock's life: a longer swap, or a swapping worker that dies, lets them go then). Then the
+  keys of both databases are listed (`KEYS` on every master, as above; database 0's names
+  of the proxy's own, `{T}slotgate-…`, stay), and per key of either, in its slot, one
+  `MULTI`, the `RENAME`s that swap it (through a temporary `{T}slotgate-swapdb:<key>` when
+  both hold it), `EXEC`. What it guarantees: for the clients of the proxy, the swap is
+  atomic (each of their requests runs wholly before or wholly after it; tested with an
+  `MGET` of 300 keys over every master during the swap, from the swapper's worker and from
+  another), and each key is swapped atomically for everyone (its two stored names change
+  in one transaction, so no client ever sees a key in both databases or in none). A client
+  blocked on a key (`BLPOP` & co.) of either database is served when the swap brings a
+  value there, as Redis serves it (the node wakes it on the `RENAME`). It runs to its end
+  even if its client goes away meanwhile (no half-swapped databases left). What it does
+  not: clients of the nodes themselves and of other proxies are not held: they may see
+  some keys swapped and others not, and a key they create in either database after the
+  listing is not swapped. Cost: O(N) in the keys of both databases, one round trip per
+  key, the held clients waiting that long.
 - **`RESET`** returns the client to database 0.
 - **Inside `MULTI`** (the database a command runs in is the one in effect when it is
   queued, as on one server): `SELECT d` is queued as `SELECT 0` (a cluster node answers

@@ -13,7 +13,9 @@ asker replies once every worker holds them), LIST (CLIENT LIST's lines of their 
 theirs: its invalidations, whether it is there), COUNTS (INFO's own facts, ``info.Own``, one
 encoded answer per worker: INFO combines them with its own, the request waiting for them
 before it goes to the masters), UNBLOCK (CLIENT UNBLOCK of a client of
-theirs, answered once its node did). A worker that does not answer in time is
+theirs, answered once its node did), SWAPHOLD / SWAPEND (SWAPDB with numbered databases:
+their clients of both databases held until it ends, answered once they are; db_swap.py).
+A worker that does not answer in time is
 left out of the reply. A worker started again while a pause is on is told of it by the
 supervisor, and holds its clients until it ends.
 """
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from slotgate.protocol.commands import CommandInfo
-from slotgate.proxy.front import clients, info, pause, tracking
+from slotgate.proxy.front import clients, db_swap, info, pause, tracking
 from slotgate.proxy.ops.workers import Link
 from slotgate.proxy.routing import fanout
 
@@ -141,8 +143,10 @@ ANSWERS: dict[bytes, Callable[[Proxy, list[bytes]], list[bytes]]] = {
     b"COUNTS": info.asked_counts,
     b"REDIR": tracking.asked_redirect,
     b"HAS": tracking.asked_has,
+    b"SWAPEND": db_swap.asked_end,
 }
 # op -> what answers once something else has (it is handed the function that answers).
 LATER: dict[bytes, Callable[[Proxy, list[bytes], Callable[[list[bytes]], None]], None]] = {
     b"UNBLOCK": clients.asked_unblock,
+    b"SWAPHOLD": db_swap.asked_hold,
 }

@@ -36,6 +36,7 @@ from tests.support import (
     running,
     slotgate_proxy,
     wait_blocked,
+    wait_until,
 )
 
 
@@ -595,3 +596,50 @@ def test_info_keyspace_walk_counts_and_scales_past_its_cap(standalone: ManagedPr
     assert 90_000 < exact[3][2] / 10 <= 100_000
     assert sum(c[0] for c in capped.values()) == pytest.approx(100)
     assert all(0 < c[0] < 100 for c in capped.values())  # each database's share, estimated
+
+
+def test_swapdb_holds_the_clients_of_every_worker(
+    tmp_path_factory: pytest.TempPathFactory, real_cluster: list[ManagedProcess],
+) -> None:
+    """With ``workers: 2``, a client of the other worker than the swapper's also sees all
+    keys swapped or none."""
+    workdir = Path(tmp_path_factory.mktemp("dbs-workers"))
+    (workdir / "proxy.yaml").write_text("databases: 16\n")
+    proxy = slotgate_proxy(workdir, [n.port for n in real_cluster[:2]],
+                           ["--config", str(workdir / "proxy.yaml"), "--workers", "2"])
+    proxy.start(timeout_s=60)
+    try:
+        wait_until(lambda: "(2 workers)" in proxy.log_text(), 60, "workers not all ready")
+        clients = [RawClient(proxy.port) for _ in range(8)]
+        try:
+            worker = [re.search(rb"worker_index:(\d+)", c.call("INFO", "proxy"))[1]  # type: ignore[index]
+                      for c in clients]
+            swapper = clients[0]
+            reader = next((c for c, w in zip(clients, worker, strict=True) if w != worker[0]),
+                          None)
+            if reader is None:
+                pytest.skip("every connection landed on one worker")
+            run = uuid.uuid4().hex[:6]
+            names = [f"wsw{run}:{i}" for i in range(300)]
+            for db in ("14", "15"):
+                swapper.call("SELECT", db)
+                assert swapper.call("MSET", *[x for n in names for x in (n, db)]) == b"+OK\r\n"
+            reader.call("SELECT", "14")
+            seen = []
+            for _ in range(3):
+                swapper.send("SWAPDB", "14", "15")
+                for _ in range(1000):  # bounded: until the swap's reply is in
+                    seen.append(set(array_elements(reader.call("MGET", *names))))
+                    if not swapper.nothing_pending(0.001):
+                        break
+                assert swapper.read() == b"+OK\r\n"
+            assert all(len(v) == 1 for v in seen), [v for v in seen if len(v) > 1][:1]
+            assert set(array_elements(reader.call("MGET", *names))) == {b"$2\r\n15\r\n"}
+            for db in ("14", "15"):
+                swapper.call("SELECT", db)
+                swapper.call("FLUSHDB")
+        finally:
+            for c in clients:
+                c.close()
+    finally:
+        proxy.stop()
