@@ -151,8 +151,11 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
         # partial.
         refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
-    if s.slot_of(argv) is None and not shardtx.queues_split(s, argv, info):
-        refuse(s, info.name, error_frame(errors.CROSSSLOT))
+    if s.slot_of(argv) is None and not shardtx.queues_across(s, argv, info):
+        # With ``refuse``, the error names the setting that would queue it.
+        refuse(s, info.name, error_frame(
+            errors.CROSSSLOT_QUEUED if shardtx.runs_across(argv, info) and
+            not shardtx.enabled(s) else errors.CROSSSLOT))
         return
     assert s.tx.queued is not None
     s.tx.queued.append(argv)

@@ -1,37 +1,49 @@
 """Transactions whose keys span slots, with ``cross_slot_transactions: per_shard``.
 
 Redis Cluster runs a MULTI/EXEC on one node and only when all its keys hash to one slot. In
-``per_shard`` mode the proxy queues commands of any slot (pinned.py queues them) and, at EXEC:
+``per_shard`` mode the proxy queues commands of any slot (pinned.py queues them), and also
+commands whose own keys span slots that it runs across slots outside MULTI (SUNIONSTORE,
+RENAME, MSETNX, scripts …: ``runs_across``). At EXEC:
 
-1. groups the queued commands by slot, in the order each slot first appears; a command
-   without keys joins the first group (no keys at all: one group on the client's usual
-   master);
-2. runs one ``MULTI … EXEC`` per group, one group after the other, on the client's own
-   connection to the slot's master: first an empty ``MULTI EXEC`` on every watched master
-   that has no group (it commits nothing and only checks the watched keys), then the first
-   group of every watched master, then the rest in order;
-3. answers EXEC with every command's reply in the client's order; an error inside a group
+1. the queue is cut into *segments* (``_segments``): each command whose own keys span slots
+   (or a SORT with BY/GET patterns) is a segment of its own, *alone*; the commands between
+   them form the others (the first one always, maybe empty);
+2. the segments run one after the other, in the queue's order. An alone command runs as it
+   does outside MULTI, through its route (gather.py, sortroute.py …), with its own
+   atomicity, and its reply (an error too) takes its place in EXEC's array. The other
+   segments are grouped by slot, in the order each slot first appears in the segment; a
+   command without keys joins the segment's first group (no keys at all: one group on the
+   client's usual master). Each group is one ``MULTI … EXEC``, one group after the other,
+   on the client's own connection to the slot's master; the first segment begins with an
+   empty ``MULTI EXEC`` on every watched master that has no group in it (it commits
+   nothing and only checks the watched keys), then the first group of every watched
+   master, then the rest in order. So every watch is checked before any alone command and
+   any later segment runs;
+3. EXEC answers every command's reply in the client's order; an error inside a group
    (WRONGTYPE …) stays in its place, as Redis puts it.
 
 WATCH: each slot's keys are watched on their own master, on the connection that later runs
 that master's groups. A group that answers nil (a watched key changed) makes EXEC answer nil
 and the groups not yet run are not sent; groups that already committed stay committed (no
 rollback). A group refused as a whole (EXECABORT, lost connection) ends EXEC with that error,
-with the same caveat. MOVED/ASK: as pinned.py — an unwatched group follows the redirect and is
-sent again whole (nothing of it ran); a group on a watched master follows nothing.
+with the same caveat (alone commands already run included). MOVED/ASK: as pinned.py — an
+unwatched group follows the redirect and is sent again whole (nothing of it ran); a group on
+a watched master follows nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from slotgate.protocol import sort as sortcore
 from slotgate.protocol.commands import CommandInfo, key_positions, lookup
 from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
+from slotgate.proxy.routing import crossslot
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import (
     Part,
@@ -55,10 +67,22 @@ def enabled(s: RouteSession) -> bool:
     return s.settings.cross_slot_transactions == PER_SHARD
 
 
-def queues_split(s: RouteSession, argv: list[bytes], info: CommandInfo) -> bool:
-    """MGET, MSET, DEL, UNLINK, EXISTS, TOUCH over several slots may be queued: at EXEC each
-    slot's part runs in that slot's group and the parts' replies merge as outside MULTI."""
-    return info.route == "split" and enabled(s) and not (len(argv) - info.first_key) % info.step
+# Routed ``single``, run across slots outside MULTI (routes.py's ``_SINGLE_ACROSS``).
+_SINGLE_ACROSS = crossslot.SCRIPTS | {"migrate"}
+
+
+def runs_across(argv: list[bytes], info: CommandInfo) -> bool:
+    """Whether a command whose keys span slots can be queued with ``per_shard``: MGET, MSET,
+    DEL, UNLINK, EXISTS, TOUCH (at EXEC each slot's part runs in that slot's group and the
+    parts' replies merge as outside MULTI), and every command the proxy runs across slots
+    outside MULTI but the blocking ones (at EXEC it runs alone, at its place: ``_alone``)."""
+    if info.route == "split":
+        return not (len(argv) - info.first_key) % info.step
+    return info.route == "gather" or info.name in _SINGLE_ACROSS
+
+
+def queues_across(s: RouteSession, argv: list[bytes], info: CommandInfo) -> bool:
+    return enabled(s) and runs_across(argv, info)
 
 
 Merge = Callable[[list[bytes]], bytes]
@@ -210,32 +234,131 @@ async def _run_group(s: RouteSession, node: str | None, slot: int,
     return frames[-1][1], watched
 
 
+def _alone(s: RouteSession, argv: list[bytes]) -> bool:
+    """A queued command that runs alone at EXEC, at its place, as it runs outside MULTI: its
+    keys span slots (a split command's parts do not), or a SORT whose BY/GET patterns the
+    proxy looks up (sortroute.py)."""
+    name = argv[0].lower()
+    if name in (b"sort", b"sort_ro"):
+        readonly = name == b"sort_ro"
+        args = sortcore.parse(argv, readonly)
+        if isinstance(args, str):
+            return sortcore.parse(argv, readonly, cluster=True) != args
+        if args.needs_lookups:
+            return True
+    return s.slot_of(argv) is None
+
+
+def _segments(s: RouteSession, queued: list[list[bytes]]) -> list[tuple[bool, list[int]]]:
+    """The queue in running order: (alone, command indexes). Runs of commands of one slot
+    each (grouped by slot as ``groups`` does), and each command that runs alone between
+    them. The first segment is such a run, maybe empty: it checks every watched master."""
+    out: list[tuple[bool, list[int]]] = [(False, [])]
+    for i, argv in enumerate(queued):
+        if _alone(s, argv):
+            out += [(True, [i]), (False, [])]
+        else:
+            out[-1][1].append(i)
+    return [seg for n, seg in enumerate(out) if n == 0 or seg[1]]
+
+
+class _Alone:
+    """The session as a route sees it when a queued command runs alone at EXEC: the route
+    runs as outside MULTI (EXEC already waited for the earlier requests); its reply is kept
+    instead of being sent, and a command it would forward as one call is kept for
+    ``_run_alone``. Everything else is the session's."""
+
+    __slots__ = ("_s", "got", "single")
+    _s: RouteSession
+    got: bytes | None  # the reply the route gave
+    single: tuple[list[bytes], int, bool] | None  # argv, slot, readonly: forward it
+
+    def __init__(self, s: RouteSession) -> None:
+        object.__setattr__(self, "_s", s)
+        object.__setattr__(self, "got", None)
+        object.__setattr__(self, "single", None)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._s, name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        setattr(self._s, name, value)  # last_write_slot, proto …: the session's own
+
+    def reply(self, name: str, raw: bytes) -> None:
+        object.__setattr__(self, "got", raw)
+
+    def new_slot(self, name: str) -> Callable[[bytes], None]:
+        return partial(self.reply, name)
+
+    async def wait_idle(self, own: int = 1) -> None:
+        return None
+
+    def send_single(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
+        object.__setattr__(self, "single", (argv, slot, readonly))
+
+
+async def _run_alone(s: RouteSession, argv: list[bytes]) -> bytes:
+    """One queued command run as outside MULTI, through its route: its reply."""
+    from slotgate.proxy.front.pinned import _direct, _on_owner, write_on_owner
+    from slotgate.proxy.front.routes import ROUTES
+    info = lookup(argv)
+    assert info is not None  # checked when queued
+    alone = _Alone(s)
+    pending = ROUTES[info.route](cast("RouteSession", alone), argv, info)
+    if pending is not None:
+        await pending
+    if alone.single is not None:  # forwarded as it is (a node's argument error, say)
+        argv, slot, readonly = alone.single
+        if readonly:
+            return await _on_owner(s, slot, encode_command(*argv), 1, True,
+                                   partial(_direct, s))
+        return await write_on_owner(s, slot, encode_command(*argv), 1)
+    return alone.got or error_frame(errors.CROSSSLOT)
+
+
+async def _run_groups(s: RouteSession, queued: list[list[bytes]], indexes: list[int],
+                      replies: list[bytes | None], ran_on: list[DirectConnection | None]
+                      ) -> bytes | None:
+    """One segment of commands grouped by slot (watched masters checked first, as long as
+    any is watched): each reply put in ``replies``; EXEC's whole reply when it ends EXEC (a
+    null: a watched key changed; a group refused whole), else None."""
+    by_slot = groups(s, [queued[i] for i in indexes])
+    owners = s.router.topology.owners
+    pending_checks = [n for n in s.tx.shard_watch if n not in {owners[k] for k in by_slot}]
+    for slot, group in _order(s, by_slot):
+        node = pending_checks.pop(0) if slot < 0 else owners[slot]
+        ix = [indexes[j] for j in group]
+        raw, conn = await _run_group(s, node, slot, [queued[i] for i in ix])
+        if raw in NULL_REPLIES or raw[:1] != b"*":
+            return raw
+        if ix:
+            ran_on.append(conn)
+        framer = ReplyFramer()
+        framer.feed(raw[raw.index(b"\r\n") + 2:])
+        for i, (_, frame) in zip(ix, framer.frames(), strict=True):
+            replies[i] = frame
+        if node is not None:
+            # Later groups on this master are no longer watched: its EXEC checked them.
+            s.tx.shard_watch.pop(node, None)
+    return None
+
+
 async def exec_(s: RouteSession, queued: list[list[bytes]],
                 reply_slot: Callable[[bytes], None]) -> None:
     await s.wait_idle()
     client_n = len(queued)
     queued, shapes = _expand(queued)
-    by_slot = groups(s, queued)
-    owners = s.router.topology.owners
-    pending_checks = [n for n in s.tx.shard_watch if n not in {owners[k] for k in by_slot}]
     replies: list[bytes | None] = [None] * len(queued)
     ran_on: list[DirectConnection | None] = []  # each group's connection
     try:
-        for slot, indexes in _order(s, by_slot):
-            node = pending_checks.pop(0) if slot < 0 else owners[slot]
-            raw, conn = await _run_group(s, node, slot, [queued[i] for i in indexes])
-            if raw in NULL_REPLIES or raw[:1] != b"*":
-                reply_slot(raw)
+        for alone, indexes in _segments(s, queued):
+            if alone:
+                replies[indexes[0]] = await _run_alone(s, queued[indexes[0]])
+                continue
+            ended = await _run_groups(s, queued, indexes, replies, ran_on)
+            if ended is not None:
+                reply_slot(ended)
                 return
-            if indexes:
-                ran_on.append(conn)
-            framer = ReplyFramer()
-            framer.feed(raw[raw.index(b"\r\n") + 2:])
-            for i, (_, frame) in zip(indexes, framer.frames(), strict=True):
-                replies[i] = frame
-            if node is not None:
-                # Later groups on this master are no longer watched: its EXEC checked them.
-                s.tx.shard_watch.pop(node, None)
     finally:
         await release(s)
     done = [r or b"" for r in replies]

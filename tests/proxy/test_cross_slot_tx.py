@@ -3,7 +3,9 @@
 redis-py pipelines (MULTI/EXEC, keys without hash tags, on every master) go to one
 standalone redis-server and to the proxy with ``per_shard`` in front of a real cluster, then
 of our nodes; the replies must be equal (errors in their place included), RESP2 and RESP3.
-WATCH on keys of two masters, DISCARD, and the ``refuse`` mode's error are checked too.
+WATCH on keys of two masters, DISCARD, and the ``refuse`` mode's error are checked too, and
+pipelines holding commands whose own keys span slots (SUNIONSTORE, RENAME, MSETNX, scripts …),
+each run at its place in EXEC's order.
 """
 
 from __future__ import annotations
@@ -175,34 +177,172 @@ def test_refuse_names_the_setting(proxies: dict[str, ManagedProcess]) -> None:
         assert pipe.execute() == [True, b"1", 1]
 
 
+# Every command family the proxy runs across slots, queued in one redis-py pipeline (MULTI …
+# EXEC) between single-slot commands that feed it and read its result.
+_LIB = """#!lua name=txpipe
+redis.register_function('cp', function(keys, args)
+  redis.call('SET', keys[2], redis.call('GET', keys[1]) or 'none') return redis.call('GET', keys[2])
+end)"""
+_SCRIPT = "redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) return redis.call('GET', KEYS[2])"
+
+
+def _names(prefix: str) -> dict[str, str]:
+    names = ("s1 s2 s3 su si sd z1 z2 zu zi str b1 b2 bo h1 h2 hm l1 l2 l3 rn cp ms1 ms2 "
+             "srt srtd w_a w_b w_c g1 gd e1 e2 x1 x2 x3").split()
+    keys = {n: f"{prefix}:{n}" for n in names}
+    assert len({key_slot(k.encode()) for k in keys.values()}) > 30  # untagged: many slots
+    return keys
+
+
+def _families(r: redis.Redis, k: dict[str, str]) -> list[object]:
+    pipe = r.pipeline()  # transaction=True
+    pipe.sadd(k["s1"], "a", "b", "c").sadd(k["s2"], "b", "c", "d").sadd(k["s3"], "c", "x")
+    pipe.sunionstore(k["su"], [k["s1"], k["s2"], k["s3"]]).smembers(k["su"])
+    pipe.sinterstore(k["si"], [k["s1"], k["s2"]]).sdiffstore(k["sd"], [k["s1"], k["s3"]])
+    pipe.zadd(k["z1"], {"a": 1, "b": 2}).zadd(k["z2"], {"b": 3, "c": 4})
+    pipe.zunionstore(k["zu"], {k["z1"]: 2, k["z2"]: 1}).zinterstore(k["zi"], [k["z1"], k["z2"]])
+    pipe.zrange(k["zu"], 0, -1, withscores=True)
+    pipe.set(k["str"], "v").sunionstore(k["su"], [k["s1"], k["str"]])  # WRONGTYPE in place
+    pipe.set(k["b1"], "ab").set(k["b2"], "ba").bitop("AND", k["bo"], k["b1"], k["b2"])
+    pipe.get(k["bo"])
+    pipe.pfadd(k["h1"], "x", "y").pfadd(k["h2"], "y", "z").pfmerge(k["hm"], k["h1"], k["h2"])
+    pipe.pfcount(k["hm"]).pfcount(k["h1"], k["h2"])
+    pipe.rpush(k["l1"], "1", "2", "3").rpoplpush(k["l1"], k["l2"])
+    pipe.lmove(k["l1"], k["l3"], "LEFT", "RIGHT").lrange(k["l2"], 0, -1).lrange(k["l1"], 0, -1)
+    pipe.smove(k["s1"], k["s3"], "a").smove(k["s1"], k["s3"], "nope").smembers(k["s3"])
+    pipe.rename(k["l3"], k["rn"]).lrange(k["rn"], 0, -1).copy(k["rn"], k["cp"])
+    pipe.copy(k["rn"], k["cp"]).pexpire(k["rn"], 100000).rename(k["rn"], k["e1"])
+    pipe.ttl(k["e1"]).rename(k["rn"], k["e2"])  # ERR no such key in place
+    pipe.msetnx({k["ms1"]: "1", k["ms2"]: "2"}).msetnx({k["ms2"]: "3", k["x1"]: "4"})
+    pipe.mget(k["ms1"], k["ms2"], k["x1"]).mset({k["x1"]: "a", k["x2"]: "b"})
+    pipe.mget(k["x1"], k["x2"], k["x3"]).delete(k["x1"], k["x2"], k["x3"])
+    pipe.rpush(k["srt"], "b", "c", "a").sort(k["srt"], store=k["srtd"], alpha=True)
+    pipe.lrange(k["srtd"], 0, -1)
+    pipe.mset({k["w_a"]: "3", k["w_b"]: "1", k["w_c"]: "2"})
+    pipe.sort(k["srt"], by=k["w_a"].replace("w_a", "w_*")).sort(
+        k["srt"], by=k["w_a"].replace("w_a", "w_*"), store=k["srtd"])
+    pipe.geoadd(k["g1"], (13.361389, 38.115556, "Palermo") + (15.087269, 37.502669, "Catania"))
+    pipe.geosearchstore(k["gd"], k["g1"], longitude=15, latitude=37, radius=200, unit="km")
+    pipe.zrange(k["gd"], 0, -1)
+    pipe.eval(_SCRIPT, 2, k["ms1"], k["e2"]).get(k["e2"]).fcall("cp", 2, k["ms2"], k["x3"])
+    pipe.get(k["x3"]).eval("return redis.call('GET', KEYS[1])", 2, k["e2"], k["x3"])
+    out = pipe.execute(raise_on_error=False)
+    return [("error", str(x)) if isinstance(x, Exception) else x for x in out]
+
+
+def _data(r: redis.Redis, keys: dict[str, str]) -> dict[str, object]:
+    """Every key's type and content (TTL: set or not)."""
+    out: dict[str, object] = {}
+    for name, key in keys.items():
+        kind = r.type(key)
+        read = {b"string": r.get, b"list": lambda k: r.lrange(k, 0, -1),
+                b"set": lambda k: sorted(r.smembers(k)),
+                b"zset": lambda k: r.zrange(k, 0, -1, withscores=True)}.get(kind)
+        out[name] = (kind, read(key) if read else None, r.pttl(key) > 0)
+    return out
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_pipeline_of_commands_across_slots_as_one_redis_server(
+        proxies: dict[str, ManagedProcess], redis_standalone: ManagedProcess,
+        protocol: int) -> None:
+    """Each command whose own keys span slots runs at its place in EXEC's order: the
+    commands before it feed it, those after it read its result; its errors are in its place."""
+    keys = _names(uuid.uuid4().hex[:8])
+    got: dict[str, object] = {}
+    for name, port in (("proxy", proxies["per_shard"].port), ("one", redis_standalone.port)):
+        with redis.Redis(port=port, protocol=protocol) as r:
+            r.function_load(_LIB, replace=True)
+            got[name] = (_families(r, keys), _data(r, keys))
+            r.delete(*keys.values())
+    assert got["proxy"] == got["one"]
+    replies = got["one"][0]
+    assert isinstance(replies, list)
+    assert ("error", "WRONGTYPE Operation against a key holding the wrong kind of value") in replies
+    assert ("error", "no such key") in replies
+    with redis.Redis(port=proxies["per_shard"].port) as r:
+        assert r.keys("*slotgate-*") == []
+
+
+def _watched_across(r: redis.Redis, other: redis.Redis, watched: str, change: bool,
+                    k: dict[str, str]) -> list[object] | None:
+    """WATCH ``watched``; ``other`` writes it if ``change``; a transaction beginning with a
+    SUNIONSTORE across slots (None: EXEC answered nil)."""
+    with r.pipeline() as pipe:
+        pipe.watch(watched)
+        if change:
+            other.set(watched, "changed")
+        pipe.multi()
+        pipe.sunionstore(k["su"], [k["s1"], k["s2"]]).set(k["x1"], "1").rename(k["l1"], k["l2"])
+        try:
+            return pipe.execute()
+        except redis.WatchError:
+            return None
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_watch_is_checked_before_a_command_across_slots(
+        proxies: dict[str, ManagedProcess], protocol: int) -> None:
+    """A changed watched key (on a master the transaction's groups do not touch first, or
+    not at all) makes EXEC answer nil before anything runs: the commands across slots too."""
+    k = _names(uuid.uuid4().hex[:8])
+    port = proxies["per_shard"].port
+    with redis.Redis(port=port, protocol=protocol) as r, redis.Redis(port=port) as other:
+        for watched in (k["w_a"], k["s1"], k["su"], None):
+            r.delete(*k.values())
+            r.sadd(k["s1"], "a")
+            r.sadd(k["s2"], "b")
+            r.rpush(k["l1"], "x")
+            if watched is None:
+                break
+            assert _watched_across(r, other, watched, True, k) is None
+            assert r.exists(k["x1"], k["l2"]) == 0 and r.type(k["su"]) != b"set"
+            assert r.lrange(k["l1"], 0, -1) == [b"x"]
+        assert _watched_across(r, other, k["w_a"], False, k) == [2, True, True]
+        assert sorted(r.smembers(k["su"])) == [b"a", b"b"] and r.lrange(k["l2"], 0, -1) == [b"x"]
+        r.delete(*k.values())
+
+
+def test_refuse_names_the_setting_for_a_command_across_slots(
+        proxies: dict[str, ManagedProcess]) -> None:
+    k = _names(uuid.uuid4().hex[:8])
+    with redis.Redis(port=proxies["refuse"].port) as r:
+        r.sadd(k["s1"], "a")
+        pipe = r.pipeline()
+        pipe.set(k["x1"], "1").sunionstore(k["su"], [k["s1"], k["s2"]])
+        with pytest.raises(redis.ResponseError,
+                           match="this command's keys span slots; set cross_slot_transactions: "
+                                 "per_shard to run it inside MULTI"):
+            pipe.execute()
+        assert r.exists(k["x1"], k["su"]) == 0
+        r.delete(k["s1"])
+
+
 @pytest.mark.parametrize("command", [
     ("EVAL", "redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) return 1", "2"),
-    ("SUNIONSTORE",), ("RENAME",),
+    ("SUNIONSTORE",), ("RENAME",), ("SUNIONSTORE", "x"), ("ZUNIONSTORE", "x", "3"),
+    ("EVAL", "return redis.call('SET', KEYS[2], 'w')", "2"),
 ])
-def test_gathered_commands_across_slots_are_refused_inside_multi(
+def test_commands_across_slots_inside_multi_as_one_redis_server(
     proxies: dict[str, ManagedProcess], redis_standalone: ManagedProcess,
     command: tuple[str, ...],
 ) -> None:
-    """A script (or any other command run by gathering copies, docs/COMMANDS.md) whose keys
-    span slots is refused inside MULTI even with ``per_shard``: each group is one slot's
-    transaction, where its copies cannot be made. ``EXEC`` then aborts as Redis does after
-    a refused command; with its keys in one slot it is queued and runs as on one server."""
+    """With ``per_shard`` a command whose keys span slots is queued and runs at EXEC as on one
+    server: queue-time errors (arity) before EXEC's EXECABORT, runtime errors (syntax,
+    WRONGTYPE, a script's error) in EXEC's array; with ``refuse`` it is refused when queued,
+    naming the setting, and EXEC aborts."""
     a, b = _keys(2)
-    tag = uuid.uuid4().hex[:6]
-    one_slot = (f"{{{tag}}}a", f"{{{tag}}}b")
-    for keys, want in ((a, b), False), (one_slot, True):
-        argv = (*command, *keys)
+    for argv in ((*command, a, b), (*command, a)):
         replies = {}
-        for name, port in (("proxy", proxies["per_shard"].port), ("one", redis_standalone.port)):
+        for name, port in (("proxy", proxies["per_shard"].port), ("one", redis_standalone.port),
+                           ("refuse", proxies["refuse"].port)):
             with RawClient(port) as cl:
                 replies[name] = [cl.call(*c) for c in (
-                    ("SET", keys[0], "v"), ("SADD", keys[1] + "s", "m"), ("MULTI",), argv,
-                    ("EXEC",), ("GET", keys[1]), ("DEL", *keys))]
-        if want:
-            assert replies["proxy"] == replies["one"]
-        else:
-            assert replies["proxy"][3] == (b"-CROSSSLOT Keys in request don't hash to the "
-                                           b"same slot\r\n")
-            assert replies["proxy"][4].startswith(b"-EXECABORT"), replies["proxy"]
-            assert replies["proxy"][5] == b"$-1\r\n"  # nothing ran
-            assert replies["one"][3] == b"+QUEUED\r\n"
+                    ("SET", argv[-1], "v"), ("SADD", b + "s", "m"), ("MULTI",), argv,
+                    ("GET", a), ("EXEC",), ("GET", b), ("DEL", a, b, b + "s"))]
+        assert replies["proxy"] == replies["one"]
+        if len(argv) == len(command) + 2 and command[0] != "ZUNIONSTORE":  # keys in 2 slots
+            # (a numkeys past the arguments names no key: the node's error at EXEC)
+            assert replies["refuse"][3].startswith(b"-CROSSSLOT") and \
+                b"cross_slot_transactions: per_shard" in replies["refuse"][3]
+            assert replies["refuse"][5].startswith(b"-EXECABORT")
