@@ -346,3 +346,19 @@ def test_commands_across_slots_inside_multi_as_one_redis_server(
             assert replies["refuse"][3].startswith(b"-CROSSSLOT") and \
                 b"cross_slot_transactions: per_shard" in replies["refuse"][3]
             assert replies["refuse"][5].startswith(b"-EXECABORT")
+
+
+def test_migrate_keys_across_slots_inside_multi(proxies: dict[str, ManagedProcess],
+                                                redis_standalone: ManagedProcess) -> None:
+    """MIGRATE … KEYS over two slots, queued between commands that write and read its keys:
+    it runs at its place, one MIGRATE per slot, as outside MULTI."""
+    a, b = _keys(2)
+    with RawClient(proxies["per_shard"].port) as cl, \
+            redis.Redis(port=redis_standalone.port) as target:
+        replies = [cl.call(*c) for c in (
+            ("MULTI",), ("SET", a, "1"), ("SET", b, "2"),
+            ("MIGRATE", "127.0.0.1", str(redis_standalone.port), "", "0", "5000", "KEYS", a, b),
+            ("EXISTS", a), ("EXISTS", b), ("EXEC",))]
+        assert replies[-1] == b"*5\r\n+OK\r\n+OK\r\n+OK\r\n:0\r\n:0\r\n", replies
+        assert target.mget(a, b) == [b"1", b"2"]
+        target.delete(a, b)
