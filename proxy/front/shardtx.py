@@ -54,6 +54,7 @@ from slotgate.proxy.routing.splitter import (
 )
 
 if TYPE_CHECKING:
+    from slotgate.proxy.front.readwrite import ReadWrite
     from slotgate.proxy.front.routes import RouteSession
 
 PER_SHARD = "per_shard"
@@ -262,21 +263,44 @@ def _segments(s: RouteSession, queued: list[list[bytes]]) -> list[tuple[bool, li
     return [seg for n, seg in enumerate(out) if n == 0 or seg[1]]
 
 
+class _Policies:
+    """The client's write policies (readwrite.py) as a command run alone at EXEC meets them:
+    at once, on the connections it wrote on (before the next segment runs, while they are
+    open); a failure (the WAIT's error) is kept for EXEC's reply, which it replaces, as for
+    the groups' writes, and the command's own reply stays in its place."""
+
+    def __init__(self, real: ReadWrite) -> None:
+        self.real = real
+        self.on_writes = real.on_writes
+        self.failed: bytes | None = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+    async def after_writes(self, conns: list[DirectConnection], raw: bytes) -> bytes:
+        got = await self.real.after_writes(conns, raw)
+        if got != raw and self.failed is None:
+            self.failed = got
+        return raw
+
+
 class _Alone:
     """The session as a route sees it when a queued command runs alone at EXEC: the route
     runs as outside MULTI (EXEC already waited for the earlier requests); its reply is kept
     instead of being sent, and a command it would forward as one call is kept for
-    ``_run_alone``. Everything else is the session's."""
+    ``_run_alone``. Everything else is the session's (its write policies: ``_Policies``)."""
 
-    __slots__ = ("_s", "got", "single")
+    __slots__ = ("_s", "got", "single", "policies")
     _s: RouteSession
     got: bytes | None  # the reply the route gave
     single: tuple[list[bytes], int, bool] | None  # argv, slot, readonly: forward it
+    policies: _Policies | None
 
-    def __init__(self, s: RouteSession) -> None:
+    def __init__(self, s: RouteSession, policies: _Policies | None) -> None:
         object.__setattr__(self, "_s", s)
         object.__setattr__(self, "got", None)
         object.__setattr__(self, "single", None)
+        object.__setattr__(self, "policies", policies)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._s, name)
@@ -297,22 +321,22 @@ class _Alone:
         object.__setattr__(self, "single", (argv, slot, readonly))
 
 
-async def _run_alone(s: RouteSession, argv: list[bytes]) -> bytes:
+async def _run_alone(s: RouteSession, argv: list[bytes], policies: _Policies | None) -> bytes:
     """One queued command run as outside MULTI, through its route: its reply."""
-    from slotgate.proxy.front.pinned import _direct, _on_owner, write_on_owner
+    from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
     from slotgate.proxy.front.routes import ROUTES
     info = lookup(argv)
     assert info is not None  # checked when queued
-    alone = _Alone(s)
-    pending = ROUTES[info.route](cast("RouteSession", alone), argv, info)
+    alone = _Alone(s, policies)
+    view = cast("RouteSession", alone)
+    pending = ROUTES[info.route](view, argv, info)
     if pending is not None:
         await pending
     if alone.single is not None:  # forwarded as it is (a node's argument error, say)
         argv, slot, readonly = alone.single
-        if readonly:
-            return await _on_owner(s, slot, encode_command(*argv), 1, True,
-                                   partial(_direct, s))
-        return await write_on_owner(s, slot, encode_command(*argv), 1)
+        raw, node = await on_owner_at(s, slot, encode_command(*argv), 1, readonly,
+                                      partial(_direct, s))
+        return raw if readonly else await after_writes(view, [s.tx.direct.get(node)], raw)
     return alone.got or error_frame(errors.CROSSSLOT)
 
 
@@ -350,10 +374,11 @@ async def exec_(s: RouteSession, queued: list[list[bytes]],
     queued, shapes = _expand(queued)
     replies: list[bytes | None] = [None] * len(queued)
     ran_on: list[DirectConnection | None] = []  # each group's connection
+    policies = _Policies(s.policies) if s.policies is not None else None
     try:
         for alone, indexes in _segments(s, queued):
             if alone:
-                replies[indexes[0]] = await _run_alone(s, queued[indexes[0]])
+                replies[indexes[0]] = await _run_alone(s, queued[indexes[0]], policies)
                 continue
             ended = await _run_groups(s, queued, indexes, replies, ran_on)
             if ended is not None:
@@ -365,4 +390,6 @@ async def exec_(s: RouteSession, queued: list[list[bytes]],
     if len(queued) != client_n:
         done = _merged(done, shapes)
     from slotgate.proxy.front.pinned import after_writes
-    reply_slot(await after_writes(s, ran_on, b"*%d\r\n" % client_n + b"".join(done)))
+    raw = await after_writes(s, ran_on, b"*%d\r\n" % client_n + b"".join(done))
+    reply_slot(policies.failed if policies is not None and policies.failed and
+               raw[:1] == b"*" else raw)
