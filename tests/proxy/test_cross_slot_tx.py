@@ -44,14 +44,16 @@ def _keys(n_masters: int = 3) -> list[str]:
 @pytest.fixture(scope="module", params=["real", "bundled"])
 def proxies(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[dict[str, ManagedProcess]]:
-    """{"per_shard": proxy, "refuse": proxy} in front of a 3-master cluster of the param."""
+    """{"per_shard": proxy, "refuse": proxy, "databases": per_shard with ``databases: 4``} in
+    front of a 3-master cluster of the param."""
     workdir = tmp_path_factory.mktemp(f"shardtx-{request.param}")
     nodes = start_cluster(request.param, workdir / "cluster", masters=3, replicas=0)
     try:
         procs: dict[str, ManagedProcess] = {}
-        for mode in ("per_shard", "refuse"):
+        for mode, extra in (("per_shard", ""), ("refuse", ""), ("databases", "databases: 4\n")):
             cfg = workdir / f"{mode}.yaml"
-            cfg.write_text(f"cross_slot_transactions: {mode}\n")
+            cfg.write_text(f"cross_slot_transactions: {mode.replace('databases', 'per_shard')}\n"
+                           + extra)
             procs[mode] = slotgate_proxy(workdir / mode, [n.port for n in nodes],
                                          ["--config", str(cfg)])
         with running(*procs.values()):
@@ -362,3 +364,21 @@ def test_migrate_keys_across_slots_inside_multi(proxies: dict[str, ManagedProces
         assert replies[-1] == b"*5\r\n+OK\r\n+OK\r\n+OK\r\n:0\r\n:0\r\n", replies
         assert target.mget(a, b) == [b"1", b"2"]
         target.delete(a, b)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_pipeline_across_slots_in_a_numbered_database(
+        proxies: dict[str, ManagedProcess], redis_standalone: ManagedProcess,
+        protocol: int) -> None:
+    """With ``databases: 4``, the same pipeline in database 2 (keys stored under that
+    database's prefix): the same replies and data as one server's database 2."""
+    keys = _names(uuid.uuid4().hex[:8])
+    got: dict[str, object] = {}
+    for name, port in (("proxy", proxies["databases"].port), ("one", redis_standalone.port)):
+        with redis.Redis(port=port, protocol=protocol, db=2) as r:
+            r.function_load(_LIB, replace=True)
+            got[name] = (_families(r, keys), _data(r, keys))
+            r.delete(*keys.values())
+    assert got["proxy"] == got["one"]
+    with redis.Redis(port=proxies["databases"].port) as r0:
+        assert r0.keys("*slotgate-tmp*") == [] and r0.keys("*slotgate-mark*") == []
