@@ -228,6 +228,10 @@ def _families(r: redis.Redis, k: dict[str, str]) -> list[object]:
     pipe.zrange(k["gd"], 0, -1)
     pipe.eval(_SCRIPT, 2, k["ms1"], k["e2"]).get(k["e2"]).fcall("cp", 2, k["ms2"], k["x3"])
     pipe.get(k["x3"]).eval("return redis.call('GET', KEYS[1])", 2, k["e2"], k["x3"])
+    pipe.lmpop(2, k["e1"], k["l2"], direction="RIGHT", count=2).lmpop(2, k["e1"], k["l2"],
+                                                                     direction="LEFT")
+    pipe.zmpop(2, [k["zi"], k["z2"]], min=True).zmpop(2, [k["z1"], k["z2"]], max=True, count=5)
+    pipe.lmpop(2, k["str"], k["l2"], direction="LEFT")  # WRONGTYPE
     out = pipe.execute(raise_on_error=False)
     return [("error", str(x)) if isinstance(x, Exception) else x for x in out]
 
