@@ -3,7 +3,8 @@
 Redis Cluster runs a MULTI/EXEC on one node and only when all its keys hash to one slot. In
 ``per_shard`` mode the proxy queues commands of any slot (pinned.py queues them), and also
 commands whose own keys span slots that it runs across slots outside MULTI (SUNIONSTORE,
-RENAME, MSETNX, scripts …: ``runs_across``). At EXEC:
+RENAME, MSETNX, scripts …, and the blocking pops and moves, run without blocking as Redis
+runs them in EXEC: ``runs_across``). At EXEC:
 
 1. the queue is cut into *segments* (``_segments``): each command whose own keys span slots
    (or a SORT with BY/GET patterns) is a segment of its own, *alone*; the commands between
@@ -47,6 +48,7 @@ from slotgate.proxy.routing import crossslot
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import (
     Part,
+    array_elements,
     merge_all_ok,
     merge_in_order,
     merge_sum,
@@ -75,11 +77,69 @@ _SINGLE_ACROSS = crossslot.SCRIPTS | {"migrate"}
 def runs_across(argv: list[bytes], info: CommandInfo) -> bool:
     """Whether a command whose keys span slots can be queued with ``per_shard``: MGET, MSET,
     DEL, UNLINK, EXISTS, TOUCH (at EXEC each slot's part runs in that slot's group and the
-    parts' replies merge as outside MULTI), and every command the proxy runs across slots
-    outside MULTI but the blocking ones (at EXEC it runs alone, at its place: ``_alone``)."""
+    parts' replies merge as outside MULTI), every other command the proxy runs across slots
+    outside MULTI (at EXEC it runs alone, at its place: ``_alone``), and the blocking pops
+    and moves, which run without blocking there, as in Redis' EXEC (``_unblocked``)."""
     if info.route == "split":
         return not (len(argv) - info.first_key) % info.step
-    return info.route == "gather" or info.name in _SINGLE_ACROSS
+    return info.route == "gather" or info.name in _SINGLE_ACROSS or info.name in _UNBLOCKED
+
+
+# Blocking pops and moves over keys of several slots inside MULTI: Redis runs them without
+# blocking (a null when every key is empty), that is as these commands without a timeout.
+# (name, its form without a timeout, arguments kept: slice of argv[1:]).
+_UNBLOCKED: dict[str, tuple[bytes, slice]] = {
+    "blmove": (b"LMOVE", slice(0, 4)),
+    "brpoplpush": (b"RPOPLPUSH", slice(0, 2)),
+    "blmpop": (b"LMPOP", slice(1, None)),
+    "bzmpop": (b"ZMPOP", slice(1, None)),
+    "blpop": (b"LMPOP", slice(0, -1)),
+    "brpop": (b"LMPOP", slice(0, -1)),
+    "bzpopmin": (b"ZMPOP", slice(0, -1)),
+    "bzpopmax": (b"ZMPOP", slice(0, -1)),
+}
+_ENDS = {"blpop": b"LEFT", "brpop": b"RIGHT", "bzpopmin": b"MIN", "bzpopmax": b"MAX"}
+
+
+def _unblocked(argv: list[bytes], name: str) -> list[bytes]:
+    """The command without a timeout: BLMOVE as LMOVE, BLMPOP as LMPOP, BLPOP as ``LMPOP n
+    keys LEFT`` (its reply reshaped by ``_as_pop``) …"""
+    verb, kept = _UNBLOCKED[name]
+    args = argv[1:][kept]
+    end = _ENDS.get(name)
+    if end is None:
+        return [verb, *args]
+    return [verb, b"%d" % len(args), *args, end]
+
+
+def _as_pop(raw: bytes, name: str) -> bytes:
+    """An LMPOP/ZMPOP reply of one element as BLPOP/BZPOPMIN … give it: ``[key, element]``,
+    ``[key, member, score]``; a null or an error as it is."""
+    if name not in _ENDS or raw[:1] != b"*" or crossslot.is_null(raw):
+        return raw
+    key, elements = array_elements(raw)
+    first = array_elements(elements)[0]
+    if name in ("blpop", "brpop"):
+        return b"*2\r\n" + key + first
+    member, score = array_elements(first)
+    return b"*3\r\n" + key + member + score
+
+
+async def _check_unblocked(s: RouteSession, argv: list[bytes]) -> bytes | None:
+    """Redis' own argument errors (timeout, direction, COUNT …) of a blocking command: the
+    command over an always-empty key of its first key's slot, inside ``MULTI`` on that
+    slot's master (where it neither blocks nor changes anything); None when it has none."""
+    from slotgate.proxy.front.pinned import _direct, _on_owner
+    positions = key_positions(argv)
+    slot = key_slot(argv[positions[0]])
+    empty = b"{%s}%scheck" % (crossslot.tag_for_slot(slot), crossslot.TEMP_PREFIX)
+    checked = [empty if i in positions else a for i, a in enumerate(argv)]
+    payload = MULTI + encode_command(*checked) + EXEC
+    # It changes nothing: safe to send again after a lost connection (readonly).
+    raw = await _on_owner(s, slot, payload, 3, True, partial(_direct, s))
+    if raw[:1] == b"*" and not crossslot.is_null(raw):
+        raw = array_elements(raw)[0]
+    return None if crossslot.is_null(raw) else raw
 
 
 def queues_across(s: RouteSession, argv: list[bytes], info: CommandInfo) -> bool:
@@ -327,6 +387,12 @@ async def _run_alone(s: RouteSession, argv: list[bytes], policies: _Policies | N
     from slotgate.proxy.front.routes import ROUTES
     info = lookup(argv)
     assert info is not None  # checked when queued
+    if info.name in _UNBLOCKED:
+        err = await _check_unblocked(s, argv)
+        if err is not None:
+            return err
+        raw = await _run_alone(s, _unblocked(argv, info.name), policies)
+        return _as_pop(raw, info.name)
     alone = _Alone(s, policies)
     view = cast("RouteSession", alone)
     pending = ROUTES[info.route](view, argv, info)

@@ -232,6 +232,17 @@ def _families(r: redis.Redis, k: dict[str, str]) -> list[object]:
                                                                      direction="LEFT")
     pipe.zmpop(2, [k["zi"], k["z2"]], min=True).zmpop(2, [k["z1"], k["z2"]], max=True, count=5)
     pipe.lmpop(2, k["str"], k["l2"], direction="LEFT")  # WRONGTYPE
+    # Blocking pops and moves: without blocking inside MULTI, as in Redis.
+    pipe.rpush(k["l2"], "p", "q", "r").blpop([k["e1"], k["l2"]], 0).brpop([k["e1"], k["l2"]], 1)
+    pipe.blpop([k["e1"], k["x1"]], 0).blmove(k["l2"], k["x1"], 0, "LEFT", "RIGHT")
+    pipe.blmove(k["l2"], k["x2"], 0).brpoplpush(k["x1"], k["x2"], 0).lrange(k["x2"], 0, -1)
+    pipe.blmpop(0, 2, k["e1"], k["x2"], direction="RIGHT", count=5).blmpop(1, 2, k["e1"],
+                                                                             k["x2"],
+                                                                             direction="LEFT")
+    pipe.zadd(k["z2"], {"m1": 1.5, "m2": 2}).bzpopmin([k["e1"], k["z2"]], 0)
+    pipe.bzpopmax([k["e1"], k["z2"]], 0).bzpopmin([k["e1"], k["z2"]], 0)
+    pipe.zadd(k["z2"], {"m3": 3}).bzmpop(0, 2, [k["e1"], k["z2"]], min=True, count=2)
+    pipe.blpop([k["str"], k["l2"]], 0)  # WRONGTYPE
     out = pipe.execute(raise_on_error=False)
     return [("error", str(x)) if isinstance(x, Exception) else x for x in out]
 
@@ -386,3 +397,21 @@ def test_pipeline_across_slots_in_a_numbered_database(
     assert got["proxy"] == got["one"]
     with redis.Redis(port=proxies["databases"].port) as r0:
         assert r0.keys("*slotgate-tmp*") == [] and r0.keys("*slotgate-mark*") == []
+
+
+def test_blocking_commands_across_slots_inside_multi_as_one_redis_server(
+        proxies: dict[str, ManagedProcess], redis_standalone: ManagedProcess) -> None:
+    """Their argument errors (timeout, direction, COUNT) are Redis' own, in EXEC's array."""
+    a, b = _keys(2)
+    script: list[tuple[str, ...]] = [
+        ("MULTI",), ("BLPOP", a, b, "-1"), ("BRPOP", a, b, "x"), ("BZPOPMIN", a, b, "-1"),
+        ("BLMOVE", a, b, "LEFT", "UP", "0"), ("BLMOVE", a, b, "LEFT", "LEFT", "-2"),
+        ("BRPOPLPUSH", a, b, "nope"), ("BLMPOP", "x", "2", a, b, "LEFT"),
+        ("BLMPOP", "0", "2", a, b, "UP"), ("BZMPOP", "0", "2", a, b, "MIN", "COUNT", "0"),
+        ("BLPOP", a, b, "0"), ("BZMPOP", "1", "2", a, b, "MAX"), ("EXEC",)]
+    replies = {}
+    for name, port in (("proxy", proxies["per_shard"].port), ("one", redis_standalone.port)):
+        with RawClient(port) as cl:
+            replies[name] = [cl.call(*c) for c in script]
+    assert replies["proxy"] == replies["one"]
+    assert replies["one"][-1].count(b"-ERR") == 9, replies["one"][-1]
