@@ -696,8 +696,8 @@ refusals):
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME, PAUSE, UNPAUSE, TRACKING, CACHING, GETREDIR, TRACKINGINFO; HELLO; MONITOR; LATENCY, SLOWLOG and ACL (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, figures or users, which the node running the transaction cannot see; there they would pause the node, track or monitor on the transaction's own connection, or answer with the node's log and users (HELLO would change the protocol of that connection). Redis runs them in EXEC (MONITOR there answers `-ERR MONITOR isn't allowed for DENY BLOCKING client`) |
-| with `cross_slot_transactions: refuse` (the default): a command whose own keys span slots that the proxy runs across slots outside `MULTI`: the `split` rows (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), the `gather` rows (SUNIONSTORE, RENAME, LMOVE, MSETNX, BITOP, SORT … STORE …), `EVAL`, `EVALSHA`, `FCALL` (and their `_RO` forms) whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves (BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, BLMOVE, BRPOPLPUSH) | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this command's keys span slots; set cross_slot_transactions: per_shard to run it inside MULTI)` | a transaction runs on one master (Redis Cluster refuses it when queued too). With `per_shard` they are queued and run at `EXEC`, each at its place ([Transactions across slots](#transactions-across-slots), `tests/proxy/test_cross_slot_tx.py`) |
-| in either mode: `XREAD` and `XREADGROUP` over streams of several slots; a `split` row over several slots with an odd argument count | `-CROSSSLOT Keys in request don't hash to the same slot` | not done yet for the streams (outside `MULTI` they run across slots); the `split` row: one node's own error, as outside `MULTI` |
+| with `cross_slot_transactions: refuse` (the default): a command whose own keys span slots that the proxy runs across slots outside `MULTI`: the `split` rows (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), the `gather` rows (SUNIONSTORE, RENAME, LMOVE, MSETNX, BITOP, SORT … STORE …), `EVAL`, `EVALSHA`, `FCALL` (and their `_RO` forms) whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves (BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, BLMOVE, BRPOPLPUSH), XREAD and XREADGROUP | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this command's keys span slots; set cross_slot_transactions: per_shard to run it inside MULTI)` | a transaction runs on one master (Redis Cluster refuses it when queued too). With `per_shard` they are queued and run at `EXEC`, each at its place ([Transactions across slots](#transactions-across-slots), `tests/proxy/test_cross_slot_tx.py`) |
+| in either mode: a `split` row over several slots with an odd argument count | `-CROSSSLOT Keys in request don't hash to the same slot` | one node's own error, as outside `MULTI` |
 | with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 
 ### Transactions across slots
@@ -707,10 +707,10 @@ commands of any slot are queued, and a `split` command over several slots become
 command per slot. So is every command whose own keys span slots that the proxy runs across
 slots outside `MULTI` — the `gather` rows (SUNIONSTORE, ZUNIONSTORE, BITOP, PFMERGE, COPY,
 RENAME, LMOVE, SMOVE, MSETNX, SORT … STORE, GEOSEARCHSTORE, LMPOP …), scripts and
-functions whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves (below) —
-and a `SORT` with `BY`/`GET` patterns, even in one slot: `+QUEUED`, an unknown command or a
-wrong argument count refused when queued as Redis does (then `EXECABORT`). `XREAD` and
-`XREADGROUP` over streams of several slots are still refused (`-CROSSSLOT`).
+functions whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves and
+`XREAD`/`XREADGROUP` (below) — and a `SORT` with `BY`/`GET` patterns, even in one slot:
+`+QUEUED`, an unknown command or a wrong argument count refused when queued as Redis does
+(then `EXECABORT`).
 
 At `EXEC` the proxy cuts the queue into *segments*: each command of the last paragraph (keys
 in several slots, a `SORT` with patterns) is a segment of its own, run *alone*; the commands
@@ -732,7 +732,8 @@ an always-empty key of its first key's slot, inside `MULTI … EXEC` on that slo
 then its form without a timeout across slots: `BLMOVE` as `LMOVE`, `BRPOPLPUSH` as
 `RPOPLPUSH`, `BLMPOP`/`BZMPOP` as `LMPOP`/`ZMPOP`, `BLPOP`/`BRPOP`/`BZPOPMIN`/`BZPOPMAX`
 as `LMPOP`/`ZMPOP` of one element, its reply given their form (every key empty: the null
-reply). `EXEC` answers every command's reply in the
+reply), `XREAD`/`XREADGROUP` without `BLOCK` (an `XREADGROUP` check meeting the empty key's
+`NOGROUP` goes on: the real streams tell). `EXEC` answers every command's reply in the
 client's order: an error inside a group (`WRONGTYPE` …) stays in its place as Redis puts
 it, an alone command's error (`WRONGTYPE`, a syntax error, `ERR no such key`, a script's
 error, the proxy's own such as the lost-connection error) too, and the commands after it

@@ -3,7 +3,7 @@
 Redis Cluster runs a MULTI/EXEC on one node and only when all its keys hash to one slot. In
 ``per_shard`` mode the proxy queues commands of any slot (pinned.py queues them), and also
 commands whose own keys span slots that it runs across slots outside MULTI (SUNIONSTORE,
-RENAME, MSETNX, scripts …, and the blocking pops and moves, run without blocking as Redis
+RENAME, MSETNX, scripts …, and the blocking pops and moves and XREAD, run without blocking as Redis
 runs them in EXEC: ``runs_across``). At EXEC:
 
 1. the queue is cut into *segments* (``_segments``): each command whose own keys span slots
@@ -82,7 +82,8 @@ def runs_across(argv: list[bytes], info: CommandInfo) -> bool:
     and moves, which run without blocking there, as in Redis' EXEC (``_unblocked``)."""
     if info.route == "split":
         return not (len(argv) - info.first_key) % info.step
-    return info.route == "gather" or info.name in _SINGLE_ACROSS or info.name in _UNBLOCKED
+    return info.route == "gather" or info.name in _SINGLE_ACROSS or info.name in _UNBLOCKED \
+        or info.name in _STREAM_READS
 
 
 # Blocking pops and moves over keys of several slots inside MULTI: Redis runs them without
@@ -99,11 +100,30 @@ _UNBLOCKED: dict[str, tuple[bytes, slice]] = {
     "bzpopmax": (b"ZMPOP", slice(0, -1)),
 }
 _ENDS = {"blpop": b"LEFT", "brpop": b"RIGHT", "bzpopmin": b"MIN", "bzpopmax": b"MAX"}
+# XREAD, XREADGROUP: without their BLOCK option (``_without_block``).
+_STREAM_READS = frozenset({"xread", "xreadgroup"})
+# Their options before STREAMS, and how many arguments each takes.
+_READ_OPTIONS = {b"block": 1, b"count": 1, b"group": 2, b"noack": 0}
+_NOGROUP = b"-NOGROUP "
+
+
+def _without_block(argv: list[bytes]) -> list[bytes]:
+    """XREAD/XREADGROUP without ``BLOCK <ms>`` (options checked by ``_check_unblocked``)."""
+    out = [argv[0]]
+    i = 1
+    while i < len(argv) and argv[i].lower() != b"streams":
+        n = _READ_OPTIONS.get(argv[i].lower(), 0)
+        if argv[i].lower() != b"block":
+            out += argv[i:i + 1 + n]
+        i += 1 + n
+    return out + argv[i:]
 
 
 def _unblocked(argv: list[bytes], name: str) -> list[bytes]:
     """The command without a timeout: BLMOVE as LMOVE, BLMPOP as LMPOP, BLPOP as ``LMPOP n
-    keys LEFT`` (its reply reshaped by ``_as_pop``) …"""
+    keys LEFT`` (its reply reshaped by ``_as_pop``), XREAD without BLOCK …"""
+    if name in _STREAM_READS:
+        return _without_block(argv)
     verb, kept = _UNBLOCKED[name]
     args = argv[1:][kept]
     end = _ENDS.get(name)
@@ -139,7 +159,9 @@ async def _check_unblocked(s: RouteSession, argv: list[bytes]) -> bytes | None:
     raw = await _on_owner(s, slot, payload, 3, True, partial(_direct, s))
     if raw[:1] == b"*" and not crossslot.is_null(raw):
         raw = array_elements(raw)[0]
-    return None if crossslot.is_null(raw) else raw
+    if raw.startswith(_NOGROUP) and argv[0].lower() == b"xreadgroup":
+        return None  # the empty key has no group: the options were read, the real keys tell
+    return None if raw[:1] != b"-" else raw
 
 
 def queues_across(s: RouteSession, argv: list[bytes], info: CommandInfo) -> bool:
@@ -383,16 +405,23 @@ class _Alone:
 
 async def _run_alone(s: RouteSession, argv: list[bytes], policies: _Policies | None) -> bytes:
     """One queued command run as outside MULTI, through its route: its reply."""
-    from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
-    from slotgate.proxy.front.routes import ROUTES
     info = lookup(argv)
     assert info is not None  # checked when queued
-    if info.name in _UNBLOCKED:
+    if info.name in _UNBLOCKED or info.name in _STREAM_READS:
         err = await _check_unblocked(s, argv)
         if err is not None:
             return err
-        raw = await _run_alone(s, _unblocked(argv, info.name), policies)
-        return _as_pop(raw, info.name)
+        argv = _unblocked(argv, info.name)
+        unblocked = lookup(argv)
+        assert unblocked is not None
+        return _as_pop(await _run_route(s, argv, unblocked, policies), info.name)
+    return await _run_route(s, argv, info, policies)
+
+
+async def _run_route(s: RouteSession, argv: list[bytes], info: CommandInfo,
+                     policies: _Policies | None) -> bytes:
+    from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
+    from slotgate.proxy.front.routes import ROUTES
     alone = _Alone(s, policies)
     view = cast("RouteSession", alone)
     pending = ROUTES[info.route](view, argv, info)

@@ -190,7 +190,7 @@ _SCRIPT = "redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) return redis.c
 
 def _names(prefix: str) -> dict[str, str]:
     names = ("s1 s2 s3 su si sd z1 z2 zu zi str b1 b2 bo h1 h2 hm l1 l2 l3 rn cp ms1 ms2 "
-             "srt srtd w_a w_b w_c g1 gd e1 e2 x1 x2 x3").split()
+             "srt srtd w_a w_b w_c g1 gd e1 e2 x1 x2 x3 st1 st2").split()
     keys = {n: f"{prefix}:{n}" for n in names}
     assert len({key_slot(k.encode()) for k in keys.values()}) > 30  # untagged: many slots
     return keys
@@ -243,6 +243,14 @@ def _families(r: redis.Redis, k: dict[str, str]) -> list[object]:
     pipe.bzpopmax([k["e1"], k["z2"]], 0).bzpopmin([k["e1"], k["z2"]], 0)
     pipe.zadd(k["z2"], {"m3": 3}).bzmpop(0, 2, [k["e1"], k["z2"]], min=True, count=2)
     pipe.blpop([k["str"], k["l2"]], 0)  # WRONGTYPE
+    pipe.xadd(k["st1"], {"f": "1"}, id="1-1").xadd(k["st2"], {"f": "2"}, id="2-1")
+    pipe.xread({k["st1"]: 0, k["st2"]: 0}).xread({k["st1"]: "$", k["st2"]: "1-0"}, block=0)
+    pipe.xread({k["st2"]: "$", k["st1"]: "$"}, block=10, count=1)
+    pipe.xgroup_create(k["st1"], "g", 0).xgroup_create(k["st2"], "g", 0)
+    pipe.xreadgroup("g", "c", {k["st2"]: ">", k["st1"]: ">"}, block=0, count=5)
+    pipe.xreadgroup("g", "c", {k["st1"]: ">", k["st2"]: ">"}, block=1)
+    pipe.xreadgroup("g", "c", {k["st1"]: "0", k["st2"]: "0"}, noack=True)
+    pipe.xreadgroup("g", "c", {k["st1"]: ">", k["str"]: ">"}, block=0)  # NOGROUP
     out = pipe.execute(raise_on_error=False)
     return [("error", str(x)) if isinstance(x, Exception) else x for x in out]
 
@@ -408,10 +416,17 @@ def test_blocking_commands_across_slots_inside_multi_as_one_redis_server(
         ("BLMOVE", a, b, "LEFT", "UP", "0"), ("BLMOVE", a, b, "LEFT", "LEFT", "-2"),
         ("BRPOPLPUSH", a, b, "nope"), ("BLMPOP", "x", "2", a, b, "LEFT"),
         ("BLMPOP", "0", "2", a, b, "UP"), ("BZMPOP", "0", "2", a, b, "MIN", "COUNT", "0"),
-        ("BLPOP", a, b, "0"), ("BZMPOP", "1", "2", a, b, "MAX"), ("EXEC",)]
+        ("BLPOP", a, b, "0"), ("BZMPOP", "1", "2", a, b, "MAX"),
+        ("XREAD", "BLOCK", "-1", "STREAMS", a, b, "0", "0"),
+        ("XREAD", "COUNT", "x", "BLOCK", "0", "STREAMS", a, b, "0", "0"),
+        ("XREAD", "BLOCK", "0", "STREAMS", a, b, "0", "bad"),
+        ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "-1", "STREAMS", a, b, ">", ">"),
+        ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", a, b, ">", ">"),
+        ("XREAD", "BLOCK", "0", "STREAMS", a, b, "$", "$"), ("EXEC",)]
     replies = {}
     for name, port in (("proxy", proxies["per_shard"].port), ("one", redis_standalone.port)):
         with RawClient(port) as cl:
             replies[name] = [cl.call(*c) for c in script]
     assert replies["proxy"] == replies["one"]
-    assert replies["one"][-1].count(b"-ERR") == 9, replies["one"][-1]
+    assert replies["one"][-1].count(b"-ERR") == 13, replies["one"][-1]
+    assert b"-NOGROUP" in replies["one"][-1]
