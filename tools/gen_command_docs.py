@@ -738,7 +738,9 @@ client's order: an error inside a group (`WRONGTYPE` …) stays in its place as 
 it, an alone command's error (`WRONGTYPE`, a syntax error, `ERR no such key`, a script's
 error, the proxy's own such as the lost-connection error) too, and the commands after it
 still run, as after an error inside `EXEC` on one server; a split command's parts merge as
-outside MULTI.
+outside MULTI. With write policies (docs/PROXY.md), an alone command's writes meet them
+before the next segment runs; a `WAIT` that falls short is `EXEC`'s reply, as for the
+groups' writes.
 
 `WATCH` watches each key on its own master. Every watch is checked in the first segment,
 before any alone command and any later segment runs: first an empty `MULTI EXEC` on every

@@ -3,8 +3,8 @@
 Redis Cluster runs a MULTI/EXEC on one node and only when all its keys hash to one slot. In
 ``per_shard`` mode the proxy queues commands of any slot (pinned.py queues them), and also
 commands whose own keys span slots that it runs across slots outside MULTI (SUNIONSTORE,
-RENAME, MSETNX, scripts …, and the blocking pops and moves and XREAD, run without blocking as Redis
-runs them in EXEC: ``runs_across``). At EXEC:
+RENAME, MSETNX, scripts …; the blocking pops and moves, XREAD and XREADGROUP too, run
+without blocking as Redis runs them in EXEC: ``runs_across``). At EXEC:
 
 1. the queue is cut into *segments* (``_segments``): each command whose own keys span slots
    (or a SORT with BY/GET patterns) is a segment of its own, *alone*; the commands between
