@@ -430,3 +430,49 @@ def test_blocking_commands_across_slots_inside_multi_as_one_redis_server(
     assert replies["proxy"] == replies["one"]
     assert replies["one"][-1].count(b"-ERR") == 13, replies["one"][-1]
     assert b"-NOGROUP" in replies["one"][-1]
+
+
+def test_concurrent_pipelines_of_moves_lose_nothing(proxies: dict[str, ManagedProcess]) -> None:
+    """Four clients send pipelines of random moves between lists on every master at once
+    (each move runs alone at its place, beside other clients' moves and groups): at the end
+    every element is in exactly one list."""
+    import random
+    import threading
+
+    prefix = uuid.uuid4().hex[:8]
+    lists = [f"{prefix}:list{i}" for i in range(6)]
+    assert len({_master(k) for k in lists}) == 3
+    elements = [f"e{i}" for i in range(30)]
+    port = proxies["per_shard"].port
+    with redis.Redis(port=port) as r:
+        for i, e in enumerate(elements):
+            r.rpush(lists[i % len(lists)], e)
+    failures: list[BaseException] = []
+
+    def client(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            with redis.Redis(port=port) as c:
+                for _ in range(12):
+                    pipe = c.pipeline()
+                    for _ in range(3):
+                        src, dst = rng.sample(lists, 2)
+                        if rng.random() < 0.5:
+                            pipe.lmove(src, dst, "LEFT", "RIGHT")
+                        else:
+                            pipe.rpoplpush(src, dst)
+                        pipe.llen(dst)
+                    pipe.execute()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=client, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    with redis.Redis(port=port) as r:
+        found = [e.decode() for k in lists for e in r.lrange(k, 0, -1)]
+        assert sorted(found) == sorted(elements)
+        r.delete(*lists)
