@@ -692,7 +692,7 @@ refusals):
 
 | commands | proxy's error | why |
 |---|---|---|
-| `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
+| `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...); with `cross_slot_transactions: per_shard` and `databases: 1`, only SCAN, RANDOMKEY, INFO, SCRIPT KILL, FUNCTION KILL and CONFIG SET | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial. With `per_shard` the others (DBSIZE, KEYS, FLUSHALL, FLUSHDB, MEMORY PURGE, SCRIPT EXISTS, FLUSH, LOAD) run at `EXEC` on every master ([Transactions across slots](#transactions-across-slots)) |
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME, PAUSE, UNPAUSE, TRACKING, CACHING, GETREDIR, TRACKINGINFO; HELLO; MONITOR; LATENCY, SLOWLOG and ACL (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, figures or users, which the node running the transaction cannot see; there they would pause the node, track or monitor on the transaction's own connection, or answer with the node's log and users (HELLO would change the protocol of that connection). Redis runs them in EXEC (MONITOR there answers `-ERR MONITOR isn't allowed for DENY BLOCKING client`) |
@@ -708,12 +708,14 @@ command per slot. So is every command whose own keys span slots that the proxy r
 slots outside `MULTI` — the `gather` rows (SUNIONSTORE, ZUNIONSTORE, BITOP, PFMERGE, COPY,
 RENAME, LMOVE, SMOVE, MSETNX, SORT … STORE, GEOSEARCHSTORE, LMPOP …), scripts and
 functions whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves and
-`XREAD`/`XREADGROUP` (below) — and a `SORT` with `BY`/`GET` patterns, even in one slot:
-`+QUEUED`, an unknown command or a wrong argument count refused when queued as Redis does
-(then `EXECABORT`).
+`XREAD`/`XREADGROUP` (below) — and a `SORT` with `BY`/`GET` patterns, even in one slot, and (with
+`databases: 1`) `DBSIZE`, `KEYS`, `FLUSHALL`, `FLUSHDB`, `MEMORY PURGE`, `SCRIPT EXISTS`,
+`SCRIPT FLUSH`, `SCRIPT LOAD`: `+QUEUED`, an unknown command or a wrong argument count
+refused when queued as Redis does (then `EXECABORT`).
 
 At `EXEC` the proxy cuts the queue into *segments*: each command of the last paragraph (keys
-in several slots, a `SORT` with patterns) is a segment of its own, run *alone*; the commands
+in several slots, a `SORT` with patterns, `DBSIZE` …) is a segment of its own, run *alone*;
+the commands
 between them form the other segments. The segments run one after the other, in the
 client's order, so every command sees the writes of the commands queued before it, as on
 one server. In a segment of one-slot commands the proxy groups the commands by slot (Redis
@@ -733,7 +735,10 @@ then its form without a timeout across slots: `BLMOVE` as `LMOVE`, `BRPOPLPUSH` 
 `RPOPLPUSH`, `BLMPOP`/`BZMPOP` as `LMPOP`/`ZMPOP`, `BLPOP`/`BRPOP`/`BZPOPMIN`/`BZPOPMAX`
 as `LMPOP`/`ZMPOP` of one element, its reply given their form (every key empty: the null
 reply), `XREAD`/`XREADGROUP` without `BLOCK` (an `XREADGROUP` check meeting the empty key's
-`NOGROUP` goes on: the real streams tell). `EXEC` answers every command's reply in the
+`NOGROUP` goes on: the real streams tell). `DBSIZE`, `KEYS`, `FLUSHDB` … run on every
+master, one after another, over the client's own connections, their replies merged as
+outside `MULTI` (a `FLUSHDB` empties one master after another; a `KEYS` reads each master at
+its own instant). `EXEC` answers every command's reply in the
 client's order: an error inside a group (`WRONGTYPE` …) stays in its place as Redis puts
 it, an alone command's error (`WRONGTYPE`, a syntax error, `ERR no such key`, a script's
 error, the proxy's own such as the lost-connection error) too, and the commands after it

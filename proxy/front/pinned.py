@@ -146,7 +146,8 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     if info.route in ("pubsub", "unsupported"):
         refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
         return
-    if info.route in ("all_masters", "all_nodes", "guarded"):
+    if info.route in ("all_masters", "all_nodes", "guarded") and \
+            not shardtx.queues_every_master(s, info):
         # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
         # partial.
         refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))

@@ -7,8 +7,9 @@ RENAME, MSETNX, scripts …; the blocking pops and moves, XREAD and XREADGROUP t
 without blocking as Redis runs them in EXEC: ``runs_across``). At EXEC:
 
 1. the queue is cut into *segments* (``_segments``): each command whose own keys span slots
-   (or a SORT with BY/GET patterns) is a segment of its own, *alone*; the commands between
-   them form the others (the first one always, maybe empty);
+   (or a SORT with BY/GET patterns, or DBSIZE, KEYS, FLUSHDB …: ``_EVERY_MASTER``) is a
+   segment of its own, *alone*; the commands between them form the others (the first one
+   always, maybe empty);
 2. the segments run one after the other, in the queue's order. An alone command runs as it
    does outside MULTI, through its route (gather.py, sortroute.py …), with its own
    atomicity, and its reply (an error too) takes its place in EXEC's array. The other
@@ -45,8 +46,10 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.routing import crossslot
+from slotgate.proxy.routing.control import CLUSTER_DOWN
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import (
+    ALL_MERGES,
     Part,
     array_elements,
     merge_all_ok,
@@ -166,6 +169,42 @@ async def _check_unblocked(s: RouteSession, argv: list[bytes]) -> bytes | None:
 
 def queues_across(s: RouteSession, argv: list[bytes], info: CommandInfo) -> bool:
     return enabled(s) and runs_across(argv, info)
+
+
+# Rows sent to every master outside MULTI whose replies merge from the masters' own:
+# with ``per_shard`` they are queued and run alone at EXEC, on every master
+# (``_on_every_master``). The others (SCAN, RANDOMKEY, INFO, the KILLs) stay refused.
+_EVERY_MASTER = frozenset({"dbsize", "keys", "flushall", "flushdb", "memory|purge",
+                           "script|exists", "script|flush", "script|load"})
+
+
+def queues_every_master(s: RouteSession, info: CommandInfo) -> bool:
+    """DBSIZE, KEYS, FLUSHDB … inside MULTI with ``per_shard`` (and one database: with
+    ``databases: N`` they are the proxy's own, databases.py)."""
+    return info.name in _EVERY_MASTER and enabled(s) and s.settings.databases == 1
+
+
+async def _on_every_master(s: RouteSession, argv: list[bytes], info: CommandInfo,
+                           policies: _Policies | None) -> bytes:
+    """An ``_EVERY_MASTER`` row, one master after another over the client's own connections,
+    the replies merged as outside MULTI (splitter.py)."""
+    from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
+    first_slots = s.router.topology.slot_map.first_slots
+    if not first_slots:
+        return CLUSTER_DOWN
+    payload = encode_command(*argv)
+    writes = "write" in info.flags
+    replies: list[bytes] = []
+    conns: list[DirectConnection | None] = []
+    for slot in first_slots:
+        # A read (DBSIZE, KEYS, SCRIPT EXISTS …) is sent again after a lost connection.
+        raw, node = await on_owner_at(s, slot, payload, 1, not writes, partial(_direct, s))
+        replies.append(raw)
+        conns.append(s.tx.direct.get(node))
+    merged = ALL_MERGES[info.merge or ""](replies)
+    if not writes:
+        return merged
+    return await after_writes(cast("RouteSession", _Alone(s, policies)), conns, merged)
 
 
 Merge = Callable[[list[bytes]], bytes]
@@ -322,6 +361,10 @@ def _alone(s: RouteSession, argv: list[bytes]) -> bool:
     keys span slots (a split command's parts do not), or a SORT whose BY/GET patterns the
     proxy looks up (sortroute.py)."""
     name = argv[0].lower()
+    if name in _EVERY_MASTER_VERBS:
+        info = lookup(argv)
+        if info is not None and info.name in _EVERY_MASTER:
+            return True
     if name in (b"sort", b"sort_ro"):
         readonly = name == b"sort_ro"
         args = sortcore.parse(argv, readonly)
@@ -330,6 +373,9 @@ def _alone(s: RouteSession, argv: list[bytes]) -> bool:
         if args.needs_lookups:
             return True
     return s.slot_of(argv) is None
+
+
+_EVERY_MASTER_VERBS = frozenset(n.split("|")[0].encode() for n in _EVERY_MASTER)
 
 
 def _segments(s: RouteSession, queued: list[list[bytes]]) -> list[tuple[bool, list[int]]]:
@@ -407,6 +453,8 @@ async def _run_alone(s: RouteSession, argv: list[bytes], policies: _Policies | N
     """One queued command run as outside MULTI, through its route: its reply."""
     info = lookup(argv)
     assert info is not None  # checked when queued
+    if info.name in _EVERY_MASTER:
+        return await _on_every_master(s, argv, info, policies)
     if info.name in _UNBLOCKED or info.name in _STREAM_READS:
         err = await _check_unblocked(s, argv)
         if err is not None:

@@ -476,3 +476,40 @@ def test_concurrent_pipelines_of_moves_lose_nothing(proxies: dict[str, ManagedPr
         found = [e.decode() for k in lists for e in r.lrange(k, 0, -1)]
         assert sorted(found) == sorted(elements)
         r.delete(*lists)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_every_master_commands_inside_a_pipeline(
+        proxies: dict[str, ManagedProcess], redis_standalone: ManagedProcess,
+        protocol: int) -> None:
+    """DBSIZE, KEYS, SCRIPT LOAD/EXISTS/FLUSH and FLUSHDB run on every master at their place
+    in EXEC's order (merged as outside MULTI); with ``refuse`` they stay refused."""
+    k = _names(uuid.uuid4().hex[:8])
+    script = "return 1"
+    sha = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"  # SCRIPT LOAD's reply, checked below
+
+    def run(r: redis.Redis) -> list[object]:
+        pipe = r.pipeline()
+        pipe.dbsize().mset({k["s1"]: "1", k["s2"]: "2", k["s3"]: "3"}).dbsize()
+        pipe.keys(k["s1"][:-2] + "s*").script_load(script)
+        pipe.script_exists(sha, "0" * 40)
+        pipe.rename(k["s1"], k["z1"]).keys(k["s1"][:-2] + "[sz]*").delete(*k.values()).dbsize()
+        out = pipe.execute()
+        out[3], out[7] = sorted(out[3]), sorted(out[7])
+        out[0], out[2], out[9] = 0, out[2] - out[0], out[9] - out[0]  # other tests' keys aside
+        return out
+
+    with redis.Redis(port=proxies["per_shard"].port, protocol=protocol) as r, \
+            redis.Redis(port=redis_standalone.port, protocol=protocol) as one:
+        got = run(r)
+        assert got == run(one)
+        assert got[4] == sha and got[5] == [True, False]  # (redis-py decodes the sha)
+        r.set(k["x1"], "v")
+        pipe = r.pipeline()
+        pipe.set(k["x2"], "v").script_flush().flushdb().dbsize().set(k["x3"], "v").dbsize()
+        assert pipe.execute() == [True, True, True, 0, True, 1]
+        assert r.keys("*") == [k["x3"].encode()] and r.script_exists(sha) == [False]
+        r.delete(k["x3"])
+    with redis.Redis(port=proxies["refuse"].port) as r:
+        with pytest.raises(redis.ResponseError, match="'dbsize' cannot run inside MULTI"):
+            r.pipeline().set(k["x1"], "v").dbsize().execute()
