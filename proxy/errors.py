@@ -51,6 +51,11 @@ CROSSSLOT_TX = (
     "CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys "
     "span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)"
 )
+# Inside MULTI with ``refuse``: a command whose own keys span slots, which ``per_shard`` queues.
+CROSSSLOT_QUEUED = (
+    "CROSSSLOT Keys in request don't hash to the same slot (slotgate: this command's keys "
+    "span slots; set cross_slot_transactions: per_shard to run it inside MULTI)"
+)
 # Multi-key commands across slots (proxy/routing/gather.py).
 CROSSSLOT_TRYAGAIN = "TRYAGAIN Multiple keys request during rehashing of slot"
 MOVE_CONTENDED = (

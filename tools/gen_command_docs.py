@@ -734,39 +734,86 @@ refusals):
 
 | commands | proxy's error | why |
 |---|---|---|
-| `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial |
+| `all_masters` and `all_nodes` rows (DBSIZE, KEYS, FLUSHALL, CONFIG SET ...); with `cross_slot_transactions: per_shard` and `databases: 1`, only SCAN, RANDOMKEY, INFO, SCRIPT KILL, FUNCTION KILL and CONFIG SET | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | a transaction runs on one master: on one node they would be silently partial. With `per_shard` the others (DBSIZE, KEYS, FLUSHALL, FLUSHDB, MEMORY PURGE, SCRIPT EXISTS, FLUSH, LOAD) run at `EXEC` on every master ([Transactions across slots](#transactions-across-slots)) |
 | `unsupported` rows (BGSAVE, DEBUG, CLUSTER ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | the same reason as outside MULTI (the row's) |
 | `pubsub` rows (SUBSCRIBE ...) | `-ERR slotgate: '<name>' is not supported through the proxy` | subscriber mode lives on a link of its own, not on the transaction's connection |
 | CLIENT ID, INFO, LIST, KILL, UNBLOCK, NO-EVICT, REPLY, SETNAME, GETNAME, PAUSE, UNPAUSE, TRACKING, CACHING, GETREDIR, TRACKINGINFO; HELLO; MONITOR; LATENCY, SLOWLOG and ACL (every subcommand) | `-ERR slotgate: '<name>' cannot run inside MULTI through the proxy` | they answer or change the proxy's own client state, figures or users, which the node running the transaction cannot see; there they would pause the node, track or monitor on the transaction's own connection, or answer with the node's log and users (HELLO would change the protocol of that connection). Redis runs them in EXEC (MONITOR there answers `-ERR MONITOR isn't allowed for DENY BLOCKING client`) |
-| a command whose own keys span slots (except, with `per_shard`, the `split` rows: MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), in either mode: the `gather` rows too (SUNIONSTORE, RENAME, LMOVE, MSETNX …) and `EVAL`, `EVALSHA`, `FCALL` (and their `_RO` forms) whose `KEYS` span slots | `-CROSSSLOT Keys in request don't hash to the same slot` | one node runs it; with `per_shard` each group is one slot's transaction, where the copies of other slots' keys such a command runs on cannot be made (they would take transactions of their own between the groups, and a script's writes to other slots could not be part of any group). Redis would queue and run it; a client may send it outside `MULTI`, where it runs across slots (`tests/proxy/test_cross_slot_tx.py`) |
+| with `cross_slot_transactions: refuse` (the default): a command whose own keys span slots that the proxy runs across slots outside `MULTI`: the `split` rows (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH), the `gather` rows (SUNIONSTORE, RENAME, LMOVE, MSETNX, BITOP, SORT … STORE …), `EVAL`, `EVALSHA`, `FCALL` (and their `_RO` forms) whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves (BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, BLMOVE, BRPOPLPUSH), XREAD and XREADGROUP | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this command's keys span slots; set cross_slot_transactions: per_shard to run it inside MULTI)` | a transaction runs on one master (Redis Cluster refuses it when queued too). With `per_shard` they are queued and run at `EXEC`, each at its place ([Transactions across slots](#transactions-across-slots), `tests/proxy/test_cross_slot_tx.py`) |
+| in either mode: a `split` row over several slots with an odd argument count | `-CROSSSLOT Keys in request don't hash to the same slot` | one node's own error, as outside `MULTI` |
 | with `cross_slot_transactions: refuse` (the default): commands or watched keys in different slots | `-CROSSSLOT Keys in request don't hash to the same slot (slotgate: this transaction's keys span slots; set cross_slot_transactions: per_shard to run one MULTI/EXEC per slot)`, as `EXEC`'s reply (nothing ran) | a transaction runs on one master |
 
 ### Transactions across slots
 
 With `cross_slot_transactions: per_shard` (docs/CONFIG.md; code in `proxy/front/shardtx.py`)
 commands of any slot are queued, and a `split` command over several slots becomes one
-command per slot. At `EXEC` the proxy groups the commands by slot (Redis Cluster runs a
-`MULTI … EXEC` only over keys of one slot), in the order each slot first appears; a command
-without keys joins the first group (no keys at all: one group on the client's usual master).
-Each group is one `MULTI … EXEC` on the client's own connection to the slot's master; the
-groups run one after the other, never in parallel: first an empty `MULTI EXEC` on every
-master holding watched keys but no command (it only checks the watch), then the first group
-of every watched master, then the others in order. `EXEC` answers every command's reply in
-the client's order; an error inside a group (`WRONGTYPE` …) stays in its place as Redis puts
-it; a split command's parts merge as outside MULTI. `WATCH` watches each key on its own
-master.
+command per slot. So is every command whose own keys span slots that the proxy runs across
+slots outside `MULTI` — the `gather` rows (SUNIONSTORE, ZUNIONSTORE, BITOP, PFMERGE, COPY,
+RENAME, LMOVE, SMOVE, MSETNX, SORT … STORE, GEOSEARCHSTORE, LMPOP …), scripts and
+functions whose `KEYS` span slots, `MIGRATE … KEYS`, the blocking pops and moves and
+`XREAD`/`XREADGROUP` (below) — and a `SORT` with `BY`/`GET` patterns, even in one slot, and (with
+`databases: 1`) `DBSIZE`, `KEYS`, `FLUSHALL`, `FLUSHDB`, `MEMORY PURGE`, `SCRIPT EXISTS`,
+`SCRIPT FLUSH`, `SCRIPT LOAD`: `+QUEUED`, an unknown command or a wrong argument count
+refused when queued as Redis does (then `EXECABORT`).
 
-What is atomic: each group, i.e. the commands of one slot. What is not: the transaction as a
-whole. Another client may see one slot's commands done and another's not yet; a watched key
-that changed makes `EXEC` answer nil and the groups not yet run are not sent, but a group that
-already committed stays committed (no rollback); watched keys are checked when their master's
-first group runs, so the watch of a master checked later does not cover the groups that ran
-before it. A group refused whole (`EXECABORT`, or the lost-connection error) ends `EXEC` with
-that error, the same caveat applying to the groups before it. `MOVED`/`ASK` are followed as
-for a one-slot transaction: an unwatched group is sent again whole (nothing of it ran); a
-group on a watched master follows nothing. `DISCARD`, `UNWATCH`, `RESET` and the end of
-`EXEC` unwatch every master. A watched master whose connection was lost meanwhile (or
-replaced after `HELLO` changed the protocol) counts as a changed watch: `EXEC` answers nil.
+At `EXEC` the proxy cuts the queue into *segments*: each command of the last paragraph (keys
+in several slots, a `SORT` with patterns, `DBSIZE` …) is a segment of its own, run *alone*;
+the commands
+between them form the other segments. The segments run one after the other, in the
+client's order, so every command sees the writes of the commands queued before it, as on
+one server. In a segment of one-slot commands the proxy groups the commands by slot (Redis
+Cluster runs a `MULTI … EXEC` only over keys of one slot), in the order each slot first
+appears in the segment; a command without keys joins the segment's first group (no keys at
+all: one group on the client's usual master). Each group is one `MULTI … EXEC` on the
+client's own connection to the slot's master; the groups run one after the other, never in
+parallel. An alone command runs exactly as outside `MULTI` (sections [Multi-key commands
+across slots](#multi-key-commands-across-slots), [Moves across slots](#moves-across-slots),
+[MSETNX across slots](#msetnx-across-slots), [Scripts, functions and MIGRATE across
+slots](#scripts-functions-and-migrate-across-slots), [SORT with BY and GET
+patterns](#sort-with-by-and-get-patterns)). A blocking pop or move over keys of several
+slots runs without blocking, as Redis runs it inside `EXEC`: first the command itself over
+an always-empty key of its first key's slot, inside `MULTI … EXEC` on that slot's master
+(Redis' own argument errors: timeout, direction, `COUNT`; nothing blocks nor changes),
+then its form without a timeout across slots: `BLMOVE` as `LMOVE`, `BRPOPLPUSH` as
+`RPOPLPUSH`, `BLMPOP`/`BZMPOP` as `LMPOP`/`ZMPOP`, `BLPOP`/`BRPOP`/`BZPOPMIN`/`BZPOPMAX`
+as `LMPOP`/`ZMPOP` of one element, its reply given their form (every key empty: the null
+reply), `XREAD`/`XREADGROUP` without `BLOCK` (an `XREADGROUP` check meeting the empty key's
+`NOGROUP` goes on: the real streams tell). `DBSIZE`, `KEYS`, `FLUSHDB` … run on every
+master, one after another, over the client's own connections, their replies merged as
+outside `MULTI` (a `FLUSHDB` empties one master after another; a `KEYS` reads each master at
+its own instant). `EXEC` answers every command's reply in the
+client's order: an error inside a group (`WRONGTYPE` …) stays in its place as Redis puts
+it, an alone command's error (`WRONGTYPE`, a syntax error, `ERR no such key`, a script's
+error, the proxy's own such as the lost-connection error) too, and the commands after it
+still run, as after an error inside `EXEC` on one server; a split command's parts merge as
+outside MULTI. With write policies (docs/PROXY.md), an alone command's writes meet them
+before the next segment runs; a `WAIT` that falls short is `EXEC`'s reply, as for the
+groups' writes.
+
+`WATCH` watches each key on its own master. Every watch is checked in the first segment,
+before any alone command and any later segment runs: first an empty `MULTI EXEC` on every
+watched master with no group in the first segment (always the case when the transaction
+begins with an alone command: then nothing at all has run when a watch fails), then the
+first group of every watched master, then the first segment's other groups. A watched key
+that changed makes `EXEC` answer nil and nothing after that check runs.
+
+What is atomic: each group, i.e. the commands of one slot between two alone commands; and
+each alone command as far as its own section says (a `SUNIONSTORE`'s destination goes from
+its old value to the result at once; a move's element is in neither key for a moment; an
+`MSETNX` or a script writes its other slots one after another). What is not: the
+transaction as a whole. Another client may see one group's commands done and another's not
+yet, act between two groups of one slot separated by an alone command, or between a group
+and an alone command; a watched key that changed makes `EXEC` answer nil and the groups not
+yet run are not sent, but a group that already committed stays committed (no rollback);
+watched keys are checked when their master's first group runs, so the watch of a master
+checked later does not cover the groups that ran before it, and no watch covers what runs
+after the first segment (a watched key another client changes after its check does not
+make `EXEC` nil). A group refused whole (`EXECABORT`, or the lost-connection error) ends
+`EXEC` with that error, the same caveat applying to the groups and alone commands before it.
+`MOVED`/`ASK` are followed as for a one-slot transaction: an unwatched group is sent again
+whole (nothing of it ran); a group on a watched master follows nothing. `DISCARD`,
+`UNWATCH`, `RESET` and the end of `EXEC` unwatch every master. A watched master whose
+connection was lost meanwhile (or replaced after `HELLO` changed the protocol) counts as a
+changed watch: `EXEC` answers nil.
 """
 
 MSETNX = """\
@@ -816,10 +863,10 @@ removed, or set apart from its decay since the gather) is then written back on i
 master, one `MULTI … EXEC` per slot under its `WATCH` (step 3), a key the script deleted is
 deleted there. `EVAL_RO`, `EVALSHA_RO`, `FCALL_RO` gather without `WATCH`,
 run, and write nothing back. With every `KEYS` in one slot (or none) nothing of this runs:
-the command is forwarded as before, with the same cost. Inside `MULTI` such a script is refused
-when queued (`-CROSSSLOT`, then `EXECABORT`), with `cross_slot_transactions: per_shard` too,
-as every other command run across slots this way is: a `per_shard` group is one slot's
-transaction, and the script's copies and write-backs would be transactions of their own.
+the command is forwarded as before, with the same cost. Inside `MULTI` such a script is
+queued with `cross_slot_transactions: per_shard` and runs alone, at its place in `EXEC`'s
+order, as here ([Transactions across slots](#transactions-across-slots)); with `refuse` it
+is refused when queued (`-CROSSSLOT …`, naming the setting; then `EXECABORT`).
 
 Replies and errors are the node's own: `-NOSCRIPT`, compile errors, `error()` and
 `redis.error_reply`, `WRONGTYPE` and other errors of `redis.call` with their `script: <sha>,

@@ -146,13 +146,17 @@ def queue(s: RouteSession, argv: list[bytes]) -> None:
     if info.route in ("pubsub", "unsupported"):
         refuse(s, info.name, error_frame(errors.NOT_SUPPORTED.format(name=info.name)))
         return
-    if info.route in ("all_masters", "all_nodes", "guarded"):
+    if info.route in ("all_masters", "all_nodes", "guarded") and \
+            not shardtx.queues_every_master(s, info):
         # A transaction runs on one node; DBSIZE, KEYS, FLUSHALL… there would be silently
         # partial.
         refuse(s, info.name, error_frame(errors.NOT_IN_MULTI.format(name=info.name)))
         return
-    if s.slot_of(argv) is None and not shardtx.queues_split(s, argv, info):
-        refuse(s, info.name, error_frame(errors.CROSSSLOT))
+    if s.slot_of(argv) is None and not shardtx.queues_across(s, argv, info):
+        # With ``refuse``, the error names the setting that would queue it.
+        refuse(s, info.name, error_frame(
+            errors.CROSSSLOT_QUEUED if shardtx.runs_across(argv, info) and
+            not shardtx.enabled(s) else errors.CROSSSLOT))
         return
     assert s.tx.queued is not None
     s.tx.queued.append(argv)
