@@ -9,7 +9,8 @@ pure Python (SLOTGATE_COMPILE=0, in a child process), CPU time of this process.
 ``--before DIR`` adds the same figures for another tree (its own ``.venv``), run alike.
 ``--save``: the wall time of SAVE on one node holding DEBUG POPULATE 200000 plus 20,000
 hashes of 10 fields (listpacks of ~330 bytes) and 1,000 dense HyperLogLogs, with
-``rdbcompression no`` (nothing compressed: as before compression) and ``yes``, alternated.
+``rdbcompression no`` (nothing compressed: as before compression) and ``yes``, alternated;
+then DEBUG RELOAD (a SAVE and a load of the file).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def save_times(rounds: int) -> None:
     from tests.support import slotgate_node
 
     with tempfile.TemporaryDirectory() as d:
-        node = slotgate_node(Path(d))
+        node = slotgate_node(Path(d), extra=["--enable-debug-command", "yes"])
         node.start()
         try:
             c = node.client()
@@ -101,7 +102,11 @@ def save_times(rounds: int) -> None:
                     c.save()
                     dt = time.monotonic() - t0
                     size = sum(p.stat().st_size for p in node.cwd.rglob("*.rdb"))
-                    print(f"rdbcompression {setting}: SAVE {dt:.2f} s, file {size / 1e6:.1f} MB")
+                    t0 = time.monotonic()
+                    c.execute_command("DEBUG", "RELOAD")  # a SAVE and a load of the file
+                    reload_s = time.monotonic() - t0
+                    print(f"rdbcompression {setting}: SAVE {dt:.2f} s, file {size / 1e6:.1f} MB,"
+                          f" DEBUG RELOAD {reload_s:.2f} s")
         finally:
             node.stop()
 
