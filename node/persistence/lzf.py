@@ -63,6 +63,12 @@ def _table() -> _Table:
     return _TABLES[0]
 
 
+def _close_run(pieces: list[bytes], src: bytes, ip: i64, lit: i64) -> None:
+    """A literal run of the ``lit`` bytes before ``ip``: its control byte, then them."""
+    pieces.append(_ONE[lit - 1])
+    pieces.append(src[ip - lit:ip])
+
+
 def lzf_compress(src: bytes, out_len: int) -> bytes | None:
     """``lzf_compress(src, len, out, out_len)``: the compressed bytes, or None when they would
     not fit in ``out_len`` bytes (Redis then stores the string as it is)."""
@@ -98,8 +104,7 @@ def lzf_compress(src: bytes, out_len: int) -> bytes | None:
             if op + 4 >= limit and op - (0 if lit else 1) + 4 >= limit:
                 return None
             if lit:  # stop the run
-                pieces.append(one[lit - 1])
-                pieces.append(src[ip - lit:ip])
+                _close_run(pieces, src, ip, lit)
             else:  # undo the empty run
                 op -= 1
             unrolled_all = False
@@ -141,24 +146,21 @@ def lzf_compress(src: bytes, out_len: int) -> bytes | None:
         op += 1
         ip += 1
         if lit == _MAX_LIT:
-            pieces.append(one[_MAX_LIT - 1])
-            pieces.append(src[ip - _MAX_LIT:ip])
+            _close_run(pieces, src, ip, lit)
             lit = 0
             op += 1
     if op + 3 > limit:  # "at most 3 bytes can be missing here"
         return None
-    while ip < n:
-        lit += 1
-        op += 1
-        ip += 1
-        if lit == _MAX_LIT:
-            pieces.append(one[_MAX_LIT - 1])
-            pieces.append(src[ip - _MAX_LIT:ip])
-            lit = 0
-            op += 1
+    tail: i64 = n - ip  # at most 2 bytes left, literals of the open run
+    if lit + tail >= _MAX_LIT:  # they fill it: it ends, another starts
+        ip += _MAX_LIT - lit
+        tail -= _MAX_LIT - lit
+        _close_run(pieces, src, ip, _MAX_LIT)
+        lit = 0
+    lit += tail
+    ip += tail
     if lit:
-        pieces.append(one[lit - 1])
-        pieces.append(src[ip - lit:ip])
+        _close_run(pieces, src, ip, lit)
     return b"".join(pieces)
 
 
