@@ -3,8 +3,8 @@ decompression with lzf_d.c's checks (pure).
 
 Redis' ``rdbSaveRawString`` runs it on every string, and every listpack / intset / ziplist
 blob, longer than 20 bytes (``rdbcompression yes``): rdb.py's ``_string_bytes`` does the same.
-Compiled with mypyc (pyproject's compiled list) it runs at about 60-170 MB/s on this machine
-(bench/bench_lzf.py); as pure Python at 2-4 MB/s, so there the callers bound what they
+Compiled with mypyc (pyproject's compiled list) it runs at about 45-175 MB/s on this machine
+(bench/bench_lzf.py); as pure Python at 1.5-4 MB/s, so there the callers bound what they
 compress (``rdb.PURE_LZF_MAX_BYTES``, ``stream_rdb.LZF_MAX_STREAM_BYTES``). ``COMPILED`` says
 which.
 
