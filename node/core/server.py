@@ -39,7 +39,8 @@ from slotgate.node.core.config import Config, oblimit_class
 from slotgate.node.core.keyspace import Keyspace
 from slotgate.node.core.latency import LatencyMonitor
 from slotgate.node.core.polled import FLUSH
-from slotgate.node.types import hashes, stream_rdb
+from slotgate.node.persistence import rdb
+from slotgate.node.types import hashes
 from slotgate.protocol import monitor
 from slotgate.protocol.monitor import redacted
 from slotgate.protocol.resp import ProtocolError, RequestReader
@@ -208,7 +209,7 @@ class Server:
         self.ks.notify_flags = parse_notify_flags(str(cfg.get("notify-keyspace-events")))
         self.hash_max_listpack = hashes.set_limits(int(cfg.get("hash-max-listpack-entries")),
                                                    int(cfg.get("hash-max-listpack-value")))
-        stream_rdb.LZF["on"] = bool(cfg.get("rdbcompression"))
+        rdb.LZF["on"] = bool(cfg.get("rdbcompression"))
         limits = oblimit_class(str(cfg.get("client-output-buffer-limit")), "normal")
         self.normal_obuf_limits = limits if limits[0] or limits[1] else None
         for hook in self.config_hooks:

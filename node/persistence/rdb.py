@@ -14,8 +14,10 @@ Value model (the keyspace adapter converts to and from its own classes):
 
 ``dump(kind, value)`` emits what a real 7.0 server emits for a freshly built value: int-encoded
 strings, intset or plain sets, listpack or plain hashes and zsets (by the default
-``*-max-listpack-*`` limits), and lists as a quicklist of listpacks (type 18). Strings are never
-LZF-compressed on the way out (loaders take both).
+``*-max-listpack-*`` limits), and lists as a quicklist of listpacks (type 18). Every string and
+blob is written as ``rdbSaveRawString`` writes it: LZF-compressed when longer than 20 bytes and
+4 bytes shorter compressed, with ``rdbcompression yes`` (``_string_bytes``), so a fresh value's
+payload is redis-server's byte for byte.
 
 ``load(payload)`` checks the footer like ``verifyDumpPayload`` and decodes every string / list
 / set / hash / zset type a 7.0 server loads, including the legacy ziplist, zipmap and quicklist
@@ -36,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
+from slotgate.node.persistence import lzf
 from slotgate.node.persistence.rdb_blobs import (  # noqa: F401 - re-exported: the codec's public surface
     ERR_BAD_FORMAT,
     ERR_FOOTER,
@@ -66,6 +69,9 @@ T_LIST_QUICKLIST = 14
 T_HASH_LISTPACK, T_ZSET_LISTPACK, T_LIST_QUICKLIST_2 = 16, 17, 18
 
 QUICKLIST_NODE_PLAIN, QUICKLIST_NODE_PACKED = 1, 2
+# _quicklistNodeAllowInsert (7.0): a node takes an element while its listpack's bytes plus the
+# element's raw length plus SIZE_ESTIMATE_OVERHEAD stay within the size limit
+LIST_NODE_OVERHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -261,16 +267,33 @@ def _len_bytes(n: int) -> bytes:
     return b"\x81" + n.to_bytes(8, "big")
 
 
-def _string_bytes(s: bytes) -> bytes:
-    """``rdbSaveRawString`` without compression: small canonical ints use INT8/16/32."""
-    if len(s) <= 11:
+# rdbcompression (the server's apply_config keeps it current): strings and blobs over 20 bytes
+# are LZF-compressed as Redis compresses them. In pure Python (LZF at a few MB/s) only those
+# up to PURE_LZF_MAX_BYTES are: a dense HyperLogLog (12,304 bytes), every listpack of the
+# default encoding limits; larger ones are written as they are (still loadable everywhere).
+LZF = {"on": True}
+LZF_MIN_BYTES = 21  # "under 20 bytes it's unable to compress even aaaaaaaaaaaaaaaaaa"
+PURE_LZF_MAX_BYTES = 32 * 1024
+ENC_LZF = 0xC3  # RDB_ENC_LZF as a length byte: compressed length, original length, data
+
+
+def _string_bytes(s: bytes, compress: bool = True) -> bytes:
+    """``rdbSaveRawString``: small canonical ints use INT8/16/32; longer strings are written
+    LZF-compressed when that saves 4 bytes or more (``compress`` and ``rdbcompression``)."""
+    n = len(s)
+    if n <= 11:
         v = strict_int(s)
         if v is not None:
             for code, size in _INT_ENC.items():
                 lim = 1 << (size * 8 - 1)
                 if -lim <= v < lim:
                     return bytes((0xC0 | code,)) + v.to_bytes(size, "little", signed=True)
-    return _len_bytes(len(s)) + s
+    elif (n >= LZF_MIN_BYTES and compress and LZF["on"]
+            and (lzf.COMPILED or n <= PURE_LZF_MAX_BYTES)):
+        packed = lzf.lzf_compress(s, n - 4)
+        if packed is not None:
+            return bytes((ENC_LZF,)) + _len_bytes(len(packed)) + _len_bytes(n) + packed
+    return _len_bytes(n) + s
 
 
 # --- object encoders ----------------------------------------------------------------------
@@ -279,7 +302,8 @@ def _encode_string(v: bytes, lim: EncodingLimits) -> bytes:
 
 
 def _encode_list(v: list[bytes], lim: EncodingLimits) -> bytes:
-    """A quicklist of listpack nodes, split the way ``list-max-listpack-size -2`` fills them."""
+    """A quicklist of listpack nodes, split the way ``list-max-listpack-size -2`` fills them
+    (``LIST_NODE_OVERHEAD``)."""
     nodes: list[bytes] = []
     cur: list[bytes] = []
     cur_bytes = 0
@@ -292,7 +316,7 @@ def _encode_list(v: list[bytes], lim: EncodingLimits) -> bytes:
             nodes.append(_len_bytes(QUICKLIST_NODE_PLAIN) + _string_bytes(item))
             continue
         entry = lp_entry(item)
-        if cur and 7 + cur_bytes + len(entry) > lim.list_node_max_bytes:
+        if cur and 7 + cur_bytes + len(item) + LIST_NODE_OVERHEAD > lim.list_node_max_bytes:
             nodes.append(packed + _string_bytes(listpack_from_entries(cur)))
             cur, cur_bytes = [], 0
         cur.append(entry)
@@ -524,7 +548,7 @@ _PRE_GA_FIELDS = ("ERR Failed loading library name", "ERR Failed loading engine 
 
 
 def function_record(code: bytes) -> bytes:
-    """One library as ``rdbSaveFunctions`` writes it (uncompressed)."""
+    """One library as ``rdbSaveFunctions`` writes it (the code LZF-compressed as any string)."""
     return bytes((OP_FUNCTION2,)) + _string_bytes(code)
 
 

@@ -1,5 +1,5 @@
-"""The blob formats inside RDB values (pure): listpack, ziplist, zipmap, intset, LZF decoding
-(the compressor is lzf.py).
+"""The blob formats inside RDB values (pure): listpack, ziplist, zipmap, intset (LZF, both ways,
+is lzf.py).
 
 Decoders validate in depth (bounds, back-lengths, declared counts, intset order) and raise
 ``RdbError(ERR_BAD_FORMAT)`` on anything inconsistent; integers come back as decimal bytes.
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from slotgate.node.persistence import lzf
 
 ERR_FOOTER = "ERR DUMP payload version or checksum are wrong"
 ERR_BAD_FORMAT = "ERR Bad data format"
@@ -33,43 +35,13 @@ def strict_int(s: bytes) -> int | None:
     return v if INT64_MIN <= v <= INT64_MAX else None
 
 
-# --- LZF decompression (lzf_d.c semantics) ------------------------------------------------
+# --- LZF decompression (lzf.py, compiled) ------------------------------------------------
 def lzf_decompress(src: bytes, out_len: int) -> bytes:
     """Decompress ``src``; it must yield exactly ``out_len`` bytes, else RdbError."""
-    out = bytearray()
-    i, n = 0, len(src)
-    while i < n:
-        ctrl = src[i]
-        i += 1
-        if ctrl < 32:
-            run = ctrl + 1
-            if i + run > n or len(out) + run > out_len:
-                raise RdbError(ERR_BAD_FORMAT)
-            out += src[i:i + run]
-            i += run
-            continue
-        length = ctrl >> 5
-        if length == 7:
-            if i >= n:
-                raise RdbError(ERR_BAD_FORMAT)
-            length += src[i]
-            i += 1
-        if i >= n:
-            raise RdbError(ERR_BAD_FORMAT)
-        ref = len(out) - ((ctrl & 0x1F) << 8) - 1 - src[i]
-        i += 1
-        length += 2
-        if ref < 0 or len(out) + length > out_len:
-            raise RdbError(ERR_BAD_FORMAT)
-        dist = len(out) - ref
-        if dist >= length:
-            out += out[ref:ref + length]
-        else:  # overlapping copy repeats the last ``dist`` bytes
-            chunk = out[ref:]
-            out += (chunk * (length // dist + 1))[:length]
-    if len(out) != out_len:
+    out = lzf.lzf_decompress(src, out_len)
+    if out is None:
         raise RdbError(ERR_BAD_FORMAT)
-    return bytes(out)
+    return out
 
 
 # --- listpack -----------------------------------------------------------------------------

@@ -76,20 +76,15 @@ def node_listpack(node: Node) -> bytes:
     return listpack_from_entries(els)
 
 
-# LZF in pure Python runs at 1-7 MB/s: there, streams whose listpacks add up to more than this
+# LZF in pure Python runs at 2-4 MB/s: there, streams whose listpacks add up to more than this
 # are written uncompressed (still loadable everywhere, no longer byte-identical with Redis'
 # DUMP); the compiled build compresses every stream (lzf.COMPILED)
 LZF_MAX_STREAM_BYTES = 256 * 1024
-LZF = {"on": True}  # rdbcompression, kept current by the server's apply_config
 
 
 def _string(b: bytes, compress: bool = False) -> bytes:
     """rdbSaveRawString: an integer form for short numbers, LZF when it saves 4+ bytes."""
-    if compress and len(b) > 20:
-        packed = lzf.lzf_compress(b, len(b) - 4)
-        if packed is not None:
-            return b"\xc3" + rdb._len_bytes(len(packed)) + rdb._len_bytes(len(b)) + packed
-    return rdb._string_bytes(b)
+    return rdb._string_bytes(b, compress)
 
 
 def _ms(n: int) -> bytes:
@@ -97,7 +92,7 @@ def _ms(n: int) -> bytes:
 
 
 def encode(s: Stream, limits: object = None) -> bytes:
-    packed = LZF["on"] and (lzf.COMPILED
+    packed = rdb.LZF["on"] and (lzf.COMPILED
                              or sum(node.nbytes() for node in s.nodes) <= LZF_MAX_STREAM_BYTES)
     out = [bytes((T_STREAM_LISTPACKS_2,)), rdb._len_bytes(len(s.nodes))]
     for node in s.nodes:

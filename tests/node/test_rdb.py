@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slotgate.node.persistence import rdb
+from slotgate.node.persistence import lzf, rdb
 from tests.support import ManagedProcess
 
 # --- helpers ------------------------------------------------------------------------------
@@ -177,6 +178,49 @@ def test_real_dump_of_long_string_is_lzf_and_decodes(r: redis.Redis) -> None:
     assert rdb.load(payload) == ("string", b"abc" * 1000)
 
 
+def _lzf_candidates(rnd: random.Random, count: int) -> list[bytes]:
+    """Strings of random bytes with back references of every length and distance, and at
+    every rate: some do not compress at all, many about as much as Redis' limit demands."""
+    values = []
+    for i in range(count):
+        n = rnd.randint(21, 400)
+        alphabet = rnd.randint(2, 256)
+        rate = rnd.choice((0.003, 0.01, 0.03, 0.08))
+        out = bytearray()
+        while len(out) < n:
+            if out and rnd.random() < rate:
+                start = rnd.randrange(len(out))
+                out += out[start:start + rnd.randint(3, 300)]
+            else:
+                out.append(rnd.randrange(alphabet))
+        values.append(bytes(out[:n]) if i % 2 else bytes(out))
+    return values
+
+
+def test_lzf_output_is_redis_at_every_size_limit(r: redis.Redis) -> None:
+    """Our DUMP of a string is redis-server's: for strings of every kind, and for many whose
+    compressed form is within a few bytes of the limit (4 bytes shorter than the string: the
+    compressor gives up at its own conservative checks of the room left)."""
+    rnd = random.Random(3)
+    values = _lzf_candidates(rnd, 300)
+    edge = []
+    while len(edge) < 300:
+        for v in _lzf_candidates(rnd, 200):
+            packed = lzf.lzf_compress(v, 2 * len(v) + 64)  # room enough: no limit reached
+            if packed is not None and abs(len(packed) - (len(v) - 4)) <= 4:
+                edge.append(v)
+    pipe = r.pipeline(transaction=False)
+    for i, v in enumerate(values + edge):
+        pipe.set(f"s{i}", v)
+        pipe.dump(f"s{i}")
+    theirs = pipe.execute()[1::2]
+    raw = [0, 0]
+    for i, (v, payload) in enumerate(zip(values + edge, theirs, strict=True)):
+        assert rdb.dump("string", v) == payload, v
+        raw[i >= len(values)] += payload[1] != rdb.ENC_LZF
+    assert 50 < raw[0] < 250 and 50 < raw[1] < 250  # both outcomes, many times
+
+
 # --- our dump → real RESTORE --------------------------------------------------------------
 
 OUR_VALUES: list[tuple[str, rdb.Value]] = [
@@ -207,9 +251,14 @@ def test_our_dump_restores_into_real_server(r: redis.Redis, kind: str, value: rd
     assert rdb.load(dump_of(r, "{k}")) == (kind, want)
 
 
-def test_our_dump_is_byte_identical_where_real_redis_is_deterministic(r: redis.Redis) -> None:
-    """With rdbcompression off, fresh values' encodings are fully determined: compare bytes."""
-    r.config_set("rdbcompression", "no")
+@pytest.mark.parametrize("compression", ["yes", "no"])
+def test_our_dump_is_byte_identical_where_real_redis_is_deterministic(
+        r: redis.Redis, compression: str) -> None:
+    """Fresh values' encodings are fully determined: compare bytes, with ``rdbcompression``
+    on (strings and blobs over 20 bytes LZF-compressed when that saves 4 bytes) and off."""
+    r.config_set("rdbcompression", compression)
+    rdb.LZF["on"] = compression == "yes"
+    noise = random.Random(7).randbytes(300)
     try:
         cases: list[tuple[tuple[str, ...], str, rdb.Value]] = [
             (("SET", "{k}", "hello"), "string", b"hello"),
@@ -227,13 +276,31 @@ def test_our_dump_is_byte_identical_where_real_redis_is_deterministic(r: redis.R
              [(b"i", -4503599627370495.0), (b"j", -1e-300), (b"d", -0.0), (b"e", 0.1),
               (b"a", 1.5), (b"b", 2.0), (b"f", 1e15), (b"g", 4503599627370496.0),
               (b"h", 1e20), (b"c", math.inf)]),
+            (("SET", "{k}", "abcdefghij" * 2), "string", b"abcdefghij" * 2),  # 20: never
+            (("SET", "{k}", "a" * 21), "string", b"a" * 21),
+            (("SET", "{k}", noise), "string", noise),  # does not shrink: raw
+            (("SET", "{k}", noise[:40] * 2), "string", noise[:40] * 2),
+            (("SET", "{k}", "0123456789abcdef" * 5000), "string", b"0123456789abcdef" * 5000),
+            (("RPUSH", "{k}", *[f"item:{i}" for i in range(3000)], "y" * 9000), "list",
+             [b"item:%d" % i for i in range(3000)] + [b"y" * 9000]),
+            (("SADD", "{k}", *range(0, 4000, 9)), "set", {b"%d" % i for i in range(0, 4000, 9)}),
+            (("HSET", "{k}", "field", "v" * 60, "other", "w" * 30), "hash",
+             {b"field": b"v" * 60, b"other": b"w" * 30}),
+            (("ZADD", "{k}", *[x for i in range(100) for x in (str(i / 7), f"member:{i}")]),
+             "zset", [(b"member:%d" % i, i / 7) for i in range(100)]),
+            (("ZADD", "{k}", "1", "m" * 80, "2", "n" * 90), "zset",
+             [(b"m" * 80, 1.0), (b"n" * 90, 2.0)]),
         ]
         for cmd, kind, value in cases:
             r.delete("{k}")
             r.execute_command(*cmd)
-            assert rdb.dump(kind, value) == dump_of(r, "{k}"), cmd
+            if lzf.COMPILED or kind != "string" or len(value) <= rdb.PURE_LZF_MAX_BYTES:
+                assert rdb.dump(kind, value) == dump_of(r, "{k}"), cmd
+            else:  # pure Python writes a long string raw: still Redis' value
+                assert rdb.load(dump_of(r, "{k}")) == (kind, value)
     finally:
         r.config_set("rdbcompression", "yes")
+        rdb.LZF["on"] = True
 
 
 @given(st.lists(st.binary(max_size=30) | st.integers(-(2**63), 2**63 - 1).map(lambda i: b"%d" % i),
