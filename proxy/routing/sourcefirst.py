@@ -37,7 +37,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, on_owner_at
-from slotgate.proxy.routing import crossslot, moveundo
+from slotgate.proxy.routing import crossslot, journal, moveundo
 from slotgate.proxy.routing.crossslot import Plan, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -60,7 +60,10 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
     src_slot = key_slot(src)
     name = p.argv[0].decode(errors="replace").lower()
     m = crossslot.mirror(p)
-    layout = crossslot.source_payload(p, dst_before, mark)
+    entry = journal.new_entry(src_slot, p.anchor_slot)
+    opened = journal.open_commands(entry, crossslot.client_argv(p), values[src], dst_before[p.anchor_key], mark,
+                                   journal.lease_ms(s.settings))
+    layout = crossslot.source_payload(p, dst_before, mark, tuple(opened))
     try:
         raw = (await moveundo.roundtrip(s, conn, layout.payload, layout.n_replies))[-1][1]
     except BackendError:
@@ -75,6 +78,7 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
             s.metrics.unknown_fate_write()
             return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
         if not crossslot.moved(reply):
+            await journal.close(s, entry, None)
             return reply  # it ran and changed nothing but its marker
     else:
         on_exec.append(conn)
@@ -84,8 +88,9 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
             return moveundo.refused(raw)  # EXECABORT, a redirect: nothing changed
         reply = array_elements(raw)[layout.command_at]
         if not crossslot.moved(reply):
-            await moveundo.drop_marker(s, src_slot, mark, conn)
+            await journal.close(s, entry, conn, mark)
             return _NULL3 if s.proto == 3 and crossslot.is_null(reply) else reply
+        journal.fault_point(journal.KILL_AFTER_SOURCE)
         if not await moveundo.after_write(s, src_slot, mark, True, conn):
             # Its master went silent after step 2: did step 2 survive the failover?
             ran = await moveundo.fate(s, src_slot, mark)
@@ -94,7 +99,7 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
                 return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
             if not ran:
                 return None
-    return await _destination(s, p, values, reply, name, conn)
+    return await _destination(s, p, values, reply, name, conn, entry)
 
 
 async def _again(s: RouteSession, m: Plan, slot: int,
@@ -113,19 +118,25 @@ async def _again(s: RouteSession, m: Plan, slot: int,
 
 
 async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], reply: bytes,
-                       name: str, src_conn: DirectConnection) -> bytes:
-    """Step 3, sent until it runs (the element is in neither key meanwhile)."""
+                       name: str, src_conn: DirectConnection, entry: journal.Entry) -> bytes:
+    """Step 3, sent until it runs (the element is in neither key meanwhile). Every try sets
+    the journal entry's marker (deleted after a try that did not run, so that the next
+    try's fate can be told too); the entry goes once the move is settled, then the marker."""
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     node = moveundo.owner(s, p.anchor_slot) or "?"
+    mark = entry.mark
+    first = True
     while True:
-        mark = crossslot.marker(p.anchor_slot)
+        if not first:
+            await journal.renew(s, entry)
+        first = False
         layout = crossslot.destination_payload(p, values, mark)
         raw, ran_at = await on_owner_at(s, p.anchor_slot, layout.payload, layout.n_replies,
                                         False, partial(_direct, s))
         node = ran_at or node
         got: bytes | None = None
         if raw.startswith(_UNKNOWN_FATE):
-            ran = await moveundo.fate(s, p.anchor_slot, mark)
+            ran = await moveundo.fate(s, p.anchor_slot, mark, keep_done=True)
             if ran is None:
                 s.metrics.unknown_fate_write()
                 return raw
@@ -134,35 +145,42 @@ async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], rep
             elems = array_elements(raw)
             # A RESTORE refused (a payload this node cannot read): the command saw no source.
             got = crossslot.first_error(elems[: layout.before_at]) or elems[layout.command_at]
-            if got == reply and not await moveundo.after_write(s, p.anchor_slot, mark, True):
-                ran = await moveundo.fate(s, p.anchor_slot, mark)  # did it survive?
+            if got == reply and not await moveundo.after_write(s, p.anchor_slot, mark, True,
+                                                                drop=False):
+                # did it survive?
+                ran = await moveundo.fate(s, p.anchor_slot, mark, keep_done=True)
                 if ran is None:
                     s.metrics.unknown_fate_write()
                     return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=node))
                 got = got if ran else None
         if got == reply:
+            await journal.close(s, entry, src_conn)
+            await moveundo.drop_marker(s, p.anchor_slot, mark)
             # durable_writes, read-your-writes: both writes
             src = None if src_conn.closed else src_conn
             return await after_writes(s, [src, s.tx.direct.get(ran_at)], got)
         if got is not None:
             # It ran and changed nothing (the destination changed meanwhile): the element
             # goes back; the client gets this reply, as if the move ran now.
+            answer = await _put_back(s, p, values, reply, got, entry)
             await moveundo.drop_marker(s, p.anchor_slot, mark)
-            return await _put_back(s, p, values, reply, got)
+            return answer
         if trio.current_time() >= deadline:
             return await _put_back(s, p, values, reply, error_frame(
-                errors.MOVE_NOT_DONE.format(name=name, node=node)))
+                errors.MOVE_NOT_DONE.format(name=name, node=node)), entry)
         await trio.sleep(0.1)
 
 
 async def _put_back(s: RouteSession, p: Plan, values: dict[bytes, Value], reply: bytes,
-                    answer: bytes) -> bytes:
+                    answer: bytes, entry: journal.Entry) -> bytes:
     """The element back into the source (with a marker: a lost reply is settled, never
-    guessed), until the retry deadline; then ``answer`` is the client's."""
+    guessed; the journal entry deleted in the same transaction), until the retry deadline;
+    then ``answer`` is the client's."""
     src = p.written[0]
     argv = crossslot.mirror(p).argv
     op = crossslot.put_back(argv, reply, values[src])
-    ran = await moveundo.write_marked(s, key_slot(src), op)
+    await journal.renew(s, entry)
+    ran = await moveundo.write_marked(s, key_slot(src), op, journal.close_command(entry))
     if ran is None:
         s.metrics.unknown_fate_write()
         return error_frame(errors.UNKNOWN_FATE_WRITE.format(

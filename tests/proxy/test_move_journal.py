@@ -1,0 +1,268 @@
+"""Moves across slots whose proxy dies between the source's write and the destination's:
+the journal entry written with the source settles them (``proxy/routing/journal.py``).
+
+The proxy killed is a real ``python -m slotgate.proxy`` process started with
+``SLOTGATE_FAULT=kill-after-move-source``: it kills itself (SIGKILL) right after a move's
+source write, exactly where a ``kill -9`` would lose the element. A fresh proxy then
+settles what it left. The other cases build the state a dead proxy leaves (entries whose
+step 3 ran, whose step 2 moved nothing, whose destination refuses the element now, whose
+lease is live) on a real cluster and let ``journal.settle`` meet it.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from slotgate.protocol.resp import ReplyFramer, encode_command
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy.front.server import Proxy
+from slotgate.proxy.ops.metrics import ProxyMetrics
+from slotgate.proxy.ops.settings import ProxySettings
+from slotgate.proxy.routing import crossslot, journal
+from slotgate.proxy.routing.crossslot import Value
+from tests.proxy.test_crossslot_faults import master_of, two_keys_on_two_masters
+from tests.support import ManagedProcess, child_env, slotgate_proxy, start_all, wait_until
+
+# A short lease (retry deadline + 2 command timeouts = 2 s): a killed proxy's entries are
+# settled soon after it dies.
+CONFIG = 'retry:\n  deadline: "1s"\nbackend:\n  command_timeout: "500ms"\n'
+
+
+def raw_call(port: int, payload: bytes, n: int = 1) -> list[bytes]:
+    """``payload`` sent to 127.0.0.1:``port``; its ``n`` reply frames."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(payload)
+        framer = ReplyFramer()
+        frames: list[bytes] = []
+        while len(frames) < n:
+            data = sock.recv(65536)
+            assert data, "connection closed"
+            framer.feed(data)
+            frames += [f for _, f in framer.frames()]
+        return frames
+
+
+def closed_without_reply(port: int, payload: bytes) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(payload)
+        return sock.recv(65536) == b""
+
+
+def entries(cluster: list[ManagedProcess]) -> list[bytes]:
+    out: list[bytes] = []
+    for n in cluster:
+        if n.alive() and n.client(socket_timeout=5).info("replication")["role"] == "master":
+            out += n.client(socket_timeout=5).keys("*slotgate-j*")
+    return out
+
+
+def setup(cluster: list[ManagedProcess], command: str) -> tuple[str, str, list[str]]:
+    """Two keys on two masters, filled for ``command``; the command."""
+    src, dst = two_keys_on_two_masters(cluster, f"j{command}{uuid.uuid4().hex[:6]}")
+    s, d = master_of(cluster, src).client(), master_of(cluster, dst).client()
+    if command in ("LMOVE", "RPOPLPUSH"):
+        s.rpush(src, "a", "b", "c")
+        d.rpush(dst, "d")
+        args = [src, dst, "LEFT", "RIGHT"] if command == "LMOVE" else [src, dst]
+    elif command == "SMOVE":
+        s.sadd(src, "a", "b")
+        d.sadd(dst, "d")
+        args = [src, dst, "a"]
+    else:
+        s.set(src, "v", px=600_000)
+        args = [src, dst]
+    return src, dst, [command, *args]
+
+
+def contents(cluster: list[ManagedProcess], key: str) -> list[bytes]:
+    r = master_of(cluster, key).client()
+    kind = r.type(key)
+    if kind == b"list":
+        return list(r.lrange(key, 0, -1))
+    if kind == b"set":
+        return sorted(r.smembers(key))
+    return [] if kind == b"none" else [r.get(key)]
+
+
+# What each move leaves in (source, destination) once done.
+DONE = {
+    "LMOVE": ([b"b", b"c"], [b"d", b"a"]),
+    "RPOPLPUSH": ([b"a", b"b"], [b"c", b"d"]),
+    "SMOVE": ([b"b"], [b"a", b"d"]),
+    "RENAME": ([], [b"v"]),
+}
+# ... and after the source's write only: the element in neither key.
+HALF = {
+    "LMOVE": ([b"b", b"c"], [b"d"]),
+    "RPOPLPUSH": ([b"a", b"b"], [b"d"]),
+    "SMOVE": ([b"b"], [b"d"]),
+    "RENAME": ([], []),
+}
+
+
+def test_a_proxy_killed_between_a_moves_two_writes_loses_nothing(
+    real_cluster: list[ManagedProcess], tmp_path: Path,
+) -> None:
+    """Each move is sent to a proxy that kills itself (SIGKILL) right after writing the
+    source: the element is then in neither key. A proxy started next settles each journal
+    entry: the element in the destination, once; no entry left."""
+    cluster = real_cluster
+    config = tmp_path / "proxy.yaml"
+    config.write_text(CONFIG)
+    seeds = [n.port for n in cluster[:3]]
+    moves = {command: setup(cluster, command) for command in DONE}
+    dying = [slotgate_proxy(tmp_path / command, seeds, ["--config", str(config)])
+             for command in moves]
+    fresh = slotgate_proxy(tmp_path / "fresh", seeds, ["--config", str(config)])
+    try:
+        with child_env(SLOTGATE_FAULT=journal.KILL_AFTER_SOURCE):
+            start_all(dying)
+        for proc, (src, dst, argv) in zip(dying, moves.values(), strict=True):
+            assert closed_without_reply(proc.port, encode_command(*argv)), argv
+            assert proc.proc is not None and proc.proc.wait(10) == -9
+            assert (contents(cluster, src), contents(cluster, dst)) == HALF[argv[0]], argv
+        assert len(entries(cluster)) == 2 * len(moves)  # each entry and its lease
+        fresh.start()
+        wait_until(lambda: not entries(cluster), 20, "journal entries settled")
+        for src, dst, argv in moves.values():
+            assert (contents(cluster, src), contents(cluster, dst)) == DONE[argv[0]], argv
+            master_of(cluster, src).client().delete(src)
+            master_of(cluster, dst).client().delete(dst)
+        assert "settled" in fresh.log_text()
+    finally:
+        for proc in [*dying, fresh]:
+            proc.stop()
+
+
+@pytest.fixture
+async def proxy(real_cluster: list[ManagedProcess]) -> AsyncIterator[Proxy]:
+    p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port)
+                                                  for n in real_cluster[:3]]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.run)
+        yield p
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def links() -> Iterator[journal.Links]:
+    yield journal.Links(ProxySettings(), ProxyMetrics())
+
+
+def leave_entry(cluster: list[ManagedProcess], argv: list[str], src: Value,
+                dst: Value) -> journal.Entry:
+    """The entry (without its lease: its owner died long ago) of a move whose source write
+    ran with ``src`` and ``dst`` as step 1 read them."""
+    bargv = [a.encode() for a in argv]
+    e = journal.new_entry(key_slot(bargv[1]), key_slot(bargv[2]))
+    smark = crossslot.marker(key_slot(bargv[1]))
+    hset = journal.open_commands(e, bargv, src, dst, smark, 1000)[0]
+    assert raw_call(master_of(cluster, argv[1]).port, hset)[0][:1] == b":"
+    return e
+
+
+def dumped(cluster: list[ManagedProcess], key: str) -> Value:
+    return Value(master_of(cluster, key).client().dump(key), 0)
+
+
+async def settle(p: Proxy, links: journal.Links, cluster: list[ManagedProcess],
+                 e: journal.Entry) -> float | None:
+    node = f"127.0.0.1:{master_of(cluster, e.name.decode()).port}"
+    try:
+        return await journal.settle(links, p.topology, node, e.name, 5000)
+    finally:
+        await links.aclose()
+
+
+async def test_an_entry_whose_destination_write_ran_is_only_deleted(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+) -> None:
+    """The proxy died after step 3 ran, before deleting the entry: nothing moves again."""
+    src, dst, argv = setup(real_cluster, "LMOVE")
+    before = dumped(real_cluster, src), dumped(real_cluster, dst)
+    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    assert r_src.lpop(src) == b"a"  # step 2's effect
+    e = leave_entry(real_cluster, argv, *before)
+    r_dst.rpush(dst, "a")  # step 3's effect, with its marker
+    r_dst.set(e.mark, crossslot.MARK_DONE)
+    assert await settle(proxy, links, real_cluster, e) is None
+    assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
+    assert not r_src.exists(e.name) and not r_dst.exists(e.mark)
+    r_src.delete(src)
+    r_dst.delete(dst)
+
+
+async def test_an_entry_whose_source_write_moved_nothing_moves_nothing(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+) -> None:
+    """RENAMENX onto an existing key (step 2 answered 0); the destination was deleted since:
+    settling must not rename now (the value would be in both keys)."""
+    src, dst = two_keys_on_two_masters(real_cluster, f"jnx{uuid.uuid4().hex[:6]}")
+    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    r_src.set(src, "v")
+    r_dst.set(dst, "w")
+    e = leave_entry(real_cluster, ["RENAMENX", src, dst], dumped(real_cluster, src),
+                    dumped(real_cluster, dst))
+    r_dst.delete(dst)
+    assert await settle(proxy, links, real_cluster, e) is None
+    assert r_src.get(src) == b"v" and not r_dst.exists(dst)
+    assert not r_src.exists(e.name)
+    r_src.delete(src)
+
+
+async def test_an_entry_whose_destination_refuses_now_puts_the_element_back(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+) -> None:
+    """LMOVE's source written, then the destination became a string: the element goes back
+    to the end of the source it left."""
+    src, dst, argv = setup(real_cluster, "LMOVE")
+    before = dumped(real_cluster, src), dumped(real_cluster, dst)
+    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    assert r_src.lpop(src) == b"a"
+    e = leave_entry(real_cluster, argv, *before)
+    r_dst.delete(dst)
+    r_dst.set(dst, "a string")
+    assert await settle(proxy, links, real_cluster, e) is None
+    assert r_src.lrange(src, 0, -1) == [b"a", b"b", b"c"]
+    assert r_dst.get(dst) == b"a string"
+    assert not r_src.exists(e.name) and not r_dst.exists(e.mark)
+    r_src.delete(src)
+    r_dst.delete(dst)
+
+
+async def test_an_entry_under_a_live_lease_waits_for_it(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+) -> None:
+    """Another proxy (or sweeper) holds the entry's lease: it is left alone until the lease
+    ends; then it is settled (the element reaches the destination once)."""
+    src, dst, argv = setup(real_cluster, "SMOVE")
+    before = dumped(real_cluster, src), dumped(real_cluster, dst)
+    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    assert r_src.srem(src, "a") == 1
+    e = leave_entry(real_cluster, argv, *before)
+    r_src.set(e.lease, "someone else", px=60_000)
+    left_s = await settle(proxy, links, real_cluster, e)
+    assert left_s is not None and 50 < left_s <= 60
+    assert r_src.exists(e.name) and sorted(r_dst.smembers(dst)) == [b"d"]
+    r_src.delete(e.lease)
+    assert await settle(proxy, links, real_cluster, e) is None
+    assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["SMOVE"]
+    assert not r_src.exists(e.name) and not r_src.exists(e.lease)
+    r_src.delete(src)
+    r_dst.delete(dst)
+
+
+def test_entry_names_keep_the_sources_slot() -> None:
+    e = journal.new_entry(key_slot(b"some:src"), key_slot(b"other:dst"))
+    assert key_slot(e.name) == key_slot(e.lease) == key_slot(b"some:src")
+    assert key_slot(e.mark) == key_slot(b"other:dst")
+    assert journal.lease_of(e.name) == e.lease
+    assert journal.is_entry(e.name)
+    assert not journal.is_entry(b"app:slotgate-journal:1234abcd:1")
+    assert not journal.is_entry(e.lease)
