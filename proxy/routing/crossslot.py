@@ -331,7 +331,8 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None,
     redirect's ``ASKING`` in front of ``MULTI`` does without the ``WATCH`` (the redirect's
     is taken by the ``WATCH``; on a slot not being imported it has no effect). Without
     ``watch``: the connection watches already (a move's source, since step 1). ``extra``:
-    commands queued last (a move's journal entry)."""
+    commands queued after the command's answers, before the temporaries' ``DEL`` (a move's
+    journal entry; what step 3 left of its copy of the source, ``journal.py``)."""
     watched = mark is not None and watch
     parts = [_MULTI]
     if mark is not None and watch:
@@ -351,8 +352,8 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None,
     parts.extend(_ttl_dump(p.temps[k]) for k in p.written)
     n = command_at + 1 + len(p.local_written) + 2 * len(p.written)
     # Every temporary, restored or not: the command may have created one (MSETNX).
-    parts.append(encode_command(b"DEL", *p.temps.values()))
     parts.extend(extra)
+    parts.append(encode_command(b"DEL", *p.temps.values()))
     n += 1 + len(extra)
     if mark is not None:
         parts.append(set_marker(mark))
@@ -371,10 +372,11 @@ def source_payload(p: Plan, dst: dict[bytes, Value], mark: bytes,
     return run_payload(mirror(p), dst, mark, watch=False, extra=journal)
 
 
-def destination_payload(p: Plan, values: dict[bytes, Value], mark: bytes) -> RunLayout:
+def destination_payload(p: Plan, values: dict[bytes, Value], mark: bytes,
+                        extra: tuple[bytes, ...] = ()) -> RunLayout:
     """A move's write of its destination, once its source is written: the command over a
     copy of the source as step 1 read it (``values``) and the real destination."""
-    return run_payload(bare(p), values, mark)
+    return run_payload(bare(p), values, mark, extra=extra)
 
 
 def changed(before: Value, after: Value, elapsed_ms: int) -> bool:

@@ -136,6 +136,49 @@ def open_commands(e: Entry, argv: list[bytes], src: Value, dst: Value, smark: by
             encode_command(b"SET", e.lease, _TOKEN, b"PX", b"%d" % lease)]
 
 
+def left_of(e: Entry) -> bytes:
+    """Where step 3 keeps what it left of its copy of the source (the marker's slot)."""
+    return e.mark + b":left"
+
+
+def kept(p: crossslot.Plan, e: Entry) -> tuple[bytes, ...]:
+    """What step 3's transaction adds: its copy of the source kept (``RENAME``, so that a
+    sweep can tell whether the command moved anything; the copy is gone after a ``RENAME``
+    that moved it, which the error inside ``EXEC`` says harmlessly)."""
+    left = left_of(e)
+    return (encode_command(b"RENAME", p.temps[p.written[0]], left),
+            encode_command(b"PEXPIRE", left, b"%d" % crossslot.MARK_TTL_MS))
+
+
+def moved_check(argv: list[bytes], src: Value, e: Entry) -> tuple[bytes, int]:
+    """The request (on the destination's master) whose last reply ``step3_moved`` reads:
+    what step 3 left of its copy of the source, against the source as step 1 read it."""
+    left = left_of(e)
+    name = argv[0].lower()
+    if name in (b"rename", b"renamenx"):
+        return encode_command(b"EXISTS", left), 1
+    if name == b"smove":
+        return encode_command(b"SISMEMBER", left, argv[3]), 1
+    assert src.payload is not None
+    copy = left + b":n"
+    return (encode_command(b"MULTI")
+            + encode_command(b"RESTORE", copy, b"0", src.payload, b"REPLACE")
+            + encode_command(b"LLEN", copy) + encode_command(b"DEL", copy)
+            + encode_command(b"LLEN", left) + encode_command(b"EXEC")), 6
+
+
+def step3_moved(argv: list[bytes], raw: bytes) -> bool | None:
+    """Whether step 3 (known to have run) moved the element: its copy of the source lost
+    it. None: no answer."""
+    name = argv[0].lower()
+    if name in (b"rename", b"renamenx", b"smove"):
+        return raw == b":0\r\n" if raw[:1] == b":" else None
+    if raw[:1] != b"*" or crossslot.is_null(raw):
+        return None
+    _, before, _, after = array_elements(raw)
+    return int(after[1:-2]) == int(before[1:-2]) - 1
+
+
 def close_command(e: Entry, *more: bytes) -> bytes:
     """The entry's deletion (``more``: other keys of its slot, a marker)."""
     return encode_command(b"DEL", e.name, e.lease, *more)
@@ -154,6 +197,26 @@ async def close(s: RouteSession, e: Entry, conn: DirectConnection | None, *more:
                             partial(_direct, s))
     except (OSError, BackendError, trio.TooSlowError):
         pass
+
+
+async def drop_marks(s: RouteSession, slot: int, e: Entry) -> None:
+    """Step 3's marker and what it kept, deleted once the entry is."""
+    try:
+        await _on_owner(s, slot, encode_command(b"DEL", e.mark, left_of(e)), 1, False,
+                        partial(_direct, s))
+    except (OSError, BackendError, trio.TooSlowError):
+        pass
+
+
+async def step3_ran_moved(s: RouteSession, slot: int, argv: list[bytes], src: Value,
+                          e: Entry) -> bool | None:
+    """Step 3 ran (its marker says so) but its reply was lost: did it move the element?"""
+    payload, n = moved_check(argv, src, e)
+    try:
+        raw = await _on_owner(s, slot, payload, n, False, partial(_direct, s))
+    except (OSError, BackendError, trio.TooSlowError):
+        return None
+    return step3_moved(argv, raw)
 
 
 async def renew(s: RouteSession, e: Entry) -> None:
@@ -251,27 +314,36 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
     dst_node = topology.owners[p.anchor_slot]
     if dst_node is None:
         raise _Skip(name)
+    e = Entry(name, lease_key, mark)
+    drop_marks = encode_command(b"DEL", mark, left_of(e))
     ran = (await links.call(dst_node, crossslot.fate_payload(mark), 1))[0]
-    if ran != _DONE:
+    if ran == _DONE:
+        # it did; did it move the element (or did the destination refuse it)?
+        payload, n = moved_check(argv, src, e)
+        moved = step3_moved(argv, (await links.call(dst_node, payload, n))[-1])
+        if moved is None:
+            raise _Skip(name)
+        refused = b"" if moved else b"refused"
+    else:
         # 3. it did not: run it now
-        layout = crossslot.destination_payload(p, {src_key: src}, mark)
+        layout = crossslot.destination_payload(p, {src_key: src}, mark, kept(p, e))
         raw = (await links.call(dst_node, layout.payload, layout.n_replies))[-1]
         if raw[:1] != b"*" or crossslot.is_null(raw):
             raise _Skip(raw)
         elems = array_elements(raw)
         now = crossslot.first_error(elems[: layout.before_at]) or elems[layout.command_at]
-        if now != reply:  # refused by the destination now: back into the source
-            back = (encode_command(b"MULTI") + crossslot.put_back(argv, reply, src) + done
-                    + encode_command(b"EXEC"))
-            raw = (await links.call(node, back, 4))[-1]
-            if raw[:1] != b"*" or crossslot.is_null(raw):
-                raise _Skip(raw)
-            log.warning("journal: %r put back into %r (its destination refused it: %r)",
-                        argv[0], src_key, now)
-            await links.call(dst_node, encode_command(b"DEL", mark), 1)
-            return None
-    await links.call(node, done, 1)
-    await links.call(dst_node, encode_command(b"DEL", mark), 1)
+        refused = b"" if now == reply else now
+    if refused:  # refused by the destination: back into the source
+        back = (encode_command(b"MULTI") + crossslot.put_back(argv, reply, src) + done
+                + encode_command(b"EXEC"))
+        raw = (await links.call(node, back, 4))[-1]
+        if raw[:1] != b"*" or crossslot.is_null(raw):
+            raise _Skip(raw)
+        log.warning("journal: %r put back into %r (its destination refused it: %r)",
+                    argv[0], src_key, refused)
+    else:
+        await links.call(node, done, 1)
+    await links.call(dst_node, drop_marks, 1)
     return None
 
 

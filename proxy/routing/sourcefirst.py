@@ -20,10 +20,14 @@ Then (docs/COMMANDS.md, "Moves across slots"):
 
 Between steps 2 and 3 the element is in neither key: a reader may miss it for that moment,
 never see it twice. Every lost reply is settled by its step's marker (``moveundo.fate``):
-step 2 not run, nothing changed, the move starts again; step 3 not run, it is sent again (a
-new marker each time) until it runs or the retry deadline passes; step 3 never run before
-the deadline, the element is put back. Each step, once its reply is in, waits for a replica
-of its master (``WAIT 1 500``) before the next, so a failover right after it keeps it.
+step 2 not run, nothing changed, the move starts again; step 3 not run, it is sent again
+(its marker deleted after each try found not run) until it runs or the retry deadline
+passes; step 3 never run before the deadline, the element is put back. Each step, once its
+reply is in, waits for a replica of its master (``WAIT 1 500``) before the next, so a
+failover right after it keeps it.
+
+Step 2 also writes the move's journal entry (``journal.py``), deleted once the move is
+settled: a proxy that dies between the steps leaves it to a sweep, which finishes the move.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
     name = p.argv[0].decode(errors="replace").lower()
     m = crossslot.mirror(p)
     entry = journal.new_entry(src_slot, p.anchor_slot)
-    opened = journal.open_commands(entry, crossslot.client_argv(p), values[src], dst_before[p.anchor_key], mark,
-                                   journal.lease_ms(s.settings))
+    opened = journal.open_commands(entry, crossslot.client_argv(p), values[src],
+                                   dst_before[p.anchor_key], mark, journal.lease_ms(s.settings))
     layout = crossslot.source_payload(p, dst_before, mark, tuple(opened))
     try:
         raw = (await moveundo.roundtrip(s, conn, layout.payload, layout.n_replies))[-1][1]
@@ -125,12 +129,14 @@ async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], rep
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     node = moveundo.owner(s, p.anchor_slot) or "?"
     mark = entry.mark
+    src_key = p.written[0]
+    argv = crossslot.client_argv(p)
     first = True
     while True:
         if not first:
             await journal.renew(s, entry)
         first = False
-        layout = crossslot.destination_payload(p, values, mark)
+        layout = crossslot.destination_payload(p, values, mark, journal.kept(p, entry))
         raw, ran_at = await on_owner_at(s, p.anchor_slot, layout.payload, layout.n_replies,
                                         False, partial(_direct, s))
         node = ran_at or node
@@ -140,7 +146,18 @@ async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], rep
             if ran is None:
                 s.metrics.unknown_fate_write()
                 return raw
-            got = reply if ran else None
+            if ran:  # did it move the element? what it kept of its copy of the source says
+                moved = await journal.step3_ran_moved(s, p.anchor_slot, argv, values[src_key],
+                                                      entry)
+                if moved is None:
+                    s.metrics.unknown_fate_write()
+                    return raw  # the entry stays: a sweep settles it
+                # refused (the destination changed meanwhile): put back, answered as Redis
+                # would have answered then, as far as the proxy can tell: not done
+                got = reply if moved else error_frame(
+                    errors.MOVE_NOT_DONE.format(name=name, node=node))
+            else:
+                got = None
         elif raw[:1] == b"*" and not crossslot.is_null(raw):
             elems = array_elements(raw)
             # A RESTORE refused (a payload this node cannot read): the command saw no source.
@@ -155,7 +172,7 @@ async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], rep
                 got = got if ran else None
         if got == reply:
             await journal.close(s, entry, src_conn)
-            await moveundo.drop_marker(s, p.anchor_slot, mark)
+            await journal.drop_marks(s, p.anchor_slot, entry)
             # durable_writes, read-your-writes: both writes
             src = None if src_conn.closed else src_conn
             return await after_writes(s, [src, s.tx.direct.get(ran_at)], got)
@@ -163,7 +180,7 @@ async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], rep
             # It ran and changed nothing (the destination changed meanwhile): the element
             # goes back; the client gets this reply, as if the move ran now.
             answer = await _put_back(s, p, values, reply, got, entry)
-            await moveundo.drop_marker(s, p.anchor_slot, mark)
+            await journal.drop_marks(s, p.anchor_slot, entry)
             return answer
         if trio.current_time() >= deadline:
             return await _put_back(s, p, values, reply, error_frame(

@@ -189,11 +189,12 @@ async def test_an_entry_whose_destination_write_ran_is_only_deleted(
     r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
     assert r_src.lpop(src) == b"a"  # step 2's effect
     e = leave_entry(real_cluster, argv, *before)
-    r_dst.rpush(dst, "a")  # step 3's effect, with its marker
+    r_dst.rpush(dst, "a")  # step 3's effect, with its marker and what it kept
     r_dst.set(e.mark, crossslot.MARK_DONE)
+    r_dst.restore(journal.left_of(e), 0, r_src.dump(src))
     assert await settle(proxy, links, real_cluster, e) is None
     assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
-    assert not r_src.exists(e.name) and not r_dst.exists(e.mark)
+    assert not r_src.exists(e.name) and not r_dst.exists(e.mark, journal.left_of(e))
     r_src.delete(src)
     r_dst.delete(dst)
 
@@ -232,6 +233,29 @@ async def test_an_entry_whose_destination_refuses_now_puts_the_element_back(
     assert r_src.lrange(src, 0, -1) == [b"a", b"b", b"c"]
     assert r_dst.get(dst) == b"a string"
     assert not r_src.exists(e.name) and not r_dst.exists(e.mark)
+    r_src.delete(src)
+    r_dst.delete(dst)
+
+
+async def test_an_entry_whose_destination_write_ran_but_refused_puts_the_element_back(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+) -> None:
+    """Step 3 ran (its marker says so) but the destination had become a string: it kept
+    its copy of the source whole. The proxy died before putting the element back: the
+    sweep does."""
+    src, dst, argv = setup(real_cluster, "RPOPLPUSH")
+    before = dumped(real_cluster, src), dumped(real_cluster, dst)
+    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    assert r_src.rpop(src) == b"c"
+    e = leave_entry(real_cluster, argv, *before)
+    r_dst.delete(dst)
+    r_dst.set(dst, "a string")
+    r_dst.restore(journal.left_of(e), 0, before[0].payload)  # what step 3 left
+    r_dst.set(e.mark, crossslot.MARK_DONE)
+    assert await settle(proxy, links, real_cluster, e) is None
+    assert r_src.lrange(src, 0, -1) == [b"a", b"b", b"c"]
+    assert r_dst.get(dst) == b"a string"
+    assert not r_src.exists(e.name) and not r_dst.exists(e.mark, journal.left_of(e))
     r_src.delete(src)
     r_dst.delete(dst)
 
