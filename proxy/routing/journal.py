@@ -200,10 +200,15 @@ async def close(s: RouteSession, e: Entry, conn: DirectConnection | None, *more:
 
 
 async def drop_marks(s: RouteSession, slot: int, e: Entry) -> None:
-    """Step 3's marker and what it kept, deleted once the entry is."""
+    """Step 3's marker and what it kept, deleted once the entry is (on the client's own
+    connection to the slot's master; not answered, they expire)."""
+    node = s.router.topology.owners[slot]
+    if node is None:
+        return
     try:
-        await _on_owner(s, slot, encode_command(b"DEL", e.mark, left_of(e)), 1, False,
-                        partial(_direct, s))
+        conn = await _direct(s, node)
+        with trio.fail_after(s.settings.command_timeout_ms / 1000):
+            await conn.roundtrip(encode_command(b"DEL", e.mark, left_of(e)), 1)
     except (OSError, BackendError, trio.TooSlowError):
         pass
 

@@ -282,6 +282,38 @@ async def test_an_entry_under_a_live_lease_waits_for_it(
     r_dst.delete(dst)
 
 
+async def test_two_sweepers_at_once_settle_an_entry_once(
+    proxy: Proxy, real_cluster: list[ManagedProcess],
+) -> None:
+    """Two proxies (or a proxy's sweep and another's) meet one entry at the same instant:
+    one takes its lease and settles it, the other leaves it; the element moves once."""
+    src, dst, argv = setup(real_cluster, "LMOVE")
+    before = dumped(real_cluster, src), dumped(real_cluster, dst)
+    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    assert r_src.lpop(src) == b"a"
+    e = leave_entry(real_cluster, argv, *before)
+    node = f"127.0.0.1:{master_of(real_cluster, src).port}"
+    got: list[float | None] = []
+
+    async def sweeper() -> None:
+        links = journal.Links(ProxySettings(), ProxyMetrics())
+        try:
+            got.append(await journal.settle(links, proxy.topology, node, e.name, 5000))
+        finally:
+            await links.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sweeper)
+        nursery.start_soon(sweeper)
+    # One settled it (None); the other met its lease (seconds to wait), or came after the
+    # settling and found no entry (None).
+    assert len(got) == 2 and None in got
+    assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
+    assert not r_src.exists(e.name)
+    r_src.delete(src, e.lease)
+    r_dst.delete(dst)
+
+
 def test_entry_names_keep_the_sources_slot() -> None:
     e = journal.new_entry(key_slot(b"some:src"), key_slot(b"other:dst"))
     assert key_slot(e.name) == key_slot(e.lease) == key_slot(b"some:src")
