@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 import trio
 
 from slotgate.protocol.resp import ReplyFramer, encode_command
@@ -54,8 +55,8 @@ def closed_without_reply(port: int, payload: bytes) -> bool:
         return sock.recv(65536) == b""
 
 
-def entries(cluster: list[ManagedProcess]) -> list[bytes]:
-    out: list[bytes] = []
+def entries(cluster: list[ManagedProcess]) -> list[object]:
+    out: list[object] = []
     for n in cluster:
         if n.alive() and n.client(socket_timeout=5).info("replication")["role"] == "master":
             out += n.client(socket_timeout=5).keys("*slotgate-j*")
@@ -80,25 +81,25 @@ def setup(cluster: list[ManagedProcess], command: str) -> tuple[str, str, list[s
     return src, dst, [command, *args]
 
 
-def contents(cluster: list[ManagedProcess], key: str) -> list[bytes]:
+def contents(cluster: list[ManagedProcess], key: str) -> list[object]:
     r = master_of(cluster, key).client()
     kind = r.type(key)
     if kind == b"list":
         return list(r.lrange(key, 0, -1))
     if kind == b"set":
-        return sorted(r.smembers(key))
+        return sorted(r.smembers(key), key=str)
     return [] if kind == b"none" else [r.get(key)]
 
 
 # What each move leaves in (source, destination) once done.
-DONE = {
+DONE: dict[str, tuple[list[object], list[object]]] = {
     "LMOVE": ([b"b", b"c"], [b"d", b"a"]),
     "RPOPLPUSH": ([b"a", b"b"], [b"c", b"d"]),
     "SMOVE": ([b"b"], [b"a", b"d"]),
     "RENAME": ([], [b"v"]),
 }
 # ... and after the source's write only: the element in neither key.
-HALF = {
+HALF: dict[str, tuple[list[object], list[object]]] = {
     "LMOVE": ([b"b", b"c"], [b"d"]),
     "RPOPLPUSH": ([b"a", b"b"], [b"d"]),
     "SMOVE": ([b"b"], [b"d"]),
@@ -171,6 +172,23 @@ def dumped(cluster: list[ManagedProcess], key: str) -> Value:
     return Value(master_of(cluster, key).client().dump(key), 0)
 
 
+def begin(cluster: list[ManagedProcess], command: str) -> tuple[
+        str, str, list[str], tuple[Value, Value], redis.Redis, redis.Redis]:
+    """``setup``'s keys, their values as step 1 reads them, a client of each master."""
+    src, dst, argv = setup(cluster, command)
+    before = dumped(cluster, src), dumped(cluster, dst)
+    return (src, dst, argv, before, master_of(cluster, src).client(),
+            master_of(cluster, dst).client())
+
+
+def finish(e: journal.Entry, r_src: redis.Redis, r_dst: redis.Redis, src: str,
+           dst: str) -> None:
+    """Nothing of the entry left (its lease, step 3's marker and copy); the keys deleted."""
+    assert not r_src.exists(e.name, e.lease) and not r_dst.exists(e.mark, journal.left_of(e))
+    r_src.delete(src)
+    r_dst.delete(dst)
+
+
 async def settle(p: Proxy, links: journal.Links, cluster: list[ManagedProcess],
                  e: journal.Entry) -> float | None:
     node = f"127.0.0.1:{master_of(cluster, e.name.decode()).port}"
@@ -184,19 +202,15 @@ async def test_an_entry_whose_destination_write_ran_is_only_deleted(
     proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
 ) -> None:
     """The proxy died after step 3 ran, before deleting the entry: nothing moves again."""
-    src, dst, argv = setup(real_cluster, "LMOVE")
-    before = dumped(real_cluster, src), dumped(real_cluster, dst)
-    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    src, dst, argv, before, r_src, r_dst = begin(real_cluster, "LMOVE")
     assert r_src.lpop(src) == b"a"  # step 2's effect
     e = leave_entry(real_cluster, argv, *before)
     r_dst.rpush(dst, "a")  # step 3's effect, with its marker and what it kept
     r_dst.set(e.mark, crossslot.MARK_DONE)
-    r_dst.restore(journal.left_of(e), 0, r_src.dump(src))
+    r_dst.restore(journal.left_of(e), 0, r_src.dump(src) or b"")
     assert await settle(proxy, links, real_cluster, e) is None
     assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
-    assert not r_src.exists(e.name) and not r_dst.exists(e.mark, journal.left_of(e))
-    r_src.delete(src)
-    r_dst.delete(dst)
+    finish(e, r_src, r_dst, src, dst)
 
 
 async def test_an_entry_whose_source_write_moved_nothing_moves_nothing(
@@ -217,47 +231,25 @@ async def test_an_entry_whose_source_write_moved_nothing_moves_nothing(
     r_src.delete(src)
 
 
-async def test_an_entry_whose_destination_refuses_now_puts_the_element_back(
-    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+@pytest.mark.parametrize("step3_ran", [False, True], ids=["before-step-3", "step-3-ran"])
+async def test_an_entry_whose_destination_refuses_puts_the_element_back(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links, step3_ran: bool,
 ) -> None:
-    """LMOVE's source written, then the destination became a string: the element goes back
-    to the end of the source it left."""
-    src, dst, argv = setup(real_cluster, "LMOVE")
-    before = dumped(real_cluster, src), dumped(real_cluster, dst)
-    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    """LMOVE's source written, then the destination became a string: before step 3 ran, or
+    when it ran (its marker says so; it kept its copy of the source whole) and the proxy
+    died before putting the element back. The element goes back to the end it left."""
+    src, dst, argv, before, r_src, r_dst = begin(real_cluster, "LMOVE")
     assert r_src.lpop(src) == b"a"
     e = leave_entry(real_cluster, argv, *before)
     r_dst.delete(dst)
     r_dst.set(dst, "a string")
+    if step3_ran:
+        r_dst.restore(journal.left_of(e), 0, bytes(before[0].payload or b""))
+        r_dst.set(e.mark, crossslot.MARK_DONE)
     assert await settle(proxy, links, real_cluster, e) is None
     assert r_src.lrange(src, 0, -1) == [b"a", b"b", b"c"]
     assert r_dst.get(dst) == b"a string"
-    assert not r_src.exists(e.name) and not r_dst.exists(e.mark)
-    r_src.delete(src)
-    r_dst.delete(dst)
-
-
-async def test_an_entry_whose_destination_write_ran_but_refused_puts_the_element_back(
-    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
-) -> None:
-    """Step 3 ran (its marker says so) but the destination had become a string: it kept
-    its copy of the source whole. The proxy died before putting the element back: the
-    sweep does."""
-    src, dst, argv = setup(real_cluster, "RPOPLPUSH")
-    before = dumped(real_cluster, src), dumped(real_cluster, dst)
-    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
-    assert r_src.rpop(src) == b"c"
-    e = leave_entry(real_cluster, argv, *before)
-    r_dst.delete(dst)
-    r_dst.set(dst, "a string")
-    r_dst.restore(journal.left_of(e), 0, before[0].payload)  # what step 3 left
-    r_dst.set(e.mark, crossslot.MARK_DONE)
-    assert await settle(proxy, links, real_cluster, e) is None
-    assert r_src.lrange(src, 0, -1) == [b"a", b"b", b"c"]
-    assert r_dst.get(dst) == b"a string"
-    assert not r_src.exists(e.name) and not r_dst.exists(e.mark, journal.left_of(e))
-    r_src.delete(src)
-    r_dst.delete(dst)
+    finish(e, r_src, r_dst, src, dst)
 
 
 async def test_an_entry_under_a_live_lease_waits_for_it(
@@ -265,9 +257,7 @@ async def test_an_entry_under_a_live_lease_waits_for_it(
 ) -> None:
     """Another proxy (or sweeper) holds the entry's lease: it is left alone until the lease
     ends; then it is settled (the element reaches the destination once)."""
-    src, dst, argv = setup(real_cluster, "SMOVE")
-    before = dumped(real_cluster, src), dumped(real_cluster, dst)
-    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    src, dst, argv, before, r_src, r_dst = begin(real_cluster, "SMOVE")
     assert r_src.srem(src, "a") == 1
     e = leave_entry(real_cluster, argv, *before)
     r_src.set(e.lease, "someone else", px=60_000)
@@ -277,9 +267,7 @@ async def test_an_entry_under_a_live_lease_waits_for_it(
     r_src.delete(e.lease)
     assert await settle(proxy, links, real_cluster, e) is None
     assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["SMOVE"]
-    assert not r_src.exists(e.name) and not r_src.exists(e.lease)
-    r_src.delete(src)
-    r_dst.delete(dst)
+    finish(e, r_src, r_dst, src, dst)
 
 
 async def test_two_sweepers_at_once_settle_an_entry_once(
@@ -287,9 +275,7 @@ async def test_two_sweepers_at_once_settle_an_entry_once(
 ) -> None:
     """Two proxies (or a proxy's sweep and another's) meet one entry at the same instant:
     one takes its lease and settles it, the other leaves it; the element moves once."""
-    src, dst, argv = setup(real_cluster, "LMOVE")
-    before = dumped(real_cluster, src), dumped(real_cluster, dst)
-    r_src, r_dst = master_of(real_cluster, src).client(), master_of(real_cluster, dst).client()
+    src, dst, argv, before, r_src, r_dst = begin(real_cluster, "LMOVE")
     assert r_src.lpop(src) == b"a"
     e = leave_entry(real_cluster, argv, *before)
     node = f"127.0.0.1:{master_of(real_cluster, src).port}"
@@ -309,9 +295,7 @@ async def test_two_sweepers_at_once_settle_an_entry_once(
     # settling and found no entry (None).
     assert len(got) == 2 and None in got
     assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
-    assert not r_src.exists(e.name)
-    r_src.delete(src, e.lease)
-    r_dst.delete(dst)
+    finish(e, r_src, r_dst, src, dst)
 
 
 def test_entry_names_keep_the_sources_slot() -> None:
