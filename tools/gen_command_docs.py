@@ -1166,7 +1166,9 @@ no entry left. And the states a dead proxy leaves, built on a real cluster and s
 step 3 already run (nothing moves again), step 2 that moved nothing (`RENAMENX` onto a key
 deleted since: nothing renamed), a destination that became a string before step 3 ran or
 when it ran (the element put back), an entry whose lease another proxy holds (left alone
-until it ends). Not proven: a replica lagging when a master dies right after
+until it ends), two sweepers meeting one entry at once (settled once); and a step 3 that
+ran while its destination had just become a string and whose reply was lost (the owner
+reads `:left`: the element put back, the client told "not done"). Not proven: a replica lagging when a master dies right after
 a step (the `WAIT` is bounded by 500 ms, then the move goes on as any acknowledged write).
 """
 

@@ -22,12 +22,14 @@ import trio
 
 from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
+from slotgate.proxy import errors
 from slotgate.proxy.front.server import Proxy
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.routing import crossslot, journal
+from slotgate.proxy.routing import crossslot, journal, sourcefirst
 from slotgate.proxy.routing.crossslot import Value
-from tests.proxy.test_crossslot_faults import master_of, two_keys_on_two_masters
+from slotgate.proxy.routing.redirect import error_frame
+from tests.proxy.test_crossslot_faults import connect, master_of, two_keys_on_two_masters
 from tests.support import ManagedProcess, child_env, slotgate_proxy, start_all, wait_until
 
 # A short lease (retry deadline + 2 command timeouts = 2 s): a killed proxy's entries are
@@ -296,6 +298,41 @@ async def test_two_sweepers_at_once_settle_an_entry_once(
     assert len(got) == 2 and None in got
     assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
     finish(e, r_src, r_dst, src, dst)
+
+
+async def test_a_lost_destination_write_that_was_refused_puts_the_element_back(
+    proxy: Proxy, real_cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 3 runs while the destination has just become a string (refused), and its reply
+    is lost: its marker says it ran; what it kept of its copy of the source says it moved
+    nothing. The element goes back, the client is told the move was not done."""
+    src, dst, argv, _, r_src, r_dst = begin(real_cluster, "LMOVE")
+    dst_slot = key_slot(dst.encode())
+    real = sourcefirst.on_owner_at
+    lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node="127.0.0.1:1"))
+    calls: list[int] = []
+
+    async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
+        if slot == dst_slot and b"RESTORE" in payload and not calls:
+            calls.append(slot)
+            r_dst.delete(dst)
+            r_dst.set(dst, "a string")
+            await real(s, slot, payload, *args)  # type: ignore[arg-type]
+            return lost, ""
+        return await real(s, slot, payload, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sourcefirst, "on_owner_at", losing)
+    c = await connect(proxy)
+    got = await c.call(*argv)
+    monkeypatch.undo()
+    assert calls
+    assert got.startswith(b"-ERR slotgate: 'lmove' across slots not done"), got
+    assert r_src.lrange(src, 0, -1) == [b"a", b"b", b"c"]
+    assert r_dst.get(dst) == b"a string"
+    assert entries(real_cluster) == []
+    assert await c.call("KEYS", "*slotgate-[mt][am][rp]*") == b"*0\r\n"
+    r_src.delete(src)
+    r_dst.delete(dst)
 
 
 def test_entry_names_keep_the_sources_slot() -> None:
