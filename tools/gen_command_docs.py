@@ -756,6 +756,23 @@ done: …`, the key holding that client's value.
 `tests/proxy/test_crossslot_faults.py` covers the concurrent creation; the differential test
 covers the replies (set, not set, repeated keys, odd arguments, keys of other types).
 
+**A proxy that dies half-way** (`proxy/routing/msetnxjournal.py`). Step 2's `MSETNX` also
+sets, as two more of its own keys, a journal entry `{T}slotgate-journal:<token>:<n>` of the
+first key's slot (the command, and each step 3 write's marker and keys) and its lease
+(given its expiry in the same transaction): the entry exists exactly when `MSETNX` set its
+keys, and replicates with them. The proxy deletes it once every step 3 write ran, or before
+it takes anything back. A sweep ([the moves'](#a-proxy-that-dies-mid-move-the-journal))
+finding one left by a dead proxy asks each step 3 write's marker whether it ran; those that
+did not are done now (*rolled forward*: under `WATCH` of their keys, only if none of them
+exists), so the command ends with all its keys set, as its reply `1` would have said. If
+one of those keys exists by then (another client created it after the proxy died), all
+cannot be set any more: the sweep *rolls back*, deleting every key the command wrote that
+still holds the value it wrote (the first slot's in the transaction that deletes the
+entry). `tests/proxy/test_move_journal.py` kills a proxy (SIGKILL) right after an
+`MSETNX`'s first slot was written, over keys on three masters: a proxy started next sets the
+two others; and settles an entry one of whose keys another client created meanwhile (the
+first key deleted again, the other client's key untouched).
+
 `MSET`, by contrast, is split by slot: it has no all-or-nothing condition, and its per-slot
 parts compose into the same result as one server would give (not atomic as a whole, which
 a client can only observe by reading concurrently).
@@ -865,18 +882,21 @@ marker; the client is told `… half done …` with the key's name when somethin
 taken back, which needs another client to have written that very key in the instant
 between the script and the take-back. What it does not guarantee: a script moving an
 element between two slots while other clients write both keys can leave it in both (`…
-half done …`); and a proxy that dies between step 2 and the last write-back leaves the
-script's (or `MSETNX`'s) writes in some slots and not in others, with no journal entry:
-nothing settles them.
+half done …`); and a proxy that dies between a script's step 2 and its last write-back
+leaves its writes in some slots and not in others, with no journal entry: nothing settles
+them (a script's writes are known only after it ran, and a write-back cannot be checked
+against what other clients did since without the step 1 `WATCH` that died with the proxy).
 
-A design for `MSETNX` that would hold all or nothing through a node's or the proxy's death
-(not built): lock every key first (`movelock.py`'s keys, taken in sorted order by every
-proxy process; direct clients of the nodes are not held back), then check that none of
-the keys exists, then write a journal entry in the first key's slot with every key and
-value, in the same transaction as that slot's keys; each other slot's keys then with a
-marker named in the entry; the entry deleted last. A sweep finding the entry writes every
-slot whose marker is absent (fate check first), rolling forward: under the locks no client
-of the proxy can have created one of the keys since the check, so all the keys end set.
+`MSETNX` has a journal entry ([above](#msetnx-across-slots)): a proxy that dies half-way
+leaves it all set (rolled forward) or, when another client created one of its keys
+meanwhile, none set (rolled back), except for a key that client also overwrote, which keeps
+that client's value. What remains: clients reading the keys of an `MSETNX` in flight see
+them appear slot by slot, as before; an `MSETNX` whose keys other clients create while it
+runs answers `0` or is taken back, never left half done, unless one of the keys it already
+wrote was overwritten meanwhile (`… half done …`, naming it). Holding every key under a
+lock across proxy processes first (`movelock.py`'s keys, as moves do with `workers: N`)
+would make the roll forward certain for the proxy's own clients; direct clients of the
+nodes would still not be held back.
 
 """
 

@@ -38,8 +38,12 @@ Anything unanswered leaves the entry as it is, for the next sweep; every step ab
 run again. An owner that stalls longer than its lease (``lease_ms``: the retry deadline and
 two command timeouts) may find its entry settled by a sweeper meanwhile.
 
-``SLOTGATE_FAULT=kill-after-move-source`` in the environment at start-up makes the process
-kill itself (SIGKILL) right after a move's source write: the tests' way to stop a proxy
+``MSETNX`` across slots has an entry of its own (``msetnxjournal.py``), a string of the first
+key's slot that the same sweep settles.
+
+``SLOTGATE_FAULT=kill-after-move-source`` (``kill-after-msetnx-first-slot``) in the
+environment at start-up makes the process kill itself (SIGKILL) right after a move's source
+write (an ``MSETNX``'s write of its first key's slot): the tests' way to stop a proxy
 exactly there.
 """
 
@@ -57,7 +61,7 @@ from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
-from slotgate.proxy.routing import crossslot
+from slotgate.proxy.routing import crossslot, msetnxjournal
 from slotgate.proxy.routing.crossslot import Value
 from slotgate.proxy.routing.splitter import array_elements
 
@@ -72,13 +76,14 @@ log = logging.getLogger(__name__)
 JOURNAL_PREFIX = b"slotgate-journal:"
 LEASE_PREFIX = b"slotgate-jlease:"
 SWEEP_PERIOD_S = 60.0
-_TOKEN = os.urandom(4).hex().encode()
+TOKEN = os.urandom(4).hex().encode()
 _entries = [0]
 _DONE = b"$1\r\n" + crossslot.MARK_DONE + b"\r\n"
 _OK = b"+OK\r\n"
 # Read once, at start-up: a test's way to stop the process between a move's two writes.
 FAULT = os.environ.get("SLOTGATE_FAULT", "")
 KILL_AFTER_SOURCE = "kill-after-move-source"
+KILL_AFTER_FIRST_SLOT = "kill-after-msetnx-first-slot"
 
 
 def fault_point(name: str) -> None:
@@ -103,7 +108,7 @@ def lease_ms(settings: ProxySettings) -> int:
 
 def new_entry(src_slot: int, dst_slot: int) -> Entry:
     _entries[0] += 1
-    tail = b"%s:%d" % (_TOKEN, _entries[0])
+    tail = b"%s:%d" % (TOKEN, _entries[0])
     tag = crossslot.tag_for_slot(src_slot)
     return Entry(b"{%s}%s%s" % (tag, JOURNAL_PREFIX, tail),
                  b"{%s}%s%s" % (tag, LEASE_PREFIX, tail), crossslot.marker(dst_slot))
@@ -133,7 +138,7 @@ def open_commands(e: Entry, argv: list[bytes], src: Value, dst: Value, smark: by
             fields += [field, v.payload, field + b"_ttl", b"%d" % v.ttl_ms]
     fields += [b"mark", e.mark, b"smark", smark]
     return [encode_command(b"HSET", e.name, *fields),
-            encode_command(b"SET", e.lease, _TOKEN, b"PX", b"%d" % lease)]
+            encode_command(b"SET", e.lease, TOKEN, b"PX", b"%d" % lease)]
 
 
 def left_of(e: Entry) -> bytes:
@@ -283,7 +288,7 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
     """Settle the entry ``name`` found on ``node``: None done (or gone); else the seconds
     until its live lease ends (it is looked at again then). Raises ``_Skip``."""
     lease_key = lease_of(name)
-    got = await links.call(node, encode_command(b"SET", lease_key, _TOKEN, b"NX", b"PX",
+    got = await links.call(node, encode_command(b"SET", lease_key, TOKEN, b"NX", b"PX",
                                                 b"%d" % lease)
                            + encode_command(b"PTTL", lease_key), 2)
     if got[0] != _OK:
@@ -291,6 +296,12 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
             raise _Skip(got[0])
         return max(int(got[1][1:-2]), 1) / 1000
     raw = (await links.call(node, encode_command(b"HGETALL", name), 1))[0]
+    if raw.startswith(b"-WRONGTYPE"):  # a string: an MSETNX's entry
+        try:
+            await msetnxjournal.settle(links, topology, node, Entry(name, lease_key, b""))
+        except msetnxjournal.Unsettled as exc:
+            raise _Skip(exc.args) from None
+        return None
     fields = _fields(raw)
     if b"argc" not in fields:
         await links.call(node, encode_command(b"DEL", lease_key), 1)

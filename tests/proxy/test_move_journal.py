@@ -26,7 +26,7 @@ from slotgate.proxy import errors
 from slotgate.proxy.front.server import Proxy
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.routing import crossslot, journal, sourcefirst
+from slotgate.proxy.routing import crossslot, journal, msetnxjournal, sourcefirst
 from slotgate.proxy.routing.crossslot import Value
 from slotgate.proxy.routing.redirect import error_frame
 from tests.proxy.test_crossslot_faults import connect, master_of, two_keys_on_two_masters
@@ -121,26 +121,48 @@ def test_a_proxy_killed_between_a_moves_two_writes_loses_nothing(
     seeds = [n.port for n in cluster[:3]]
     moves = {command: setup(cluster, command) for command in DONE}
     dying = [slotgate_proxy(tmp_path / command, seeds, ["--config", str(config)])
-             for command in moves]
+             for command in [*moves, "msetnx"]]
     fresh = slotgate_proxy(tmp_path / "fresh", seeds, ["--config", str(config)])
+    keys = keys_on_three_masters(cluster)
     try:
         with child_env(SLOTGATE_FAULT=journal.KILL_AFTER_SOURCE):
-            start_all(dying)
-        for proc, (src, dst, argv) in zip(dying, moves.values(), strict=True):
+            start_all(dying[:-1])
+        with child_env(SLOTGATE_FAULT=journal.KILL_AFTER_FIRST_SLOT):
+            start_all(dying[-1:])
+        for proc, (src, dst, argv) in zip(dying, moves.values(), strict=False):
             assert closed_without_reply(proc.port, encode_command(*argv)), argv
             assert proc.proc is not None and proc.proc.wait(10) == -9
             assert (contents(cluster, src), contents(cluster, dst)) == HALF[argv[0]], argv
-        assert len(entries(cluster)) == 2 * len(moves)  # each entry and its lease
+        # MSETNX: its first key's slot written, the others not yet
+        msetnx = ["MSETNX", *[x for k in keys for x in (k, f"v-{k}")]]
+        assert closed_without_reply(dying[-1].port, encode_command(*msetnx))
+        assert dying[-1].proc is not None and dying[-1].proc.wait(10) == -9
+        assert [contents(cluster, k) for k in keys] == [[f"v-{keys[0]}".encode()], [], []]
+        assert len(entries(cluster)) == 2 * len(dying)  # each entry and its lease
         fresh.start()
         wait_until(lambda: not entries(cluster), 20, "journal entries settled")
         for src, dst, argv in moves.values():
             assert (contents(cluster, src), contents(cluster, dst)) == DONE[argv[0]], argv
             master_of(cluster, src).client().delete(src)
             master_of(cluster, dst).client().delete(dst)
+        assert [contents(cluster, k) for k in keys] == [[f"v-{k}".encode()] for k in keys]
+        for k in keys:
+            master_of(cluster, k).client().delete(k)
         assert "settled" in fresh.log_text()
     finally:
         for proc in [*dying, fresh]:
             proc.stop()
+
+
+def keys_on_three_masters(cluster: list[ManagedProcess]) -> list[str]:
+    prefix = f"jm{uuid.uuid4().hex[:6]}"
+    by_master: dict[int, str] = {}
+    i = 0
+    while len(by_master) < 3:
+        key = f"{prefix}:{i}"
+        by_master.setdefault(master_of(cluster, key).port, key)
+        i += 1
+    return list(by_master.values())
 
 
 @pytest.fixture
@@ -333,6 +355,26 @@ async def test_a_lost_destination_write_that_was_refused_puts_the_element_back(
     assert await c.call("KEYS", "*slotgate-[mt][am][rp]*") == b"*0\r\n"
     r_src.delete(src)
     r_dst.delete(dst)
+
+
+async def test_an_msetnx_entry_whose_key_was_created_meanwhile_is_rolled_back(
+    proxy: Proxy, real_cluster: list[ManagedProcess], links: journal.Links,
+) -> None:
+    """MSETNX wrote its first key's slot (with its entry), its proxy died, then another
+    client created one of its other keys: it cannot end with all its keys set, so the one
+    it wrote is deleted; the other client's key keeps its value."""
+    first, other = keys_on_three_masters(real_cluster)[:2]
+    r_first, r_other = (master_of(real_cluster, first).client(),
+                        master_of(real_cluster, other).client())
+    e = journal.new_entry(key_slot(first.encode()), key_slot(first.encode()))
+    argv = [b"MSETNX", first.encode(), b"ours", other.encode(), b"ours too"]
+    groups = [(crossslot.marker(key_slot(other.encode())), [other.encode()])]
+    r_first.set(first, "ours")
+    r_first.set(e.name, msetnxjournal.encode(argv, groups))
+    r_other.set(other, "theirs")
+    assert await settle(proxy, links, real_cluster, e) is None
+    assert not r_first.exists(first, e.name) and r_other.get(other) == b"theirs"
+    r_other.delete(other)
 
 
 def test_entry_names_keep_the_sources_slot() -> None:
