@@ -22,14 +22,17 @@ import trio
 
 from slotgate.protocol.resp import ReplyFramer, encode_command
 from slotgate.protocol.slots import key_slot
-from slotgate.proxy import errors
 from slotgate.proxy.front.server import Proxy
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.routing import crossslot, journal, msetnxjournal, sourcefirst
+from slotgate.proxy.routing import crossslot, journal, msetnxjournal
 from slotgate.proxy.routing.crossslot import Value
-from slotgate.proxy.routing.redirect import error_frame
-from tests.proxy.test_crossslot_faults import connect, master_of, two_keys_on_two_masters
+from tests.proxy.test_crossslot_faults import (
+    connect,
+    lose_destination_reply,
+    master_of,
+    two_keys_on_two_masters,
+)
 from tests.support import ManagedProcess, child_env, slotgate_proxy, start_all, wait_until
 
 # A short lease (retry deadline + 2 command timeouts = 2 s): a killed proxy's entries are
@@ -329,21 +332,8 @@ async def test_a_lost_destination_write_that_was_refused_puts_the_element_back(
     is lost: its marker says it ran; what it kept of its copy of the source says it moved
     nothing. The element goes back, the client is told the move was not done."""
     src, dst, argv, _, r_src, r_dst = begin(real_cluster, "LMOVE")
-    dst_slot = key_slot(dst.encode())
-    real = sourcefirst.on_owner_at
-    lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node="127.0.0.1:1"))
-    calls: list[int] = []
-
-    async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
-        if slot == dst_slot and b"RESTORE" in payload and not calls:
-            calls.append(slot)
-            r_dst.delete(dst)
-            r_dst.set(dst, "a string")
-            await real(s, slot, payload, *args)  # type: ignore[arg-type]
-            return lost, ""
-        return await real(s, slot, payload, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(sourcefirst, "on_owner_at", losing)
+    calls = lose_destination_reply(monkeypatch, dst, before=lambda: (
+        r_dst.delete(dst), r_dst.set(dst, "a string")))
     c = await connect(proxy)
     got = await c.call(*argv)
     monkeypatch.undo()
