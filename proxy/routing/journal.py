@@ -398,7 +398,7 @@ async def sweep_forever(settings: ProxySettings, metrics: ProxyMetrics,
                         for name in await _scan(links, node):
                             if is_entry(name):
                                 due.setdefault((node, name), now)
-                    except (OSError, BackendError, trio.TooSlowError) as exc:
+                    except (OSError, BackendError, trio.TooSlowError, ValueError) as exc:
                         log.warning("journal sweep of %s: %r", node, exc)
             for (node, name), at in sorted(due.items(), key=lambda item: item[1]):
                 if at > now:
@@ -411,6 +411,11 @@ async def sweep_forever(settings: ProxySettings, metrics: ProxyMetrics,
                 except (OSError, BackendError, trio.TooSlowError, _Skip) as exc:
                     log.warning("journal entry %r on %s not settled yet: %r", name, node, exc)
                     due[(node, name)] = now + 1.0
+                    continue
+                except (ValueError, KeyError, IndexError, AssertionError):
+                    # not an entry this proxy can read (written by hand?): left as it is
+                    log.exception("journal entry %r on %s unreadable", name, node)
+                    del due[(node, name)]
                     continue
                 if left_s is None:
                     del due[(node, name)]

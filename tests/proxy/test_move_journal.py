@@ -369,6 +369,33 @@ async def test_an_msetnx_entry_whose_key_was_created_meanwhile_is_rolled_back(
     r_other.delete(other)
 
 
+async def test_an_unreadable_entry_is_left_alone(
+    real_cluster: list[ManagedProcess], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A key named as an entry but holding what no proxy wrote (an unknown command) is
+    logged and left as it is: the proxy that meets it at start goes on serving."""
+    key = f"bogus{uuid.uuid4().hex[:6]}"
+    e = journal.new_entry(key_slot(key.encode()), key_slot(key.encode()))
+    r = master_of(real_cluster, key).client()
+    r.hset(e.name, mapping={"argc": "2", "a0": "NOSUCH", "a1": key})
+    try:
+        p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port)
+                                                      for n in real_cluster[:3]]))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(p.run)
+            for _ in range(400):  # the sweep runs once the masters are known
+                if "unreadable" in caplog.text:
+                    break
+                await trio.sleep(0.05)
+            assert "unreadable" in caplog.text
+            c = await connect(p)
+            assert await c.call("PING") == b"+PONG\r\n"
+            nursery.cancel_scope.cancel()
+        assert r.exists(e.name)
+    finally:
+        r.delete(e.name, e.lease)
+
+
 def test_entry_names_keep_the_sources_slot() -> None:
     e = journal.new_entry(key_slot(b"some:src"), key_slot(b"other:dst"))
     assert key_slot(e.name) == key_slot(e.lease) == key_slot(b"some:src")
