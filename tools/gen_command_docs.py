@@ -1129,7 +1129,8 @@ longer than its lease may find its move settled by another proxy. Settling:
    the marker and `:left`.
 
 Each of these can run again after a reply lost or a sweeper that died: the entry stays until
-one settling ends, and what was done is read from the keys and markers, never guessed.
+one settling ends, and what was done is read from the keys and markers, never guessed. A key
+named as an entry that no proxy wrote (unreadable) is logged and left alone.
 
 | the proxy dies … | what it leaves | settled by |
 |---|---|---|
