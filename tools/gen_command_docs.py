@@ -1105,7 +1105,9 @@ Being in step 2's transaction, the entry exists exactly when step 2 ran, and a r
 has step 2 has it. The owner deletes it when the move is settled: after step 3 and its
 `WAIT` (then step 3's marker and `:left` go), or in the same transaction as a put back, or
 at once when step 2 moved nothing. The prefixes are reserved as `slotgate-mark:` is; a
-`KEYS` or `SCAN` may list an entry while its move runs.
+`KEYS` or `SCAN` may list an entry while its move runs. Its cost: step 2 carries one more
+copy of both keys (for a big list, its whole `DUMP`), and the move one round trip more at
+its end (+17 % proxy CPU for a `RENAME` of a 100-byte string: bench/RESULTS.md).
 
 **Who settles what a dead proxy left.** Every proxy (its first worker, with `workers: N`)
 sweeps the masters at start and every 60 s (`SCAN … MATCH *slotgate-journal:*` on each
