@@ -1180,11 +1180,11 @@ lost and none duplicated (400 operations between 40 lists in CI; 10,000 between 
 with `--run-slow`: 1,000 elements, none lost, none
 duplicated; 3 error replies during the failover, all "no connection" refusals before any
 write; 27 s, compiled build, load average 13). The journal (`tests/proxy/test_move_journal.py`):
-an `LMOVE`, an `RPOPLPUSH`, an `SMOVE` and a `RENAME`, each sent to a real proxy process
+an `LMOVE`, an `RPOPLPUSH`, an `SMOVE`, a `RENAME` and a `BLMOVE`, each sent to a real proxy process
 that kills itself with SIGKILL right after the source's write (a fault-injection point
 enabled by `SLOTGATE_FAULT=kill-after-move-source` in its environment at start: the only
 way to stop a process exactly between two writes without a race); the element is then in
-neither key; a proxy started next settles all four: each element in its destination, once,
+neither key; a proxy started next settles all five: each element in its destination, once,
 no entry left. And the states a dead proxy leaves, built on a real cluster and settled:
 step 3 already run (nothing moves again), step 2 that moved nothing (`RENAMENX` onto a key
 deleted since: nothing renamed), a destination that became a string before step 3 ran or

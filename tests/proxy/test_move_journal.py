@@ -72,10 +72,11 @@ def setup(cluster: list[ManagedProcess], command: str) -> tuple[str, str, list[s
     """Two keys on two masters, filled for ``command``; the command."""
     src, dst = two_keys_on_two_masters(cluster, f"j{command}{uuid.uuid4().hex[:6]}")
     s, d = master_of(cluster, src).client(), master_of(cluster, dst).client()
-    if command in ("LMOVE", "RPOPLPUSH"):
+    if command in ("LMOVE", "RPOPLPUSH", "BLMOVE"):
         s.rpush(src, "a", "b", "c")
         d.rpush(dst, "d")
-        args = [src, dst, "LEFT", "RIGHT"] if command == "LMOVE" else [src, dst]
+        args = [src, dst] if command == "RPOPLPUSH" else [src, dst, "LEFT", "RIGHT"]
+        args += ["1"] if command == "BLMOVE" else []
     elif command == "SMOVE":
         s.sadd(src, "a", "b")
         d.sadd(dst, "d")
@@ -102,6 +103,7 @@ DONE: dict[str, tuple[list[object], list[object]]] = {
     "RPOPLPUSH": ([b"a", b"b"], [b"c", b"d"]),
     "SMOVE": ([b"b"], [b"a", b"d"]),
     "RENAME": ([], [b"v"]),
+    "BLMOVE": ([b"b", b"c"], [b"d", b"a"]),
 }
 # ... and after the source's write only: the element in neither key.
 HALF: dict[str, tuple[list[object], list[object]]] = {
@@ -109,15 +111,17 @@ HALF: dict[str, tuple[list[object], list[object]]] = {
     "RPOPLPUSH": ([b"a", b"b"], [b"d"]),
     "SMOVE": ([b"b"], [b"d"]),
     "RENAME": ([], []),
+    "BLMOVE": ([b"b", b"c"], [b"d"]),
 }
 
 
 def test_a_proxy_killed_between_a_moves_two_writes_loses_nothing(
     real_cluster: list[ManagedProcess], tmp_path: Path,
 ) -> None:
-    """Each move is sent to a proxy that kills itself (SIGKILL) right after writing the
-    source: the element is then in neither key. A proxy started next settles each journal
-    entry: the element in the destination, once; no entry left."""
+    """Each move (BLMOVE too) and an MSETNX are sent to a proxy that kills itself (SIGKILL)
+    right after writing the source (MSETNX: its first key's slot): the element is then in
+    neither key (one key of three set). A proxy started next settles each journal entry:
+    the element in the destination, once (all three keys set); no entry left."""
     cluster = real_cluster
     config = tmp_path / "proxy.yaml"
     config.write_text(CONFIG)
