@@ -8,6 +8,7 @@ median wall time over the rounds, the proxy's CPU time and the masters' CPU time
 - ``sunionstore``: SUNIONSTORE of 3 sets of 100 members into a 4th key;
 - ``rename``: RENAME of a 100-byte string to another key and back (each command one move);
 - ``eval``: the same move as an EVAL script over its 2 KEYS (GET, SET, DEL);
+- ``msetnx``: MSETNX of 2 fresh keys (untagged: two random slots, mostly on two masters);
 - ``blpop``: an RPUSH of one element to the second of 2 lists, then BLPOP over both (the pop
   finds it at once: the first key empty, the second not); ``bzpopmin`` the same with ZADD.
   Through the proxy across slots each pop parks its element, then commits it (poppark.py).
@@ -66,6 +67,9 @@ def setup(c: RawClient, keys: list[str]) -> None:
         c.call("SADD", k, *[f"m{j * 50 + m}" for m in range(MEMBERS)])
 
 
+_serial = [0]
+
+
 def run_case(c: RawClient, case: str, keys: list[str], n: int) -> None:
     if case == "sunionstore":
         argv = ["SUNIONSTORE", keys[0], keys[1], keys[2], keys[3]]
@@ -79,6 +83,14 @@ def run_case(c: RawClient, case: str, keys: list[str], n: int) -> None:
             c.call(*push)
             reply = c.call(case.upper(), a, b, "1")
             assert reply[:1] == b"*", reply
+        return
+    if case == "msetnx":  # fresh keys each time: all absent, MSETNX sets both (:1)
+        tag = "{xs}" if keys[0].startswith("{xs}") else ""
+        for _ in range(n):
+            _serial[0] += 1
+            a, b = f"{tag}xm:{_serial[0]}:a", f"{tag}xm:{_serial[0]}:b"
+            reply = c.call("MSETNX", a, "v", b, "w")
+            assert reply == b":1\r\n", reply
         return
     a, b = keys[4], keys[5]
     for i in range(n):

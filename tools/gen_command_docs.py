@@ -845,6 +845,23 @@ done: …`, the key holding that client's value.
 `tests/proxy/test_crossslot_faults.py` covers the concurrent creation; the differential test
 covers the replies (set, not set, repeated keys, odd arguments, keys of other types).
 
+**A proxy that dies half-way** (`proxy/routing/msetnxjournal.py`). Step 2's `MSETNX` also
+sets, as two more of its own keys, a journal entry `{T}slotgate-journal:<token>:<n>` of the
+first key's slot (the command, and each step 3 write's marker and keys) and its lease
+(given its expiry in the same transaction): the entry exists exactly when `MSETNX` set its
+keys, and replicates with them. The proxy deletes it once every step 3 write ran, or before
+it takes anything back. A sweep ([the moves'](#a-proxy-that-dies-mid-move-the-journal))
+finding one left by a dead proxy asks each step 3 write's marker whether it ran; those that
+did not are done now (*rolled forward*: under `WATCH` of their keys, only if none of them
+exists), so the command ends with all its keys set, as its reply `1` would have said. If
+one of those keys exists by then (another client created it after the proxy died), all
+cannot be set any more: the sweep *rolls back*, deleting every key the command wrote that
+still holds the value it wrote (the first slot's in the transaction that deletes the
+entry). `tests/proxy/test_move_journal.py` kills a proxy (SIGKILL) right after an
+`MSETNX`'s first slot was written, over keys on three masters: a proxy started next sets the
+two others; and settles an entry one of whose keys another client created meanwhile (the
+first key deleted again, the other client's key untouched).
+
 `MSET`, by contrast, is split by slot: it has no all-or-nothing condition, and its per-slot
 parts compose into the same result as one server would give (not atomic as a whole, which
 a client can only observe by reading concurrently).
@@ -927,6 +944,48 @@ deleted at the source after the target acknowledged them): when one part fails, 
 the parts that succeeded are moved, as with a failed batch on one server; a source master
 failing during its part gets the usual error and leaves its keys at the source or at the
 target, as `MIGRATE` does. The differential test compares replies and the target's keys.
+
+### Why scripts and MSETNX are not written source first
+
+A move can be written source first because the proxy knows, before it runs, which key
+loses the element and which gains it, and because the real command run beside the source
+over a copy of the destination changes the source exactly as the move will (step 2), while
+the same command beside the destination over a copy of the source changes the destination
+exactly as the move will (step 3): two runs, each writing one side, that agree. A script
+has neither property. Any declared key may be read, written or both, in an order and with
+values that the script decides as it runs and that depend on what it read of the other
+keys; it may take from one key and add to another (a move), or add to both, or neither.
+Run once per slot, the runs would not agree in general (a script that reads `TIME`,
+`RANDOMKEY`, an undeclared key, or a counter it increments), so the proxy runs it once,
+over copies, and writes its results back slot by slot; no order of those write-backs is
+"the source first" for every script, since the proxy cannot tell which key a script took
+from (it would have to compare values it does not parse: `DUMP` payloads). `MSETNX` has no
+source at all: every key gains a value, and the all-or-nothing condition is on all of them.
+
+What the proxy guarantees instead (above, and [MSETNX across slots](#msetnx-across-slots)):
+every declared key of another slot is under `WATCH` from its gather to its write-back, so a
+write-back never overwrites another client's write (its `EXEC` fails, what was written is
+taken back, the command runs again); a key is taken back only if it still holds what the
+proxy wrote there (compare and write, under `WATCH`); every step's fate is known from its
+marker; the client is told `… half done …` with the key's name when something could not be
+taken back, which needs another client to have written that very key in the instant
+between the script and the take-back. What it does not guarantee: a script moving an
+element between two slots while other clients write both keys can leave it in both (`…
+half done …`); and a proxy that dies between a script's step 2 and its last write-back
+leaves its writes in some slots and not in others, with no journal entry: nothing settles
+them (a script's writes are known only after it ran, and a write-back cannot be checked
+against what other clients did since without the step 1 `WATCH` that died with the proxy).
+
+`MSETNX` has a journal entry ([above](#msetnx-across-slots)): a proxy that dies half-way
+leaves it all set (rolled forward) or, when another client created one of its keys
+meanwhile, none set (rolled back), except for a key that client also overwrote, which keeps
+that client's value. What remains: clients reading the keys of an `MSETNX` in flight see
+them appear slot by slot, as before; an `MSETNX` whose keys other clients create while it
+runs answers `0` or is taken back, never left half done, unless one of the keys it already
+wrote was overwritten meanwhile (`… half done …`, naming it). Holding every key under a
+lock across proxy processes first (`movelock.py`'s keys, as moves do with `workers: N`)
+would make the roll forward certain for the proxy's own clients; direct clients of the
+nodes would still not be held back.
 
 """
 
@@ -1039,14 +1098,18 @@ moved element is never in both keys: no other client can take it from each
    at once.
 2. **Source.** On the watching connection, one transaction: `SET` of the source's marker,
    `RESTORE` of the destination's copy under a temporary beside the source, the client's
-   command over the real source and that copy, `DEL` of the copy, `EXEC`. The command's
+   command over the real source and that copy, the move's *journal entry* and its lease
+   ([below](#a-proxy-that-dies-mid-move-the-journal)), `DEL` of the copy, `EXEC`. The command's
    reply tells what the move does: a null (empty source), `:0` (`RENAMENX` onto an existing
    key, `SMOVE` of a missing member) or an error (`WRONGTYPE` of either key, `ERR no such
    key`) changed nothing and is the client's reply; otherwise the element (the member, the
    value) has left the source.
 3. **Destination.** On the destination's master, one transaction under `WATCH` of a marker
-   of its own: `RESTORE` of the source as step 1 read it under a temporary, the command over
-   that copy and the real destination, `DEL` of the copy, `SET` of the marker. Its reply is
+   of its own (named in the journal entry; the same for every try of the step): `RESTORE` of
+   the source as step 1 read it under a temporary, the command over that copy and the real
+   destination, `RENAME` of what the command left of the copy to `<marker>:left` (so that
+   it can be told afterwards whether the command moved the element), `SET` of the marker.
+   Its reply is
    step 2's (the same element): the destination has it, the move is done. Another reply
    (the destination changed type meanwhile, a `RENAMENX` target created meanwhile): the
    destination was not changed; the element is put back into the source (below) and the
@@ -1054,7 +1117,9 @@ moved element is never in both keys: no other client can take it from each
 
 Once a step's reply is in, its marker is deleted, after a `WAIT 1 500` when that master has
 a replica, so that a failover right after the step keeps it. If that master goes silent
-instead, the marker, asked of the promoted replica, tells whether the step survived.
+instead, the marker, asked of the promoted replica, tells whether the step survived. Step
+3's marker (and its `:left`) is deleted only after the journal entry, once the move is
+settled.
 
 **Markers.** Steps 2 and 3 each set a *marker* in their transaction: a key
 `{T}slotgate-mark:<process token>:<n>` of the slot they write, set to `1` with a 10-minute
@@ -1084,9 +1149,12 @@ place, whatever other clients do to either key meanwhile):
   and deleted in one transaction, it changes nothing), which gives step 2's reply; the move
   goes on with step 3.
 - Step 3 not run (its reply lost and its marker absent, or refused, or its master
-  unreachable): it is sent again, with a new marker each time, until it runs or the retry
-  deadline passes; the element is in neither key meanwhile. Step 3's reply lost and its
-  marker there: the move is done, the client gets step 2's reply.
+  unreachable): it is sent again (its marker deleted after each try found not run) until
+  it runs or the retry deadline passes; the element is in neither key meanwhile. Step 3's
+  reply lost and its marker there: what it left of its copy of the source (`:left`) tells
+  whether it moved the element: yes, the move is done, the client gets step 2's reply; no
+  (the destination changed meanwhile), the element is put back (below) and the client gets
+  the "not done" error.
 - Step 3 never ran before the deadline, or ran and changed nothing: the element is *put
   back* into the source, whatever happened to it since — pushed back at the end it left
   (`LPUSH`/`RPUSH`), the member added back (`SADD`), the value restored if the name is
@@ -1097,7 +1165,8 @@ place, whatever other clients do to either key meanwhile):
   client made it a key of another type, or created the renamed name again, meanwhile) or
   its master stays unreachable is the client told `ERR slotgate: move across slots half
   done: the element left '<src>' but could be neither written to '<dst>' nor put back`:
-  the element is then lost, and the client knows it.
+  the element is then lost, and the client knows it; unless the put back was never
+  answered: the journal entry then stays, and a sweep settles it (below).
 - When neither master answers a fate check before the deadline: `ERR slotgate: connection
   to <node> lost; write may or may not have been applied`.
 
@@ -1106,12 +1175,68 @@ reading both may miss it for that moment (one round trip, more during a failover
 destination's master), never see it twice. A `WATCH` of the source or the destination by
 another client is touched by the step that writes it. An element put back lands at the end
 it left, after anything other clients pushed there meanwhile; a list emptied by the move
-and put back has no TTL. A proxy process that dies between steps 2 and 3 leaves the element
-in neither key: it is lost (written destination first, it was left in both instead); its
-markers expire after 10 minutes. Scripts and `MSETNX` keep the other order (the first key's
-slot, then the others): a script that moves an element from a key of another slot into a
-key of the first key's slot can still leave it in both when other clients write both keys
-meanwhile, answering `… half done …` (below).
+and put back has no TTL. A move whose proxy died between steps 2 and 3 shows the element in
+neither key until a sweep settles it (below). Scripts and `MSETNX` keep the other order (the
+first key's slot, then the others), for reasons given [below](#why-scripts-and-msetnx-are-not-written-source-first).
+
+### A proxy that dies mid-move: the journal
+
+Step 2's transaction also writes, in the source's slot (`proxy/routing/journal.py`):
+
+- `{T}slotgate-journal:<process token>:<n>`, a hash: the client's command (`argc`, `a0` …),
+  the source and the destination as step 1 read them (`DUMP` payloads and `PTTL`s), step
+  3's marker and step 2's;
+- `{T}slotgate-jlease:<process token>:<n>`, its lease: the owner's token, expiring after the
+  retry deadline plus two command timeouts (20 s by default), renewed before each new try
+  of step 3 and before a put back.
+
+Being in step 2's transaction, the entry exists exactly when step 2 ran, and a replica that
+has step 2 has it. The owner deletes it when the move is settled: after step 3 and its
+`WAIT` (then step 3's marker and `:left` go), or in the same transaction as a put back, or
+at once when step 2 moved nothing. The prefixes are reserved as `slotgate-mark:` is; a
+`KEYS` or `SCAN` may list an entry while its move runs. Its cost: step 2 carries one more
+copy of both keys (for a big list, its whole `DUMP`), and the move one round trip more at
+its end (+17 % proxy CPU for a `RENAME` of a 100-byte string: bench/RESULTS.md).
+
+**Who settles what a dead proxy left.** Every proxy (its first worker, with `workers: N`)
+sweeps the masters at start and every 60 s (`SCAN … MATCH *slotgate-journal:*` on each
+master: nothing else is read when nothing is journaled; on a large keyspace the `SCAN` is
+the cost), and looks again at each entry whose lease was live when that lease ends. An entry
+is settled only by the one that takes its ended lease (`SET lease <token> NX PX …`): two
+proxies, or a proxy and a live owner, never settle one entry at once; an owner stalled for
+longer than its lease may find its move settled by another proxy. Settling:
+
+1. The command runs again on copies of the source and the destination as step 1 read them
+   (made and deleted in one transaction): its reply is step 2's. Nothing moved (a `RENAMENX`
+   onto an existing key, `WRONGTYPE`, an empty source): the entry is deleted.
+2. The fate check of step 3's marker (`SET marker 0 NX GET`, as above). Not run: step 3 is
+   run now, the same transaction the owner would have sent: the move is *finished*, the
+   element lands in the destination. The client never got a reply; a move that ran is one
+   outcome one server could have given it, and it is the command the client asked for.
+   Run: `:left` tells whether it moved the element.
+3. The destination refused the element (it became another type, a `RENAMENX` target was
+   created meanwhile; now, or when step 3 ran): the element is put back into the source as
+   above, in one transaction with the entry's deletion. Else the entry is deleted, then
+   the marker and `:left`.
+
+Each of these can run again after a reply lost or a sweeper that died: the entry stays until
+one settling ends, and what was done is read from the keys and markers, never guessed. A key
+named as an entry that no proxy wrote (unreadable) is logged and left alone.
+
+| the proxy dies … | what it leaves | settled by |
+|---|---|---|
+| during step 1 | nothing written (its `WATCH`es end with its connections) | nothing to do |
+| with step 2 sent, not run | nothing | nothing to do |
+| after step 2 (element moved) | the element in neither key; the entry; step 2's marker | a sweep after the lease: step 3 run (or the element put back); the entry and markers deleted |
+| after step 2 that moved nothing | the entry | a sweep: step 2's reply recomputed, the entry deleted |
+| after step 3 ran | the element in the destination; the entry; step 3's marker and `:left` | a sweep: marker `1`, `:left` says moved: the entry and markers deleted |
+| after step 3 ran and was refused | the element in neither key; the entry, marker, `:left` | a sweep: `:left` says not moved: the element put back |
+| during a put back | the element put back with the entry's deletion, or neither | nothing to do, or a sweep as above |
+| after the entry's deletion | step 3's marker and `:left` | they expire (10 minutes) |
+
+A failover between the steps keeps the entry with step 2 (one transaction, `WAIT`ed for
+before step 3); a master that fails with an entry not yet on any replica loses step 2 with
+it (nothing moved). With `databases: N` the entry holds the stored (prefixed) key names.
 
 What is proven by tests: every move's replies and results against one server, including the
 emptied source (`RPOPLPUSH` of the last element, `SMOVE` of the last member), TTLs
@@ -1143,7 +1268,19 @@ proxy can prevent); after the failover every element is counted, and the test re
 lost and none duplicated (400 operations between 40 lists in CI; 10,000 between 200 lists
 with `--run-slow`: 1,000 elements, none lost, none
 duplicated; 3 error replies during the failover, all "no connection" refusals before any
-write; 27 s, compiled build, load average 13). Not proven: a replica lagging when a master dies right after
+write; 27 s, compiled build, load average 13). The journal (`tests/proxy/test_move_journal.py`):
+an `LMOVE`, an `RPOPLPUSH`, an `SMOVE`, a `RENAME` and a `BLMOVE`, each sent to a real proxy process
+that kills itself with SIGKILL right after the source's write (a fault-injection point
+enabled by `SLOTGATE_FAULT=kill-after-move-source` in its environment at start: the only
+way to stop a process exactly between two writes without a race); the element is then in
+neither key; a proxy started next settles all five: each element in its destination, once,
+no entry left. And the states a dead proxy leaves, built on a real cluster and settled:
+step 3 already run (nothing moves again), step 2 that moved nothing (`RENAMENX` onto a key
+deleted since: nothing renamed), a destination that became a string before step 3 ran or
+when it ran (the element put back), an entry whose lease another proxy holds (left alone
+until it ends), two sweepers meeting one entry at once (settled once); and a step 3 that
+ran while its destination had just become a string and whose reply was lost (the owner
+reads `:left`: the element put back, the client told "not done"). Not proven: a replica lagging when a master dies right after
 a step (the `WAIT` is bounded by 500 ms, then the move goes on as any acknowledged write).
 """
 

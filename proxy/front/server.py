@@ -39,7 +39,7 @@ from slotgate.proxy.front.users import ProxyUsers
 from slotgate.proxy.ops import tls as tls_config
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.routing import poppark
+from slotgate.proxy.routing import journal, poppark
 from slotgate.proxy.routing.durable import DurableWrites
 from slotgate.proxy.routing.offsets import WriteOffsets
 from slotgate.proxy.routing.redirect import error_frame
@@ -167,6 +167,8 @@ class Proxy:
             nursery.start_soon(self.replica_reads.run)
             if not self.worker_index:  # pops a proxy that died left parked, back in their keys
                 nursery.start_soon(poppark.sweep_at_start, s, self.metrics, self.topology)
+                # and the moves it left half way (journal entries), settled
+                nursery.start_soon(journal.sweep_forever, s, self.metrics, self.topology)
             # A worker shares its address with its siblings (SO_REUSEPORT).
             serving: list[tuple[trio.socket.SocketType, Serve]] = []
             if not s.tls_only:

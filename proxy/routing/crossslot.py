@@ -210,13 +210,18 @@ def mirror(p: Plan) -> Plan:
     """A move's plan the other way round: the command beside its source (the first key),
     over a copy of its destination. The command then changes the real source (and the
     copy, deleted in the same transaction)."""
+    out = plan(client_argv(p), _FIRST)
+    assert out is not None  # the keys span slots, as in ``p``
+    return out
+
+
+def client_argv(p: Plan) -> list[bytes]:
+    """``p``'s command with its own key names (the temporaries' names taken back)."""
     names = {temp: key for key, temp in p.temps.items()}
     argv = list(p.argv)
     for i in key_positions(argv):
         argv[i] = names.get(argv[i], argv[i])
-    out = plan(argv, _FIRST)
-    assert out is not None  # the keys span slots, as in ``p``
-    return out
+    return argv
 
 
 def bare(p: Plan) -> Plan:
@@ -319,13 +324,15 @@ def _ttl_dump(key: bytes) -> bytes:
 
 
 def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None,
-                watch: bool = True) -> RunLayout:
+                watch: bool = True, extra: tuple[bytes, ...] = ()) -> RunLayout:
     """Step 2's request. With ``mark`` (a move's, in the anchor's slot): ``WATCH mark`` first
     and ``SET mark`` inside the transaction, so its fate can be told if its reply is lost;
     then ``ASKING`` before ``MULTI``, which keeps it for the whole transaction, as a
     redirect's ``ASKING`` in front of ``MULTI`` does without the ``WATCH`` (the redirect's
     is taken by the ``WATCH``; on a slot not being imported it has no effect). Without
-    ``watch``: the connection watches already (a move's source, since step 1)."""
+    ``watch``: the connection watches already (a move's source, since step 1). ``extra``:
+    commands queued after the command's answers, before the temporaries' ``DEL`` (a move's
+    journal entry; what step 3 left of its copy of the source, ``journal.py``)."""
     watched = mark is not None and watch
     parts = [_MULTI]
     if mark is not None and watch:
@@ -345,8 +352,9 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None,
     parts.extend(_ttl_dump(p.temps[k]) for k in p.written)
     n = command_at + 1 + len(p.local_written) + 2 * len(p.written)
     # Every temporary, restored or not: the command may have created one (MSETNX).
+    parts.extend(extra)
     parts.append(encode_command(b"DEL", *p.temps.values()))
-    n += 1
+    n += 1 + len(extra)
     if mark is not None:
         parts.append(set_marker(mark))
         n += 3 if watched else 1  # the SET's +QUEUED, WATCH's and ASKING's +OK
@@ -355,17 +363,20 @@ def run_payload(p: Plan, values: dict[bytes, Value], mark: bytes | None = None,
     return RunLayout(b"".join(parts), n + 2, command_at, before_at, command_at + 1)
 
 
-def source_payload(p: Plan, dst: dict[bytes, Value], mark: bytes) -> RunLayout:
+def source_payload(p: Plan, dst: dict[bytes, Value], mark: bytes,
+                   journal: tuple[bytes, ...] = ()) -> RunLayout:
     """A move's write of its source (``sourcefirst.py``): ``mirror(p)``'s command over the
     real source and a copy of the destination (``dst``, as step 1 read it), with the
-    source's marker, on the connection that watches the source since step 1."""
-    return run_payload(mirror(p), dst, mark, watch=False)
+    source's marker and the move's journal entry (``journal.py``), on the connection that
+    watches the source since step 1."""
+    return run_payload(mirror(p), dst, mark, watch=False, extra=journal)
 
 
-def destination_payload(p: Plan, values: dict[bytes, Value], mark: bytes) -> RunLayout:
+def destination_payload(p: Plan, values: dict[bytes, Value], mark: bytes,
+                        extra: tuple[bytes, ...] = ()) -> RunLayout:
     """A move's write of its destination, once its source is written: the command over a
     copy of the source as step 1 read it (``values``) and the real destination."""
-    return run_payload(bare(p), values, mark)
+    return run_payload(bare(p), values, mark, extra=extra)
 
 
 def changed(before: Value, after: Value, elapsed_ms: int) -> bool:

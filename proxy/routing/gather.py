@@ -29,12 +29,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
 from slotgate.protocol.commands import CommandInfo
+from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
@@ -42,8 +44,10 @@ from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, on_own
 from slotgate.proxy.routing import (
     blockmulti,
     crossslot,
+    journal,
     movelock,
     moveundo,
+    msetnxjournal,
     sortroute,
     sourcefirst,
 )
@@ -246,12 +250,19 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
             raise _Retry  # nothing changed: the command runs again
         return reply
     mark = crossslot.marker(p.anchor_slot) if p.written else None
-    layout = crossslot.run_payload(p, values, mark)
+    entry: journal.Entry | None = None
+    run = p
+    extra: tuple[bytes, ...] = ()
+    if mark is not None and p.argv[0].lower() == b"msetnx" and len(p.argv) % 2:
+        # (its pairs whole: else the node's own arity error, nothing written)
+        entry, run, extra = _msetnx_entry(s, p, watches)
+    layout = crossslot.run_payload(run, values, mark, extra=extra)
     node = _owner(s, p.anchor_slot)
     raw, ran_at = await on_owner_at(s, p.anchor_slot, layout.payload, layout.n_replies,
                                     readonly, partial(_direct, s))
     if mark is not None and raw.startswith(_UNKNOWN_FATE):
-        return await _recover_run(s, p, values, local_before, raw, node or "?", mark, watches)
+        return await _recover_run(s, p, values, local_before, raw, node or "?", mark, watches,
+                                  entry)
     if raw[:1] != b"*" or crossslot.is_null(raw):
         return raw  # the router's error (unreachable, unknown fate), EXECABORT
     elems = array_elements(raw)
@@ -262,15 +273,29 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
     written = [s.tx.direct.get(ran_at)]  # where the command ran (its destination)
     if p.written:
         assert mark is not None
-        reply = await _commit(s, p, values, elems, layout, reply, watches, mark, written)
+        reply = await _commit(s, p, values, elems, layout, reply, watches, mark, written, entry)
     if readonly or reply[:1] in (b"-", b"!"):
         return reply
     return await after_writes(s, written, reply)  # durable_writes, read-your-writes
 
 
+def _msetnx_entry(s: RouteSession, p: Plan,
+                  watches: _Watches) -> tuple[journal.Entry, Plan, tuple[bytes, ...]]:
+    """MSETNX's journal entry (``msetnxjournal.py``): set by step 2's ``MSETNX`` itself, with
+    its lease (given its expiry in the same transaction)."""
+    e = journal.new_entry(p.anchor_slot, p.anchor_slot)
+    by_conn: dict[DirectConnection, list[bytes]] = {}
+    for key in p.written:
+        by_conn.setdefault(watches.by_key[key], []).append(key)
+    groups = [(watches.marks[conn], keys) for conn, keys in by_conn.items()]
+    args = msetnxjournal.step2_args(e, crossslot.client_argv(p), groups, journal.TOKEN)
+    expiry = encode_command(b"PEXPIRE", e.lease, b"%d" % journal.lease_ms(s.settings))
+    return e, replace(p, argv=[*p.argv, *args]), (expiry,)
+
+
 async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
                        before: dict[bytes, Value], lost: bytes, node: str,
-                       mark: bytes, watches: _Watches) -> bytes:
+                       mark: bytes, watches: _Watches, entry: journal.Entry | None) -> bytes:
     """A move's step 2 lost its connection after sending (its master failed, say). Its
     marker tells whether it ran (``moveundo.fate``). It did not: the client gets "not
     done", nothing changed. It did: the same command runs again on copies of what step 2
@@ -302,6 +327,8 @@ async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],
     new = {k: done[k] for k in p.written if done[k].payload != values[k].payload}
     if not new:  # the command left its source as it was: nothing more to do
         return elems[layout.command_at]
+    if entry is not None:  # taken back: the journal entry goes first
+        await journal.close(s, entry, None)
     outcome = await moveundo.settle(s, todo)
     if outcome == moveundo.UNDONE:
         return not_done
@@ -351,12 +378,13 @@ async def _watched_read(s: RouteSession, slot: int, keys: list[bytes],
 
 async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: list[bytes],
                   layout: crossslot.RunLayout, reply: bytes, watches: _Watches, mark: bytes,
-                  written: list[DirectConnection | None]) -> bytes:
+                  written: list[DirectConnection | None], entry: journal.Entry | None) -> bytes:
     """Step 3: write back the keys the command changed outside the anchor's slot, slot by
     slot under step 1's WATCH, each with its slot's marker. A commit that did not run (a
     source changed: EXEC's null; refused; its connection lost and its marker absent) is
     settled (``moveundo.settle``): what was written is taken back, or a move is finished.
-    Each connection a commit ran on is added to ``written``."""
+    Each connection a commit ran on is added to ``written``. MSETNX's journal ``entry`` is
+    deleted once every commit ran, or before anything is taken back."""
     local = p.local_written
     n_local = len(local)
     before = crossslot.read_values(local, elems[layout.before_at : layout.before_at + 2 * n_local])
@@ -380,16 +408,22 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
             return error_frame(errors.MOVE_NOT_DONE.format(name=name, node=anchor_node))
     if not changed:
         return reply
+    if p.argv[0].lower() == b"msetnx":
+        journal.fault_point(journal.KILL_AFTER_FIRST_SLOT)
     by_conn: dict[DirectConnection, list[bytes]] = {}
     for key in changed:
         by_conn.setdefault(watches.by_key[key], []).append(key)
-    for conn, keys in by_conn.items():
+    for i, (conn, keys) in enumerate(by_conn.items()):
         part = {k: changed[k] for k in keys}
         slot = key_slot(keys[0])
+        if entry is not None and i:
+            await journal.renew(s, entry)
         ran, raw = await _commit_slot(s, conn, part, watches)
         if ran is None:  # no master answered in time: it may or may not have run
-            return raw
+            return raw  # MSETNX's journal entry stays: a sweep settles it
         if not ran:
+            if entry is not None:  # taken back: the journal entry goes first
+                await journal.close(s, entry, None)
             outcome = await moveundo.settle(s, undo)
             if outcome == moveundo.UNDONE:
                 if crossslot.is_null(raw):
@@ -401,6 +435,8 @@ async def _commit(s: RouteSession, p: Plan, values: dict[bytes, Value], elems: l
         else:
             written.append(conn)
         undo.extend(Undo(k, slot, values[k], changed[k].payload) for k in keys)
+    if entry is not None:
+        await journal.close(s, entry, None)
     return reply
 
 

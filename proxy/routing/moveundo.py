@@ -72,9 +72,11 @@ async def read(s: RouteSession, slot: int, keys: list[bytes]) -> dict[bytes, Val
     return crossslot.read_values(keys, array_elements(raw))
 
 
-async def fate(s: RouteSession, slot: int, mark: bytes) -> bool | None:
+async def fate(s: RouteSession, slot: int, mark: bytes, keep_done: bool = False) -> bool | None:
     """Did the step whose transaction sets ``mark`` (in ``slot``) run? Asked of the slot's
-    master until the retry deadline; None: no answer. Either answer is final."""
+    master until the retry deadline; None: no answer. Either answer is final. The marker
+    is then deleted, unless it says "done" and ``keep_done`` (a move's step 3: its journal
+    entry goes first, ``journal.py``)."""
     s.router.topology.request_refresh("conn_lost")
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     payload = crossslot.fate_payload(mark)
@@ -82,7 +84,8 @@ async def fate(s: RouteSession, slot: int, mark: bytes) -> bool | None:
         # Sent again after a lost reply: the GET then reads this check's own "given up".
         raw = await _on_owner(s, slot, payload, 1, False, partial(_direct, s))
         if raw == _DONE or raw == _GIVEN_UP or crossslot.is_null(raw):
-            await drop_marker(s, slot, mark)
+            if not (keep_done and raw == _DONE):
+                await drop_marker(s, slot, mark)
             return raw == _DONE
         if trio.current_time() >= deadline:
             return None
@@ -193,22 +196,23 @@ async def settle(s: RouteSession, todo: list[Undo]) -> str:
         await trio.sleep(_POLL_S)
 
 
-async def write_marked(s: RouteSession, slot: int, op: bytes) -> bool | None:
-    """``op`` (one command) run on ``slot``'s master in a transaction with a marker of its
-    own, sent until it runs or the retry deadline passes (a lost reply settled by the
-    marker). True: it ran; False: it ran and failed (its error), or no master took it before
-    the deadline; None: its fate is unknown."""
+async def write_marked(s: RouteSession, slot: int, op: bytes, *more: bytes) -> bool | None:
+    """``op`` (one command; then ``more``, commands whose replies are not looked at) run on
+    ``slot``'s master in a transaction with a marker of its own, sent until it runs or the
+    retry deadline passes (a lost reply settled by the marker). True: it ran; False: it ran
+    and failed (its error), or no master took it before the deadline; None: its fate is
+    unknown."""
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     while True:
         node = owner(s, slot)
         m = crossslot.marker(slot)
         payload = (encode_command(b"WATCH", m) + encode_command(b"MULTI")
-                   + crossslot.set_marker(m) + op + encode_command(b"EXEC"))
+                   + crossslot.set_marker(m) + op + b"".join(more) + encode_command(b"EXEC"))
         conn = None
         try:
             if node is not None:
                 conn = await _open(s, node)
-                raw = (await roundtrip(s, conn, payload, 5))[-1][1]
+                raw = (await roundtrip(s, conn, payload, 5 + len(more)))[-1][1]
                 if raw[:1] == b"*" and not crossslot.is_null(raw):
                     await drop_marker(s, slot, m, conn)
                     return array_elements(raw)[1][:1] not in (b"-", b"!")
@@ -234,17 +238,20 @@ def refused(raw: bytes) -> bytes:
 
 
 async def after_write(s: RouteSession, slot: int, mark: bytes, wait: bool,
-                      conn: DirectConnection | None = None) -> bool:
-    """A step's marker deleted, once its reply is in; with ``wait``, first ``WAIT`` until a
+                      conn: DirectConnection | None = None, drop: bool = True) -> bool:
+    """A step's marker deleted (unless not ``drop``: a move's step 3, whose journal entry
+    goes first), once its reply is in; with ``wait``, first ``WAIT`` until a
     replica of the slot's master has the step (at most ``REPLICA_WAIT_MS``), so that this
     master failing now does not take the only copy of a moved element with it. No replica,
     or none in time: the move goes on (as any write acknowledged by one master). False: the
     master did not answer (it may have failed before a replica had the step: the caller asks
     the marker whether the step survived)."""
     node = owner(s, slot)
-    payload, n = encode_command(b"DEL", mark), 1
+    payload, n = (encode_command(b"DEL", mark), 1) if drop else (b"", 0)
     if wait and node is not None and s.router.topology.slot_map.replicas.get(node):
-        payload, n = encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS) + payload, 2
+        payload, n = encode_command(b"WAIT", b"1", b"%d" % REPLICA_WAIT_MS) + payload, n + 1
+    if not n:
+        return True
     try:
         if conn is None and node is not None:
             conn = await _direct(s, node)  # the connection step 2 ran on: WAIT is per connection

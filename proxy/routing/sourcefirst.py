@@ -20,10 +20,14 @@ Then (docs/COMMANDS.md, "Moves across slots"):
 
 Between steps 2 and 3 the element is in neither key: a reader may miss it for that moment,
 never see it twice. Every lost reply is settled by its step's marker (``moveundo.fate``):
-step 2 not run, nothing changed, the move starts again; step 3 not run, it is sent again (a
-new marker each time) until it runs or the retry deadline passes; step 3 never run before
-the deadline, the element is put back. Each step, once its reply is in, waits for a replica
-of its master (``WAIT 1 500``) before the next, so a failover right after it keeps it.
+step 2 not run, nothing changed, the move starts again; step 3 not run, it is sent again
+(its marker deleted after each try found not run) until it runs or the retry deadline
+passes; step 3 never run before the deadline, the element is put back. Each step, once its
+reply is in, waits for a replica of its master (``WAIT 1 500``) before the next, so a
+failover right after it keeps it.
+
+Step 2 also writes the move's journal entry (``journal.py``), deleted once the move is
+settled: a proxy that dies between the steps leaves it to a sweep, which finishes the move.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner, after_writes, on_owner_at
-from slotgate.proxy.routing import crossslot, moveundo
+from slotgate.proxy.routing import crossslot, journal, moveundo
 from slotgate.proxy.routing.crossslot import Plan, Value
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -60,7 +64,10 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
     src_slot = key_slot(src)
     name = p.argv[0].decode(errors="replace").lower()
     m = crossslot.mirror(p)
-    layout = crossslot.source_payload(p, dst_before, mark)
+    entry = journal.new_entry(src_slot, p.anchor_slot)
+    opened = journal.open_commands(entry, crossslot.client_argv(p), values[src],
+                                   dst_before[p.anchor_key], mark, journal.lease_ms(s.settings))
+    layout = crossslot.source_payload(p, dst_before, mark, tuple(opened))
     try:
         raw = (await moveundo.roundtrip(s, conn, layout.payload, layout.n_replies))[-1][1]
     except BackendError:
@@ -75,6 +82,7 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
             s.metrics.unknown_fate_write()
             return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
         if not crossslot.moved(reply):
+            await journal.close(s, entry, None)
             return reply  # it ran and changed nothing but its marker
     else:
         on_exec.append(conn)
@@ -84,8 +92,9 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
             return moveundo.refused(raw)  # EXECABORT, a redirect: nothing changed
         reply = array_elements(raw)[layout.command_at]
         if not crossslot.moved(reply):
-            await moveundo.drop_marker(s, src_slot, mark, conn)
+            await journal.close(s, entry, conn, mark)
             return _NULL3 if s.proto == 3 and crossslot.is_null(reply) else reply
+        journal.fault_point(journal.KILL_AFTER_SOURCE)
         if not await moveundo.after_write(s, src_slot, mark, True, conn):
             # Its master went silent after step 2: did step 2 survive the failover?
             ran = await moveundo.fate(s, src_slot, mark)
@@ -94,7 +103,7 @@ async def run(s: RouteSession, p: Plan, values: dict[bytes, Value],
                 return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=conn.address))
             if not ran:
                 return None
-    return await _destination(s, p, values, reply, name, conn)
+    return await _destination(s, p, values, reply, name, conn, entry)
 
 
 async def _again(s: RouteSession, m: Plan, slot: int,
@@ -113,56 +122,82 @@ async def _again(s: RouteSession, m: Plan, slot: int,
 
 
 async def _destination(s: RouteSession, p: Plan, values: dict[bytes, Value], reply: bytes,
-                       name: str, src_conn: DirectConnection) -> bytes:
-    """Step 3, sent until it runs (the element is in neither key meanwhile)."""
+                       name: str, src_conn: DirectConnection, entry: journal.Entry) -> bytes:
+    """Step 3, sent until it runs (the element is in neither key meanwhile). Every try sets
+    the journal entry's marker (deleted after a try that did not run, so that the next
+    try's fate can be told too); the entry goes once the move is settled, then the marker."""
     deadline = trio.current_time() + s.settings.retry_deadline_ms / 1000
     node = moveundo.owner(s, p.anchor_slot) or "?"
+    mark = entry.mark
+    src_key = p.written[0]
+    argv = crossslot.client_argv(p)
+    first = True
     while True:
-        mark = crossslot.marker(p.anchor_slot)
-        layout = crossslot.destination_payload(p, values, mark)
+        if not first:
+            await journal.renew(s, entry)
+        first = False
+        layout = crossslot.destination_payload(p, values, mark, journal.kept(p, entry))
         raw, ran_at = await on_owner_at(s, p.anchor_slot, layout.payload, layout.n_replies,
                                         False, partial(_direct, s))
         node = ran_at or node
         got: bytes | None = None
         if raw.startswith(_UNKNOWN_FATE):
-            ran = await moveundo.fate(s, p.anchor_slot, mark)
+            ran = await moveundo.fate(s, p.anchor_slot, mark, keep_done=True)
             if ran is None:
                 s.metrics.unknown_fate_write()
                 return raw
-            got = reply if ran else None
+            if ran:  # did it move the element? what it kept of its copy of the source says
+                moved = await journal.step3_ran_moved(s, p.anchor_slot, argv, values[src_key],
+                                                      entry)
+                if moved is None:
+                    s.metrics.unknown_fate_write()
+                    return raw  # the entry stays: a sweep settles it
+                # refused (the destination changed meanwhile): put back, answered as Redis
+                # would have answered then, as far as the proxy can tell: not done
+                got = reply if moved else error_frame(
+                    errors.MOVE_NOT_DONE.format(name=name, node=node))
+            else:
+                got = None
         elif raw[:1] == b"*" and not crossslot.is_null(raw):
             elems = array_elements(raw)
             # A RESTORE refused (a payload this node cannot read): the command saw no source.
             got = crossslot.first_error(elems[: layout.before_at]) or elems[layout.command_at]
-            if got == reply and not await moveundo.after_write(s, p.anchor_slot, mark, True):
-                ran = await moveundo.fate(s, p.anchor_slot, mark)  # did it survive?
+            if got == reply and not await moveundo.after_write(s, p.anchor_slot, mark, True,
+                                                                drop=False):
+                # did it survive?
+                ran = await moveundo.fate(s, p.anchor_slot, mark, keep_done=True)
                 if ran is None:
                     s.metrics.unknown_fate_write()
                     return error_frame(errors.UNKNOWN_FATE_WRITE.format(node=node))
                 got = got if ran else None
         if got == reply:
+            await journal.close(s, entry, src_conn)
+            await journal.drop_marks(s, p.anchor_slot, entry)
             # durable_writes, read-your-writes: both writes
             src = None if src_conn.closed else src_conn
             return await after_writes(s, [src, s.tx.direct.get(ran_at)], got)
         if got is not None:
             # It ran and changed nothing (the destination changed meanwhile): the element
             # goes back; the client gets this reply, as if the move ran now.
-            await moveundo.drop_marker(s, p.anchor_slot, mark)
-            return await _put_back(s, p, values, reply, got)
+            answer = await _put_back(s, p, values, reply, got, entry)
+            await journal.drop_marks(s, p.anchor_slot, entry)
+            return answer
         if trio.current_time() >= deadline:
             return await _put_back(s, p, values, reply, error_frame(
-                errors.MOVE_NOT_DONE.format(name=name, node=node)))
+                errors.MOVE_NOT_DONE.format(name=name, node=node)), entry)
         await trio.sleep(0.1)
 
 
 async def _put_back(s: RouteSession, p: Plan, values: dict[bytes, Value], reply: bytes,
-                    answer: bytes) -> bytes:
+                    answer: bytes, entry: journal.Entry) -> bytes:
     """The element back into the source (with a marker: a lost reply is settled, never
-    guessed), until the retry deadline; then ``answer`` is the client's."""
+    guessed; the journal entry deleted in the same transaction), until the retry deadline;
+    then ``answer`` is the client's."""
     src = p.written[0]
     argv = crossslot.mirror(p).argv
     op = crossslot.put_back(argv, reply, values[src])
-    ran = await moveundo.write_marked(s, key_slot(src), op)
+    await journal.renew(s, entry)
+    ran = await moveundo.write_marked(s, key_slot(src), op, journal.close_command(entry))
     if ran is None:
         s.metrics.unknown_fate_write()
         return error_frame(errors.UNKNOWN_FATE_WRITE.format(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -438,13 +438,11 @@ async def test_the_destinations_master_lost_during_its_write_moves_the_element_o
     await c.call("DEL", src, dst)
 
 
-async def test_a_lost_destination_write_whose_destination_changed_meanwhile_is_done(
-    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The write of the destination ran but its reply is lost, and another client writes
-    the destination before the proxy looks: its marker (present: it ran) tells the move is
-    done. The client gets the element, found once."""
-    c, src, dst = await two_lists(proxy, cluster, "lostrun")
+def lose_destination_reply(monkeypatch: pytest.MonkeyPatch, dst: str,
+                           before: Callable[[], object] = lambda: None,
+                           after: Callable[[], object] = lambda: None) -> list[int]:
+    """A move's first write of ``dst`` runs (``before`` it, ``after`` it: what the test
+    needs) and its reply is lost. The list returned gets an item when that happened."""
     dst_slot = key_slot(dst.encode())
     real = sourcefirst.on_owner_at
     lost = error_frame(errors.UNKNOWN_FATE_WRITE.format(node="127.0.0.1:1"))
@@ -453,12 +451,25 @@ async def test_a_lost_destination_write_whose_destination_changed_meanwhile_is_d
     async def losing(s: object, slot: int, payload: bytes, *args: object) -> tuple[bytes, str]:
         if slot == dst_slot and b"RESTORE" in payload and not calls:
             calls.append(slot)
+            before()
             await real(s, slot, payload, *args)  # type: ignore[arg-type]
-            master_of(cluster, dst).client().rpush(dst, "other")
+            after()
             return lost, ""
         return await real(s, slot, payload, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sourcefirst, "on_owner_at", losing)
+    return calls
+
+
+async def test_a_lost_destination_write_whose_destination_changed_meanwhile_is_done(
+    proxy: Proxy, cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The write of the destination ran but its reply is lost, and another client writes
+    the destination before the proxy looks: its marker (present: it ran) tells the move is
+    done. The client gets the element, found once."""
+    c, src, dst = await two_lists(proxy, cluster, "lostrun")
+    calls = lose_destination_reply(monkeypatch, dst, after=lambda: master_of(
+        cluster, dst).client().rpush(dst, "other"))
     assert await c.call("LMOVE", src, dst, "LEFT", "RIGHT") == b"$2\r\ne0\r\n"
     monkeypatch.undo()
     assert calls
