@@ -40,6 +40,9 @@ _GET_HEAD = b"*2\r\n$3\r\nGET\r\n"
 CRLF = b"\r\n"
 _HEADS = 1024  # "$<n>\r\n" made once for arguments shorter than this
 _BULK_HEADS = [b"$%d\r\n" % n for n in range(_HEADS)]
+# "\r\n$<n>\r\n": a key's end and its value's head (MSET) in one piece.
+_VALUE_HEADS = [CRLF + head for head in _BULK_HEADS]
+_KEY_HEADS = 256  # a row's part heads with the key's "$<n>\r\n", for keys shorter than this
 _NULLS = {2: b"$-1\r\n", 3: b"_\r\n"}
 _MINUS: Final = 45  # "-"
 _BANG: Final = 33  # "!": a RESP3 blob error
@@ -217,7 +220,8 @@ class _Row:
     """What ``_split_by_node`` reads of a split row, per spelling of its name (the parts
     carry the client's spelling), in native fields: made on the row's first request."""
 
-    __slots__ = ("name", "first", "step", "readonly", "kind", "merge", "head", "part_name")
+    __slots__ = ("name", "first", "step", "readonly", "kind", "merge", "head", "part_name",
+                 "key_heads")
 
     def __init__(self, info: CommandInfo, spelling: bytes) -> None:
         self.name = info.name
@@ -231,6 +235,8 @@ class _Row:
         else:
             self.head = b"*%d\r\n$%d\r\n%s\r\n" % (self.step + 1, len(spelling), spelling)
             self.part_name = spelling
+        # A part's head and its key's "$<n>\r\n", by the key's length.
+        self.key_heads = [self.head + head for head in _BULK_HEADS[:_KEY_HEADS]]
 
 
 # The fast path's rows, by the spellings the session's split table holds (lower and upper
@@ -324,7 +330,8 @@ def _split_by_node(s: FullSession, argv: list[bytes], info: CommandInfo) -> bool
                 row.part_name, row.kind)
     # owner (None: slot unserved) -> its batch: the parts' indices, the pieces of its payload
     batches: dict[str | None, _NodeBatch] = {}
-    heads = _BULK_HEADS
+    heads = row.key_heads
+    value_heads = _VALUE_HEADS
     index = 0
     argc = len(argv)
     k = row.first
@@ -343,18 +350,16 @@ def _split_by_node(s: FullSession, argv: list[bytes], info: CommandInfo) -> bool
         pieces = batch.pieces
         n = len(key)
         # (appends, not an extend of a tuple: compiled, one call each and no tuple per key)
-        pieces.append(head)
-        pieces.append(heads[n] if n < _HEADS else b"$%d\r\n" % n)
+        pieces.append(heads[n] if n < _KEY_HEADS else b"%s$%d\r\n" % (head, n))
         pieces.append(key)
-        pieces.append(CRLF)
         if step != 1:
             value = argv[k - 1]
             v = len(value)
-            pieces.append(heads[v] if v < _HEADS else b"$%d\r\n" % v)
+            pieces.append(value_heads[v] if v < _HEADS else b"\r\n$%d\r\n" % v)
             pieces.append(value)
-            pieces.append(CRLF)
+        pieces.append(CRLF)
         index += 1
-    if index == 1 or len(set(slots)) != index:
+    if index == 1 or not _distinct(slots, batches):
         for slot in slots:
             if owners[slot] is not None:
                 counts[slot] -= 1  # counted again where the request goes
@@ -383,6 +388,21 @@ def _split_by_node(s: FullSession, argv: list[bytes], info: CommandInfo) -> bool
     if sp.late_nodes is not None:
         sent = [node for node in batches if node is not None]
         sp.reply_slot = policies.split_write(sp.reply_slot, sent, sp.late_nodes)  # type: ignore[union-attr]
+    return True
+
+
+def _distinct(slots: list[int], batches: dict[str | None, _NodeBatch]) -> bool:
+    """Whether no two keys share a slot: two keys of one slot share its owner, so only the
+    keys of each batch are compared, pairwise while there are few (no set of boxed slots)."""
+    if len(slots) > 24:
+        return len(set(slots)) == len(slots)
+    for batch in batches.values():
+        indices = batch.indices
+        for x in range(1, len(indices)):
+            slot = slots[indices[x]]
+            for y in range(x):
+                if slots[indices[y]] == slot:
+                    return False
     return True
 
 

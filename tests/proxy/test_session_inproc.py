@@ -217,6 +217,21 @@ async def test_split_merges_count_and_fail_per_key(setup: Setup) -> None:
     c.faults[b"GET"] = [b"-ERR gone\r\n"]
     assert await setup.call("MGET", *keys[1:4]) == b"-ERR gone\r\n"
     assert await setup.call("DEL", *keys) == b":5\r\n"
+    # Keys and values past the pre-made length heads, beside short ones.
+    long_keys = [key_on(node, "L" * 300) for node in (a, b)]
+    big = b"v" * 2000
+    reply = await setup.call("MSET", long_keys[0], big, long_keys[1], b"s", keys[2], big)
+    assert reply == b"+OK\r\n"
+    assert await setup.call("MGET", *long_keys, keys[2]) == array([bulk(big), bulk(b"s"),
+                                                                    bulk(big)])
+    assert await setup.call("DEL", *long_keys, keys[2]) == b":3\r\n"
+    # /slots counts a request once per slot it reached, also when two keys share a slot
+    # (the general planner's path: one part for both).
+    counts = setup.proxy.metrics.slot_requests
+    slots = [key_slot(k) for k in (keys[0], keys[1], b"{t}a")]
+    before = [counts[s] for s in slots]
+    assert await setup.call("MGET", keys[0], b"{t}a", keys[1], b"{t}b") == array([NULL] * 4)
+    assert [counts[s] - n for s, n in zip(slots, before, strict=True)] == [1, 1, 1]
 
 
 # --- requests on the client's own connection: MULTI/EXEC, WATCH, blocking commands -----------
