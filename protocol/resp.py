@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from itertools import chain
-from typing import Any
+from typing import Any, Final
 
 import hiredis
 from mypy_extensions import i64, mypyc_attr
@@ -629,11 +629,16 @@ def _frame_len(buf: bytes, start: int, end: int) -> int:
     raise ProtocolError(f"Protocol error: bad length {digits[:32]!r} in reply")
 
 
+# Compiled (mypyc), ``frames`` cuts the commonest replies byte by byte (41 ns a frame against
+# 363 with ``find``, a slice and ``int``); interpreted, that loop is the slower way.
+COMPILED: Final = BUILD.compiled and __name__ in BUILD.modules
+
+
 def _short_frame_end(buf: bytes, pos: i64, end: i64) -> i64:
     """End of the frame at ``pos`` if it is a complete bulk (``$``, up to 18 length digits),
-    a null bulk, or a line (``+`` ``-`` ``:`` ...) ended by the first CR in it; else -1, and
-    the caller's exact scan decides. The proxy's commonest replies, cut byte by byte (compiled,
-    no slice, ``find`` or ``int`` per frame)."""
+    a null bulk, or a line (``+`` ``-`` ``:``) ended by the first CR in it; else -1, and the
+    caller's exact scan decides. The proxy's commonest replies, cut byte by byte (no slice,
+    ``find`` or ``int`` per frame: the compiled build's way)."""
     t = buf[pos]
     p = pos + 1
     if t == 36:  # "$"
@@ -753,11 +758,12 @@ class ReplyFramer:
         # Single-item frames inline: the proxy's hot path (+OK, $3 bar, :1 ...).
         while pos < end and self._resume is None:
             t = buf[pos]
-            e = _short_frame_end(buf, pos, end)
-            if e >= 0:
-                out.append((t, buf[pos:e]))
-                pos = e
-                continue
+            if COMPILED:
+                e = _short_frame_end(buf, pos, end)
+                if e >= 0:
+                    out.append((t, buf[pos:e]))
+                    pos = e
+                    continue
             kind = kinds.get(t)
             if kind == _LINE:
                 e = find(b"\r\n", pos + 1)

@@ -12,6 +12,8 @@ from typing import Final
 
 from mypy_extensions import i64
 
+from slotgate.build import BUILD
+
 # Final: the compiled build uses the values as constants (no module lookup per key).
 SLOT_COUNT: Final = 16384
 SLOT_MASK: Final = 16383
@@ -19,7 +21,7 @@ assert SLOT_COUNT == SLOT_MASK + 1
 # Compiled (mypyc), a loop over the key's bytes costs ~15 ns for a short key where the call to
 # binascii costs ~100 (its argument parsing and buffer protocol, per key); interpreted, the
 # loop is many times slower than binascii's, so each build takes its own way.
-COMPILED: Final = not __file__.endswith(".py")
+COMPILED: Final = BUILD.compiled and __name__ in BUILD.modules
 
 
 def _crc_table() -> list[int]:

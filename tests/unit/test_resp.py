@@ -424,6 +424,11 @@ def test_framer_short_frames_match_the_generic_scan() -> None:
         cuts = sorted(rng.randrange(len(data) + 1) for _ in range(rng.randrange(4)))
         got, raised = frame_all(chunked(data, cuts))
         assert (got, raised) == (want, generic_raises), data[:80]
+        # The inline cut itself (frames() takes it in the compiled build only): the generic
+        # scan's first frame, or -1.
+        cut = resp._short_frame_end(data, 0, len(data))
+        assert cut == -1 or (want and cut == len(want[0][1])), data[:80]
+    assert resp._short_frame_end(b"$3\r\nbar\r\n+OK\r\n", 0, 14) == 9
 
 
 def test_framer_big_bulk_in_chunks_waits_without_rescanning() -> None:
