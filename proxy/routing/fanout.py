@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, cast
 
 import hiredis
 
+from slotgate.build import BUILD
 from slotgate.protocol.commands import ALL_COMMANDS, CommandInfo
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         RouteSession as Session,  # the session as route code sees it
     )
     from slotgate.proxy.front.session import ReplySlot
+    from slotgate.proxy.front.session import Session as FullSession
 
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
 pack_command: Callable[[tuple[bytes, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
@@ -39,8 +41,18 @@ _GET_HEAD = b"*2\r\n$3\r\nGET\r\n"
 CRLF = b"\r\n"
 _HEADS = 1024  # "$<n>\r\n" made once for arguments shorter than this
 _BULK_HEADS = [b"$%d\r\n" % n for n in range(_HEADS)]
+# "\r\n$<n>\r\n": a key's end and its value's head (MSET) in one piece.
+_VALUE_HEADS = [CRLF + head for head in _BULK_HEADS]
+_KEY_HEADS = 256  # a row's part heads with the key's "$<n>\r\n", for keys shorter than this
 _NULLS = {2: b"$-1\r\n", 3: b"_\r\n"}
-_MINUS = ord("-")
+_MINUS: Final = 45  # "-"
+_BANG: Final = 33  # "!": a RESP3 blob error
+# How a split request's parts answer and merge: the kind of its ``_Split``.
+_GETS: Final = 0  # MGET as one GET per key: the bulks concatenated in key order
+_SUM: Final = 1  # DEL EXISTS UNLINK TOUCH: the integers summed
+_ALL_OK: Final = 2  # MSET: +OK when every part said it
+_OTHER: Final = 3  # a merge of the general planner's (``merge``)
+COMPILED: Final = BUILD.compiled and __name__ in BUILD.modules
 
 
 class _Split:
@@ -49,13 +61,13 @@ class _Split:
 
     __slots__ = ("session", "reply_slot", "slots", "parts", "payloads", "readonly", "replies",
                  "remaining", "merge", "total_keys", "get_nil", "failed", "argv", "first",
-                 "step", "part_name", "late_nodes")
+                 "step", "part_name", "late_nodes", "kind", "total")
 
     def __init__(self, session: Session, reply_slot: Callable[[bytes], None], slots: list[int],
                  parts: list[splitter.Part] | None, payloads: list[bytes] | None,
                  readonly: bool, merge: Callable[[_Split], bytes], total_keys: int,
                  get_nil: bytes = b"", argv: list[bytes] | None = None, first: int = 0,
-                 step: int = 1, part_name: bytes = b"") -> None:
+                 step: int = 1, part_name: bytes = b"", kind: int = _OTHER) -> None:
         self.session = session
         self.reply_slot = reply_slot
         self.slots = slots  # per part
@@ -72,6 +84,8 @@ class _Split:
         self.replies: list[bytes] = [b""] * len(slots)
         self.remaining = len(slots)
         self.merge = merge
+        self.kind = kind
+        self.total = 0  # _SUM: the parts' integers so far
         self.total_keys = total_keys
         # MGET sent as one GET per key: the null a WRONGTYPE error stands for (MGET answers
         # a null for a key holding another type), else b"".
@@ -82,11 +96,14 @@ class _Split:
 
     def part_done(self, index: int, raw: bytes) -> None:
         """A part's final reply after the router's redirect/retry path."""
-        if raw[:1] == b"-":
+        head = raw[:1]
+        if head == b"-" or head == b"!":
             if self.get_nil and raw.startswith(WRONGTYPE):
                 raw = self.get_nil
             else:
                 self.failed = True
+        elif self.kind == _SUM:
+            self.total += int(raw[1:-2])
         self.replies[index] = raw
         self.remaining -= 1
         if self.remaining == 0:
@@ -121,13 +138,14 @@ class _NodeBatch(Reply):
     """The parts of one split request that go to one node: sent as one payload, answered to
     this one pending entry (queued once per part; replies arrive in part order)."""
 
-    __slots__ = ("split", "indices", "next", "node")
+    __slots__ = ("split", "indices", "next", "node", "pieces")
 
     def __init__(self, split: _Split, indices: list[int], node: str) -> None:
         self.split = split
         self.indices = indices
         self.next = 0
         self.node = node
+        self.pieces: list[bytes] = []  # its payload's pieces, while the split is planned
 
     def on_frame(self, type_byte: int, raw: bytes) -> None:
         index = self.indices[self.next]
@@ -138,6 +156,10 @@ class _NodeBatch(Reply):
                 split.session.router.on_error(split.part_call(index, self.node), raw)
                 return
             raw = split.get_nil
+        elif type_byte == _BANG:
+            split.failed = True
+        elif split.kind == _SUM:
+            split.total += int(raw[1:-2])
         split.replies[index] = raw
         split.remaining -= 1
         if split.remaining == 0:
@@ -166,6 +188,20 @@ def _merge_gets(sp: _Split) -> bytes:
     return b"*%d\r\n%s" % (sp.total_keys, b"".join(sp.replies))
 
 
+def _merge_sum(sp: _Split) -> bytes:
+    """One integer reply per key (``_split_by_node``), summed as they came."""
+    if sp.failed:
+        return splitter.first_error(sp.replies)
+    return b":%d\r\n" % sp.total
+
+
+def _merge_all_ok(sp: _Split) -> bytes:
+    """One reply per key (``_split_by_node``): +OK unless some part failed."""
+    if sp.failed:
+        return splitter.first_error(sp.replies)
+    return splitter.OK
+
+
 # Merges of a split request, by the row's ``merge`` name. MGET's has two faster variants,
 # chosen by ``split`` from how the keys fall into slots.
 SPLIT_MERGES: dict[str, Callable[[_Split], bytes]] = {
@@ -174,6 +210,40 @@ SPLIT_MERGES: dict[str, Callable[[_Split], bytes]] = {
     "all_ok": lambda sp: splitter.merge_all_ok(sp.replies),
 }
 _MERGE_MGET = SPLIT_MERGES["mget"]
+# A split row's merge -> (the kind and merge of its parts when each key is a part of its own).
+_ONE_KEY_PARTS: dict[str, tuple[int, Callable[[_Split], bytes]]] = {
+    "mget": (_GETS, _merge_gets),
+    "sum": (_SUM, _merge_sum),
+    "all_ok": (_ALL_OK, _merge_all_ok),
+}
+
+
+class _Row:
+    """What ``_split_by_node`` reads of a split row, per spelling of its name (the parts
+    carry the client's spelling), in native fields: made on the row's first request."""
+
+    __slots__ = ("name", "first", "step", "readonly", "kind", "merge", "head", "part_name",
+                 "key_heads")
+
+    def __init__(self, info: CommandInfo, spelling: bytes) -> None:
+        self.name = info.name
+        self.first = info.first_key
+        self.step = info.step
+        self.readonly = "readonly" in info.flags
+        self.kind, self.merge = _ONE_KEY_PARTS[info.merge or ""]
+        if self.kind == _GETS:
+            self.head = _GET_HEAD
+            self.part_name = b"GET"
+        else:
+            self.head = b"*%d\r\n$%d\r\n%s\r\n" % (self.step + 1, len(spelling), spelling)
+            self.part_name = spelling
+        # A part's head and its key's "$<n>\r\n", by the key's length.
+        self.key_heads = [self.head + head for head in _BULK_HEADS[:_KEY_HEADS]]
+
+
+# The fast path's rows, by the spellings the session's split table holds (lower and upper
+# case; any other spelling makes a row of its own per request).
+_ROWS: dict[bytes, _Row] = {}
 
 
 def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
@@ -186,7 +256,7 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
     if (len(argv) - first) % step:
         s.reply(info.name, error_frame(errors.WRONG_ARITY.format(name=info.name)))
         return
-    if step <= 2 and _split_by_node(s, argv, info):
+    if step <= 2 and _split_by_node(cast("FullSession", s), argv, info):
         return
     merge = SPLIT_MERGES[info.merge or ""]
     readonly = "readonly" in info.flags
@@ -240,84 +310,110 @@ def split(s: Session, argv: list[bytes], info: CommandInfo) -> None:
         sp.reply_slot = policies.split_write(sp.reply_slot, list(by_node), sp.late_nodes)  # type: ignore[union-attr]
 
 
-def _split_by_node(s: Session, argv: list[bytes], info: CommandInfo) -> bool:
+def _split_by_node(s: FullSession, argv: list[bytes], info: CommandInfo) -> bool:
     """A split row of ``step`` 1 or 2 whose keys are each in a slot of their own, in one
     pass over the keys: slot, owner, and the key's request encoded straight into its node's
-    payload (no request object per key; MGET's keys as GETs), then one write and one
-    pending entry per node. False, with nothing sent or queued, when two keys share a slot
-    (the general path plans parts then)."""
-    first, step = info.first_key, info.step
+    batch (no request object per key; MGET's keys as GETs), then one write and one pending
+    entry per node. False, with nothing sent or queued, when two keys share a slot (the
+    general path plans parts then)."""
+    spelling = argv[0]
+    row = _ROWS.get(spelling)
+    if row is None:
+        row = _Row(info, spelling)
+        if spelling == info.name.encode() or spelling == info.name.upper().encode():
+            _ROWS[spelling] = row
+    step = row.step
+    head = row.head
     owners = s.router.topology.owners
-    merge = SPLIT_MERGES[info.merge or ""]
-    get_nil = b""
-    if step == 1 and merge is _MERGE_MGET:
-        head = _GET_HEAD
-        part_name = b"GET"
-        get_nil = _NULLS[s.proto]
-        merge = _merge_gets
-    else:
-        part_name = argv[0]
-        head = b"*%d\r\n$%d\r\n%s\r\n" % (step + 1, len(part_name), part_name)
+    counts = s.metrics.slot_requests
     slots: list[int] = []
-    # owner (None: slot unserved) -> (the parts' indices, the pieces of its payload)
-    by_node: dict[str | None, tuple[list[int], list[bytes]]] = {}
-    heads = _BULK_HEADS
+    sp = _Split(s, _no_reply, slots, None, None, row.readonly, row.merge, 0,
+                _NULLS[s.proto] if row.kind == _GETS else b"", argv, row.first, step,
+                row.part_name, row.kind)
+    # owner (None: slot unserved) -> its batch: the parts' indices, the pieces of its payload
+    batches: dict[str | None, _NodeBatch] = {}
+    heads = row.key_heads
+    value_heads = _VALUE_HEADS
     index = 0
     argc = len(argv)
-    k = first
+    k = row.first
     while k < argc:  # (compiled, a range with a variable step is a Python iterator)
         key = argv[k]
         k += step
         slot = key_slot(key)
         slots.append(slot)
         owner = owners[slot]
-        group = by_node.get(owner)
-        if group is None:
-            group = by_node[owner] = ([], [])
-        group[0].append(index)
-        pieces = group[1]
+        if owner is not None:
+            counts[slot] += 1  # (taken back if this path gives the request up)
+        batch = batches.get(owner)
+        if batch is None:
+            batch = batches[owner] = _NodeBatch(sp, [], owner or "")
+        batch.indices.append(index)
+        pieces = batch.pieces
         n = len(key)
         # (appends, not an extend of a tuple: compiled, one call each and no tuple per key)
-        pieces.append(head)
-        pieces.append(heads[n] if n < _HEADS else b"$%d\r\n" % n)
+        pieces.append(heads[n] if n < _KEY_HEADS else b"%s$%d\r\n" % (head, n))
         pieces.append(key)
-        pieces.append(CRLF)
         if step != 1:
-            value = argv[k - step + 1]
+            value = argv[k - 1]
             v = len(value)
-            pieces.append(heads[v] if v < _HEADS else b"$%d\r\n" % v)
+            pieces.append(value_heads[v] if v < _HEADS else b"\r\n$%d\r\n" % v)
             pieces.append(value)
-            pieces.append(CRLF)
+        pieces.append(CRLF)
         index += 1
-    if len(set(slots)) != index:
-        return False
-    readonly = "readonly" in info.flags
-    if index == 1:
-        s.send_single(argv, slots[0], readonly, info.name)
+    if index == 1 or not _distinct(slots, batches):
+        for slot in slots:
+            if owners[slot] is not None:
+                counts[slot] -= 1  # counted again where the request goes
+        if index != 1:
+            return False
+        s.send_single(argv, slots[0], row.readonly, row.name)
         return True
-    if not readonly:
+    sp.replies = [b""] * index
+    sp.remaining = sp.total_keys = index
+    if not row.readonly:
         s.last_write_slot = slots[0]  # WAIT waits on one master (proxy/front/wait.py)
-    sp = _Split(s, s.new_slot(info.name), slots, None, None, readonly, merge, index, get_nil,
-                argv, first, step, part_name)
+    sp.reply_slot = s.new_slot(row.name)
     policies = s.policies
-    if policies is not None and not readonly and policies.on_writes:
+    if policies is not None and not row.readonly and policies.on_writes:
         sp.late_nodes = set()
-    metrics = s.metrics
-    metrics.tally.fanout(index)  # metrics.fanout(index), compiled
-    counts = metrics.slot_requests
-    for owner, (indices, pieces) in by_node.items():
+    s.tally.fanout(index)  # metrics.fanout(index), compiled
+    for owner, batch in batches.items():
+        indices = batch.indices
         if owner is None:
             for i in indices:  # unserved slot: the router's retry path (which counts it)
                 s.router.send(sp.part_call(i, ""))
             continue
-        for i in indices:
-            counts[slots[i]] += 1
-        s.conn_to(owner).send_many(b"".join(pieces), _NodeBatch(sp, indices, owner),
-                                   len(indices))
+        pieces = batch.pieces
+        batch.pieces = _NO_PIECES
+        s.conn_to(owner).send_many(b"".join(pieces), batch, len(indices))
     if sp.late_nodes is not None:
-        sent = [node for node in by_node if node is not None]
+        sent = [node for node in batches if node is not None]
         sp.reply_slot = policies.split_write(sp.reply_slot, sent, sp.late_nodes)  # type: ignore[union-attr]
     return True
+
+
+def _distinct(slots: list[int], batches: dict[str | None, _NodeBatch]) -> bool:
+    """Whether no two keys share a slot: two keys of one slot share its owner, so only the
+    keys of each batch are compared, pairwise while there are few (compiled, that beats a set
+    of boxed slots; interpreted, the set is faster)."""
+    if len(slots) > 24 or not COMPILED:
+        return len(set(slots)) == len(slots)
+    for batch in batches.values():
+        indices = batch.indices
+        for x in range(1, len(indices)):
+            slot = slots[indices[x]]
+            for y in range(x):
+                if slots[indices[y]] == slot:
+                    return False
+    return True
+
+
+def _no_reply(raw: bytes) -> None:
+    raise AssertionError("a split's reply slot is set before it is sent")
+
+
+_NO_PIECES: Final[list[bytes]] = []
 
 
 def _targets(s: Session, info: CommandInfo) -> list[tuple[int, str]]:

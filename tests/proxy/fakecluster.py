@@ -174,6 +174,10 @@ class FakeNode:
         if name == b"SET":
             self._write(argv[1], argv[2])
             return OK
+        if name == b"MSET":
+            for i in range(1, len(argv) - 1, 2):
+                self._write(argv[i], argv[i + 1])
+            return OK
         if name == b"MGET":
             return array([bulk(v) if isinstance(v := self.data.get(k), bytes) else NULL
                           for k in argv[1:]])

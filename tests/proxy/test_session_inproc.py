@@ -185,6 +185,55 @@ async def test_split_mget_part_follows_moved(setup: Setup) -> None:
     assert setup.redirects("MOVED") == 1
 
 
+def _keys_around(cluster: FakeCluster) -> list[bytes]:
+    """Six keys in six slots, their owners interleaved (a, b, c, a, b, c)."""
+    keys: list[bytes] = []
+    for node in (*cluster.nodes, *cluster.nodes):
+        keys.append(key_on(node, "m", taken=lambda k: k in keys))
+    return keys
+
+
+async def test_split_merges_count_and_fail_per_key(setup: Setup) -> None:
+    """Parts answered per key, in each node's batch: DEL sums its integers, MSET is +OK, MGET
+    a null for WRONGTYPE; any other error (a blob error ``!`` too) is the reply, the first in
+    key order."""
+    a, b, c = setup.cluster.nodes
+    keys = _keys_around(setup.cluster)
+    assert await setup.call("MSET", *(w for k in keys for w in (k, k + b"v"))) == b"+OK\r\n"
+    assert await setup.call("DEL", *keys[:4]) == b":4\r\n"
+    assert await setup.call("DEL", *keys) == b":2\r\n"
+    assert await setup.call("MSET", *(w for k in keys for w in (k, b"x"))) == b"+OK\r\n"
+    c.faults[b"DEL"] = [b"-ERR first\r\n"]  # keys[2]
+    b.faults[b"DEL"] = [b":1\r\n", b"!11\r\nERR blob\r\nx\r\n"]  # keys[1], keys[4]
+    assert await setup.call("DEL", *keys) == b"-ERR first\r\n"
+    b.faults[b"DEL"] = [b"!6\r\nERR b2\r\n"]  # keys[4], the first of b's in this order
+    assert await setup.call("DEL", *keys[2:], keys[1]) == b"!6\r\nERR b2\r\n"
+    a.faults[b"MSET"] = [b"-ERR no room\r\n"]  # keys[0] (a part is MSET of one key)
+    reply = await setup.call("MSET", *(w for k in keys for w in (k, b"y")))
+    assert reply == b"-ERR no room\r\n"
+    assert keys[0] not in a.data and a.data[keys[3]] == b"y"
+    b.faults[b"GET"] = [b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"]
+    assert await setup.call("MGET", *keys[1:4]) == array([NULL, bulk(b"y"), bulk(b"y")])
+    c.faults[b"GET"] = [b"-ERR gone\r\n"]
+    assert await setup.call("MGET", *keys[1:4]) == b"-ERR gone\r\n"
+    assert await setup.call("DEL", *keys) == b":5\r\n"
+    # Keys and values past the pre-made length heads, beside short ones.
+    long_keys = [key_on(node, "L" * 300) for node in (a, b)]
+    big = b"v" * 2000
+    reply = await setup.call("MSET", long_keys[0], big, long_keys[1], b"s", keys[2], big)
+    assert reply == b"+OK\r\n"
+    assert await setup.call("MGET", *long_keys, keys[2]) == array([bulk(big), bulk(b"s"),
+                                                                    bulk(big)])
+    assert await setup.call("DEL", *long_keys, keys[2]) == b":3\r\n"
+    # /slots counts a request once per slot it reached, also when two keys share a slot
+    # (the general planner's path: one part for both).
+    counts = setup.proxy.metrics.slot_requests
+    slots = [key_slot(k) for k in (keys[0], keys[1], b"{t}a")]
+    before = [counts[s] for s in slots]
+    assert await setup.call("MGET", keys[0], b"{t}a", keys[1], b"{t}b") == array([NULL] * 4)
+    assert [counts[s] - n for s, n in zip(slots, before, strict=True)] == [1, 1, 1]
+
+
 # --- requests on the client's own connection: MULTI/EXEC, WATCH, blocking commands -----------
 def _transaction(key: bytes) -> list[list[bytes]]:
     return [[b"MULTI"], [b"SET", key, b"1"], [b"INCR", key], [b"EXEC"]]

@@ -397,6 +397,40 @@ def test_framer_flat_aggregates_fast_path_matches_generic_scan() -> None:
         framer.frames()
 
 
+def test_framer_short_frames_match_the_generic_scan() -> None:
+    """A fan-out's replies (bulks, nulls, empty strings, +OK, integers, errors, RESP2 and
+    RESP3), some big and some malformed, are cut inline by frames() byte by byte; cut at random
+    points, they come out exactly as next_frame()'s generic scan cuts them, and garbage raises
+    there too."""
+    rng = random.Random(15)
+    good = [b"$3\r\nbar\r\n", b"$0\r\n\r\n", b"$-1\r\n", b"_\r\n", b"+OK\r\n", b":12\r\n",
+            b":-3\r\n", b"-WRONGTYPE Operation\r\n", b"-MOVED 3999 127.0.0.1:7001\r\n",
+            b"=7\r\ntxt:abc\r\n", b"!5\r\nERR x\r\n", b"$5\r\na\r\nbc\r\n", b"+a\rb\r\n",
+            resp.bulk(b"v" * 70_000), b"$000000000000000000003\r\nabc\r\n", b"*2\r\n$1\r\na\r\n:1\r\n"]
+    bad = [b"$-2\r\n", b"$1x\r\na\r\n", b"$\r\n", b"$-\r\n", b"?\r\n", b"$1\ra\r\n:1\r\n", b"$-1\rx\r\n:1\r\n"]
+    for _ in range(300):
+        data = b"".join(rng.choice(good) for _ in range(rng.randrange(1, 12)))
+        if rng.random() < 0.3:
+            data += rng.choice(bad)
+        generic = ReplyFramer()
+        generic.feed(data)
+        want: list[tuple[int, bytes]] = []
+        generic_raises = False
+        try:
+            while (frame := generic.next_frame()) is not None:
+                want.append(frame)
+        except ProtocolError:
+            generic_raises = True
+        cuts = sorted(rng.randrange(len(data) + 1) for _ in range(rng.randrange(4)))
+        got, raised = frame_all(chunked(data, cuts))
+        assert (got, raised) == (want, generic_raises), data[:80]
+        # The inline cut itself (frames() takes it in the compiled build only): the generic
+        # scan's first frame, or -1.
+        cut = resp._short_frame_end(data, 0, len(data))
+        assert cut == -1 or (want and cut == len(want[0][1])), data[:80]
+    assert resp._short_frame_end(b"$3\r\nbar\r\n+OK\r\n", 0, 14) == 9
+
+
 def test_framer_big_bulk_in_chunks_waits_without_rescanning() -> None:
     payload = b"x" * 300_000
     data = resp.bulk(payload) + b"+OK\r\n"
