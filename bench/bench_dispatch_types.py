@@ -1,6 +1,8 @@
 """In-process CPU per request of the optional ``bench_node.py`` writes, through
 ``dispatch.run_requests`` (no sockets, no parsing): SET of random keys, ``XADD stream:bench *
-f v:N`` and ``PFADD hll:bench e:N`` with N random below 1,000,000, 16 requests per call,
+f v:N`` and ``PFADD hll:bench e:N`` with N random below 1,000,000; and ``incr``, ``get``,
+``lpush``, ``hset`` as ``redis-benchmark -t`` sends them without ``-r`` (one key each:
+``INCR counter:__rand_int__``, a GET of the key SET first, ...), 16 requests per call,
 ``--requests`` per round into an emptied keyspace (so PFADD goes through its sparse phase and
 its promotion as in the socket benchmark), the median and best of ``--rounds`` rounds. The
 requests are made before the clock starts and frozen out of the garbage collector's view.
@@ -39,6 +41,13 @@ from slotgate.node.core.config import load  # noqa: E402
 from slotgate.node.core.server import Server  # noqa: E402
 
 PER_CALL = 16
+# redis-benchmark's own requests (-t incr,get,lpush,hset, no -r): the same key every time
+FIXED = {
+    "incr": (b"INCR", b"counter:__rand_int__"),
+    "get": (b"GET", b"key:__rand_int__"),
+    "lpush": (b"LPUSH", b"mylist", b"xxx"),
+    "hset": (b"HSET", b"myhash", b"element:__rand_int__", b"xxx"),
+}
 
 
 def requests(kind: str, n: int, rng: random.Random) -> list[list[bytes]]:
@@ -51,6 +60,9 @@ def requests(kind: str, n: int, rng: random.Random) -> list[list[bytes]]:
             out.append([b"XADD", b"stream:bench", b"*", b"f", b"v:" + r])
         elif kind == "pfadd":
             out.append([b"PFADD", b"hll:bench", b"e:" + r])
+        elif kind in FIXED:
+            # fresh bytes (no cached hash, no shared identity), as the request reader makes
+            out.append([bytes(bytearray(a)) for a in FIXED[kind]])
         else:
             raise SystemExit(f"unknown test {kind!r}")
     return out
@@ -68,7 +80,7 @@ def main() -> None:
         for _ in range(ARGS.rounds):
             reqs = requests(kind, n, rng)
             batches = [reqs[i:i + PER_CALL] for i in range(0, n, PER_CALL)]
-            dispatch.run_requests(c, [[b"FLUSHALL"]])
+            dispatch.run_requests(c, [[b"FLUSHALL"], [b"SET", b"key:__rand_int__", b"xxx"]])
             c.out.clear()
             gc.collect()
             gc.freeze()

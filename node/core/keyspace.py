@@ -400,8 +400,10 @@ class Keyspace:
         # replication/AOF: each hook gets (db index, argv) of every change, in order
         self.propagate_hooks: list[Callable[[int, list[bytes]], None]] = []
         self._expire_cursor: dict[int, tuple[Any, int]] = {}
-        # OBJECT IDLETIME/FREQ (node/core/lru.py): the cron refreshes the clock and the policy
-        self.lru_clock = lru.lru_clock(time.time())
+        # OBJECT IDLETIME/FREQ (node/core/lru.py): the cron refreshes the clock and the policy.
+        # (Any: compiled, an int attribute is held unboxed, and every access that stores it
+        # would make an int object of its own; an Any attribute is the one object all store.)
+        self.lru_clock: Any = lru.lru_clock(time.time())
         self.lfu = False  # an LFU maxmemory-policy: accesses update LFU words
         self.lfu_log_factor = 10
         self.lfu_decay_time_min = 1

@@ -62,7 +62,28 @@ def serve(srv: Server, c: Client, reader: RequestReader, qbuf_limit: int, run: R
         # sleeps: the replicas' stream first, then every client's replies in one run, so a
         # peer that sleeps between requests is woken once per pass, not once per client (at
         # -P 1 those wake-ups cost a slow command's clients more than the command itself)
-        srv.defer_reply(c)
+        srv.deferred_replies.append(c)
     if reader.buffered_bytes() > qbuf_limit:
         return QBUF
     return None
+
+
+def send_deferred(srv: Server, deferred: list[Client]) -> None:
+    """The end of a pass (``Server._end_pass``, after the replicas' stream): each client's
+    replies in one non-blocking send; a client whose rest the kernel did not take is woken
+    to send it (or closed, over its output limit). Here, compiled, rather than in server.py:
+    it runs once per served client of every pass."""
+    poller = srv.poller
+    assert poller is not None
+    sent = 0
+    for c in deferred:
+        w = c.writer
+        sock = w.sock
+        if c.killed or not c.out or w.sending or sock is None:
+            continue  # its task sends (or drops) the output
+        if srv.before_reply is not None:
+            srv.before_reply()
+        sent += w.write_now()
+        if c.out and not (srv.normal_obuf_limits is not None and srv.obuf_over(c)):
+            poller.wake(sock, FLUSH)
+    srv.stat_net_output_bytes += sent

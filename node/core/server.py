@@ -161,7 +161,7 @@ class Server:
         self.repl_dirty: list[Client] = []
         # Polled clients whose replies wait for the end of the poller's pass because replica
         # bytes were queued: the pass's writes then reach each replica in one send.
-        self._deferred: list[Client] = []
+        self.deferred_replies: list[Client] = []
         # Clients killed while their task was neither parked, nor awaiting, nor running: woken
         # already, with something to finish; their next await is cancelled (_busy).
         self._kill_pending: set[Client] = set()
@@ -430,7 +430,7 @@ class Server:
                                       dispatch.run_requests)
             # A new connection may have sent something (or closed) already: served once now.
             what: Any = poller.serve_now(sock, serve, RECV_SIZE)
-            if self._deferred:  # served outside a poller pass: end it here
+            if self.deferred_replies:  # served outside a poller pass: end it here
                 self._end_pass()
                 if what is None and c.out:  # a rest _end_pass could not hand to a parked task
                     what = FLUSH
@@ -499,39 +499,16 @@ class Server:
             return False
         return True
 
-    def defer_reply(self, c: Client) -> None:
-        """Send ``c``'s replies at the end of this pass, after the replicas' stream."""
-        self._deferred.append(c)
-
     def _end_pass(self) -> None:
         """After a poller pass: the replication stream of the pass's writes goes to each
         replica in one send, then each served client's replies in one send (Redis' order in
         beforeSleep: replicas, then clients)."""
         if self.repl_dirty:
             self.flush_replicas()
-        deferred = self._deferred
+        deferred = self.deferred_replies
         if deferred:
-            self._deferred = []
-            poller = self.poller
-            assert poller is not None
-            for c in deferred:
-                sock = c.writer.sock
-                if c.killed or not c.out or c.writer.sending or sock is None:
-                    continue  # its task sends (or drops) the output
-                if not self._send_now(c):
-                    if self.normal_obuf_limits is not None and self.obuf_over(c):
-                        continue
-                    poller.wake(sock, FLUSH)
-
-    def _send_now(self, c: Client) -> bool:
-        """Write ``c.out`` with one non-blocking write. False: a rest is left in ``c.out``
-        (or the connection broke: the task's send finds out). Callers send only with no
-        replica bytes queued (``polled.serve`` defers to ``_end_pass``, which flushes the
-        replicas first)."""
-        if self.before_reply is not None:
-            self.before_reply()
-        self.stat_net_output_bytes += c.writer.write_now()
-        return not c.out
+            self.deferred_replies = []
+            polled.send_deferred(self, deferred)
 
     def obuf_over(self, c: Client) -> bool:
         """client-output-buffer-limit ``normal`` for what a pass left unsent in ``c.out``

@@ -397,8 +397,16 @@ def _incr(c: Client, key: bytes, delta: int) -> bytes:
     if not LONG_MIN <= new <= LONG_MAX:
         raise CommandError(OVERFLOW)
     value = b"%d" % new
-    db.set(key, value, keep_ttl=True)
-    c.ks.dirty += 1
+    ks = c.ks
+    if old is not None and ks.lfu:
+        # the lookup's touch counts, not db.set's (Redis' dbOverwrite keeps the LFU word)
+        word = db.access.get(key)
+        db.set(key, value, keep_ttl=True)
+        if word is not None:
+            db.access[key] = word
+    else:
+        db.set(key, value, keep_ttl=True)
+    ks.dirty += 1
     db.notify(NOTIFY_STRING, b"incrby", key)
     return b":%b\r\n" % value
 
@@ -458,6 +466,10 @@ def incr(c: Client, argv: list[bytes]) -> bytes:
         last.value = value
         last.n = n
         ks = c.ks
+        if ks.lfu:  # the access clock, as db.set: lookupKeyWrite touches the key
+            ks.lfu_touch(db, key)
+        else:
+            db.access[key] = ks.lru_clock
         ks.dirty += 1
         if ks.notify_flags:
             db.notify(NOTIFY_STRING, b"incrby", key)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.node.diff import Case, Pair, check_cases, show_difference, split_line
+from tests.node.diff import Case, Pair, _parse, check_cases, show_difference, split_line
 from tests.support import RawClient
 
 COUNTER_CASES = [
@@ -324,9 +324,18 @@ def test_pipelined_command_stats_match_redis(diff_pair: Pair) -> None:
         tail = ["INCR c"] * 5 + ["HSET h f x"] * 3 + ["GET nokey"] * 2
         _pipelined(ours, tail), _pipelined(real, tail)
         after = _pipelined(ours, ["INFO commandstats"]), _pipelined(real, ["INFO commandstats"])
+        # the latency histograms of those runs: every call in one (a run counts its
+        # sub-microsecond calls once, when it ends)
+        picked = [_parse(c.call("LATENCY", "HISTOGRAM", "incr", "hset", "get"))
+                  for c in (ours, real)]
     finally:
         ours.close()
         real.close()
+    for reply in picked:
+        assert isinstance(reply, list)
+        by_name = {reply[i]: reply[i + 1] for i in range(0, len(reply), 2)}
+        assert {name: (v[1], v[3][-1]) for name, v in by_name.items()} == {
+            b"incr": (5, 5), b"hset": (3, 3), b"get": (3, 3)}, by_name
     infos = [i for i, line in enumerate(STATS_PIPELINE) if line.startswith("INFO")]
     assert any("cmdstat_incr calls=3" in s for s in _counts(want[infos[0]]))
     problems = [f"{STATS_PIPELINE[i]!r} (#{i}): ours {_counts(got[i])} vs real {_counts(want[i])}"

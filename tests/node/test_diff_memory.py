@@ -152,9 +152,17 @@ def test_object_idletime_counts_seconds_since_access(raw_pair: tuple[RawClient, 
     both(raw_pair, "SET", "k", "v")
     both(raw_pair, "RPUSH", "l", "a")
     both(raw_pair, "HSET", "h", "f", "v")
+    # counters: one INCR'd in a row (the value the INCR path stored last), one of plain digits
+    # and one whose last digit carries; above 10,000, where Redis keeps no shared integer
+    # objects (whose access clock every key holding that number shares)
+    both(raw_pair, "SET", "n", "100005")
+    both(raw_pair, "INCR", "n")
+    both(raw_pair, "INCR", "n")
+    both(raw_pair, "SET", "m", "200007")
+    both(raw_pair, "SET", "q", "300019")
     assert both(raw_pair, "OBJECT", "IDLETIME", "k") == (0, 0)
     time.sleep(2.2)
-    for key in ("k", "l", "h"):
+    for key in ("k", "l", "h", "n", "m", "q"):
         ours, real = both(raw_pair, "OBJECT", "IDLETIME", key)
         assert isinstance(ours, int) and isinstance(real, int) and abs(ours - real) <= 1
         assert 1 <= ours <= 3
@@ -166,7 +174,9 @@ def test_object_idletime_counts_seconds_since_access(raw_pair: tuple[RawClient, 
     both(raw_pair, "GET", "k")
     both(raw_pair, "RPUSH", "l", "b")
     both(raw_pair, "HSET", "h", "f", "w")
-    for key in ("k", "l", "h"):
+    for key in ("n", "m", "q"):
+        both(raw_pair, "INCR", key)
+    for key in ("k", "l", "h", "n", "m", "q"):
         assert both(raw_pair, "OBJECT", "IDLETIME", key) == (0, 0), key
 
 
@@ -187,6 +197,13 @@ def test_object_freq_under_lfu(raw_pair: tuple[RawClient, RawClient]) -> None:
         both(raw_pair, "HSET", "h", "f", "v")
         both(raw_pair, "HGET", "h", "f")
         assert both(raw_pair, "OBJECT", "FREQ", "h") == (6, 6)
+        both(raw_pair, "SET", "n", "100005")  # (no shared integer object: see above)
+        for _ in range(3):  # the INCR path's own store (a counter INCR'd in a row)
+            both(raw_pair, "INCR", "n")
+        assert both(raw_pair, "OBJECT", "FREQ", "n") == (8, 8)
+        both(raw_pair, "INCRBY", "n", "2")
+        both(raw_pair, "DECR", "n")
+        assert both(raw_pair, "OBJECT", "FREQ", "n") == (10, 10)
         ours = raw_pair[0]
         dump = ours.call("DUMP", "k")
         dump = dump[dump.index(b"\r\n") + 2:-2]
