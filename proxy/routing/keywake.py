@@ -1,0 +1,257 @@
+"""Wake-ups for pops across slots that wait, from the nodes' client-side caching.
+
+A pop over keys in several slots that found every key empty (``blockmulti.py``) must run its
+step 1 again when one of its keys changes. No Redis command blocks until a sorted set (or any
+of several keys on several nodes) gets an element without taking it, so the proxy asks the
+nodes to tell it: server-assisted client-side caching, which needs no server configuration.
+
+- One *tracker* per node, shared by every waiting pop of this proxy process: a connection in
+  RESP3 with ``CLIENT TRACKING ON`` (default mode). Reading a key there (``EXISTS k …``, one
+  command per slot) makes the node remember it; the next change of that key (any write:
+  ``ZADD``, ``RPUSH``, ``RENAME`` onto it, ``RESTORE``, a transaction, a script, expiry,
+  ``FLUSHALL``) sends one ``invalidate`` push naming it, and the node forgets it again.
+- A waiting pop is a ``Watch``: it *arms* (registers its keys with their owners' trackers,
+  then reads them there), runs step 1, and sleeps until a push names one of its keys, its
+  tracker's connection is lost, or a topology refresh finds one of its slots owned by
+  another node; then it arms again and runs step 1 again. Arming before step 1 closes the
+  race with an element that arrives in between: it is either seen by step 1 or announced by
+  a push after the read's reply (the node writes both on the one connection, in order).
+- A key that cannot be armed (its owner unknown or unreachable, ``MOVED``, ``ASK``, an
+  error) makes ``arm`` answer False: the caller runs step 1 again after ``RETRY_S``.
+
+While nothing changes a waiting pop costs nothing on the nodes and no connection of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+import trio
+
+from slotgate.eventcore import tls
+from slotgate.protocol.resp import ProtocolError, ReplyFramer, encode_command
+from slotgate.protocol.slots import key_slot
+from slotgate.proxy.backend.auth import BackendAuthError
+from slotgate.proxy.backend.connections import RECV_BUFFER_BYTES, connect
+from slotgate.proxy.routing.splitter import array_elements
+
+if TYPE_CHECKING:
+    from slotgate.proxy.ops.metrics import ProxyMetrics
+    from slotgate.proxy.ops.settings import ProxySettings
+    from slotgate.proxy.routing.topology import Topology
+
+log = logging.getLogger(__name__)
+
+# A key that could not be armed: step 1 again after this long.
+RETRY_S = 0.05
+_SETUP = encode_command(b"HELLO", b"3") + encode_command(b"CLIENT", b"TRACKING", b"ON")
+_INVALIDATE = b"$10\r\ninvalidate\r\n"
+
+
+class Watch:
+    """One waiting pop's keys: ``woken`` is set when one of them may have changed."""
+
+    __slots__ = ("woken", "owners", "_trackers")
+
+    def __init__(self) -> None:
+        self.woken = trio.Event()
+        self.owners: dict[int, str] = {}  # slot -> the node its keys were armed on
+        self._trackers: list[_Tracker] = []  # where this watch is registered
+
+    def wake(self) -> None:
+        self.woken.set()
+
+
+class _Tracker:
+    """One node's tracking connection and the watches of the keys read on it."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.stream: tls.NodeStream | None = None
+        self.ready = trio.Event()  # connected (or failed: ``lost``)
+        self.lost = False
+        self.replies: deque[list[bytes]] = deque()  # one cell per request awaiting its reply
+        self.answered = trio.Event()  # set whenever a reply arrives (then replaced)
+        self.watches: dict[bytes, dict[Watch, None]] = {}  # key -> its watches
+        self.send_lock = trio.Lock()
+
+    def register(self, watch: Watch, keys: list[bytes]) -> None:
+        for key in keys:
+            self.watches.setdefault(key, {})[watch] = None
+        if self not in watch._trackers:
+            watch._trackers.append(self)
+
+    def forget(self, watch: Watch) -> None:
+        for key in [k for k, ws in self.watches.items() if watch in ws]:
+            ws = self.watches[key]
+            del ws[watch]
+            if not ws:
+                del self.watches[key]
+
+    def invalidated(self, raw: bytes) -> None:
+        """An ``invalidate`` push: every watch of a key it names is woken (a null: all)."""
+        keys = array_elements(raw)[1]
+        if keys[:1] not in (b"*", b"~"):  # FLUSHALL/FLUSHDB: every key
+            self.wake_all()
+            return
+        for item in array_elements(keys):
+            name = item[item.index(b"\r\n") + 2:-2]
+            for watch in self.watches.pop(name, {}):
+                watch.wake()
+
+    def wake_all(self) -> None:
+        for ws in self.watches.values():
+            for watch in ws:
+                watch.wake()
+        self.watches.clear()
+
+    async def send(self, payload: bytes, replies: int) -> list[list[bytes]] | None:
+        """``payload`` sent: one cell per reply, filled as they arrive (None: the connection
+        is lost)."""
+        if self.lost or self.stream is None:
+            return None
+        cells: list[list[bytes]] = [[] for _ in range(replies)]
+        async with self.send_lock:
+            self.replies.extend(cells)
+            with trio.CancelScope(shield=True):  # a request cut halfway would end the stream
+                try:
+                    await self.stream.send_all(payload)
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.lost = True
+                    return None
+        return cells
+
+    async def replies_to(self, cells: list[list[bytes]]) -> list[bytes] | None:
+        """The replies ``send`` gave ``cells`` for (None: the connection is lost)."""
+        while not self.lost and not cells[-1]:
+            await self.answered.wait()
+        return None if self.lost else [cell[0] for cell in cells]
+
+
+class KeyWake:
+    """The trackers of one proxy process, read by tasks of its nursery."""
+
+    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics,
+                 nursery: trio.Nursery) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._nursery = nursery
+        self._trackers: dict[str, _Tracker] = {}
+
+    async def _tracker(self, address: str) -> _Tracker | None:
+        t = self._trackers.get(address)
+        if t is None:
+            t = self._trackers[address] = _Tracker(address)
+            self._nursery.start_soon(self._run, t)
+        await t.ready.wait()
+        return None if t.lost else t
+
+    async def _run(self, t: _Tracker) -> None:
+        """Open ``t`` and read it until its connection is lost; then every watch wakes."""
+        framer = ReplyFramer()
+        try:
+            try:
+                t.stream = await connect(t.address, self._settings, self._metrics)
+                await t.stream.send_all(_SETUP)
+                setup: list[bytes] = []
+                with trio.fail_after(self._settings.command_timeout_ms / 1000):
+                    while len(setup) < 2:
+                        frame = framer.next_frame()
+                        if frame is None:
+                            data = await t.stream.receive_some(RECV_BUFFER_BYTES)
+                            if not data:
+                                raise OSError("closed")
+                            framer.feed(data)
+                        else:
+                            setup.append(frame[1])
+                if setup[1][:1] == b"-":
+                    raise OSError(setup[1].decode("utf-8", "replace").strip())
+            except (OSError, BackendAuthError, trio.TooSlowError, trio.BrokenResourceError,
+                    trio.ClosedResourceError) as exc:
+                log.warning("key tracking on %s unavailable: %r", t.address, exc)
+                return
+            t.ready.set()
+            try:
+                await self._read(t, framer)
+            except (ProtocolError, ValueError, IndexError) as exc:  # unreadable: start afresh
+                log.warning("key tracking on %s: %r", t.address, exc)
+        finally:
+            t.lost = True
+            t.ready.set()
+            t.answered.set()
+            t.wake_all()
+            if self._trackers.get(t.address) is t:
+                del self._trackers[t.address]
+            if t.stream is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(t.stream)
+
+    async def _read(self, t: _Tracker, framer: ReplyFramer) -> None:
+        assert t.stream is not None
+        while True:
+            for _, raw in framer.frames():
+                if raw[:1] == b">":
+                    if raw.find(_INVALIDATE, 0, 40) > 0:
+                        t.invalidated(raw)
+                elif t.replies:
+                    t.replies.popleft().append(raw)
+                    t.answered.set()
+                    t.answered = trio.Event()
+            try:
+                data = await t.stream.receive_some(RECV_BUFFER_BYTES)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return
+            framer.feed(data)
+
+    async def arm(self, watch: Watch, keys: list[bytes], topology: Topology) -> bool:
+        """``watch`` woken at the next change of any of ``keys``, from now on; False: some
+        key could not be armed (step 1 should run again soon)."""
+        watch.woken = trio.Event()
+        watch.owners.clear()
+        by_node: dict[str, list[list[bytes]]] = {}
+        for key in dict.fromkeys(keys):
+            slot = key_slot(key)
+            node = topology.owners[slot]
+            if node is None:
+                return False
+            watch.owners[slot] = node
+            runs = by_node.setdefault(node, [])
+            if runs and key_slot(runs[-1][0]) == slot:
+                runs[-1].append(key)
+            else:
+                runs.append([key])
+        sent: list[tuple[_Tracker, list[list[bytes]]]] = []
+        for node, runs in by_node.items():  # every node's reads at once
+            t = await self._tracker(node)
+            if t is None:
+                return False
+            t.register(watch, [k for run in runs for k in run])
+            cells = await t.send(b"".join(encode_command(b"EXISTS", *run) for run in runs),
+                                 len(runs))
+            if cells is None:
+                return False
+            sent.append((t, cells))
+        ok = True
+        for t, cells in sent:
+            got = await t.replies_to(cells)
+            if got is None or any(r[:1] != b":" for r in got):
+                ok = False
+        return ok
+
+    def forget(self, watch: Watch) -> None:
+        """``watch`` is no longer woken (its pop is over)."""
+        for t in watch._trackers:
+            t.forget(watch)
+        watch._trackers.clear()
+
+    async def wait(self, watch: Watch, left_s: float, topology: Topology) -> None:
+        """Until ``watch`` wakes, a refresh moves one of its slots, or ``left_s`` passes."""
+        with trio.move_on_after(left_s):
+            while not watch.woken.is_set():
+                await topology.refreshed_or(watch.woken)
+                if any(topology.owners[slot] != node for slot, node in watch.owners.items()):
+                    return

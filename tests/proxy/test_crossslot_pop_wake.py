@@ -1,0 +1,112 @@
+"""Pops across slots that wait are woken by the nodes' invalidations, not by polling
+(``proxy/routing/keywake.py``): while nothing arrives, the masters run no pop script and
+hold no blocked connection; an element added later is answered. Through the proxy, a real
+cluster and then our nodes (the ``slotgate`` fixture runs each test once per cluster).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slotgate.proxy.routing.splitter import array_elements
+from tests.conftest import ClusterBackend
+from tests.proxy.test_blocking_crossslot import _keys
+from tests.support import ManagedProcess, RawClient, blocked_clients, wait_until
+
+# A pop over keys on two masters, and how an element reaches the second key.
+POPS = {
+    "bzpopmin": (["BZPOPMIN", "{a}", "{c}", "0"], ["ZADD", "{c}", "7", "m"]),
+    "bzmpop": (["BZMPOP", "0", "2", "{a}", "{c}", "MAX", "COUNT", "2"],
+               ["ZADD", "{c}", "7", "m"]),
+    "blpop": (["BLPOP", "{a}", "{c}", "0"], ["RPUSH", "{c}", "m"]),
+}
+
+
+def _masters(cluster_backend: ClusterBackend) -> list[RawClient]:
+    out = []
+    for n in cluster_backend.nodes:
+        c = RawClient(n.port)
+        if b"role:master" in c.call("INFO", "replication"):
+            out.append(c)
+        else:
+            c.close()
+    return out
+
+
+def _calls(master: RawClient, command: str) -> int:
+    """INFO commandstats' calls of ``command`` (0 before its first)."""
+    for line in master.call("INFO", "commandstats").split(b"\r\n"):
+        if line.startswith(b"cmdstat_%s:calls=" % command.encode()):
+            return int(line.split(b"=")[1].split(b",")[0])
+    return 0
+
+
+def _scripts(masters: list[RawClient]) -> int:
+    return sum(_calls(m, "eval") + _calls(m, "evalsha") for m in masters)
+
+
+@pytest.mark.parametrize("pop", sorted(POPS))
+def test_a_waiting_pop_costs_nothing_until_an_element_arrives(
+        slotgate: ManagedProcess, cluster_backend: ClusterBackend, pop: str) -> None:
+    keys = _keys()
+    names = {"{a}": keys["a"], "{c}": keys["c"]}
+    command, add = ([names.get(w, w) for w in words] for words in POPS[pop])
+    masters = _masters(cluster_backend)
+    try:
+        before = _scripts(masters)
+        with RawClient(slotgate.port) as waiter, RawClient(slotgate.port) as pusher:
+            waiter.send(*command)
+            # step 1 on both masters, the keys armed, step 1 again: then it waits
+            wait_until(lambda: _scripts(masters) >= before + 4, what="two tries")
+            waiting = _scripts(masters)
+            time.sleep(1.0)  # polling every 50 ms would run ~40 scripts meanwhile
+            assert _scripts(masters) == waiting
+            assert waiter.nothing_pending(0.1)
+            assert [blocked_clients(m) for m in masters] == [0] * len(masters)
+            pusher.call(*add)
+            got = array_elements(waiter.read(10))
+            assert got[0] == b"$%d\r\n%s\r\n" % (len(keys["c"]), keys["c"].encode())
+            assert b"m" in got[1]
+            assert pusher.call("EXISTS", keys["a"], keys["c"]) == b":0\r\n"
+    finally:
+        for m in masters:
+            m.close()
+
+
+def test_a_lost_tracking_connection_arms_again(slotgate: ManagedProcess,
+                                               cluster_backend: ClusterBackend) -> None:
+    """The tracking connections killed while a pop waits: it arms its keys again on new ones
+    (their invalidations would be lost otherwise) and is woken by a later element."""
+    keys = _keys()
+    masters = _masters(cluster_backend)
+
+    def trackers() -> list[tuple[RawClient, bytes]]:
+        found = []
+        for m in masters:
+            for line in m.call("CLIENT", "LIST").split(b"\n"):
+                fields = dict(f.split(b"=", 1) for f in line.split() if b"=" in f)
+                if b"t" in fields.get(b"flags", b""):
+                    found.append((m, fields[b"id"]))
+        return found
+
+    try:
+        with RawClient(slotgate.port) as waiter, RawClient(slotgate.port) as pusher:
+            before = _scripts(masters)
+            waiter.send("BZPOPMAX", keys["a"], keys["c"], "0")
+            wait_until(lambda: _scripts(masters) >= before + 4, what="two tries")
+            killed = trackers()
+            assert len(killed) >= 2
+            for m, cid in killed:
+                m.call("CLIENT", "KILL", "ID", cid)
+            wait_until(lambda: len([t for t in trackers() if t not in killed]) >= 2,
+                       what="new tracking connections")
+            assert waiter.nothing_pending(0.2)
+            pusher.call("ZADD", keys["a"], "3", "x")
+            got = array_elements(waiter.read(10))
+            assert got[:2] == [b"$%d\r\n%s\r\n" % (len(keys["a"]), keys["a"].encode()),
+                               b"$1\r\nx\r\n"]
+    finally:
+        for m in masters:
+            m.close()
