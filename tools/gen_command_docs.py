@@ -409,15 +409,15 @@ failure while waiting loses nothing:
    (direction syntax, timeout), nothing else, and nothing changed.
 2. **Move.** `LMOVE` (`RPOPLPUSH`) across slots, as the moves above: the element, or
    `WRONGTYPE` of either key, is the reply.
-3. **Wait.** The source was empty: `BLMOVE src src <end> <end> <timeout left>` on a
-   connection of its own to the source's master. It returns when the source has an element,
-   having popped it and pushed it back at the same end (the list is as it was); then step 2
-   again. Its null (the timeout) is the reply: `*-1` in RESP2, `_` in RESP3, as Redis.
-   A move whose source changed under each of its tries is tried again while the timeout lasts.
+3. **Wait.** The source was empty: it is armed on its master's shared tracking connection
+   and step 2 runs again, then the move sleeps until the master says the source changed
+   (as the pops' step 2 above: no connection of its own, nothing changed on the source,
+   nothing sent meanwhile), and steps 2 and 3 run again, until the timeout: its null is the
+   reply, `*-1` in RESP2, `_` in RESP3, as Redis. A move whose source changed under each of
+   its tries is tried again while the timeout lasts.
 
-Differs from one server: the wait touches the source (one pop and one push: keyspace
-notifications, `WATCH` of the source), and an element pushed while the client waits may be
-taken by another client between the wait's end and the move (the move then waits again).
+Differs from one server: an element pushed while the client waits may be taken by another
+client between the wake-up and the move (the move then waits again).
 
 ### XREAD and XREADGROUP across slots
 

@@ -164,7 +164,7 @@ class Proxy:
             self.router = Router(s, self.metrics, self.topology, pool, nursery)
             self.write_offsets = WriteOffsets(pool.dirty)
             self.durable = DurableWrites(s, self.metrics, pool.dirty)
-            self.keywake = KeyWake(s, self.metrics, nursery)
+            self.keywake = KeyWake(s, self.metrics, nursery, self.topology)
             nursery.start_soon(self.replica_reads.run)
             if not self.worker_index:  # pops a proxy that died left parked, back in their keys
                 nursery.start_soon(poppark.sweep_at_start, s, self.metrics, self.topology)

@@ -179,9 +179,7 @@ async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) 
         timeout_s = 0.0
     deadline = started + timeout_s if timeout_s > 0 else math.inf
     null = b"_\r\n" if s.proto == 3 else b"*-1\r\n"
-    hub, topology = s.proxy.keywake, s.router.topology
-    watch = keywake.Watch()
-    armed: bool | None = None  # the keys armed before the last try (None: not tried)
+    waiting = keywake.Waiting(s.proxy.keywake, p.keys)
     try:
         while True:
             with trio.CancelScope(shield=True):  # a pop, once sent, is settled
@@ -195,16 +193,10 @@ async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) 
             elif p.name in NON_BLOCKING or left_s <= 0:
                 reply_slot(null)
                 return
-            elif armed:  # nothing since the keys were armed: until one of them changes
-                await hub.wait(watch, left_s, topology)
-                if trio.current_time() >= deadline:
-                    armed = None  # step 1 once more, then the null reply
-                    continue
-            elif armed is not None:  # a key could not be armed: step 1 again soon
-                await trio.sleep(min(keywake.RETRY_S, left_s))
-            armed = await hub.arm(watch, p.keys, topology)
+            else:
+                await waiting.between_tries(left_s)
     finally:
-        hub.forget(watch)
+        waiting.close()
 
 
 # ``_try_runs``: a pop was undone (its park pushed back): try again.

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 # A key that could not be armed: step 1 again after this long.
 RETRY_S = 0.05
+# A node whose tracking connection could not be opened is not asked again for this long.
+DOWN_S = 1.0
 _SETUP = encode_command(b"HELLO", b"3") + encode_command(b"CLIENT", b"TRACKING", b"ON")
 _INVALIDATE = b"$10\r\ninvalidate\r\n"
 
@@ -58,7 +60,8 @@ class Watch:
     def __init__(self) -> None:
         self.woken = trio.Event()
         self.owners: dict[int, str] = {}  # slot -> the node its keys were armed on
-        self._trackers: list[_Tracker] = []  # where this watch is registered
+        # where this watch is registered: tracker -> its keys there
+        self._trackers: dict[_Tracker, list[bytes]] = {}
 
     def wake(self) -> None:
         self.woken.set()
@@ -80,15 +83,15 @@ class _Tracker:
     def register(self, watch: Watch, keys: list[bytes]) -> None:
         for key in keys:
             self.watches.setdefault(key, {})[watch] = None
-        if self not in watch._trackers:
-            watch._trackers.append(self)
+        watch._trackers.setdefault(self, []).extend(keys)
 
-    def forget(self, watch: Watch) -> None:
-        for key in [k for k, ws in self.watches.items() if watch in ws]:
-            ws = self.watches[key]
-            del ws[watch]
-            if not ws:
-                del self.watches[key]
+    def forget(self, watch: Watch, keys: list[bytes]) -> None:
+        for key in keys:
+            ws = self.watches.get(key)
+            if ws is not None:
+                ws.pop(watch, None)
+                if not ws:
+                    del self.watches[key]
 
     def invalidated(self, raw: bytes) -> None:
         """An ``invalidate`` push: every watch of a key it names is woken (a null: all)."""
@@ -133,16 +136,23 @@ class _Tracker:
 class KeyWake:
     """The trackers of one proxy process, read by tasks of its nursery."""
 
-    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics,
-                 nursery: trio.Nursery) -> None:
+    def __init__(self, settings: ProxySettings, metrics: ProxyMetrics, nursery: trio.Nursery,
+                 topology: Topology) -> None:
         self._settings = settings
         self._metrics = metrics
         self._nursery = nursery
+        self._topology = topology
         self._trackers: dict[str, _Tracker] = {}
+        self._armed: dict[Watch, None] = {}  # every watch armed and not forgotten
+        nursery.start_soon(self._follow_topology)
+        # node -> when to try again to open its tracker, after a failure (logged once)
+        self._down_until: dict[str, float] = {}
 
     async def _tracker(self, address: str) -> _Tracker | None:
         t = self._trackers.get(address)
         if t is None:
+            if self._down_until.get(address, 0.0) > trio.current_time():
+                return None
             t = self._trackers[address] = _Tracker(address)
             self._nursery.start_soon(self._run, t)
         await t.ready.wait()
@@ -170,8 +180,13 @@ class KeyWake:
                     raise OSError(setup[1].decode("utf-8", "replace").strip())
             except (OSError, BackendAuthError, trio.TooSlowError, trio.BrokenResourceError,
                     trio.ClosedResourceError) as exc:
-                log.warning("key tracking on %s unavailable: %r", t.address, exc)
+                if t.address not in self._down_until:
+                    log.warning("key tracking on %s unavailable (waiting pops there try "
+                                "every %d ms): %r", t.address, RETRY_S * 1000, exc)
+                self._down_until[t.address] = trio.current_time() + DOWN_S
                 return
+            if self._down_until.pop(t.address, None) is not None:
+                log.info("key tracking on %s available again", t.address)
             t.ready.set()
             try:
                 await self._read(t, framer)
@@ -207,9 +222,12 @@ class KeyWake:
                 return
             framer.feed(data)
 
-    async def arm(self, watch: Watch, keys: list[bytes], topology: Topology) -> bool:
+    async def arm(self, watch: Watch, keys: list[bytes]) -> bool:
         """``watch`` woken at the next change of any of ``keys``, from now on; False: some
         key could not be armed (step 1 should run again soon)."""
+        self.forget(watch)
+        self._armed[watch] = None
+        topology = self._topology
         watch.woken = trio.Event()
         watch.owners.clear()
         by_node: dict[str, list[list[bytes]]] = {}
@@ -244,14 +262,50 @@ class KeyWake:
 
     def forget(self, watch: Watch) -> None:
         """``watch`` is no longer woken (its pop is over)."""
-        for t in watch._trackers:
-            t.forget(watch)
+        for t, keys in watch._trackers.items():
+            t.forget(watch, keys)
         watch._trackers.clear()
+        self._armed.pop(watch, None)
 
-    async def wait(self, watch: Watch, left_s: float, topology: Topology) -> None:
-        """Until ``watch`` wakes, a refresh moves one of its slots, or ``left_s`` passes."""
+    async def _follow_topology(self) -> None:
+        """After every refresh, each watch one of whose slots has another owner now is
+        woken (a failover, a slot moved: its keys must be armed on the new owner)."""
+        topology = self._topology
+        while True:
+            await topology.refreshed.wait()
+            owners = topology.owners
+            for watch in list(self._armed):
+                if any(owners[slot] != node for slot, node in watch.owners.items()):
+                    watch.wake()
+
+    async def wait(self, watch: Watch, left_s: float) -> None:
+        """Until ``watch`` wakes or ``left_s`` passes."""
         with trio.move_on_after(left_s):
-            while not watch.woken.is_set():
-                await topology.refreshed_or(watch.woken)
-                if any(topology.owners[slot] != node for slot, node in watch.owners.items()):
-                    return
+            await watch.woken.wait()
+
+
+class Waiting:
+    """A waiting pop's side of the loop ``try; nothing? between_tries; try …``: the first
+    call arms its keys (so the next try is followed by pushes for anything it missed), the
+    next ones sleep until a change, then arm again. ``close`` when the pop is over."""
+
+    def __init__(self, hub: KeyWake, keys: list[bytes]) -> None:
+        self._hub = hub
+        self._keys = keys
+        self._watch = Watch()
+        self._armed: bool | None = None  # the keys armed before the last try (None: not)
+
+    async def between_tries(self, left_s: float) -> None:
+        """After a try that found nothing, with ``left_s`` of the client's timeout left."""
+        if self._armed:
+            deadline = trio.current_time() + left_s
+            await self._hub.wait(self._watch, left_s)
+            if trio.current_time() >= deadline:
+                self._armed = None  # one last try, then the timeout
+                return
+        elif self._armed is not None:  # a key could not be armed: try again soon
+            await trio.sleep(min(RETRY_S, left_s))
+        self._armed = await self._hub.arm(self._watch, self._keys)
+
+    def close(self) -> None:
+        self._hub.forget(self._watch)

@@ -1,6 +1,6 @@
-"""Pops across slots that wait are woken by the nodes' invalidations, not by polling
-(``proxy/routing/keywake.py``): while nothing arrives, the masters run no pop script and
-hold no blocked connection; an element added later is answered. Through the proxy, a real
+"""Pops (and BLMOVE) across slots that wait are woken by the nodes' invalidations, not by
+polling (``proxy/routing/keywake.py``): while nothing arrives, the masters run no pop script
+and hold no blocked connection; an element added later is answered. Through the proxy, a real
 cluster and then our nodes (the ``slotgate`` fixture runs each test once per cluster).
 """
 
@@ -107,6 +107,43 @@ def test_a_lost_tracking_connection_arms_again(slotgate: ManagedProcess,
             got = array_elements(waiter.read(10))
             assert got[:2] == [b"$%d\r\n%s\r\n" % (len(keys["a"]), keys["a"].encode()),
                                b"$1\r\nx\r\n"]
+    finally:
+        for m in masters:
+            m.close()
+
+
+# What a move across slots or its wait may send to a master.
+MOVE_COMMANDS = ["exists", "watch", "multi", "exec", "lmove", "blmove", "rpoplpush", "eval",
+                 "evalsha", "dump", "restore", "lpop", "rpop", "pttl", "type"]
+
+
+def test_a_waiting_blmove_holds_nothing_on_its_source(slotgate: ManagedProcess,
+                                                       cluster_backend: ClusterBackend) -> None:
+    """BLMOVE across slots waits armed: no blocked client, no command on the source's master
+    while nothing arrives; an element pushed later is moved."""
+    keys = _keys()
+    src, dst = keys["a"], keys["c"]
+    masters = _masters(cluster_backend)
+
+    def reads() -> int:
+        return sum(_calls(m, "exists") for m in masters)
+
+    try:
+        with RawClient(slotgate.port) as waiter, RawClient(slotgate.port) as pusher:
+            before = reads()
+            waiter.send("BLMOVE", src, dst, "LEFT", "RIGHT", "0")
+            wait_until(lambda: reads() > before, what="the source armed")
+            time.sleep(0.5)
+            counts = [[_calls(m, c) for c in MOVE_COMMANDS] for m in masters]
+            time.sleep(0.5)
+            assert [[_calls(m, c) for c in MOVE_COMMANDS] for m in masters] == counts
+            assert [blocked_clients(m) for m in masters] == [0] * len(masters)
+            assert waiter.nothing_pending(0.1)
+            pusher.call("RPUSH", src, "x", "y")
+            assert waiter.read(10) == b"$1\r\nx\r\n"
+            assert pusher.call("LRANGE", dst, "0", "-1") == b"*1\r\n$1\r\nx\r\n"
+            assert pusher.call("LRANGE", src, "0", "-1") == b"*1\r\n$1\r\ny\r\n"
+            pusher.call("DEL", src, dst)
     finally:
         for m in masters:
             m.close()
