@@ -79,6 +79,7 @@ class _Tracker:
         self.answered = trio.Event()  # set whenever a reply arrives (then replaced)
         self.watches: dict[bytes, dict[Watch, None]] = {}  # key -> its watches
         self.send_lock = trio.Lock()
+        self.scope = trio.CancelScope()  # cancelled: the connection is given up
 
     def register(self, watch: Watch, keys: list[bytes]) -> None:
         for key in keys:
@@ -189,7 +190,8 @@ class KeyWake:
                 log.info("key tracking on %s available again", t.address)
             t.ready.set()
             try:
-                await self._read(t, framer)
+                with t.scope:
+                    await self._read(t, framer)
             except (ProtocolError, ValueError, IndexError) as exc:  # unreadable: start afresh
                 log.warning("key tracking on %s: %r", t.address, exc)
         finally:
@@ -255,7 +257,12 @@ class KeyWake:
             sent.append((t, cells))
         ok = True
         for t, cells in sent:
-            got = await t.replies_to(cells)
+            got = None
+            with trio.move_on_after(self._settings.command_timeout_ms / 1000):
+                got = await t.replies_to(cells)
+            if got is None and not t.lost:  # a node that stopped answering: given up
+                log.warning("key tracking on %s: no reply in time", t.address)
+                t.scope.cancel()
             if got is None or any(r[:1] != b":" for r in got):
                 ok = False
         return ok
