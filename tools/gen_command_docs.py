@@ -371,7 +371,9 @@ gone and tries again, the element being back in its key.
    that our nodes send the same as redis-server). The pop then sleeps: no connection of its
    own, no blocked client on the master, nothing sent, until a push names one of its keys,
    its tracking connection is lost (a failover, `CLIENT KILL`), or a topology refresh finds
-   one of its slots owned by another node. Then it arms again (the master tracks a key once
+   one of its slots owned by another node (a waited key's empty slot moved by a reshard:
+   the pop learns it at the next refresh, which a `MOVED` seen by any client of the proxy
+   brings forward). Then it arms again (the master tracks a key once
    per read) and runs step 1 again, until the timeout. A key that cannot be armed (no owner
    known, `MOVED`/`ASK`, its master unreachable): step 1 again every 50 ms. All null: the
    null reply (`*-1` in RESP2, `_` in RESP3) after the timeout. A commit that finds its park

@@ -10,9 +10,12 @@ import time
 
 import pytest
 
+from slotgate.protocol.slots import key_slot
 from slotgate.proxy.routing.splitter import array_elements
 from tests.conftest import ClusterBackend
 from tests.proxy.test_blocking_crossslot import _keys
+from tests.proxy.test_redirects import finish_migration, open_migration, slot_owner
+from tests.proxy.test_redirects import masters as redirect_masters
 from tests.support import ManagedProcess, RawClient, blocked_clients, wait_until
 
 # A pop over keys on two masters, and how an element reaches the second key.
@@ -147,3 +150,34 @@ def test_a_waiting_blmove_holds_nothing_on_its_source(slotgate: ManagedProcess,
     finally:
         for m in masters:
             m.close()
+
+
+def test_a_waiting_pop_follows_its_slot_to_a_new_master(slotgate: ManagedProcess,
+                                                        cluster_backend: ClusterBackend) -> None:
+    """A waited key's (empty) slot moves to another master: nothing tells the old master's
+    tracking connection, so the topology refresh that sees the move wakes the pop, which
+    arms the key on its new master and is answered by a push there."""
+    keys = _keys()
+    a, c = keys["a"], keys["c"]
+    slot = key_slot(c.encode())
+    src = slot_owner(cluster_backend, slot)
+    dst = next(m for m in redirect_masters(cluster_backend)
+               if m is not src and m is not slot_owner(cluster_backend, key_slot(a.encode())))
+    masters = _masters(cluster_backend)
+    try:
+        with RawClient(slotgate.port) as waiter, RawClient(slotgate.port) as pusher:
+            before = _scripts(masters)
+            waiter.send("BZPOPMIN", a, c, "0")
+            wait_until(lambda: _scripts(masters) >= before + 4, what="two tries")
+            open_migration(slot, src, dst)
+            finish_migration(cluster_backend, slot, src, dst)
+            assert waiter.nothing_pending(0.1)
+            assert pusher.call("ZADD", c, "5", "m") == b":1\r\n"  # MOVED: the proxy refreshes
+            got = array_elements(waiter.read(15))
+            assert got[:2] == [b"$%d\r\n%s\r\n" % (len(c), c.encode()), b"$1\r\nm\r\n"]
+    finally:
+        for m in masters:
+            m.close()
+        if slot_owner(cluster_backend, slot) is not src:
+            open_migration(slot, dst, src)
+            finish_migration(cluster_backend, slot, dst, src)
