@@ -383,7 +383,11 @@ gone and tries again, the element being back in its key.
 higher) while a pop is settled; an element absent from its key between a losing pop and its
 push back (the list shorter for that moment; it returns to the end it left, after elements
 pushed meanwhile to that end); keyspace events of the pop and of the park (`lpop`/`rpush`,
-`lmove`, `zpopmin`/`zadd`, `del`).
+`lmove`, `zpopmin`/`zadd`, `del`). On each master, one connection per proxy process with
+tracking on (`CLIENT LIST` flags `t`), its `EXISTS` reads of the waited keys (`MONITOR`,
+`INFO commandstats`) and an `invalidate` push to it for every change of a waited key. A proxy
+user whose ACL refuses `CLIENT TRACKING` or `HELLO` makes those waits run step 1 again every
+50 ms, as before (logged once per master).
 
 **What differs from one server.** Every try takes from the first key in the command's order
 that holds data at that moment; Redis serves a blocked client from the key that got its
