@@ -12,6 +12,9 @@ proxy at a time. For each pop (``bzpopmin``, ``blpop``) and proxy:
 - ``idle``: ``--waiters`` clients each popping over two keys of their own on two masters,
   nothing arriving for ``--idle-s``: the masters' and the proxy's CPU time per second
   meanwhile, the masters' connections and blocked clients; then every pop is answered.
+- ``crowd``: ``--crowd`` clients popping in a loop over the same two keys, ``--elements``
+  elements pushed one at a time straight to the second key's master, each once the one
+  before is taken: the masters' and the proxy's CPU time per element.
 
     .venv/bin/python bench/bench_pop_wake.py [--nodes real] [--before DIR] [--wakes 30]
         [--waiters 50] [--idle-s 5]
@@ -25,6 +28,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -96,6 +100,33 @@ def idle(proxy: ManagedProcess, owner: dict[str, RawClient], masters: list[RawCl
             c.close()
 
 
+def crowd(proxy: ManagedProcess, owner: dict[str, RawClient], node_pids: list[int], pop: str,
+          a: str, b: str, waiters: int, elements: int) -> tuple[float, float]:
+    """Masters' and proxy's CPU µs per element taken by a crowd waiting on (a, b)."""
+    taken = threading.Semaphore(0)
+    stop = threading.Event()
+
+    def consumer() -> None:
+        with RawClient(proxy.port) as c:
+            while not stop.is_set():
+                if c.call(POPS[pop][0], a, b, "0.5")[:2] not in (b"*-", b"_\r"):
+                    taken.release()
+
+    threads = [threading.Thread(target=consumer) for _ in range(waiters)]
+    for th in threads:
+        th.start()
+    time.sleep(1.0)
+    n0, p0 = sum(cpu_ns(p) for p in node_pids), cpu_ns(proxy.pid)
+    for _ in range(elements):
+        push(owner, pop, b)
+        assert taken.acquire(timeout=15)
+    n1, p1 = sum(cpu_ns(p) for p in node_pids), cpu_ns(proxy.pid)
+    stop.set()
+    for th in threads:
+        th.join(5)
+    return (n1 - n0) / elements / 1e3, (p1 - p0) / elements / 1e3
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", choices=("real", "bundled"), default="real")
@@ -105,6 +136,8 @@ def main() -> None:
     ap.add_argument("--idle-s", type=float, default=5.0)
     ap.add_argument("--settle-s", type=float, default=0.3)
     ap.add_argument("--pops", default="bzpopmin,blpop")
+    ap.add_argument("--crowd", type=int, default=20)
+    ap.add_argument("--elements", type=int, default=200)
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-popwake-"))
     make = redis_server if args.nodes == "real" else slotgate_node
@@ -140,6 +173,11 @@ def main() -> None:
                       f"{got['masters_cpu_ms_per_s']:6.1f} ms CPU/s, proxy "
                       f"{got['proxy_cpu_ms_per_s']:6.1f} ms CPU/s, connections "
                       f"{got['connections']:.0f}, blocked {got['blocked']:.0f}", flush=True)
+                if args.crowd:
+                    ncpu, pcpu = crowd(proxy, owner, node_pids, pop, *pairs[0], args.crowd,
+                                       args.elements)
+                    print(f"{pop:<9} {name:<7} crowd of {args.crowd}: masters {ncpu:7.1f} µs "
+                          f"CPU, proxy {pcpu:7.1f} µs CPU per element", flush=True)
     finally:
         for c in masters:
             c.close()

@@ -393,10 +393,12 @@ user whose ACL refuses `CLIENT TRACKING` or `HELLO` makes those waits run step 1
 that holds data at that moment; Redis serves a blocked client from the key that got its
 element first (the same unless several keys get elements between two tries). A pop is
 served one wake-up after its element arrives: the push reaches the proxy, which arms and
-tries (about four round trips to the masters, where Redis answers at once). Every pop
-waiting on a key is woken when it changes, and all of them try: one takes the element, the
-others find nothing and sleep again (a crowd of waiters on one key costs a try each per
-change, not per 50 ms).
+tries (about four round trips to the masters, where Redis answers at once). A change of a
+key wakes one of the pops waiting on it (the longest armed first), as Redis serves one
+blocked client per element: its own pop from the key is a change that wakes the next one,
+and a pop that ends without taking from the key (it took from another, timed out, its client
+left) wakes the next one in its place; so a crowd of waiters on one key costs two or three
+tries per element, not one per waiter per change nor per 50 ms.
 If a master dies after a commit ran but before a replica has it (`WAIT` fell short of 500 ms),
 the promoted replica may bring the element back (Redis' asynchronous replication, as for any
 acknowledged write). A commit whose fate no master tells before the retry deadline is answered

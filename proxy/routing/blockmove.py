@@ -89,6 +89,7 @@ async def _serve(s: RouteSession, argv: list[bytes], name: str) -> bytes:
     assert plan is not None  # the keys are in two slots
     contended = error_frame(errors.MOVE_CONTENDED.format(name=name))
     waiting = keywake.Waiting(s.proxy.keywake, [src])
+    took: bytes | None = None
     try:
         while True:
             reply = await gather.run_plan(s, plan, False, name)
@@ -98,6 +99,7 @@ async def _serve(s: RouteSession, argv: list[bytes], name: str) -> bytes:
                 await trio.sleep(0.001)
                 continue
             if not is_null(reply):
+                took = src if reply[:1] == b"$" else None
                 return reply
             left_s = math.inf
             if timeout_s > 0:
@@ -106,4 +108,4 @@ async def _serve(s: RouteSession, argv: list[bytes], name: str) -> bytes:
                     return b"_\r\n" if s.proto == 3 else b"*-1\r\n"
             await waiting.between_tries(left_s)
     finally:
-        waiting.close()
+        waiting.close(took)

@@ -180,11 +180,14 @@ async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) 
     deadline = started + timeout_s if timeout_s > 0 else math.inf
     null = b"_\r\n" if s.proto == 3 else b"*-1\r\n"
     waiting = keywake.Waiting(s.proxy.keywake, p.keys)
+    took: bytes | None = None
     try:
         while True:
             with trio.CancelScope(shield=True):  # a pop, once sent, is settled
                 got = await _try_runs(s, p, sh)
             if got:
+                if got[:1] == b"*" and not is_null(got):
+                    took = poppark.text(array_elements(got)[0])
                 reply_slot(got)
                 return
             left_s = deadline - trio.current_time()
@@ -196,7 +199,7 @@ async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) 
             else:
                 await waiting.between_tries(left_s)
     finally:
-        waiting.close()
+        waiting.close(took)
 
 
 # ``_try_runs``: a pop was undone (its park pushed back): try again.

@@ -13,7 +13,9 @@ nodes to tell it: server-assisted client-side caching, which needs no server con
 - A waiting pop is a ``Watch``: it *arms* (registers its keys with their owners' trackers,
   then reads them there), runs step 1, and sleeps until a push names one of its keys, its
   tracker's connection is lost, or a topology refresh finds one of its slots owned by
-  another node; then it arms again and runs step 1 again. Arming before step 1 closes the
+  another node; then it arms again and runs step 1 again. A push wakes one watch of the
+  key, which carries the key's *baton* (``_Tracker.wake_one``): its own pop from the key
+  wakes the next; if it ends otherwise it wakes the next itself. Arming before step 1 closes the
   race with an element that arrives in between: it is either seen by step 1 or announced by
   a push after the read's reply (the node writes both on the one connection, in order).
 - A key that cannot be armed (its owner unknown or unreachable, ``MOVED``, ``ASK``, an
@@ -55,11 +57,16 @@ _INVALIDATE = b"$10\r\ninvalidate\r\n"
 class Watch:
     """One waiting pop's keys: ``woken`` is set when one of them may have changed."""
 
-    __slots__ = ("woken", "owners", "_trackers")
+    __slots__ = ("woken", "owners", "batons", "arms", "_trackers")
 
     def __init__(self) -> None:
         self.woken = trio.Event()
         self.owners: dict[int, str] = {}  # slot -> the node its keys were armed on
+        # keys whose change woke this watch alone, not yet settled by an empty try after
+        # it: if its pop ends first, the next watch of each is woken (``KeyWake.forget``)
+        # (with the arm it came in: a try settles those given before the arm it follows)
+        self.batons: dict[tuple[_Tracker, bytes], int] = {}
+        self.arms = 0  # how many times its keys were armed
         # where this watch is registered: tracker -> its keys there
         self._trackers: dict[_Tracker, list[bytes]] = {}
 
@@ -95,15 +102,31 @@ class _Tracker:
                     del self.watches[key]
 
     def invalidated(self, raw: bytes) -> None:
-        """An ``invalidate`` push: every watch of a key it names is woken (a null: all)."""
+        """An ``invalidate`` push: for each key it names, one watch is woken (a null: all)."""
         keys = array_elements(raw)[1]
         if keys[:1] not in (b"*", b"~"):  # FLUSHALL/FLUSHDB: every key
             self.wake_all()
             return
         for item in array_elements(keys):
-            name = item[item.index(b"\r\n") + 2:-2]
-            for watch in self.watches.pop(name, {}):
-                watch.wake()
+            self.wake_one(item[item.index(b"\r\n") + 2:-2])
+
+    def wake_one(self, key: bytes) -> None:
+        """The first watch of ``key`` not woken yet is, and carries the key's baton: a
+        change wakes one waiting pop, as Redis serves one blocked client per element. It
+        arms its keys again (the node tracks ``key`` again for every watch) and tries: its
+        own pop from ``key`` is a change that wakes the next one; a try that finds nothing
+        settles the baton; a pop that ends otherwise passes it on (``KeyWake.forget``)."""
+        ws = self.watches.get(key)
+        if not ws:
+            return
+        watch = next((w for w in ws if not w.woken.is_set()), None)
+        if watch is None:  # every one is awake already: each will arm and try
+            return
+        del ws[watch]
+        if not ws:
+            del self.watches[key]
+        watch.batons[(self, key)] = watch.arms
+        watch.wake()
 
     def wake_all(self) -> None:
         for ws in self.watches.values():
@@ -227,7 +250,8 @@ class KeyWake:
     async def arm(self, watch: Watch, keys: list[bytes]) -> bool:
         """``watch`` woken at the next change of any of ``keys``, from now on; False: some
         key could not be armed (step 1 should run again soon)."""
-        self.forget(watch)
+        self._unregister(watch)
+        watch.arms += 1
         self._armed[watch] = None
         topology = self._topology
         watch.woken = trio.Event()
@@ -268,7 +292,14 @@ class KeyWake:
         return ok
 
     def forget(self, watch: Watch) -> None:
-        """``watch`` is no longer woken (its pop is over)."""
+        """``watch`` is no longer woken (its pop is over); the next watch of each key whose
+        baton it carries is woken in its place."""
+        self._unregister(watch)
+        batons, watch.batons = watch.batons, {}
+        for t, key in batons:
+            t.wake_one(key)
+
+    def _unregister(self, watch: Watch) -> None:
         for t, keys in watch._trackers.items():
             t.forget(watch, keys)
         watch._trackers.clear()
@@ -305,6 +336,9 @@ class Waiting:
     async def between_tries(self, left_s: float) -> None:
         """After a try that found nothing, with ``left_s`` of the client's timeout left."""
         if self._armed:
+            # the try after the arm found nothing: the batons given before it are settled
+            w = self._watch
+            w.batons = {b: n for b, n in w.batons.items() if n >= w.arms}
             deadline = trio.current_time() + left_s
             await self._hub.wait(self._watch, left_s)
             if trio.current_time() >= deadline:
@@ -314,5 +348,10 @@ class Waiting:
             await trio.sleep(min(RETRY_S, left_s))
         self._armed = await self._hub.arm(self._watch, self._keys)
 
-    def close(self) -> None:
-        self._hub.forget(self._watch)
+    def close(self, took: bytes | None = None) -> None:
+        """The pop is over; ``took``: the key it took from, whose change by this pop woke
+        the key's next watch already (when the key was armed before the try)."""
+        w = self._watch
+        if took is not None and self._armed:
+            w.batons = {b: n for b, n in w.batons.items() if b[1] != took}
+        self._hub.forget(w)
