@@ -7,6 +7,7 @@ cluster and then our nodes (the ``slotgate`` fixture runs each test once per clu
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -181,3 +182,35 @@ def test_a_waiting_pop_follows_its_slot_to_a_new_master(slotgate: ManagedProcess
         if slot_owner(cluster_backend, slot) is not src:
             open_migration(slot, dst, src)
             finish_migration(cluster_backend, slot, dst, src)
+
+
+def test_a_woken_pop_that_takes_elsewhere_wakes_the_next(slotgate: ManagedProcess,
+                                                         cluster_backend: ClusterBackend) -> None:
+    """One change wakes one waiting pop. The first pop waiting on ``c``, woken by it, takes
+    from an earlier key of its own instead: it passes the wake-up on, and the second pop
+    waiting on ``c`` takes its element."""
+    keys = _keys()
+    tag = uuid.uuid4().hex[:8]
+    a1, c = f"{{{tag}}}a1", f"{{{tag}}}c"  # one slot: one transaction changes both
+    e, f = keys["a"], keys["b"]
+    assert key_slot(e.encode()) != key_slot(c.encode()) != key_slot(f.encode())
+    masters = _masters(cluster_backend)
+    try:
+        with RawClient(slotgate.port) as first, RawClient(slotgate.port) as second, \
+                RawClient(slotgate.port) as pusher:
+            for waiter, pop in ((first, ["BZPOPMIN", a1, c, e, "0"]),
+                                (second, ["BZPOPMIN", c, f, "0"])):
+                before = _scripts(masters)
+                waiter.send(*pop)
+                wait_until(lambda: _scripts(masters) >= before + 4, what="two tries")  # noqa: B023
+            assert pusher.call("MULTI") == b"+OK\r\n"
+            pusher.call("ZADD", c, "1", "m")
+            pusher.call("ZADD", a1, "1", "n")
+            assert pusher.call("EXEC") == b"*2\r\n:1\r\n:1\r\n"
+            assert array_elements(first.read(10))[:2] == [
+                b"$%d\r\n%s\r\n" % (len(a1), a1.encode()), b"$1\r\nn\r\n"]
+            assert array_elements(second.read(10))[:2] == [
+                b"$%d\r\n%s\r\n" % (len(c), c.encode()), b"$1\r\nm\r\n"]
+    finally:
+        for m in masters:
+            m.close()
