@@ -331,13 +331,14 @@ BLOCKING_CROSS = """\
 `BLPOP`, `BRPOP`, `BZPOPMIN`, `BZPOPMAX`, `BLMPOP` and `BZMPOP` over keys in several slots
 (keys in one slot: unchanged, one connection to that slot's master), and the non-blocking
 `LMPOP` and `ZMPOP` (steps 0 and 1 only: all keys empty, the null reply). Code:
-`proxy/routing/blockmulti.py`, `proxy/routing/poppark.py`; tests:
-`tests/proxy/test_blocking_crossslot.py`, `tests/proxy/test_crossslot_pops.py`,
-`tests/proxy/test_crossslot_pop_faults.py`.
+`proxy/routing/blockmulti.py`, `proxy/routing/poppark.py`,
+`proxy/routing/keywake.py` (the wake-ups); tests: `tests/proxy/test_blocking_crossslot.py`,
+`tests/proxy/test_crossslot_pops.py`, `tests/proxy/test_crossslot_pop_faults.py`,
+`tests/proxy/test_crossslot_pop_wake.py`, `tests/node/test_diff_tracking_waits.py`.
 
 **No element is ever lost, whatever connection drops or node dies.** No pop takes an element
 out of a key straight into the proxy: each one moves what it takes, in one atomic step on the
-key's master (a script, or `BLMOVE`), into a *park*: a list or sorted set of the key's own slot
+key's master (a script), into a *park*: a list or sorted set of the key's own slot
 named `{T}slotgate-pop:<token>:<n>:<L|R|Z>:<key>` (`T` a hash tag of the slot; the name says
 which key and which end it came from). The park is replicated with the pop, so after a
 failover the element is in its key or in its park, never in neither. The client is answered
@@ -358,28 +359,46 @@ gone and tries again, the element being back in its key.
    `WRONGTYPE`; else up to `COUNT` elements move into its park). The first run that pops is
    the reply once committed (written by the proxy as Redis writes it, RESP2 or RESP3).
    A run finding nothing costs one round trip.
-2. **Wait.** Lists (`BLPOP`, `BRPOP`, `BLMPOP`): every key's `BLMOVE key park <end> RIGHT
-   <timeout left>` on a connection of its own to its master, all at once (`0` stays `0`).
-   The first element wins (if several are already in, the earliest key's); every other
-   connection is ended with `CLIENT UNBLOCK <id>` and its park pushed back. `BLMPOP … COUNT
-   n`: the winner's park is then filled up to `n` elements from its key. Sorted sets
-   (`BZPOPMIN`, `BZPOPMAX`, `BZMPOP`): no Redis command blocks and parks a sorted set's
-   element, so step 1 runs again every 50 ms until the timeout. All null: the null reply
-   (`*-1` in RESP2, `_` in RESP3) after the timeout. A wait whose connection is lost, or a
-   commit that finds its park gone: every park pushed back, then step 1 again. A client that
-   goes away while waiting has every park pushed back.
+2. **Wait, woken by the nodes.** No Redis command blocks until one of several keys (or a
+   sorted set at all) gets an element without taking it, so the proxy uses Redis' own
+   client-side caching: one connection per master, shared by every waiting pop of the proxy
+   process, in RESP3 with `CLIENT TRACKING ON` (no server configuration needed). A pop that
+   found nothing *arms* its keys (`EXISTS k …` on that connection, one command per slot: the
+   master now remembers them) and runs step 1 again: an element that arrived before the read
+   is found now, one that arrives after it makes the master send an `invalidate` push naming
+   the key (any change: `ZADD`, `RPUSH`, `ZUNIONSTORE`/`RENAME`/`COPY`/`RESTORE` onto it, a
+   transaction, a script, expiry, `FLUSHALL`; `tests/node/test_diff_tracking_waits.py` checks
+   that our nodes send the same as redis-server). The pop then sleeps: no connection of its
+   own, no blocked client on the master, nothing sent, until a push names one of its keys,
+   its tracking connection is lost (a failover, `CLIENT KILL`), or a topology refresh finds
+   one of its slots owned by another node (a waited key's empty slot moved by a reshard:
+   the pop learns it at the next refresh, which a `MOVED` seen by any client of the proxy
+   brings forward). Then it arms again (the master tracks a key once
+   per read) and runs step 1 again, until the timeout. A key that cannot be armed (no owner
+   known, `MOVED`/`ASK`, its master unreachable): step 1 again every 50 ms. All null: the
+   null reply (`*-1` in RESP2, `_` in RESP3) after the timeout. A commit that finds its park
+   gone: step 1 again. A client that goes away while waiting has every park pushed back.
 
 **What another client may observe.** A park (its key name, `SCAN`, `KEYS`, `DBSIZE` one
 higher) while a pop is settled; an element absent from its key between a losing pop and its
 push back (the list shorter for that moment; it returns to the end it left, after elements
 pushed meanwhile to that end); keyspace events of the pop and of the park (`lpop`/`rpush`,
-`lmove`, `zpopmin`/`zadd`, `del`).
+`lmove`, `zpopmin`/`zadd`, `del`). On each master, one connection per proxy process with
+tracking on (`CLIENT LIST` flags `t`), its `EXISTS` reads of the waited keys (`MONITOR`,
+`INFO commandstats`) and an `invalidate` push to it for every change of a waited key. A proxy
+user whose ACL refuses `CLIENT TRACKING` or `HELLO` makes those waits run step 1 again every
+50 ms, as before (logged once per master).
 
-**What differs from one server.** Key order is exact in step 1 only: data arriving between
-step 1 and the waits may be served from a later key. `BLMPOP … COUNT n` woken by a push takes
-the first element at once and the others just after (another client may take them between).
-A sorted set's element is served up to 50 ms after it arrives, and `BZPOPMIN`/`BZPOPMAX`/
-`BZMPOP` over keys in several slots cost one round trip per slot every 50 ms while they wait.
+**What differs from one server.** Every try takes from the first key in the command's order
+that holds data at that moment; Redis serves a blocked client from the key that got its
+element first (the same unless several keys get elements between two tries). A pop is
+served one wake-up after its element arrives: the push reaches the proxy, which arms and
+tries (about four round trips to the masters, where Redis answers at once). A change of a
+key wakes one of the pops waiting on it (the longest armed first), as Redis serves one
+blocked client per element: its own pop from the key is a change that wakes the next one,
+and a pop that ends without taking from the key (it took from another, timed out, its client
+left) wakes the next one in its place; so a crowd of waiters on one key costs two or three
+tries per element, not one per waiter per change nor per 50 ms.
 If a master dies after a commit ran but before a replica has it (`WAIT` fell short of 500 ms),
 the promoted replica may bring the element back (Redis' asynchronous replication, as for any
 acknowledged write). A commit whose fate no master tells before the retry deadline is answered
@@ -398,15 +417,15 @@ failure while waiting loses nothing:
    (direction syntax, timeout), nothing else, and nothing changed.
 2. **Move.** `LMOVE` (`RPOPLPUSH`) across slots, as the moves above: the element, or
    `WRONGTYPE` of either key, is the reply.
-3. **Wait.** The source was empty: `BLMOVE src src <end> <end> <timeout left>` on a
-   connection of its own to the source's master. It returns when the source has an element,
-   having popped it and pushed it back at the same end (the list is as it was); then step 2
-   again. Its null (the timeout) is the reply: `*-1` in RESP2, `_` in RESP3, as Redis.
-   A move whose source changed under each of its tries is tried again while the timeout lasts.
+3. **Wait.** The source was empty: it is armed on its master's shared tracking connection
+   and step 2 runs again, then the move sleeps until the master says the source changed
+   (as the pops' step 2 above: no connection of its own, nothing changed on the source,
+   nothing sent meanwhile), and steps 2 and 3 run again, until the timeout: its null is the
+   reply, `*-1` in RESP2, `_` in RESP3, as Redis. A move whose source changed under each of
+   its tries is tried again while the timeout lasts.
 
-Differs from one server: the wait touches the source (one pop and one push: keyspace
-notifications, `WATCH` of the source), and an element pushed while the client waits may be
-taken by another client between the wait's end and the move (the move then waits again).
+Differs from one server: an element pushed while the client waits may be taken by another
+client between the wake-up and the move (the move then waits again).
 
 ### XREAD and XREADGROUP across slots
 

@@ -41,6 +41,7 @@ from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
 from slotgate.proxy.routing import journal, poppark
 from slotgate.proxy.routing.durable import DurableWrites
+from slotgate.proxy.routing.keywake import KeyWake
 from slotgate.proxy.routing.offsets import WriteOffsets
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.replicas import ReplicaReads
@@ -78,6 +79,7 @@ class Proxy:
         self.replica_reads = ReplicaReads(settings, self.metrics, self.topology)
         self.write_offsets: WriteOffsets
         self.durable: DurableWrites
+        self.keywake: KeyWake  # set in run(): pops across slots that wait (keywake.py)
         self.listen_address = ""
         self.tls_address = ""  # the TLS listener's (tls.port), "" without one
         self.sessions: set[Session] = set()
@@ -164,6 +166,7 @@ class Proxy:
             self.router = Router(s, self.metrics, self.topology, pool, nursery)
             self.write_offsets = WriteOffsets(pool.dirty)
             self.durable = DurableWrites(s, self.metrics, pool.dirty)
+            self.keywake = KeyWake(s, self.metrics, nursery, self.topology)
             nursery.start_soon(self.replica_reads.run)
             if not self.worker_index:  # pops a proxy that died left parked, back in their keys
                 nursery.start_soon(poppark.sweep_at_start, s, self.metrics, self.topology)

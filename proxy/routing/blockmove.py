@@ -10,20 +10,18 @@ then the source under WATCH, with compensation), so a failure while waiting lose
 2. move     the non-blocking move (``LMOVE`` / ``RPOPLPUSH``) across slots, as ``gather.py``
             runs it. Anything but null (the element, ``WRONGTYPE`` of either key) is the
             client's reply.
-3. wait     the source was empty: ``BLMOVE src src <end> <end> <timeout left>`` on a
-            connection of its own to the source's master. It blocks until the source has an
-            element, then pops it and pushes it back at the end it came from: the list is as
-            it was. Its null (the timeout) is the client's reply; an element: step 2 again.
-            Step 2 finding the source changed under each of its tries (``MOVE_CONTENDED``)
-            is tried again too, while the timeout lasts.
+3. wait     the source was empty: it is armed (``keywake.py``: read on the master's shared
+            tracking connection), step 2 runs again, and then the move sleeps until the
+            master says the source changed; then arm and step 2 again, until the timeout
+            (the null reply). Step 2 finding the source changed under each of its tries
+            (``MOVE_CONTENDED``) is tried again too, while the timeout lasts.
 
-The wait's side effects are those of one pop and one push on the source (keyspace
-notifications, WATCH of the source touched); another client blocked on the source is served
-as before, since the element is back before Redis serves its next waiter.
+The wait changes nothing on the source and holds no connection of its own.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -34,9 +32,8 @@ from slotgate.protocol.commands import CommandInfo
 from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
-from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, _on_owner
-from slotgate.proxy.routing import crossslot, gather
+from slotgate.proxy.routing import crossslot, gather, keywake
 from slotgate.proxy.routing.crossslot import is_null
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -86,45 +83,29 @@ async def _serve(s: RouteSession, argv: list[bytes], name: str) -> bytes:
     raw = array_elements(raw)[0]
     if not is_null(raw):
         return raw  # an argument error (the check key is always empty)
-    move, end, timeout = shapes(argv)
+    move, _, timeout = shapes(argv)
     timeout_s = float(timeout)
     plan = crossslot.plan(move, crossslot.SPECS[move[0].decode().lower()])
     assert plan is not None  # the keys are in two slots
     contended = error_frame(errors.MOVE_CONTENDED.format(name=name))
-    while True:
-        reply = await gather.run_plan(s, plan, False, name)
-        if reply == contended:
-            # The source changed under every try (pushes, other waiters): a blocking move
-            # keeps trying while its timeout lasts.
-            await trio.sleep(0.001)
-        elif not is_null(reply):
-            return reply
-        left = b"0"
-        if timeout_s > 0:
-            left_s = timeout_s - (trio.current_time() - started)
-            if left_s <= 0:
-                return b"_\r\n" if s.proto == 3 else b"*-1\r\n"
-            left = b"%.3f" % max(left_s, 0.001)
-        waited = await _wait(s, slot, encode_command(b"BLMOVE", src, src, end, end, left))
-        if is_null(waited) or waited[:1] in (b"-", b"!"):
-            return waited
-
-
-async def _wait(s: RouteSession, slot: int, payload: bytes) -> bytes:
-    """The source's wait on a connection of its own; closed at the end (a client gone away
-    closes it too, which ends the wait on the node)."""
-    node = s.router.topology.owners[slot]
-    if node is None:
-        return error_frame(errors.SLOT_NOT_SERVED)
+    waiting = keywake.Waiting(s.proxy.keywake, [src])
+    took: bytes | None = None
     try:
-        conn = await DirectConnection.open(node, s.proto, s.settings, s.metrics)
-    except (BackendError, OSError):
-        return error_frame(errors.NODE_UNREACHABLE.format(node=node))
-    try:
-        return (await conn.roundtrip(payload, 1))[0][1]
-    except BackendError:
-        s.router.topology.request_refresh("conn_lost")
-        return error_frame(errors.NODE_UNREACHABLE.format(node=node))
+        while True:
+            reply = await gather.run_plan(s, plan, False, name)
+            if reply == contended:
+                # The source changed under every try (pushes, other waiters): a blocking
+                # move keeps trying while its timeout lasts.
+                await trio.sleep(0.001)
+                continue
+            if not is_null(reply):
+                took = src if reply[:1] == b"$" else None
+                return reply
+            left_s = math.inf
+            if timeout_s > 0:
+                left_s = timeout_s - (trio.current_time() - started)
+                if left_s <= 0:
+                    return b"_\r\n" if s.proto == 3 else b"*-1\r\n"
+            await waiting.between_tries(left_s)
     finally:
-        with trio.CancelScope(shield=True):
-            await conn.aclose()
+        waiting.close(took)

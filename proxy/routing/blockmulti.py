@@ -13,13 +13,13 @@ into its key (``poppark.py``). Steps (docs/COMMANDS.md, "Blocking pops across sl
             the slot's master: the first key that exists decides (another type:
             ``WRONGTYPE``; else up to ``COUNT`` elements move into its park). The first run
             that pops is the reply, once its park is committed.
-2. wait     nothing anywhere. Lists: every key's ``BLMOVE key park <end> RIGHT <timeout
-            left>`` on a connection of its own, all at once; the first element wins (if
-            several are in, the earliest key's), every other connection is ended by
-            ``CLIENT UNBLOCK <id>`` and its park pushed back. The winner's park is filled up
-            to ``COUNT`` (BLMPOP) and committed. Sorted sets (no blocking command parks an
-            element): step 1 again every ``poppark.POLL_S`` until the timeout. A connection
-            lost, or a commit that finds its park gone: every park back, step 1 again.
+2. wait     nothing anywhere: the keys are *armed* (``keywake.py``: read on a connection
+            with client-side caching on, shared by every waiting pop of this process), then
+            step 1 runs again; still nothing: the pop sleeps until a node says one of its
+            keys changed (or its tracking connection is lost, or a slot moved), then arms
+            and runs step 1 again, until the timeout. Lists and sorted sets alike: no
+            connection of its own, nothing sent while nothing changes. A key that cannot
+            be armed: step 1 again every ``keywake.RETRY_S``.
 
 A client that goes away while waiting has every park pushed back.
 """
@@ -39,7 +39,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.backend.connections import BackendError, DirectConnection
 from slotgate.proxy.front.pinned import _direct, after_writes, on_owner_at
-from slotgate.proxy.routing import crossslot, poppark
+from slotgate.proxy.routing import crossslot, keywake, poppark
 from slotgate.proxy.routing.crossslot import is_null
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.splitter import array_elements
@@ -54,8 +54,6 @@ _KEYS_FIRST = frozenset({"blpop", "brpop", "bzpopmin", "bzpopmax"})
 NON_BLOCKING = frozenset({"lmpop", "zmpop"})
 HANDLED = _KEYS_FIRST | {"blmpop", "bzmpop"} | NON_BLOCKING
 _LISTS = frozenset({"blpop", "brpop", "blmpop", "lmpop"})
-# A waiter's own error (its connection lost): not a reply for the client.
-_OWN_ERROR = b"-ERR slotgate: "
 _UNKNOWN_FATE = error_frame(errors.UNKNOWN_FATE_WRITE).split(b"{node}")[0]
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
@@ -181,26 +179,27 @@ async def _run(s: RouteSession, p: Parsed, reply_slot: Callable[[bytes], None]) 
         timeout_s = 0.0
     deadline = started + timeout_s if timeout_s > 0 else math.inf
     null = b"_\r\n" if s.proto == 3 else b"*-1\r\n"
-    while True:
-        with trio.CancelScope(shield=True):  # a pop, once sent, is settled
-            got = await _try_runs(s, p, sh)
-        if got:
-            reply_slot(got)
-            return
-        if got is _AGAIN:
-            await trio.sleep(poppark.POLL_S)
-            continue
-        left_s = deadline - trio.current_time()
-        if p.name in NON_BLOCKING or left_s <= 0:
-            reply_slot(null)
-            return
-        if sh.kind == b"zset":  # no blocking pop parks a sorted set's element: polled
-            await trio.sleep(min(poppark.POLL_S, left_s))
-            continue
-        got = await _wait_lists(s, p, sh, left_s)
-        if got:
-            reply_slot(got)
-            return
+    waiting = keywake.Waiting(s.proxy.keywake, p.keys)
+    took: bytes | None = None
+    try:
+        while True:
+            with trio.CancelScope(shield=True):  # a pop, once sent, is settled
+                got = await _try_runs(s, p, sh)
+            if got:
+                if got[:1] == b"*" and not is_null(got):
+                    took = poppark.text(array_elements(got)[0])
+                reply_slot(got)
+                return
+            left_s = deadline - trio.current_time()
+            if got is _AGAIN:
+                await trio.sleep(poppark.POLL_S)
+            elif p.name in NON_BLOCKING or left_s <= 0:
+                reply_slot(null)
+                return
+            else:
+                await waiting.between_tries(left_s)
+    finally:
+        waiting.close(took)
 
 
 # ``_try_runs``: a pop was undone (its park pushed back): try again.
@@ -243,59 +242,6 @@ async def _commit(s: RouteSession, p: Parsed, key: bytes, name: bytes,
     # read-your-writes) on its own connection to the node that committed it
     return await after_writes(s, [s.tx.direct.get(node)],
                               poppark.reply(p.name, key, items, s.proto))
-
-
-async def _wait_lists(s: RouteSession, p: Parsed, sh: Shape, left_s: float) -> bytes:
-    """Every key's ``BLMOVE key park <end> RIGHT`` on a connection of its own, at once; the
-    winner committed (``_AGAIN``: all timed out, or try again)."""
-    keys = list(dict.fromkeys(p.keys))
-    parks = {k: poppark.park(k, sh.how) for k in keys}
-    timeout = b"0" if left_s == math.inf else b"%.3f" % max(left_s, 0.001)
-    parts = [(key_slot(k), encode_command(b"BLMOVE", k, parks[k], sh.where, b"RIGHT", timeout))
-             for k in keys]
-    try:
-        return await wait_each(s, parts, partial(_settle_lists, s, p, sh, keys, parks))
-    except BaseException:  # the client went away: nothing stays parked
-        with trio.CancelScope(shield=True):
-            await poppark.push_back(s, list(parks.values()))
-        raise
-
-
-async def _settle_lists(s: RouteSession, p: Parsed, sh: Shape, keys: list[bytes],
-                        parks: dict[bytes, bytes], waiters: list[Waiter],
-                        winner: Waiter | None) -> bytes:
-    """Every loser's park pushed back; the winner's committed: the reply (``_AGAIN``: all
-    timed out, or try again)."""
-    with trio.CancelScope(shield=True):
-        got = await _settle_shielded(s, p, sh, keys, parks, waiters, winner)
-    return got
-
-
-async def _settle_shielded(s: RouteSession, p: Parsed, sh: Shape, keys: list[bytes],
-                           parks: dict[bytes, bytes], waiters: list[Waiter],
-                           winner: Waiter | None) -> bytes:
-    if winner is not None and winner.reply is not None and winner.reply.startswith(
-            _OWN_ERROR):
-        winner = None  # a lost connection: every park back, then try again
-        await trio.sleep(poppark.POLL_S)
-    await poppark.push_back(s, [
-        parks[k] for k, w in zip(keys, waiters, strict=True)
-        if w is not winner and (w.reply is None or not is_null(w.reply))])
-    if winner is None or winner.reply is None:
-        return _AGAIN
-    if winner.reply[:1] == b"-":
-        return winner.reply  # WRONGTYPE: the key changed type before the wait began
-    key = keys[waiters.index(winner)]
-    items = [poppark.text(winner.reply)]
-    if sh.most > 1:
-        raw, _ = await on_owner_at(s, key_slot(key), poppark.eval_cmd(
-            poppark.FILL_SCRIPT, [key, parks[key]], [sh.where, b"%d" % sh.most]),
-            1, False, partial(_direct, s))
-        if raw[:1] != b"*" or is_null(raw):
-            await poppark.push_back(s, [parks[key]])
-            return _AGAIN
-        items = poppark.popped(raw)
-    return await _commit(s, p, key, parks[key], items)
 
 
 class Waiter:

@@ -79,22 +79,6 @@ for i = 1, n do
 end
 return false
 """
-# KEYS: key, park. ARGV: LEFT|RIGHT, count. A list park woken with one element, filled up to
-# count from its key; its elements in the order they were popped (nil: the park is gone).
-FILL_SCRIPT = b"""
-local have = redis.call('LLEN', KEYS[2])
-if have == 0 then return false end
-if redis.call('TYPE', KEYS[1]).ok == 'list' then
-  local pop = ARGV[1] == 'LEFT' and 'LPOP' or 'RPOP'
-  while have < tonumber(ARGV[2]) do
-    local e = redis.call(pop, KEYS[1])
-    if not e then break end
-    redis.call('RPUSH', KEYS[2], e)
-    have = have + 1
-  end
-end
-return redis.call('LRANGE', KEYS[2], 0, -1)
-"""
 # KEYS: park, marker. 1 committed (park deleted, marker set), 0 the park is gone, -1 the
 # fate check already gave this commit up.
 COMMIT_SCRIPT = b"""

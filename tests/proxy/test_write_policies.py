@@ -304,9 +304,12 @@ def test_blocked_pop_across_slots_waits(cluster_backend: ClusterBackend,
         keys = [f"{{{tag_a}}}wp:{phase}", f"{{{tag_b}}}wp:{phase}"]
         got: list[Any] = []
         waiter = threading.Thread(target=_pop, args=(dur, keys, got))
+        master = master_of(nodes, keys[1])
+        armed = exists_calls(master)
         with stopped(replicas) if phase == "stopped" else _nothing():
             waiter.start()
-            wait_until(lambda: blocked(master_of(nodes, keys[1])) >= 1,  # noqa: B023
+            # the keys armed (keywake.py): the pop found nothing and waits
+            wait_until(lambda: exists_calls(master) > armed,  # noqa: B023
                        what="the pop waits")
             anon.rpush(keys[1], "x")
             waiter.join(30)
@@ -329,5 +332,8 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def blocked(node: ManagedProcess) -> int:
-    return int(node.client(socket_timeout=5).info("clients")["blocked_clients"])
+def exists_calls(node: ManagedProcess) -> int:
+    stats = node.client(socket_timeout=5).info("commandstats")
+    return int(stats.get("cmdstat_exists", {}).get("calls", 0))
+
+
