@@ -1207,7 +1207,8 @@ of the index of each slot it owns (its cost grows with the slots, not with the k
 6 ms of a master's CPU for 5,461 slots, against 0.8 s for a `SCAN` of 1,000,000 keys,
 bench/RESULTS.md), settles the entries listed, and removes an index member whose entry is
 gone. It looks again at each entry whose lease was live when that lease ends. An entry
-is settled only by the one that takes its ended lease (`SET lease <token> NX PX …`): two
+is settled only by the one that takes its ended lease (`SET lease <token> NX PX …`, in a
+script that takes it only while the entry exists): two
 proxies, or a proxy and a live owner, never settle one entry at once; an owner stalled for
 longer than its lease may find its move settled by another proxy. Settling:
 
@@ -1285,7 +1286,11 @@ deleted since: nothing renamed), a destination that became a string before step 
 when it ran (the element put back), an entry whose lease another proxy holds (left alone
 until it ends), two sweepers meeting one entry at once (settled once); and a step 3 that
 ran while its destination had just become a string and whose reply was lost (the owner
-reads `:left`: the element put back, the client told "not done"). Not proven: a replica lagging when a master dies right after
+reads `:left`: the element put back, the client told "not done"). A proxy whose sweep
+period is shortened (`SLOTGATE_JOURNAL_SWEEP_S`, seconds, read from its environment at
+start; 60 by default) settles an entry listed in its slot's index after its start-up sweep,
+removes an index member whose entry is gone, and the masters count no `SCAN` meanwhile
+(`INFO commandstats`). Not proven: a replica lagging when a master dies right after
 a step (the `WAIT` is bounded by 500 ms, then the move goes on as any acknowledged write).
 """
 

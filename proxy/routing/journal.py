@@ -22,8 +22,10 @@ when step 2 moved nothing. While the move lasts, the owner renews the lease at e
 A proxy that dies leaves the entry. ``sweep_forever`` (every proxy's first worker, at start
 and every ``SWEEP_PERIOD_S``) reads the index of every slot, one pipelined round trip per
 master (``SMEMBERS`` of each slot it owns: its cost grows with the slots, not with the
-keys; an index member whose entry is gone is removed), and settles each entry whose lease has ended, having taken the lease itself (``SET … NX``: two sweepers
-never settle one entry at once; an entry with a live lease is looked at again when it ends):
+keys; an index member whose entry is gone is removed), and settles each entry whose
+lease has ended, having taken the lease itself (``SET … NX`` in a script, only while the
+entry exists: two sweepers never settle one entry at once, and none leaves a lease behind
+an entry gone; an entry with a live lease is looked at again when it ends):
 
 1. Did step 2 move anything? The command runs again on copies of the source and the
    destination as step 1 read them (made and deleted in one transaction on the source's
@@ -83,7 +85,6 @@ INDEX_NAME = b"slotgate-jindex"
 TOKEN = os.urandom(4).hex().encode()
 _entries = [0]
 _DONE = b"$1\r\n" + crossslot.MARK_DONE + b"\r\n"
-_OK = b"+OK\r\n"
 _MULTI = encode_command(b"MULTI")
 _EXEC = encode_command(b"EXEC")
 # Read once, at start-up: a test's way to stop the process between a move's two writes.
@@ -302,6 +303,16 @@ class _Skip(Exception):
     """Not settled now (no master, an error, a lost reply): the next sweep tries again."""
 
 
+# KEYS: an entry, its lease. ARGV: token, ms. The lease taken only while the entry exists (a
+# sweeper never leaves a lease of its own behind an entry gone): {0, 0} gone, {1, 0} taken,
+# {2, ms left} held by another.
+_TAKE_SCRIPT = b"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 0} end
+return {2, redis.call('PTTL', KEYS[2])}
+"""
+
+
 def _text(raw: bytes) -> bytes:
     if raw[:1] == b"$":
         return raw[raw.index(b"\r\n") + 2:-2]
@@ -323,13 +334,16 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
     """Settle the entry ``name`` found on ``node``: None done (or gone); else the seconds
     until its live lease ends (it is looked at again then). Raises ``_Skip``."""
     lease_key = lease_of(name)
-    got = await links.call(node, encode_command(b"SET", lease_key, TOKEN, b"NX", b"PX",
-                                                b"%d" % lease)
-                           + encode_command(b"PTTL", lease_key), 2)
-    if got[0] != _OK:
-        if got[0][:1] == b"-":
-            raise _Skip(got[0])
-        return max(int(got[1][1:-2]), 1) / 1000
+    got = (await links.call(node, encode_command(
+        b"EVAL", _TAKE_SCRIPT, b"2", name, lease_key, TOKEN, b"%d" % lease), 1))[0]
+    if got[:1] != b"*":
+        raise _Skip(got[:80])
+    state, left_ms = (int(f[1:-2]) for f in array_elements(got))
+    if state == 0:  # gone (settled meanwhile): its index member too
+        await links.call(node, close_commands(name)[1], 1)
+        return None
+    if state == 2:
+        return max(left_ms, 1) / 1000
     raw = (await links.call(node, encode_command(b"HGETALL", name), 1))[0]
     if raw.startswith(b"-WRONGTYPE"):  # a string: an MSETNX's entry
         try:

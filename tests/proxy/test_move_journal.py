@@ -454,6 +454,7 @@ def test_entry_names_keep_the_sources_slot() -> None:
     assert key_slot(e.mark) == key_slot(b"other:dst")
     assert journal.lease_of(e.name) == e.lease
     assert key_slot(journal.index_of(e.name)) == key_slot(b"some:src")
+    assert [journal._period_s(t) for t in ("0.3", "", "soon", "0", "1e9")] == [0.3] + [60.0] * 4
     assert journal.index_of(e.name) == journal.slot_index(key_slot(b"some:src"))
     assert journal.is_entry(e.name)
     assert not journal.is_entry(b"app:slotgate-journal:1234abcd:1")
