@@ -282,7 +282,7 @@ async def _run_and_commit(s: RouteSession, p: Plan, readonly: bool,
 def _msetnx_entry(s: RouteSession, p: Plan,
                   watches: _Watches) -> tuple[journal.Entry, Plan, tuple[bytes, ...]]:
     """MSETNX's journal entry (``msetnxjournal.py``): set by step 2's ``MSETNX`` itself, with
-    its lease (given its expiry in the same transaction)."""
+    its lease (given its expiry, and the entry its index member, in the same transaction)."""
     e = journal.new_entry(p.anchor_slot, p.anchor_slot)
     by_conn: dict[DirectConnection, list[bytes]] = {}
     for key in p.written:
@@ -290,7 +290,8 @@ def _msetnx_entry(s: RouteSession, p: Plan,
     groups = [(watches.marks[conn], keys) for conn, keys in by_conn.items()]
     args = msetnxjournal.step2_args(e, crossslot.client_argv(p), groups, journal.TOKEN)
     expiry = encode_command(b"PEXPIRE", e.lease, b"%d" % journal.lease_ms(s.settings))
-    return e, replace(p, argv=[*p.argv, *args]), (expiry,)
+    index = msetnxjournal.index_command(e, journal.index_of(e.name))
+    return e, replace(p, argv=[*p.argv, *args]), (expiry, index)
 
 
 async def _recover_run(s: RouteSession, p: Plan, values: dict[bytes, Value],

@@ -10,17 +10,22 @@ replicated with the source's write, so a failover keeps both or neither)::
                                               them (src, src_ttl, dst, dst_ttl: DUMP, PTTL),
                                               step 3's marker (mark), step 2's (smark)
     {T}slotgate-jlease:<process token>:<n>    its lease: the owner's token, PX ``lease_ms``
+    {T}slotgate-jindex                        the slot's index: a set of its entries' names
 
-``T`` is a hash tag of the source's slot. Step 3's marker (``mark``, in the destination's
+``T`` is a hash tag of the source's slot. The entry joins its slot's index in the
+transaction that writes it and leaves it in every transaction that deletes it. Step 3's marker (``mark``, in the destination's
 slot) is the one marker every try of step 3 sets, so that marker says whether step 3 ran.
 The owner deletes the entry once the move is settled: after step 3 and its ``WAIT`` (then
 the marker), or in the transaction that puts the element back into the source; at once
 when step 2 moved nothing. While the move lasts, the owner renews the lease at each try.
 
 A proxy that dies leaves the entry. ``sweep_forever`` (every proxy's first worker, at start
-and every ``SWEEP_PERIOD_S``: ``SCAN … MATCH *slotgate-journal:*`` on each master) settles
-each entry whose lease has ended, having taken the lease itself (``SET … NX``: two sweepers
-never settle one entry at once; an entry with a live lease is looked at again when it ends):
+and every ``SWEEP_PERIOD_S``) reads the index of every slot, one pipelined round trip per
+master (``SMEMBERS`` of each slot it owns: its cost grows with the slots, not with the
+keys; an index member whose entry is gone is removed), and settles each entry whose
+lease has ended, having taken the lease itself (``SET … NX`` in a script, only while the
+entry exists: two sweepers never settle one entry at once, and none leaves a lease behind
+an entry gone; an entry with a live lease is looked at again when it ends):
 
 1. Did step 2 move anything? The command runs again on copies of the source and the
    destination as step 1 read them (made and deleted in one transaction on the source's
@@ -44,7 +49,8 @@ key's slot that the same sweep settles.
 ``SLOTGATE_FAULT=kill-after-move-source`` (``kill-after-msetnx-first-slot``) in the
 environment at start-up makes the process kill itself (SIGKILL) right after a move's source
 write (an ``MSETNX``'s write of its first key's slot): the tests' way to stop a proxy
-exactly there.
+exactly there. ``SLOTGATE_JOURNAL_SWEEP_S`` (seconds, read at start-up) sets
+``SWEEP_PERIOD_S``.
 """
 
 from __future__ import annotations
@@ -75,15 +81,28 @@ log = logging.getLogger(__name__)
 
 JOURNAL_PREFIX = b"slotgate-journal:"
 LEASE_PREFIX = b"slotgate-jlease:"
-SWEEP_PERIOD_S = 60.0
+INDEX_NAME = b"slotgate-jindex"
 TOKEN = os.urandom(4).hex().encode()
 _entries = [0]
 _DONE = b"$1\r\n" + crossslot.MARK_DONE + b"\r\n"
-_OK = b"+OK\r\n"
+_MULTI = encode_command(b"MULTI")
+_EXEC = encode_command(b"EXEC")
 # Read once, at start-up: a test's way to stop the process between a move's two writes.
 FAULT = os.environ.get("SLOTGATE_FAULT", "")
 KILL_AFTER_SOURCE = "kill-after-move-source"
 KILL_AFTER_FIRST_SLOT = "kill-after-msetnx-first-slot"
+
+
+def _period_s(text: str) -> float:
+    try:
+        period_s = float(text)
+    except ValueError:
+        return 60.0
+    return period_s if 0.1 <= period_s <= 86400 else 60.0
+
+
+# Read once, at start-up: how often every slot's index is read (a test shortens it).
+SWEEP_PERIOD_S = _period_s(os.environ.get("SLOTGATE_JOURNAL_SWEEP_S", ""))
 
 
 def fault_point(name: str) -> None:
@@ -118,6 +137,15 @@ def lease_of(name: bytes) -> bytes:
     return name.replace(JOURNAL_PREFIX, LEASE_PREFIX, 1)
 
 
+def index_of(name: bytes) -> bytes:
+    """The index of the entry ``name``'s slot (its hash tag, then ``INDEX_NAME``)."""
+    return name[: name.index(b"}") + 1] + INDEX_NAME
+
+
+def slot_index(slot: int) -> bytes:
+    return b"{%s}%s" % (crossslot.tag_for_slot(slot), INDEX_NAME)
+
+
 def is_entry(name: bytes) -> bool:
     """Whether ``name`` is a journal entry's (``{T}slotgate-journal:<token>:<n>``, ``T`` the
     tag ``tag_for_slot`` gives its slot), not a client's key that happens to match."""
@@ -129,7 +157,7 @@ def is_entry(name: bytes) -> bool:
 
 def open_commands(e: Entry, argv: list[bytes], src: Value, dst: Value, smark: bytes,
                   lease: int) -> list[bytes]:
-    """What step 2's transaction adds: the entry and its lease."""
+    """What step 2's transaction adds: the entry, its lease, its place in the index."""
     fields = [b"argc", b"%d" % len(argv)]
     for i, arg in enumerate(argv):
         fields += [b"a%d" % i, arg]
@@ -138,7 +166,8 @@ def open_commands(e: Entry, argv: list[bytes], src: Value, dst: Value, smark: by
             fields += [field, v.payload, field + b"_ttl", b"%d" % v.ttl_ms]
     fields += [b"mark", e.mark, b"smark", smark]
     return [encode_command(b"HSET", e.name, *fields),
-            encode_command(b"SET", e.lease, TOKEN, b"PX", b"%d" % lease)]
+            encode_command(b"SET", e.lease, TOKEN, b"PX", b"%d" % lease),
+            encode_command(b"SADD", index_of(e.name), e.name)]
 
 
 def left_of(e: Entry) -> bytes:
@@ -184,22 +213,29 @@ def step3_moved(argv: list[bytes], raw: bytes) -> bool | None:
     return int(after[1:-2]) == int(before[1:-2]) - 1
 
 
-def close_command(e: Entry, *more: bytes) -> bytes:
-    """The entry's deletion (``more``: other keys of its slot, a marker)."""
-    return encode_command(b"DEL", e.name, e.lease, *more)
+def close_commands(name: bytes, *more: bytes) -> tuple[bytes, bytes]:
+    """The two commands (for one transaction) that delete the entry ``name`` (``more``:
+    other keys of its slot, a marker), its lease, its place in the index."""
+    return (encode_command(b"DEL", name, lease_of(name), *more),
+            encode_command(b"SREM", index_of(name), name))
+
+
+def close_transaction(name: bytes, *more: bytes) -> tuple[bytes, int]:
+    """``close_commands`` in a transaction of their own; its number of replies."""
+    return _MULTI + b"".join(close_commands(name, *more)) + _EXEC, 4
 
 
 # --- the owner's side ------------------------------------------------------------------------
 async def close(s: RouteSession, e: Entry, conn: DirectConnection | None, *more: bytes) -> None:
     """The entry deleted, the move being settled (on ``conn`` if given: step 2's). Not
     answered: a sweep deletes it later (it finds the move settled)."""
+    payload, n = close_transaction(e.name, *more)
     try:
         if conn is not None and not conn.closed:
             with trio.fail_after(s.settings.command_timeout_ms / 1000):
-                await conn.roundtrip(close_command(e, *more), 1)
+                await conn.roundtrip(payload, n)
         else:
-            await _on_owner(s, key_slot(e.name), close_command(e, *more), 1, False,
-                            partial(_direct, s))
+            await _on_owner(s, key_slot(e.name), payload, n, False, partial(_direct, s))
     except (OSError, BackendError, trio.TooSlowError):
         pass
 
@@ -267,6 +303,16 @@ class _Skip(Exception):
     """Not settled now (no master, an error, a lost reply): the next sweep tries again."""
 
 
+# KEYS: an entry, its lease. ARGV: token, ms. The lease taken only while the entry exists (a
+# sweeper never leaves a lease of its own behind an entry gone): {0, 0} gone, {1, 0} taken,
+# {2, ms left} held by another.
+_TAKE_SCRIPT = b"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 0} end
+return {2, redis.call('PTTL', KEYS[2])}
+"""
+
+
 def _text(raw: bytes) -> bytes:
     if raw[:1] == b"$":
         return raw[raw.index(b"\r\n") + 2:-2]
@@ -288,25 +334,30 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
     """Settle the entry ``name`` found on ``node``: None done (or gone); else the seconds
     until its live lease ends (it is looked at again then). Raises ``_Skip``."""
     lease_key = lease_of(name)
-    got = await links.call(node, encode_command(b"SET", lease_key, TOKEN, b"NX", b"PX",
-                                                b"%d" % lease)
-                           + encode_command(b"PTTL", lease_key), 2)
-    if got[0] != _OK:
-        if got[0][:1] == b"-":
-            raise _Skip(got[0])
-        return max(int(got[1][1:-2]), 1) / 1000
+    got = (await links.call(node, encode_command(
+        b"EVAL", _TAKE_SCRIPT, b"2", name, lease_key, TOKEN, b"%d" % lease), 1))[0]
+    if got[:1] != b"*":
+        raise _Skip(got[:80])
+    state, left_ms = (int(f[1:-2]) for f in array_elements(got))
+    if state == 0:  # gone (settled meanwhile): its index member too
+        await links.call(node, close_commands(name)[1], 1)
+        return None
+    if state == 2:
+        return max(left_ms, 1) / 1000
     raw = (await links.call(node, encode_command(b"HGETALL", name), 1))[0]
     if raw.startswith(b"-WRONGTYPE"):  # a string: an MSETNX's entry
         try:
-            await msetnxjournal.settle(links, topology, node, Entry(name, lease_key, b""))
+            await msetnxjournal.settle(links, topology, node, Entry(name, lease_key, b""),
+                                       close_commands(name))
         except msetnxjournal.Unsettled as exc:
             raise _Skip(exc.args) from None
         return None
     fields = _fields(raw)
     if b"argc" not in fields:
+        if raw[:1] == b"*" and not fields:  # gone (settled meanwhile): its index too
+            await links.call(node, b"".join(close_commands(name)), 2)
+            return None
         await links.call(node, encode_command(b"DEL", lease_key), 1)
-        if raw[:1] == b"*" and not fields:
-            return None  # settled by its owner meanwhile
         raise _Skip(raw[:80])
     argv = [fields[b"a%d" % i] for i in range(int(fields[b"argc"]))]
     src_key, mark, smark = argv[1], fields[b"mark"], fields[b"smark"]
@@ -314,7 +365,7 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
     if p is None:
         raise _Skip(name)
     src, dst = _value(fields, b"src"), _value(fields, b"dst")
-    done = encode_command(b"DEL", name, lease_key, smark)
+    done = close_commands(name, smark)
     # 1. step 2's reply, from the command over copies of what it started from
     scratch = crossslot.scratch(crossslot.mirror(p))
     scratch.written.clear()
@@ -324,7 +375,7 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
         raise _Skip(raw)
     reply = array_elements(raw)[layout.command_at]
     if not crossslot.moved(reply):
-        await links.call(node, done, 1)
+        await links.call(node, *close_transaction(name, smark))
         return None
     # 2. did step 3 run?
     dst_node = topology.owners[p.anchor_slot]
@@ -350,33 +401,27 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
         now = crossslot.first_error(elems[: layout.before_at]) or elems[layout.command_at]
         refused = b"" if now == reply else now
     if refused:  # refused by the destination: back into the source
-        back = (encode_command(b"MULTI") + crossslot.put_back(argv, reply, src) + done
-                + encode_command(b"EXEC"))
-        raw = (await links.call(node, back, 4))[-1]
+        back = _MULTI + crossslot.put_back(argv, reply, src) + b"".join(done) + _EXEC
+        raw = (await links.call(node, back, 5))[-1]
         if raw[:1] != b"*" or crossslot.is_null(raw):
             raise _Skip(raw)
         log.warning("journal: %r put back into %r (its destination refused it: %r)",
                     argv[0], src_key, refused)
     else:
-        await links.call(node, done, 1)
+        await links.call(node, *close_transaction(name, smark))
     await links.call(dst_node, drop_marks, 1)
     return None
 
 
-async def _scan(links: Links, node: str) -> list[bytes]:
-    """Every journal entry on ``node``."""
+async def _listed(links: Links, node: str, slots: list[int]) -> list[bytes]:
+    """The entries the indexes of ``slots`` (on their master ``node``) list: one pipelined
+    round trip (a slot being migrated answers a redirect: its next owner lists it)."""
+    payload = b"".join(encode_command(b"SMEMBERS", slot_index(slot)) for slot in slots)
     out: list[bytes] = []
-    cursor = b"0"
-    while True:
-        raw = (await links.call(node, encode_command(
-            b"SCAN", cursor, b"MATCH", b"*" + JOURNAL_PREFIX + b"*", b"COUNT", b"1000"), 1))[0]
-        if raw[:1] != b"*":
-            return out
-        head, names = array_elements(raw)
-        out += [_text(f) for f in array_elements(names)] if names[:1] == b"*" else []
-        cursor = _text(head)
-        if cursor == b"0":
-            return out
+    for raw in await links.call(node, payload, len(slots)):
+        if raw[:1] == b"*" and raw != b"*0\r\n":
+            out += [_text(f) for f in array_elements(raw)]
+    return out
 
 
 async def sweep_forever(settings: ProxySettings, metrics: ProxyMetrics,
@@ -386,16 +431,20 @@ async def sweep_forever(settings: ProxySettings, metrics: ProxyMetrics,
     while not topology.slot_map.masters:
         await topology.refreshed.wait()
     due: dict[tuple[str, bytes], float] = {}
-    next_scan = trio.current_time()
+    next_read = trio.current_time()
     while True:
         now = trio.current_time()
         links = Links(settings, metrics)
         try:
-            if now >= next_scan:
-                next_scan = now + SWEEP_PERIOD_S
-                for node in list(topology.slot_map.masters):
+            if now >= next_read:
+                next_read = now + SWEEP_PERIOD_S
+                by_node: dict[str, list[int]] = {}
+                for slot, owner in enumerate(topology.slot_map.owners):
+                    if owner is not None:
+                        by_node.setdefault(owner, []).append(slot)
+                for node, slots in by_node.items():
                     try:
-                        for name in await _scan(links, node):
+                        for name in await _listed(links, node, slots):
                             if is_entry(name):
                                 due.setdefault((node, name), now)
                     except (OSError, BackendError, trio.TooSlowError, ValueError) as exc:
@@ -404,7 +453,7 @@ async def sweep_forever(settings: ProxySettings, metrics: ProxyMetrics,
                 if at > now:
                     continue
                 if node not in topology.slot_map.masters:
-                    del due[(node, name)]  # the next scan finds it on the slot's master
+                    del due[(node, name)]  # the next read finds it on the slot's master
                     continue
                 try:
                     left_s = await settle(links, topology, node, name, lease_ms(settings))
@@ -424,5 +473,5 @@ async def sweep_forever(settings: ProxySettings, metrics: ProxyMetrics,
                     due[(node, name)] = now + left_s + 0.05
         finally:
             await links.aclose()
-        wake = min([next_scan, *due.values()])
+        wake = min([next_read, *due.values()])
         await trio.sleep(max(wake - trio.current_time(), 0.05))

@@ -8,8 +8,10 @@ sets a journal entry, a key of the first key's slot named as a move's
 (``journal.new_entry``): it exists exactly when ``MSETNX`` set its keys. Its value: the
 client's command (key names as stored) and, for each step 3 write, its marker and its keys.
 Its lease (the same ``slotgate-jlease:`` key, set by the same ``MSETNX``, given its expiry
-in the same transaction) keeps other proxies away while its owner lives. The owner deletes
-the entry once every write of step 3 ran, or before it takes step 2 back.
+in the same transaction) keeps other proxies away while its owner lives; a script in the
+same transaction adds it to its slot's index (``journal.index_of``) if ``MSETNX`` set it.
+The owner deletes the entry (and its index member) once every write of step 3 ran, or
+before it takes step 2 back.
 
 A sweep (``journal.sweep_forever``) that finds one left by a dead proxy (its lease ended,
 taken by the sweeper) asks each step 3 write's marker whether it ran (``SET marker 0 NX
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 
 _DONE = b"$1\r\n" + crossslot.MARK_DONE + b"\r\n"
 _MULTI = encode_command(b"MULTI")
+# The entry joins its slot's index only if step 2's MSETNX set it (in the same transaction).
+_INDEX_SCRIPT = (b"if redis.call('EXISTS', KEYS[1]) == 1 then "
+                 b"return redis.call('SADD', KEYS[2], KEYS[1]) end return 0")
 _EXEC = encode_command(b"EXEC")
 
 
@@ -72,12 +77,20 @@ def step2_args(e: Entry, argv: list[bytes], groups: list[tuple[bytes, list[bytes
     return [e.name, encode(argv, groups), e.lease, token]
 
 
+def index_command(e: Entry, index: bytes) -> bytes:
+    """The command, after step 2's ``MSETNX`` in its transaction, that adds the entry to
+    its slot's ``index`` if ``MSETNX`` set it."""
+    return encode_command(b"EVAL", _INDEX_SCRIPT, b"2", e.name, index)
+
+
 def _bulk(raw: bytes) -> bytes | None:
     return None if raw[:1] != b"$" or raw.startswith(b"$-1") else raw[raw.index(b"\r\n") + 2:-2]
 
 
-async def settle(links: Links, topology: Topology, node: str, e: Entry) -> None:
-    """Settle the entry ``e`` (its lease taken) found on ``node``. Raises ``Unsettled``."""
+async def settle(links: Links, topology: Topology, node: str, e: Entry,
+                 close: tuple[bytes, ...]) -> None:
+    """Settle the entry ``e`` (its lease taken) found on ``node``; ``close``: the commands
+    that delete it (``journal.close_commands``). Raises ``Unsettled``."""
     raw = (await links.call(node, encode_command(b"GET", e.name), 1))[0]
     if raw[:1] != b"$" or raw.startswith(b"$-1"):
         raise Unsettled(raw[:80])
@@ -93,13 +106,12 @@ async def settle(links: Links, topology: Topology, node: str, e: Entry) -> None:
         owners[mark] = owner
     not_run = [(mark, keys) for mark, keys in groups
                if (await links.call(owners[mark], crossslot.fate_payload(mark), 1))[0] != _DONE]
-    done = encode_command(b"DEL", e.name, e.lease)
     for mark, keys in not_run:
         if not await _forward(links, owners[mark], mark, keys, pairs):
-            await _back(links, topology, node, e, pairs, groups)
+            await _back(links, topology, node, e, pairs, groups, close)
             log.warning("journal: msetnx rolled back (a key was created meanwhile): %r", e.name)
             return
-    await links.call(node, done, 1)
+    await links.call(node, _MULTI + b"".join(close) + _EXEC, 2 + len(close))
     for mark, _ in groups:
         await links.call(owners[mark], encode_command(b"DEL", mark), 1)
 
@@ -123,24 +135,25 @@ async def _forward(links: Links, owner: str, mark: bytes, keys: list[bytes],
 
 
 async def _back(links: Links, topology: Topology, node: str, e: Entry,
-                pairs: dict[bytes, bytes], groups: list[tuple[bytes, list[bytes]]]) -> None:
+                pairs: dict[bytes, bytes], groups: list[tuple[bytes, list[bytes]]],
+                close: tuple[bytes, ...]) -> None:
     """Every key written that still holds its value deleted; the first slot's last, with
     the entry."""
     for mark, keys in groups:
         owner = topology.owners[key_slot(keys[0])]
         if owner is None:
             raise Unsettled(mark)
-        await _delete_ours(links, owner, keys, pairs, encode_command(b"DEL", mark))
+        await _delete_ours(links, owner, keys, pairs, (encode_command(b"DEL", mark),))
     anchor = [k for k in pairs if key_slot(k) == key_slot(e.name)]
-    await _delete_ours(links, node, anchor, pairs, encode_command(b"DEL", e.name, e.lease))
+    await _delete_ours(links, node, anchor, pairs, close)
 
 
 async def _delete_ours(links: Links, owner: str, keys: list[bytes], pairs: dict[bytes, bytes],
-                       also: bytes) -> None:
+                       also: tuple[bytes, ...]) -> None:
     got = await links.call(owner, encode_command(b"WATCH", *keys) + b"".join(
         encode_command(b"GET", k) for k in keys), 1 + len(keys)) if keys else [b""]
     ours = [k for k, f in zip(keys, got[1:], strict=True) if _bulk(f) == pairs[k]]
-    payload = _MULTI + (encode_command(b"DEL", *ours) if ours else b"") + also + _EXEC
-    raw = (await links.call(owner, payload, 3 + bool(ours)))[-1]
+    payload = _MULTI + (encode_command(b"DEL", *ours) if ours else b"") + b"".join(also) + _EXEC
+    raw = (await links.call(owner, payload, 2 + len(also) + bool(ours)))[-1]
     if raw[:1] != b"*" or crossslot.is_null(raw):
         raise Unsettled(raw[:80])

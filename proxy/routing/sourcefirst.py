@@ -197,7 +197,7 @@ async def _put_back(s: RouteSession, p: Plan, values: dict[bytes, Value], reply:
     argv = crossslot.mirror(p).argv
     op = crossslot.put_back(argv, reply, values[src])
     await journal.renew(s, entry)
-    ran = await moveundo.write_marked(s, key_slot(src), op, journal.close_command(entry))
+    ran = await moveundo.write_marked(s, key_slot(src), op, *journal.close_commands(entry.name))
     if ran is None:
         s.metrics.unknown_fate_write()
         return error_frame(errors.UNKNOWN_FATE_WRITE.format(

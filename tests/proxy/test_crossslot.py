@@ -156,6 +156,7 @@ def _run(port: int, proto: int, prefix: str, script: list[list[str]],
         assert c.call("DEL", *keys.values())[:1] == b":"
         assert c.call("DEL", *keys.values()) == b":0\r\n"
         assert c.call("KEYS", "*slotgate-tmp*") == b"*0\r\n"  # no temporary left behind
+        assert c.call("KEYS", "*slotgate-j*") == b"*0\r\n"  # no journal entry, no index
     return out
 
 

@@ -25,7 +25,7 @@ from slotgate.protocol.slots import key_slot
 from slotgate.proxy.front.server import Proxy
 from slotgate.proxy.ops.metrics import ProxyMetrics
 from slotgate.proxy.ops.settings import ProxySettings
-from slotgate.proxy.routing import crossslot, journal, msetnxjournal
+from slotgate.proxy.routing import crossslot, journal, msetnxjournal, poppark
 from slotgate.proxy.routing.crossslot import Value
 from tests.proxy.test_crossslot_faults import (
     connect,
@@ -191,13 +191,14 @@ def links() -> Iterator[journal.Links]:
 
 def leave_entry(cluster: list[ManagedProcess], argv: list[str], src: Value,
                 dst: Value) -> journal.Entry:
-    """The entry (without its lease: its owner died long ago) of a move whose source write
-    ran with ``src`` and ``dst`` as step 1 read them."""
+    """The entry (without its lease: its owner died long ago; in its slot's index) of a move
+    whose source write ran with ``src`` and ``dst`` as step 1 read them."""
     bargv = [a.encode() for a in argv]
     e = journal.new_entry(key_slot(bargv[1]), key_slot(bargv[2]))
     smark = crossslot.marker(key_slot(bargv[1]))
-    hset = journal.open_commands(e, bargv, src, dst, smark, 1000)[0]
-    assert raw_call(master_of(cluster, argv[1]).port, hset)[0][:1] == b":"
+    hset, _, sadd = journal.open_commands(e, bargv, src, dst, smark, 1000)
+    got = raw_call(master_of(cluster, argv[1]).port, hset + sadd, 2)
+    assert [f[:1] for f in got] == [b":", b":"], got
     return e
 
 
@@ -382,6 +383,7 @@ async def test_an_unreadable_entry_is_left_alone(
     e = journal.new_entry(key_slot(key.encode()), key_slot(key.encode()))
     r = master_of(real_cluster, key).client()
     r.hset(e.name, mapping={"argc": "2", "a0": "NOSUCH", "a1": key})
+    r.sadd(journal.index_of(e.name), e.name)
     try:
         p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port)
                                                       for n in real_cluster[:3]]))
@@ -397,7 +399,53 @@ async def test_an_unreadable_entry_is_left_alone(
             nursery.cancel_scope.cancel()
         assert r.exists(e.name)
     finally:
-        r.delete(e.name, e.lease)
+        r.delete(e.name, e.lease, journal.index_of(e.name))
+
+
+def calls(r: redis.Redis, command: str) -> int:
+    stat = r.info("commandstats").get(f"cmdstat_{command}")
+    return int(stat["calls"]) if stat else 0
+
+
+async def test_the_periodic_sweep_reads_the_slots_indexes_not_the_keyspace(
+    real_cluster: list[ManagedProcess], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every sweep (at start, then each ``SWEEP_PERIOD_S``, shortened here) reads each
+    slot's index, never ``SCAN``s a master: an entry left after the start-up sweep is
+    settled by a later one, and an index member whose entry is gone is removed."""
+    monkeypatch.setattr(journal, "SWEEP_PERIOD_S", 0.3)
+
+    async def no_park_sweep(*_: object) -> None:  # (it SCANs, once, at start)
+        return None
+
+    monkeypatch.setattr(poppark, "sweep_at_start", no_park_sweep)
+    masters = [n.client(socket_timeout=5) for n in real_cluster
+               if n.alive() and n.client(socket_timeout=5).info("replication")["role"]
+               == "master"]
+    scans = [calls(r, "scan") for r in masters]
+    src, dst, argv, before, r_src, r_dst = begin(real_cluster, "LMOVE")
+    read = calls(r_src, "smembers")
+    p = Proxy(ProxySettings(listen_port=0, seeds=[("127.0.0.1", n.port)
+                                                  for n in real_cluster[:3]]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.run)
+        for _ in range(400):  # the start-up sweep
+            if calls(r_src, "smembers") > read:
+                break
+            await trio.sleep(0.05)
+        assert r_src.lpop(src) == b"a"
+        e = leave_entry(real_cluster, argv, *before)
+        gone = journal.new_entry(key_slot(src.encode()), key_slot(dst.encode())).name
+        r_src.sadd(journal.index_of(gone), gone)  # an entry settled, its index member left
+        for _ in range(400):
+            if not r_src.exists(journal.index_of(e.name)):
+                break
+            await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert (contents(real_cluster, src), contents(real_cluster, dst)) == DONE["LMOVE"]
+    finish(e, r_src, r_dst, src, dst)
+    assert not r_src.exists(journal.index_of(e.name))
+    assert [calls(r, "scan") for r in masters] == scans
 
 
 def test_entry_names_keep_the_sources_slot() -> None:
@@ -405,6 +453,9 @@ def test_entry_names_keep_the_sources_slot() -> None:
     assert key_slot(e.name) == key_slot(e.lease) == key_slot(b"some:src")
     assert key_slot(e.mark) == key_slot(b"other:dst")
     assert journal.lease_of(e.name) == e.lease
+    assert key_slot(journal.index_of(e.name)) == key_slot(b"some:src")
+    assert [journal._period_s(t) for t in ("0.3", "", "soon", "0", "1e9")] == [0.3] + [60.0] * 4
+    assert journal.index_of(e.name) == journal.slot_index(key_slot(b"some:src"))
     assert journal.is_entry(e.name)
     assert not journal.is_entry(b"app:slotgate-journal:1234abcd:1")
     assert not journal.is_entry(e.lease)
