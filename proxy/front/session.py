@@ -49,7 +49,6 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -89,7 +88,7 @@ from slotgate.proxy.front import (
 )
 from slotgate.proxy.front.latency import BUCKETS, LEVELS_S
 from slotgate.proxy.front.routes import ROUTES
-from slotgate.proxy.ops.tally import CommandTally
+from slotgate.proxy.ops.tally import CommandTally, bucket
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call
@@ -112,6 +111,7 @@ _PENDING, _QUIT, _BAD, _FULL, _STOP, _KILLED, _WAKE = range(1, 8)
 _ENDED_EOF, _ENDED, _PARKED = range(3)
 _NO_REQUESTS: list[list[bytes]] = []
 _NO_RAWS: list[bytes] = []
+_LEVELS_S: Final = tuple(LEVELS_S)  # (a constant of the compiled build)
 _GONE: tuple[type[Exception], ...] = (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                                       HandlerError)
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
@@ -137,8 +137,10 @@ def _filled(s: Session, slot: ReplySlot | SlotCall, name: str, start_s: float,
     s.unfilled -= 1
     s.last_cmd = name  # CLIENT LIST's cmd= and idle=
     s.last_s = start_s
-    # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
-    took_s = time.perf_counter() - start_s
+    # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper; a
+    # reply delivered from a node's read ends when that read came (one clock read per read).
+    read_s = s.router.pool.read_s
+    took_s = (read_s if read_s else time.perf_counter()) - start_s
     if raw[:1] == b"-":
         s.metrics.command(name, "error", took_s)
         s.stats.error_reply(raw)
@@ -147,10 +149,10 @@ def _filled(s: Session, slot: ReplySlot | SlotCall, name: str, start_s: float,
     lat = s.latency
     if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one level counted per request
         try:
-            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
+            lat.histograms[name][bucket(_LEVELS_S, took_s)] += 1
         except KeyError:  # the command's first request
             lat.histograms[name] = [0] * BUCKETS
-            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
+            lat.histograms[name][bucket(_LEVELS_S, took_s)] += 1
     if took_s >= s.slowlog.threshold_s:
         _log_slow(slot, took_s)
     if took_s >= lat.threshold_s and name not in _NOT_SLOWLOGGED:
