@@ -646,6 +646,9 @@ class RequestReader:
 _LINE, _BULK, _AGG, _MAP, _ATTR = range(5)
 # Bulk lengths the framer's first loop reads digit by digit (longer ones: the general path).
 _FRAMED_BULK_MAX: Final = 1 << 40
+# Frames the framer hands out as these objects (no copy per reply).
+_NULL_BULK: Final = b"$-1\r\n"
+_OK_LINE: Final = b"+OK\r\n"
 # Type byte -> how its frame is delimited.
 _FRAME_KIND: dict[int, int] = {
     ord("+"): _LINE, ord("-"): _LINE, ord(":"): _LINE, ord("_"): _LINE, ord(","): _LINE,
@@ -770,7 +773,17 @@ class ReplyFramer:
                     out.append((t, buf[pos:e]))
                     pos = e
                     continue
-                # anything else (a null, a long header, an incomplete one): as below
+                if (i == pos + 1 and i + 3 < end and buf[i] == 45 and buf[i + 1] == 49
+                        and buf[i + 2] == 13 and buf[i + 3] == 10):  # "$-1\r\n": a null
+                    out.append((t, _NULL_BULK))
+                    pos += 5
+                    continue
+                # anything else (a long header, an incomplete one): as below
+            elif (t == 43 and pos + 4 < end and buf[pos + 1] == 79 and buf[pos + 2] == 75
+                    and buf[pos + 3] == 13 and buf[pos + 4] == 10):  # "+OK\r\n", SET's reply
+                out.append((t, _OK_LINE))
+                pos += 5
+                continue
             kind = kinds.get(t)
             if kind == _LINE:
                 e = find(b"\r\n", pos + 1)

@@ -18,8 +18,8 @@ assert SLOT_MASK == SLOT_COUNT - 1
 
 def key_slot(key: bytes) -> int:
     """Return the hash slot (0..16383) of ``key``."""
-    s = key.find(b"{")
-    if s != -1:
+    if b"{" in key:  # (a containment test costs less than a find call, and most keys have none)
+        s = key.find(b"{")
         e = key.find(b"}", s + 1)
         # "{}" (empty tag) and an unclosed "{" both hash the whole key.
         if e > s + 1:

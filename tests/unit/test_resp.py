@@ -510,6 +510,8 @@ _BULK_FRAGMENTS = [b"$", b"$3\r\n", b"$03\r\n", b"$-1\r\n", b"$0\r\n", b"$1", b"
 @given(st.lists(st.sampled_from(_BULK_FRAGMENTS), max_size=30),
        st.lists(st.integers(0, 10**6), max_size=5))
 @example([b"$\r\n", b"\r\n"], [])
+@example([b"$3-1\r\n", b"+OK\r\n", b"abc", b"\r\n"], [])
+@example([b"+OK\r", b"\r\n", b"$-1\r\n", b"+OK\r\n", b"$-1\r"], [5])
 @example([b"$-1\r\n", b"$03\r\n", b"abc", b"\r\n", b"$3\r", b"abc\r\n"], [])
 def test_framer_bulk_loop_agrees_with_next_frame(parts: list[bytes], cuts: list[int]) -> None:
     """frames()' own loop over "$" replies (digits read in place) frames exactly what
