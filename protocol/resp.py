@@ -258,6 +258,9 @@ class RequestReader:
         self._pos = 0
         self._ready: list[list[bytes]] = []
         self._head = 0  # next request of _ready to hand out
+        # With ``get_requests_packed``: beside each request of ``_ready``, its bytes as they
+        # came when the canonical parser took it (its packed form), else b"". None: not kept.
+        self._raws: list[bytes] | None = None
         self._error: ProtocolError | None = None
         self._slow_until = 0  # parse with the exact parser up to here (a span hiredis failed)
         # Exact parser state for a multibulk request in progress.
@@ -295,6 +298,8 @@ class RequestReader:
         ready = self._ready
         if self._head >= len(ready):
             ready.clear()
+            if self._raws is not None:
+                self._raws.clear()
             self._head = 0
             self._parse()
             if not ready:
@@ -313,9 +318,34 @@ class RequestReader:
             out = out[self._head :]
             self._head = 0
         self._ready = []
+        if self._raws is not None:
+            self._raws = []
         if not out and self._error is not None:
             raise self._error
         return out
+
+    def get_requests_packed(self) -> tuple[list[list[bytes]], list[bytes]]:
+        """As ``get_requests``, with each request's bytes as they came when they are its
+        canonical multibulk, exactly what ``encode_command``/``hiredis.pack_command`` make of
+        the request (a proxy forwards them as they are), else b"" (not kept: the caller packs
+        the request). The canonical parser runs in the compiled build only: pure Python gets
+        b"" for every request."""
+        if self._raws is None:
+            self._raws = []
+        self._parse()
+        out = self._ready
+        raws: list[bytes] = self._raws
+        if len(raws) < len(out):
+            raws.extend([b""] * (len(out) - len(raws)))  # taken by the other parsers
+        if self._head:
+            out = out[self._head :]
+            raws = raws[self._head :]
+            self._head = 0
+        self._ready = []
+        self._raws = []
+        if not out and self._error is not None:
+            raise self._error
+        return out, raws
 
     def buffered_bytes(self) -> int:
         """Bytes held for requests not yet complete (for query-buffer stats and limits)."""
@@ -381,6 +411,9 @@ class RequestReader:
         go to the general parsers. The compiled build's path for everyday requests: in C
         loops it costs less than a hiredis round trip and its checks."""
         ready = self._ready
+        raws = self._raws
+        if raws is not None and len(raws) < len(ready):
+            raws.extend([b""] * (len(ready) - len(raws)))  # taken by the other parsers
         max_bulk = min(self.max_bulk_len, _CANON_MAX_BULK)
         max_count = min(self.max_multibulk_len, _CANON_MAX_COUNT)
         while pos + 3 < end and buf[pos] == 42:
@@ -421,6 +454,8 @@ class RequestReader:
                 i = stop + 2
                 count -= 1
             ready.append(argv)
+            if raws is not None:
+                raws.append(buf[pos:i])
             pos = i
         return pos
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -293,6 +294,14 @@ class BackendConnection:
         if not frames:
             return None
         self._batches += 1
+        pool = self._pool
+        pool.read_s = time.perf_counter()
+        try:
+            return self._deliver(frames)
+        finally:
+            pool.read_s = 0.0
+
+    def _deliver(self, frames: list[tuple[int, bytes]]) -> Exception | None:
         pending = self._pending
         for type_byte, raw in frames:
             if len(pending) <= self._writer.unsent:
@@ -375,6 +384,10 @@ class BackendPool:
         self._on_failure = on_failure
         self.poller: Poller = run_poller()
         self.dirty = Flusher()  # node connections with output queued
+        # While a connection hands out the replies of one read: when they were read
+        # (perf_counter), the end of their requests' latency (one clock read per read); 0.0
+        # otherwise.
+        self.read_s = 0.0
         flush_writes = self.dirty.flush
 
         def flush_all() -> None:

@@ -1,6 +1,6 @@
 """The proxy's own LATENCY and INFO latencystats: requests as the proxy served them, end to end.
 
-    reply ready (session._fill) ─▶ histograms[name][bucket] += 1        (every request)
+    reply ready (session._filled) ─▶ histograms[name][bucket] += 1        (every request)
                                 └▶ took >= latency-monitor-threshold? ─▶ Latency.spike(...)
     LATENCY LATEST / HISTORY / RESET / DOCTOR / GRAPH / HISTOGRAM, INFO latencystats
                                 ─▶ answered from the proxy's own figures
@@ -118,7 +118,7 @@ class Latency:
 
     def __init__(self, threshold_ms: int = 0, tracking: bool = True,
                  percentiles: Sequence[float] = (50.0, 99.0, 99.9)) -> None:
-        # command name -> request count per level (session._fill adds to them)
+        # command name -> request count per level (session._filled adds to them)
         self.histograms: dict[str, list[int]] = {}
         self.events: dict[str, Event] = {}
         self.threshold_ms = 0

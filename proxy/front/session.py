@@ -49,7 +49,6 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -90,7 +89,7 @@ from slotgate.proxy.front import (
 )
 from slotgate.proxy.front.latency import BUCKETS, LEVELS_S
 from slotgate.proxy.front.routes import ROUTES
-from slotgate.proxy.ops.tally import CommandTally
+from slotgate.proxy.ops.tally import CommandTally, bucket
 from slotgate.proxy.routing import fanout
 from slotgate.proxy.routing.redirect import error_frame
 from slotgate.proxy.routing.router import Call
@@ -112,6 +111,8 @@ _PENDING, _QUIT, _BAD, _FULL, _STOP, _KILLED, _WAKE = range(1, 8)
 # How the read loop ended.
 _ENDED_EOF, _ENDED, _PARKED = range(3)
 _NO_REQUESTS: list[list[bytes]] = []
+_NO_RAWS: list[bytes] = []
+_LEVELS_S: Final = tuple(LEVELS_S)  # (a constant of the compiled build)
 _GONE: tuple[type[Exception], ...] = (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                                       HandlerError)
 # argv (bytes) -> multibulk, in C. (hiredis' stub types its argument as a 1-tuple.)
@@ -128,19 +129,19 @@ def _sockname(sock: socket.socket) -> str:
     return f"{host}:{port}"
 
 
-def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
-    """Fill a reply slot with the raw reply (the first one wins: a late duplicate after a
-    failure is dropped), count it, and write out whatever is now ready in order. Both
-    ``ReplySlot.__call__`` and ``SlotCall.finish`` call this function."""
-    if slot.data is not None:
-        return
-    slot.data = raw
-    s = slot.session
+def _filled(s: Session, slot: ReplySlot | SlotCall, name: str, start_s: float,
+            raw: bytes) -> None:
+    """A reply slot was just filled with the raw reply (by ``ReplySlot.__call__`` or
+    ``SlotCall.finish``, which drop a late duplicate after a failure: the first one wins):
+    count it, and write out whatever is now ready in order. (The slot's fields come as
+    arguments: read through the union type, each would be a generic attribute lookup.)"""
     s.unfilled -= 1
-    name = s.last_cmd = slot.name  # CLIENT LIST's cmd= and idle=
-    start_s = s.last_s = slot.start_s
-    # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper.
-    took_s = time.perf_counter() - start_s
+    s.last_cmd = name  # CLIENT LIST's cmd= and idle=
+    s.last_s = start_s
+    # perf_counter, not trio's clock: this only measures latency, and it is 4x cheaper; a
+    # reply delivered from a node's read ends when that read came (one clock read per read).
+    read_s = s.router.pool.read_s
+    took_s = (read_s if read_s else time.perf_counter()) - start_s
     if raw[:1] == b"-":
         s.metrics.command(name, "error", took_s)
         s.stats.error_reply(raw)
@@ -149,10 +150,10 @@ def _fill(slot: ReplySlot | SlotCall, raw: bytes) -> None:
     lat = s.latency
     if lat.tracking:  # LATENCY HISTOGRAM, INFO latencystats: one level counted per request
         try:
-            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
+            lat.histograms[name][bucket(_LEVELS_S, took_s)] += 1
         except KeyError:  # the command's first request
             lat.histograms[name] = [0] * BUCKETS
-            lat.histograms[name][bisect_left(LEVELS_S, took_s)] += 1
+            lat.histograms[name][bucket(_LEVELS_S, took_s)] += 1
     if took_s >= s.slowlog.threshold_s:
         _log_slow(slot, took_s)
     if took_s >= lat.threshold_s and name not in _NOT_SLOWLOGGED:
@@ -186,7 +187,9 @@ class ReplySlot:
         self.argv = session.argv  # the request being dispatched (for the slow log)
 
     def __call__(self, raw: bytes) -> None:
-        _fill(self, raw)
+        if self.data is None:
+            self.data = raw
+            _filled(self.session, self, self.name, self.start_s, raw)
 
 
 def _never(raw: bytes) -> None:
@@ -218,16 +221,20 @@ class SlotCall(Call):
         self.session = session
         self.data: bytes | None = None
         self.name = name
-        self.start_s = time.perf_counter()
+        start_s = session._batch_s  # (dispatched with the other requests of one read)
+        self.start_s = start_s if start_s else time.perf_counter()
 
     def on_frame(self, type_byte: int, raw: bytes) -> None:
         if type_byte == _MINUS:
             self.router.on_error(self, raw)
-        else:
-            _fill(self, raw)
+        elif self.data is None:
+            self.data = raw
+            _filled(self.session, self, self.name, self.start_s, raw)
 
     def finish(self, raw: bytes) -> None:
-        _fill(self, raw)
+        if self.data is None:
+            self.data = raw
+            _filled(self.session, self, self.name, self.start_s, raw)
 
 
 class Session:
@@ -239,7 +246,7 @@ class Session:
                  "proto", "name", "any_slot", "latency", "slots", "unfilled", "_out", "_progress",
                  "quit", "_read_scope", "_parked", "_stopping", "_killed", "_later", "_pending_scope", "_give_up", "tx", "sub", "login",
                  "checked", "_single", "_split", "_nursery", "_flush_all", "_poller", "_reader",
-                 "_batch", "_next", "_pending", "_depth", "_conns", "_conns_proto", "slowlog",
+                 "_batch", "_raws", "_next", "_batch_s", "_pending", "_depth", "_conns", "_conns_proto", "slowlog",
                  "argv", "tracking", "tls", "policies", "db", "_databases", "last_write_slot")
 
     def __init__(self, proxy: Proxy, sock: socket.socket, client_id: int, peer: str) -> None:
@@ -315,7 +322,13 @@ class Session:
         self._poller = proxy.router.pool.poller
         self._reader: RequestReader | None = None
         self._batch = _NO_REQUESTS  # requests read, dispatched up to _next
+        # Beside each request of _batch: its bytes as the client sent them when they are its
+        # packed form (RequestReader.get_requests_packed), else b"".
+        self._raws = _NO_RAWS
         self._next = 0
+        # While _process dispatches: when it started (perf_counter), the start of the
+        # requests it dispatches (one clock read per batch); 0.0 otherwise.
+        self._batch_s = 0.0
         self._pending: Awaitable[None] | None = None
         self._depth = self.settings.max_pipeline_depth
         # Node address -> this client's connection to it (for self._conns_proto).
@@ -668,18 +681,26 @@ class Session:
 
     def _process(self) -> int | None:
         """Dispatch every complete request; None, or why the session's task must take over."""
+        self._batch_s = time.perf_counter()
+        try:
+            return self._process_batch()
+        finally:
+            self._batch_s = 0.0
+
+    def _process_batch(self) -> int | None:
         reqs = self._batch
+        raws = self._raws
         i = self._next
-        dispatch = self.dispatch
         while True:
             if i >= len(reqs):
                 reader = self._reader
                 if reader is None:  # nothing read yet
                     return None
                 try:
-                    reqs = reader.get_requests()
+                    reqs, raws = reader.get_requests_packed()
                 except ProtocolError as exc:
                     self._batch = _NO_REQUESTS
+                    self._raws = _NO_RAWS
                     self._next = 0
                     self.metrics.protocol_error()
                     self.reply("protocol_error", error_frame(str(exc)))
@@ -687,13 +708,16 @@ class Session:
                 i = 0
                 if not reqs:
                     self._batch = _NO_REQUESTS
+                    self._raws = _NO_RAWS
                     self._next = 0
                     return None
             argv = reqs[i]
+            raw = raws[i]
             i += 1
-            pending = dispatch(argv)
+            pending = self.dispatch(argv, False, raw)
             if pending is not None or self.quit:
                 self._batch = reqs
+                self._raws = raws
                 self._next = i
                 if pending is not None:
                     self._pending = pending
@@ -735,27 +759,32 @@ class Session:
             reader.feed(data)
         await trio.sleep_forever()  # enough buffered: stop reading until the request ends
 
-    def dispatch(self, argv: list[bytes], loud: bool = False) -> Awaitable[None] | None:
+    def dispatch(self, argv: list[bytes], loud: bool = False,
+                 raw: bytes = b"") -> Awaitable[None] | None:
         """Route one request. Returns an awaitable when the request must finish before the
         next one is read (the caller awaits it), else None. ``loud``: its reply is written
-        whatever CLIENT REPLY says (``_dispatch_quiet`` decided)."""
+        whatever CLIENT REPLY says (``_dispatch_quiet`` decided). ``raw``: the request as the
+        client sent it, when that is exactly its packed form (sent on as it is), or b""."""
         if self.reply_mode != _REPLY_ON and not loud:
             return self._dispatch_quiet(argv)
         fast = self._single.get(argv[0])
         if fast is not None and self.tx.queued is None and self.sub.link is None:
-            row, keys, arity, readonly = fast
+            keys, arity, readonly, cmd = fast
             argc = len(argv)
             if argc == arity if arity > 0 else argc >= -arity:
                 if keys is _FIRST_KEY:  # GET, SET ... (argc >= 2 by their arity)
-                    self.send_single(argv, key_slot(argv[1]), readonly, row.name)
-                    return None
-                positions = keys(argv)
-                if len(positions) == 1:
-                    self.send_single(argv, key_slot(argv[positions[0]]), readonly, row.name)
-                    return None
-                slot = self._slot_at(argv, positions)
+                    slot: int | None = key_slot(argv[1])
+                else:
+                    positions = keys(argv)
+                    if len(positions) == 1:
+                        slot = key_slot(argv[positions[0]])
+                    else:
+                        slot = self._slot_at(argv, positions)
                 if slot is not None:
-                    self.send_single(argv, slot, readonly, row.name)
+                    if self.policies is None:
+                        self._send_call(raw or pack_command(tuple(argv)), slot, readonly, cmd)
+                    else:
+                        self.policies.send_single(argv, slot, readonly, cmd)
                     return None
                 # Keys in several slots: the slow path (routes.single, its CROSSSLOT or a
                 # route across slots).
@@ -848,7 +877,11 @@ class Session:
 
     def send_master(self, argv: list[bytes], slot: int, readonly: bool, name: str) -> None:
         """One request as one call to ``slot``'s master, the call being its reply slot."""
-        call = SlotCall(self, pack_command(tuple(argv)), slot, readonly, name)
+        self._send_call(pack_command(tuple(argv)), slot, readonly, name)
+
+    def _send_call(self, payload: bytes, slot: int, readonly: bool, name: str) -> None:
+        """``send_master`` of a request packed already (``payload``)."""
+        call = SlotCall(self, payload, slot, readonly, name)
         self.slots.append(call)
         self.unfilled += 1
         if not readonly:
@@ -879,22 +912,22 @@ class Session:
 
 
 # Plain (non-container) commands routed "single", under their lower- and upper-case
-# spellings: (row, key finder incl. not-key args, arity, readonly).
-_SINGLE: dict[bytes, tuple[CommandInfo, KeyFn, int, bool]] = {}
+# spellings: (key finder incl. not-key args, arity, readonly, the row's name).
+_SINGLE: dict[bytes, tuple[KeyFn, int, bool, str]] = {}
 for _name, _info in COMMANDS.items():
     if _info.route == "single" and not _info.subcommands:
         for _spelling in (_name, _name.upper()):
-            _SINGLE[_spelling] = (_info, key_finder(_info, include_not_key=True), _info.arity,
-                                  "readonly" in _info.flags)
+            _SINGLE[_spelling] = (key_finder(_info, include_not_key=True), _info.arity,
+                                  "readonly" in _info.flags, _info.name)
 # The key finder of the rows whose one key is argument 1 whatever the request (GET, SET,
 # INCR ...): dispatch takes that key without calling it (an interpreted call per request).
-_FIRST_KEY: Final = _SINGLE[b"get"][1]
-assert _FIRST_KEY([b"get", b"k"]) == [1] and _FIRST_KEY is _SINGLE[b"set"][1]
-assert all(row[2] >= 2 or row[2] <= -2 for row in _SINGLE.values() if row[1] is _FIRST_KEY)
+_FIRST_KEY: Final = _SINGLE[b"get"][0]
+assert _FIRST_KEY([b"get", b"k"]) == [1] and _FIRST_KEY is _SINGLE[b"set"][0]
+assert all(row[1] >= 2 or row[1] <= -2 for row in _SINGLE.values() if row[0] is _FIRST_KEY)
 
 # With numbered databases: the same, less the commands databases.py answers (MOVE).
 _SINGLE_WITH_DATABASES = {spelling: row for spelling, row in _SINGLE.items()
-                          if row[0].name not in databases.NOT_FAST}
+                          if row[3] not in databases.NOT_FAST}
 
 # Commands split by slot (MGET, MSET, DEL …), by the same spellings: their row.
 _SPLIT: dict[bytes, CommandInfo] = {}

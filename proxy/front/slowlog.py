@@ -1,6 +1,6 @@
 """The proxy's own SLOWLOG: requests as the proxy served them, end to end.
 
-    reply ready (session._fill) ─▶ took >= threshold? ─▶ SlowLog.add(...)   (rare path)
+    reply ready (session._filled) ─▶ took >= threshold? ─▶ SlowLog.add(...)   (rare path)
     SLOWLOG GET [count] / LEN / RESET ─▶ answered from the proxy's entries
 
 The time of a request runs from reading it to its reply being ready (node round trips,

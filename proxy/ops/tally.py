@@ -25,6 +25,17 @@ def _nowhere(name: str, result: str) -> None:
     pass
 
 
+def bucket(bounds: tuple[float, ...], value: float) -> int:
+    """``bisect_left(bounds, value)`` for a few sorted bounds: the first bound >= ``value``
+    (``len(bounds)`` if none). Compiled, a scan from the low end costs less than the call."""
+    i = 0
+    for bound in bounds:
+        if bound >= value:
+            return i
+        i += 1
+    return i
+
+
 class _Cell:
     """A command's replies without an error since the last ``settle``, and their seconds."""
 
@@ -73,8 +84,8 @@ class CommandTally:
                 cell = self._ok[name] = _Cell()
             cell.n += 1
             cell.seconds += latency_s
-            # bisect_left puts a value equal to a bound into that bound's bucket ("le").
-            self.latency_counts[bisect_left(self.latency_bounds, latency_s)] += 1
+            # a value equal to a bound goes into that bound's bucket ("le")
+            self.latency_counts[bucket(self.latency_bounds, latency_s)] += 1
             self.latency_sum += latency_s
 
     def settle(self) -> None:

@@ -10,15 +10,20 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from slotgate.protocol.slots import SLOT_COUNT
+from slotgate.proxy.front.latency import LEVELS_S
 from slotgate.proxy.ops.metrics import COMMAND_BUCKETS_S, MetricsServer, PrometheusMetrics
+from slotgate.proxy.ops.tally import bucket
 from slotgate.proxy.routing.topology import SlotMap
 from tests.conftest import ClusterBackend
 from tests.support import ManagedProcess, free_port, slotgate_proxy, wait_until
@@ -137,6 +142,14 @@ def test_latency_histogram_buckets() -> None:
     assert bucket("+Inf") == 5
     assert value(samples, "slotgate_command_duration_seconds_count") == 5
     assert value(samples, "slotgate_command_duration_seconds_sum") == pytest.approx(30.0025)
+
+
+@given(st.floats(0, 20, allow_nan=False) | st.sampled_from(COMMAND_BUCKETS_S + (0.0, 10.0)))
+def test_bucket_is_bisect_left(latency_s: float) -> None:
+    """The compiled scan the hot path uses in place of bisect_left, over the exporter's
+    buckets and the LATENCY histogram's levels."""
+    assert bucket(COMMAND_BUCKETS_S, latency_s) == bisect_left(COMMAND_BUCKETS_S, latency_s)
+    assert bucket(tuple(LEVELS_S), latency_s) == bisect_left(LEVELS_S, latency_s)
 
 
 def test_topology_gauges_read_the_slot_map() -> None:

@@ -17,6 +17,7 @@ import trio
 
 from slotgate.protocol.commands import COMMANDS
 from slotgate.protocol.overrides import ROUTES as ROUTE_NAMES
+from slotgate.protocol.resp import encode_command
 from slotgate.protocol.slots import key_slot
 from slotgate.proxy import errors
 from slotgate.proxy.front import routes
@@ -112,6 +113,31 @@ async def test_single_slot_requests_go_to_the_owner_only(setup: Setup) -> None:
     assert [argv[1] for argv in b.commands(b"GET")] == [kb]
     assert c.commands(b"GET") == []
     assert setup.redirects("MOVED") == 0
+
+
+async def test_requests_go_on_as_the_client_wrote_them(setup: Setup) -> None:
+    """A request in its packed form is sent to the node as the bytes the client sent (the
+    canonical parser's, forced on here whichever build runs); inline requests and requests
+    cut across reads between them are packed again, each still beside its own request."""
+    a = setup.cluster.nodes[0]
+    key, items = key_on(a), key_on(a, "l")
+    assert await setup.call("PING") == b"+PONG\r\n"  # the session has its request reader now
+    (session,) = setup.proxy.sessions
+    session._reader.use_canonical = True
+    wire = (encode_command("SET", key, "1") + b"INCR " + key + b"\r\n"
+            + encode_command("GET", key) + encode_command("incr", key)
+            + b"GET " + key + b"\r\n" + encode_command("RPUSH", items, "x", "y"))
+    await trio.to_thread.run_sync(lambda: setup.client.send_raw(wire))
+    replies = await trio.to_thread.run_sync(lambda: setup.client.read_frames(6))
+    assert replies == [b"+OK\r\n", b":2\r\n", bulk(b"2"), b":3\r\n", bulk(b"3"), b":2\r\n"]
+    half = len(wire) // 2  # a request cut in two reads
+    await trio.to_thread.run_sync(lambda: setup.client.send_raw(wire[:half]))
+    await trio.sleep(0.05)
+    await trio.to_thread.run_sync(lambda: setup.client.send_raw(wire[half:]))
+    replies = await trio.to_thread.run_sync(lambda: setup.client.read_frames(6))
+    assert replies == [b"+OK\r\n", b":2\r\n", bulk(b"2"), b":3\r\n", bulk(b"3"), b":4\r\n"]
+    assert [argv[0].lower() for argv in a.log if argv[1:2] in ([key], [items])] == [
+        b"set", b"incr", b"get", b"incr", b"get", b"rpush"] * 2
 
 
 async def test_moved_is_followed_and_the_map_patched(setup: Setup) -> None:

@@ -7,7 +7,7 @@ import socket
 
 import hiredis
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from slotgate.protocol import resp
@@ -278,6 +278,57 @@ def test_fuzz_canonical_path_agrees_with_exact_parser(parts: list[bytes], cuts: 
     assert fast == slow
 
 
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_CANON_FRAGMENTS), max_size=30),
+       st.lists(st.integers(0, 10**6), max_size=5), st.booleans(), st.booleans())
+def test_fuzz_packed_requests_are_their_own_bytes(parts: list[bytes], cuts: list[int],
+                                                  canonical: bool, single_first: bool) -> None:
+    """get_requests_packed: the same requests as the exact parser, each beside b"" or its
+    bytes as sent, which are then exactly its packed form (the proxy forwards them as they
+    are), whichever parser took it, after a get_request too."""
+    data = b"".join(parts)
+    reader = RequestReader(max_bulk_len=20, max_multibulk_len=5)
+    reader.use_canonical = canonical
+    got: list[list[bytes]] = []
+    raws: list[bytes] = []
+    error = None
+    try:
+        for c in chunked(data, cuts):
+            reader.feed(c)
+            if single_first:
+                one = reader.get_request()
+                if one is not None:
+                    got.append(one)
+                    raws.append(b"")
+            reqs, packed = reader.get_requests_packed()
+            assert len(reqs) == len(packed)
+            got += reqs
+            raws += packed
+        while True:
+            reqs, packed = reader.get_requests_packed()
+            if not reqs:
+                break
+            got += reqs
+            raws += packed
+    except ProtocolError as exc:
+        error = str(exc)
+    assert (got, error) == read_all(SlowReader(max_bulk_len=20, max_multibulk_len=5), [data])
+    for argv, raw in zip(got, raws, strict=True):
+        assert raw in (b"", encode_command(*argv)), (argv, raw)
+    if canonical:  # whole canonical requests in one chunk come with their bytes
+        r = RequestReader()
+        r.use_canonical = True
+        wire = encode_command("SET", "k", "v") + encode_command("GET", "k")
+        r.feed(wire)
+        assert r.get_requests_packed() == ([[b"SET", b"k", b"v"], [b"GET", b"k"]],
+                                           [encode_command("SET", "k", "v"),
+                                            encode_command("GET", "k")])
+        r.feed(encode_command("SET", "k", "v") + b"GET k\r\n" + encode_command("GET", "j"))
+        assert r.get_requests_packed() == ([[b"SET", b"k", b"v"], [b"GET", b"k"], [b"GET", b"j"]],
+                                           [encode_command("SET", "k", "v"), b"",
+                                            encode_command("GET", "j")])
+
+
 def test_canonical_path_takes_everyday_requests() -> None:
     data = encode_command("SET", "k", "v") + encode_command("GET", "k")
     r = RequestReader()
@@ -483,6 +534,33 @@ def test_framer_fuzz_chunking_changes_nothing(parts: list[bytes], cuts: list[int
     """Garbage raises only ProtocolError, and where the chunks end never changes the frames."""
     data = b"".join(parts)
     assert frame_all(chunked(data, cuts)) == frame_all([data])
+
+
+_BULK_FRAGMENTS = [b"$", b"$3\r\n", b"$03\r\n", b"$-1\r\n", b"$0\r\n", b"$1", b"\r\n", b"\r",
+                   b"abc", b"3", b"0", b"99999999999999", b"+OK\r\n", b":1\r\n", b"*1\r\n"]
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from(_BULK_FRAGMENTS), max_size=30),
+       st.lists(st.integers(0, 10**6), max_size=5))
+@example([b"$\r\n", b"\r\n"], [])
+@example([b"$3-1\r\n", b"+OK\r\n", b"abc", b"\r\n"], [])
+@example([b"+OK\r", b"\r\n", b"$-1\r\n", b"+OK\r\n", b"$-1\r"], [5])
+@example([b"$-1\r\n", b"$03\r\n", b"abc", b"\r\n", b"$3\r", b"abc\r\n"], [])
+def test_framer_bulk_loop_agrees_with_next_frame(parts: list[bytes], cuts: list[int]) -> None:
+    """frames()' own loop over "$" replies (digits read in place) frames exactly what
+    next_frame's general scan does, error included, wherever the chunks end."""
+    data = b"".join(parts)
+    one = ReplyFramer()
+    one.feed(data)
+    expected: list[tuple[int, bytes]] = []
+    try:
+        while (frame := one.next_frame()) is not None:
+            expected.append(frame)
+        failed = False
+    except ProtocolError:
+        failed = True
+    assert frame_all(chunked(data, cuts)) == (expected, failed)
 
 
 # -- encoders ----------------------------------------------------------------------------------
