@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from binascii import crc_hqx
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from slotgate.protocol.commands import key_positions
 from slotgate.protocol.resp import encode_command
@@ -87,7 +87,7 @@ MARK_PREFIX = b"slotgate-mark:"
 # How long a marker lives if the proxy dies before deleting it (the fate is decided well
 # before: within the retry deadline).
 MARK_TTL_MS = 600_000
-MARK_DONE = b"1"  # what a step's transaction writes into its marker
+MARK_DONE: Final[bytes] = b"1"  # what a step's transaction writes into its marker
 MARK_GIVEN_UP = b"0"  # what the fate check writes into an absent marker
 # Distinguishes this process's temporaries (they never outlive one transaction anyway).
 _TOKEN = os.urandom(4).hex().encode()
