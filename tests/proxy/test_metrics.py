@@ -222,7 +222,11 @@ def wait_healthy(url: str, timeout_s: float = 20.0) -> str:
     last = [""]
 
     def healthy() -> str | None:
-        status, _, body = get(url)
+        try:
+            status, _, body = get(url)
+        except urllib.error.URLError as exc:  # not listening yet: the proxy port opens first
+            last[0] = repr(exc)
+            return None
         last[0] = f"{status} {body}"
         return body if status == 200 else None
 

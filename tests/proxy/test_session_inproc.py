@@ -160,7 +160,8 @@ async def test_ask_is_followed_once_with_asking(setup: Setup) -> None:
     b.importing.add(slot)
     b.data[key] = b"moved-already"
     assert await setup.call("GET", key) == bulk(b"moved-already")
-    assert b.log[-2:] == [[b"ASKING"], [b"GET", key]]
+    # (the proxy's journal sweep may send its SMEMBERS to b meanwhile, on a connection of its own)
+    assert [c for c in b.log if c[0] != b"SMEMBERS"][-2:] == [[b"ASKING"], [b"GET", key]]
     assert setup.redirects("ASK") == 1
     # ASK does not change the map: the next request asks a first again.
     assert await setup.call("GET", key) == bulk(b"moved-already")
