@@ -413,10 +413,21 @@ async def settle(links: Links, topology: Topology, node: str, name: bytes,
     return None
 
 
+# A master's slots -> the SMEMBERS of their indexes, pipelined (the sweep's request).
+_listing: dict[tuple[int, ...], bytes] = {}
+_LISTINGS_KEPT = 64
+
+
 async def _listed(links: Links, node: str, slots: list[int]) -> list[bytes]:
     """The entries the indexes of ``slots`` (on their master ``node``) list: one pipelined
     round trip (a slot being migrated answers a redirect: its next owner lists it)."""
-    payload = b"".join(encode_command(b"SMEMBERS", slot_index(slot)) for slot in slots)
+    key = tuple(slots)
+    payload = _listing.get(key)
+    if payload is None:  # a master's slots change rarely: built again only when they do
+        payload = b"".join(encode_command(b"SMEMBERS", slot_index(slot)) for slot in slots)
+        if len(_listing) >= _LISTINGS_KEPT:
+            _listing.clear()
+        _listing[key] = payload
     out: list[bytes] = []
     for raw in await links.call(node, payload, len(slots)):
         if raw[:1] == b"*" and raw != b"*0\r\n":
